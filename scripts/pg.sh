@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Starts, stops and describes a project-owned PostgreSQL 15 cluster.
+#   scripts/pg.sh start DATADIR PORT   initdb on first use (reused afterwards), start, create db "scangate"
+#   scripts/pg.sh stop  DATADIR        fast shutdown (no-op when not running)
+#   scripts/pg.sh kill  DATADIR        immediate shutdown (crash-like; for outage tests)
+#   scripts/pg.sh url   DATADIR PORT   print the libpq URL
+# PostgreSQL refuses to run as root, so as root every server command runs as the "postgres" user.
+set -euo pipefail
+
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+cmd=${1:?usage: pg.sh start|stop|kill|url DATADIR [PORT]}
+datadir=$(realpath -m "${2:?DATADIR required}")
+port=${3:-5544}
+
+as_pg() {
+  if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+url() { echo "postgresql://postgres@127.0.0.1:${port}/scangate?connect_timeout=3"; }
+
+case "$cmd" in
+  url) url ;;
+  start)
+    if [[ ! -f "$datadir/PG_VERSION" ]]; then
+      mkdir -p "$datadir"
+      if [[ $(id -u) -eq 0 ]]; then chown postgres: "$datadir"; fi
+      chmod 700 "$datadir"
+      if ! as_pg test -w "$datadir"; then
+        echo "pg.sh: user postgres cannot write $datadir (check the permissions of its parent folders)" >&2
+        exit 1
+      fi
+      as_pg "$PGBIN/initdb" -D "$datadir" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
+      # Settings shipped for scangate's local cluster. synchronous_commit stays on: an acknowledged
+      # "new" must survive a crash of PostgreSQL as well as of scangate.
+      cat >>"$datadir/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$datadir'
+max_connections = 200
+shared_buffers = 1GB
+wal_buffers = 64MB
+max_wal_size = 4GB
+checkpoint_timeout = 15min
+synchronous_commit = on
+commit_delay = 0
+wal_compression = on
+effective_cache_size = 8GB
+random_page_cost = 1.1
+log_min_messages = warning
+logging_collector = off
+CONF
+    fi
+    if as_pg "$PGBIN/pg_ctl" -D "$datadir" status >/dev/null 2>&1; then
+      :
+    else
+      as_pg "$PGBIN/pg_ctl" -D "$datadir" -o "-p $port" -l "$datadir/server.log" -w -t 60 start >/dev/null
+    fi
+    if ! as_pg "$PGBIN/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -tAc \
+        "SELECT 1 FROM pg_database WHERE datname='scangate'" | grep -q 1; then
+      as_pg "$PGBIN/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -qc "CREATE DATABASE scangate" >/dev/null
+    fi
+    ;;
+  stop)
+    if [[ -f "$datadir/postmaster.pid" ]]; then
+      as_pg "$PGBIN/pg_ctl" -D "$datadir" -m fast -w -t 60 stop >/dev/null || true
+    fi
+    ;;
+  kill)
+    if [[ -f "$datadir/postmaster.pid" ]]; then
+      as_pg "$PGBIN/pg_ctl" -D "$datadir" -m immediate -w -t 60 stop >/dev/null || true
+    fi
+    ;;
+  *) echo "pg.sh: unknown command $cmd" >&2; exit 2 ;;
+esac
