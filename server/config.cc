@@ -1,0 +1,252 @@
+#include "server/config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <sstream>
+#include <thread>
+
+#include <boost/asio/ip/address.hpp>
+#include <boost/program_options.hpp>
+
+namespace scangate::server {
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr std::string_view kEnvPrefix = "SCANGATE_";
+constexpr unsigned kMaxThreads = 1024;
+constexpr unsigned kMaxWriters = 64;
+constexpr std::size_t kMaxBatchLimit = 100'000;
+constexpr std::uint32_t kMaxShards = 1u << 16;
+constexpr auto kMinWindow = std::chrono::seconds(1);
+constexpr auto kMaxFlushInterval = std::chrono::seconds(10);
+
+template <typename T>
+T ParseUnsigned(const std::string& text, std::string_view option, T min, T max) {
+  std::uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || p != end || v < static_cast<std::uint64_t>(min) ||
+      v > static_cast<std::uint64_t>(max)) {
+    throw ConfigError("--" + std::string(option) + ": expected an integer in " + std::to_string(min) + ".." +
+                      std::to_string(max) + ", got '" + text + "'");
+  }
+  return static_cast<T>(v);
+}
+
+double ParseFraction(const std::string& text, std::string_view option) {
+  double v = 0;
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || p != end || !(v > 0.0) || !(v < 0.5)) {
+    throw ConfigError("--" + std::string(option) + ": expected a number in (0, 0.5), got '" + text + "'");
+  }
+  return v;
+}
+
+bool ParseOnOff(const std::string& text, std::string_view option) {
+  if (text == "on") return true;
+  if (text == "off") return false;
+  throw ConfigError("--" + std::string(option) + ": expected on or off, got '" + text + "'");
+}
+
+std::string ReadSecretFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError("--digest-secret-file: cannot read '" + path + "'");
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!s.empty() && s.back() == '\n') s.pop_back();
+  if (!s.empty() && s.back() == '\r') s.pop_back();
+  if (s.empty()) throw ConfigError("--digest-secret-file: '" + path + "' is empty");
+  return s;
+}
+
+po::options_description Options() {
+  po::options_description d("scangate options (each also read from env SCANGATE_<NAME>, e.g. SCANGATE_DATABASE_URL;"
+                            " the command line wins)");
+  auto s = [](const char* def) { return po::value<std::string>()->default_value(def); };
+  d.add_options()
+      ("help", "print this help and exit")
+      ("listen", s("0.0.0.0"), "listen address")
+      ("port", s("8080"), "TCP port; 0 = ephemeral")
+      ("port-file", s(""), "write the listening port (and a newline) to this file once listening")
+      ("threads", s("0"), "I/O threads (one io_context each); 0 = hardware cores")
+      ("database-url", s(""), "libpq URL of PostgreSQL (required)")
+      ("capacity", s("10000000"), "expected distinct keys per window (whole filter)")
+      ("fp-target", s("0.01"), "false-positive target of a filter query, in (0, 0.5)")
+      ("window", s("24h"), "filter generation lifetime and warm-start window; units s m h d (e.g. 24h, 7d)")
+      ("shards", s("64"), "filter shards, a power of two")
+      ("ack", s("commit"), "commit: 'new' only after PostgreSQL commit; filter: 'new' from the filter, "
+                           "write-behind to PostgreSQL")
+      ("writers", s("2"), "PostgreSQL writer threads (one connection each)")
+      ("batch-limit", s("1024"), "max keys per PostgreSQL transaction")
+      ("flush-interval", s("2ms"), "max write-behind lag (ack=filter); units us ms s")
+      ("queue-limit", s("65536"), "max queued PostgreSQL items; beyond it requests get 503")
+      ("digest-secret-file", s(""), "HMAC-SHA256 digests keyed with this file's bytes (one trailing newline "
+                                    "stripped); default plain SHA-256")
+      ("filter", s("on"), "on|off; off = every key takes the exact path (benchmarks)")
+      ("access-log", s("off"), "on|off; one JSON line per request: method, path, status, latency");
+  return d;
+}
+
+}  // namespace
+
+std::chrono::nanoseconds ParseDuration(std::string_view text, const std::vector<std::string_view>& units,
+                                       std::string_view option) {
+  auto fail = [&]() -> ConfigError {
+    std::string list;
+    for (std::string_view u : units) list += (list.empty() ? "" : ", ") + std::string(u);
+    return ConfigError("--" + std::string(option) + ": expected a duration like 90s with unit one of " + list +
+                       ", got '" + std::string(text) + "'");
+  };
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0 || digits == text.size()) throw fail();
+  std::uint64_t n = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + digits, n);
+  if (ec != std::errc() || p != text.data() + digits) throw fail();
+  const std::string_view unit = text.substr(digits);
+  if (std::find(units.begin(), units.end(), unit) == units.end()) throw fail();
+  std::uint64_t ns_per_unit = 0;
+  if (unit == "us") ns_per_unit = 1'000;
+  else if (unit == "ms") ns_per_unit = 1'000'000;
+  else if (unit == "s") ns_per_unit = 1'000'000'000;
+  else if (unit == "m") ns_per_unit = 60ull * 1'000'000'000;
+  else if (unit == "h") ns_per_unit = 3600ull * 1'000'000'000;
+  else if (unit == "d") ns_per_unit = 86400ull * 1'000'000'000;
+  else throw fail();
+  constexpr auto kMaxNs = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  if (n > kMaxNs / ns_per_unit) throw fail();
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(n * ns_per_unit));
+}
+
+std::string RedactDatabaseUrl(std::string_view url) {
+  std::string s(url);
+  // URL form: scheme://user:password@host...
+  if (auto scheme = s.find("://"); scheme != std::string::npos) {
+    const std::size_t auth_begin = scheme + 3;
+    const std::size_t at = s.find('@', auth_begin);
+    const std::size_t slash = s.find('/', auth_begin);
+    if (at != std::string::npos && (slash == std::string::npos || at < slash)) {
+      const std::size_t colon = s.find(':', auth_begin);
+      if (colon != std::string::npos && colon < at) s.replace(colon + 1, at - colon - 1, "***");
+    }
+  }
+  // Query parameter or keyword/value form: password=...
+  for (std::size_t pos = 0; (pos = s.find("password=", pos)) != std::string::npos;) {
+    const bool at_boundary = pos == 0 || s[pos - 1] == '?' || s[pos - 1] == '&' || s[pos - 1] == ' ';
+    const std::size_t value = pos + 9;
+    if (!at_boundary) {
+      pos = value;
+      continue;
+    }
+    std::size_t end = s.find_first_of("& ", value);
+    if (end == std::string::npos) end = s.size();
+    s.replace(value, end - value, "***");
+    pos = value + 3;
+  }
+  return s;
+}
+
+ParseOutcome ParseConfig(int argc, const char* const argv[]) {
+  const po::options_description desc = Options();
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    // Command line first: po::store never overwrites a value already stored, so the command line wins.
+    po::store(po::parse_environment(desc,
+                                    [&desc](const std::string& var) -> std::string {
+                                      if (var.rfind(kEnvPrefix, 0) != 0) return "";
+                                      std::string name = var.substr(kEnvPrefix.size());
+                                      for (char& c : name) {
+                                        c = c == '_' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+                                      }
+                                      if (name == "help" || desc.find_nothrow(name, false) == nullptr) return "";
+                                      return name;
+                                    }),
+              vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw ConfigError(e.what());
+  }
+  ParseOutcome out;
+  if (vm.count("help") != 0) {
+    std::ostringstream os;
+    os << "scangate: has this scan key been seen before? (Bloom fast path in front of PostgreSQL)\n\n" << desc;
+    out.help = os.str();
+    return out;
+  }
+  auto str = [&vm](const char* name) { return vm[name].as<std::string>(); };
+
+  Config c;
+  c.listen = str("listen");
+  {
+    boost::system::error_code ec;
+    boost::asio::ip::make_address(c.listen, ec);
+    if (ec) throw ConfigError("--listen: expected an IPv4 or IPv6 address, got '" + c.listen + "'");
+  }
+  c.port = ParseUnsigned<std::uint16_t>(str("port"), "port", 0, 65535);
+  c.port_file = str("port-file");
+  c.threads = ParseUnsigned<unsigned>(str("threads"), "threads", 0, kMaxThreads);
+  if (c.threads == 0) c.threads = std::max(1u, std::thread::hardware_concurrency());
+  c.database_url = str("database-url");
+  if (c.database_url.empty()) {
+    throw ConfigError("--database-url (or SCANGATE_DATABASE_URL) is required, e.g. "
+                      "postgresql://postgres@127.0.0.1:5544/scangate");
+  }
+  c.capacity = ParseUnsigned<std::uint64_t>(str("capacity"), "capacity", 1, std::uint64_t{1} << 40);
+  c.fp_target = ParseFraction(str("fp-target"), "fp-target");
+  const auto window = ParseDuration(str("window"), {"s", "m", "h", "d"}, "window");
+  if (window < kMinWindow) throw ConfigError("--window: must be at least 1s");
+  c.window = std::chrono::duration_cast<std::chrono::seconds>(window);
+  c.shards = ParseUnsigned<std::uint32_t>(str("shards"), "shards", 1, kMaxShards);
+  if ((c.shards & (c.shards - 1)) != 0) {
+    throw ConfigError("--shards: must be a power of two, got " + std::to_string(c.shards));
+  }
+  const std::string ack = str("ack");
+  if (ack == "commit") c.ack = AckMode::kCommit;
+  else if (ack == "filter") c.ack = AckMode::kFilter;
+  else throw ConfigError("--ack: expected commit or filter, got '" + ack + "'");
+  c.writers = ParseUnsigned<unsigned>(str("writers"), "writers", 1, kMaxWriters);
+  c.batch_limit = ParseUnsigned<std::size_t>(str("batch-limit"), "batch-limit", 1, kMaxBatchLimit);
+  const auto flush = ParseDuration(str("flush-interval"), {"us", "ms", "s"}, "flush-interval");
+  if (flush < std::chrono::microseconds(1) || flush > kMaxFlushInterval) {
+    throw ConfigError("--flush-interval: must be in 1us..10s, got '" + str("flush-interval") + "'");
+  }
+  c.flush_interval = std::chrono::duration_cast<std::chrono::microseconds>(flush);
+  c.queue_limit = ParseUnsigned<std::size_t>(str("queue-limit"), "queue-limit", 1, std::size_t{1} << 30);
+  c.digest_secret_file = str("digest-secret-file");
+  if (!c.digest_secret_file.empty()) c.digest_secret = ReadSecretFile(c.digest_secret_file);
+  c.filter = ParseOnOff(str("filter"), "filter");
+  c.access_log = ParseOnOff(str("access-log"), "access-log");
+  out.config = std::move(c);
+  return out;
+}
+
+boost::json::object Describe(const Config& c) {
+  boost::json::object o;
+  o["listen"] = c.listen;
+  o["port"] = c.port;
+  o["port_file"] = c.port_file;
+  o["threads"] = c.threads;
+  o["database_url"] = RedactDatabaseUrl(c.database_url);
+  o["capacity"] = c.capacity;
+  o["fp_target"] = c.fp_target;
+  o["window_seconds"] = c.window.count();
+  o["shards"] = c.shards;
+  o["ack"] = c.ack == AckMode::kCommit ? "commit" : "filter";
+  o["writers"] = c.writers;
+  o["batch_limit"] = c.batch_limit;
+  o["flush_interval_us"] = c.flush_interval.count();
+  o["queue_limit"] = c.queue_limit;
+  o["digest"] = c.digest_secret.empty() ? "sha256" : "hmac-sha256";
+  o["digest_secret"] = c.digest_secret.empty() ? "unset" : "set";
+  o["filter"] = c.filter ? "on" : "off";
+  o["access_log"] = c.access_log ? "on" : "off";
+  return o;
+}
+
+}  // namespace scangate::server

@@ -1,0 +1,68 @@
+// Configuration of the scangate binary: command line (Boost.Program_options), environment SCANGATE_<NAME>
+// (dashes -> underscores, upper case; the command line wins), validation and duration parsing.
+// Invariant: a Config returned by ParseConfig is fully validated; secrets never appear in Describe().
+// Pure apart from reading the process environment and the secret file; unit-tested in tests/server/config_test.cc.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/json/object.hpp>
+
+namespace scangate::server {
+
+enum class AckMode : std::uint8_t { kCommit, kFilter };
+
+struct Config {
+  std::string listen = "0.0.0.0";
+  std::uint16_t port = 8080;               // 0 = ephemeral
+  std::string port_file;                   // written once listening: "<port>\n"
+  unsigned threads = 0;                    // resolved: never 0 after ParseConfig
+  std::string database_url;
+  std::uint64_t capacity = 10'000'000;
+  double fp_target = 0.01;
+  std::chrono::seconds window = std::chrono::hours(24);
+  std::uint32_t shards = 64;
+  AckMode ack = AckMode::kCommit;
+  unsigned writers = 2;
+  std::size_t batch_limit = 1024;
+  std::chrono::microseconds flush_interval{2000};
+  std::size_t queue_limit = 65536;
+  std::string digest_secret_file;
+  std::string digest_secret;               // file bytes, one trailing newline stripped; never printed
+  bool filter = true;
+  bool access_log = false;
+};
+
+// Invalid configuration: what() names the option and the problem. main() prints it and exits 2.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Outcome of parsing: either run with `config`, or print `help` and exit 0.
+struct ParseOutcome {
+  std::optional<Config> config;
+  std::string help;  // non-empty when --help was given
+};
+
+// Parses argv (argv[0] is the program name) and the environment. Throws ConfigError.
+ParseOutcome ParseConfig(int argc, const char* const argv[]);
+
+// Durations: a non-negative integer followed by one unit of `units` (e.g. {"s","m","h","d"}):
+// "90s", "15m", "24h", "7d", "500us", "2ms". Throws ConfigError naming `option`.
+std::chrono::nanoseconds ParseDuration(std::string_view text, const std::vector<std::string_view>& units,
+                                       std::string_view option);
+
+// The libpq URL (or keyword/value string) with any password replaced by "***".
+std::string RedactDatabaseUrl(std::string_view url);
+
+// Effective configuration for the start-up log line (password redacted, secret only as "set"/"unset").
+boost::json::object Describe(const Config& c);
+
+}  // namespace scangate::server

@@ -1,0 +1,61 @@
+// The HTTP/1.1 front end (Boost.Beast): N I/O threads, each running its own io_context with its own
+// acceptor on the shared port (SO_REUSEPORT: the kernel spreads connections), one Session per connection
+// living entirely on its thread — no strands, no cross-thread session state. Store completions come back
+// to a session by net::post onto its executor. Invariant: every request gets exactly one response, every
+// abusable limit (header/body size, read timeouts) is explicit, and exceptions never escape into Asio.
+// Shutdown: BeginShutdown() closes acceptors and idle connections; busy ones close after their response;
+// WaitDrained() waits for the last session; Stop() stops the io_contexts and joins the threads.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "server/config.h"
+#include "server/metrics.h"
+#include "server/service.h"
+
+namespace scangate::server {
+
+// Timeouts and connection limits (the HTTP contract in openapi.yaml).
+inline constexpr auto kHeaderReadTimeout = std::chrono::seconds(10);  // first byte .. end of header
+inline constexpr auto kBodyReadTimeout = std::chrono::seconds(30);    // end of header .. end of body
+inline constexpr auto kIdleTimeout = std::chrono::seconds(60);        // keep-alive wait for the next request
+inline constexpr auto kWriteTimeout = std::chrono::seconds(30);       // one response write
+inline constexpr std::size_t kMaxConnections = 100'000;               // open sessions; new ones closed above
+inline constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(50);  // after EMFILE/ENFILE on accept
+
+class HttpServer {
+ public:
+  // `service` and `metrics` must outlive the server.
+  HttpServer(const Config& config, Service& service, Metrics& metrics);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds config.threads acceptors (the first to config.port, possibly 0; the rest to the port it got) and
+  // starts the I/O threads. Throws boost::system::system_error on bind failure. Call once.
+  void Start();
+  std::uint16_t port() const { return port_; }
+
+  // Stops accepting, closes idle keep-alive connections, asks busy ones to close after their response.
+  // Safe to call from any thread.
+  void BeginShutdown();
+  // Blocks until every session is gone or `deadline` passes; true when drained.
+  bool WaitDrained(std::chrono::steady_clock::time_point deadline) const;
+  // Stops the io_contexts (abandoning what is left) and joins the I/O threads. Idempotent.
+  void Stop();
+
+  struct Shared;  // what every session reads: config, service, the stopping flag, the session count
+  struct Worker;  // one I/O thread: io_context, acceptor, its sessions
+
+ private:
+  Metrics& metrics_;
+  std::unique_ptr<Shared> shared_;  // outlives workers_ (declared first): sessions touch it in destructors
+  std::uint16_t port_ = 0;
+  std::vector<std::unique_ptr<Worker>> workers_;
+};
+
+}  // namespace scangate::server

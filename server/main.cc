@@ -1,0 +1,213 @@
+// scangate: the HTTP service binary. Start-up order: config -> filter -> Store::Start() (retries until
+// PostgreSQL answers) -> listen (so /healthz answers at once) -> warm start in a background thread, then
+// "warm". The main thread runs a small io_context for signals and the 1 s maintenance timer (filter
+// rotation, pg_state transitions). Shutdown on SIGTERM/SIGINT: stop accepting, drain in-flight requests
+// (<= kDrainDeadline), Store::Shutdown() (flushes write-behind), stop the I/O threads, exit 0.
+#include <sys/resource.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "core/digest.h"
+#include "core/filter.h"
+#include "server/config.h"
+#include "server/http_server.h"
+#include "server/log.h"
+#include "server/metrics.h"
+#include "server/service.h"
+#include "storage/store.h"
+
+namespace {
+namespace net = boost::asio;
+namespace json = boost::json;
+using namespace scangate;
+using namespace scangate::server;
+
+constexpr int kExitConfig = 2;
+constexpr int kExitStartup = 1;
+constexpr auto kDrainDeadline = std::chrono::seconds(10);        // in-flight requests at shutdown
+constexpr auto kMaintenancePeriod = std::chrono::seconds(1);     // filter rotation, pg_state check
+constexpr auto kWarmRetryDelay = std::chrono::seconds(1);        // after a failed warm load
+
+// Open-file limit: one descriptor per connection; raise the soft limit to the hard one.
+void RaiseNoFileLimit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+      Log(LogLevel::kWarn, "rlimit", {{"error", std::strerror(errno)}});
+    }
+  }
+}
+
+// Writes "<port>\n" atomically (temp file + rename) so a poller never reads a partial number.
+void WritePortFile(const std::string& path, std::uint16_t port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port << '\n';
+    if (!out) throw std::runtime_error("cannot write --port-file " + path);
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+struct WarmAborted {};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  RaiseNoFileLimit();
+  Config config;
+  try {
+    ParseOutcome parsed = ParseConfig(argc, argv);
+    if (!parsed.config) {
+      std::cout << parsed.help;
+      return 0;
+    }
+    config = std::move(*parsed.config);
+  } catch (const ConfigError& e) {
+    std::cerr << "scangate: " << e.what() << "\n(see scangate --help)\n";
+    return kExitConfig;
+  }
+
+  FilterOptions filter_options;
+  filter_options.capacity = config.capacity;
+  filter_options.fp_target = config.fp_target;
+  filter_options.window = config.window;
+  filter_options.shards = config.shards;
+  std::unique_ptr<ShardedFilter> filter;
+  try {
+    filter = std::make_unique<ShardedFilter>(filter_options);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "scangate: invalid filter configuration: " << e.what() << "\n";
+    return kExitConfig;
+  }
+  const FilterGeometry& geo = filter->geometry();
+  {
+    json::object fields = Describe(config);
+    fields["filter_memory_bytes"] = geo.memory_bytes;
+    fields["filter_bits_per_key"] = geo.bits_per_key;
+    fields["filter_k"] = geo.k;
+    fields["filter_design_fp"] = geo.design_fp;
+    Log(LogLevel::kInfo, "config", std::move(fields));
+  }
+  std::optional<Digester> digester;
+  try {
+    digester = config.digest_secret.empty() ? Digester::Sha256() : Digester::HmacSha256(config.digest_secret);
+  } catch (const std::exception& e) {
+    Log(LogLevel::kError, "error", {{"where", "digest"}, {"what", e.what()}});
+    return kExitStartup;
+  }
+
+  // Signals are caught from here on (a SIGTERM while waiting for PostgreSQL exits cleanly).
+  net::io_context main_ioc{1};
+  net::signal_set signals(main_ioc, SIGINT, SIGTERM);
+  std::atomic<bool> stop_requested{false};
+  signals.async_wait([&](const boost::system::error_code& ec, int signo) {
+    if (ec) return;
+    Log(LogLevel::kInfo, "shutdown", {{"phase", "signal"}, {"signal", signo}});
+    stop_requested.store(true);
+    main_ioc.stop();
+  });
+
+  storage::StoreOptions store_options;
+  store_options.url = config.database_url;
+  store_options.writers = config.writers;
+  store_options.batch_limit = config.batch_limit;
+  store_options.flush_interval = config.flush_interval;
+  store_options.queue_limit = config.queue_limit;
+  std::unique_ptr<storage::Store> store;
+  for (;;) {
+    store = std::make_unique<storage::Store>(store_options);
+    try {
+      store->Start();
+      break;
+    } catch (const std::exception& e) {
+      Log(LogLevel::kWarn, "pg_state", {{"up", false}, {"error", e.what()}});
+    }
+    store.reset();
+    main_ioc.poll();
+    if (stop_requested.load()) return 0;
+  }
+  Log(LogLevel::kInfo, "pg_state", {{"up", true}});
+
+  Metrics metrics(config.threads);
+  Service service(config, *digester, *filter, *store, metrics);
+  HttpServer server(config, service, metrics);
+  try {
+    server.Start();
+    if (!config.port_file.empty()) WritePortFile(config.port_file, server.port());
+  } catch (const std::exception& e) {
+    Log(LogLevel::kError, "error", {{"where", "listen"}, {"what", e.what()}});
+    server.Stop();
+    store->Shutdown();
+    return kExitStartup;
+  }
+  Log(LogLevel::kInfo, "listening", {{"address", config.listen}, {"port", server.port()}, {"threads", config.threads}});
+
+  // Warm start: every digest PostgreSQL saw within the window goes into the filter; until then every key
+  // takes the exact path. Retries while PostgreSQL is unreachable; abandoned at shutdown.
+  std::thread warm([&] {
+    while (!stop_requested.load()) {
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        const std::uint64_t keys = store->WarmLoad(config.window, [&](std::span<const Digest> chunk) {
+          if (stop_requested.load()) throw WarmAborted{};
+          filter->InsertBatchConcurrently(chunk);
+        });
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        service.MarkWarm();
+        Log(LogLevel::kInfo, "warm_start", {{"keys", keys}, {"seconds", seconds}});
+        return;
+      } catch (const WarmAborted&) {
+        return;
+      } catch (const std::exception& e) {
+        Log(LogLevel::kWarn, "warm_start", {{"error", e.what()}, {"retry_in_seconds", 1}});
+      }
+      for (int i = 0; i < 10 && !stop_requested.load(); ++i) std::this_thread::sleep_for(kWarmRetryDelay / 10);
+    }
+  });
+
+  // Maintenance: filter rotation and pg_state transitions, once a second on the main thread.
+  net::steady_timer tick(main_ioc);
+  bool pg_up = true;
+  std::function<void()> schedule = [&] {
+    tick.expires_after(kMaintenancePeriod);
+    tick.async_wait([&](const boost::system::error_code& ec) {
+      if (ec) return;
+      filter->RotateExpired(std::chrono::steady_clock::now());
+      const bool up = store->up();
+      if (up != pg_up) {
+        pg_up = up;
+        Log(up ? LogLevel::kInfo : LogLevel::kWarn, "pg_state", {{"up", up}});
+      }
+      schedule();
+    });
+  };
+  schedule();
+  if (!stop_requested.load()) main_ioc.run();
+
+  Log(LogLevel::kInfo, "shutdown", {{"phase", "draining"}});
+  server.BeginShutdown();
+  const bool drained = server.WaitDrained(std::chrono::steady_clock::now() + kDrainDeadline);
+  if (!drained) Log(LogLevel::kWarn, "shutdown", {{"phase", "drain deadline passed; closing remaining connections"}});
+  stop_requested.store(true);
+  warm.join();
+  store->Shutdown();
+  server.Stop();
+  const storage::StoreStats st = store->Stats();
+  Log(LogLevel::kInfo, "shutdown",
+      {{"phase", "done"}, {"keys_written", st.keys_written}, {"write_behind_lost", st.write_behind_lost}});
+  return 0;
+}

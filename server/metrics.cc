@@ -1,0 +1,229 @@
+#include "server/metrics.h"
+
+#include <charconv>
+#include <string_view>
+
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+
+namespace scangate::server {
+namespace {
+
+std::size_t StatusSlot(unsigned status) {
+  for (std::size_t i = 0; i < kCountedStatuses.size(); ++i) {
+    if (kCountedStatuses[i] == status) return i;
+  }
+  return kCountedStatuses.size();
+}
+
+std::string StatusLabel(std::size_t slot) {
+  return slot < kCountedStatuses.size() ? std::to_string(kCountedStatuses[slot]) : "other";
+}
+
+// Shortest round-trip decimal form of a double, as Prometheus clients write sample values.
+std::string Num(double v) {
+  char buf[32];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, p) : "NaN";
+}
+
+class Writer {
+ public:
+  void Header(std::string_view name, std::string_view type, std::string_view help) {
+    out_ += "# HELP ";
+    out_ += name;
+    out_ += ' ';
+    out_ += help;
+    out_ += "\n# TYPE ";
+    out_ += name;
+    out_ += ' ';
+    out_ += type;
+    out_ += '\n';
+  }
+  void Sample(std::string_view name, std::string_view labels, std::string_view value) {
+    out_ += name;
+    if (!labels.empty()) {
+      out_ += '{';
+      out_ += labels;
+      out_ += '}';
+    }
+    out_ += ' ';
+    out_ += value;
+    out_ += '\n';
+  }
+  void Sample(std::string_view name, std::string_view labels, std::uint64_t v) { Sample(name, labels, std::to_string(v)); }
+  void Sample(std::string_view name, std::string_view labels, double v) { Sample(name, labels, Num(v)); }
+  // A histogram from cumulative (le, count) buckets; `labels` (may be empty) precede le.
+  void Histogram(std::string_view name, const std::string& labels,
+                 const std::vector<std::pair<double, std::uint64_t>>& cumulative, double sum, std::uint64_t count) {
+    const std::string prefix = labels.empty() ? "" : labels + ",";
+    const std::string bucket = std::string(name) + "_bucket";
+    bool has_inf = false;
+    for (const auto& [le, c] : cumulative) {
+      const bool inf = le == std::numeric_limits<double>::infinity();
+      has_inf = has_inf || inf;
+      Sample(bucket, prefix + "le=\"" + (inf ? std::string("+Inf") : Num(le)) + "\"", c);
+    }
+    if (!has_inf) Sample(bucket, prefix + "le=\"+Inf\"", count);
+    Sample(std::string(name) + "_sum", labels, sum);
+    Sample(std::string(name) + "_count", labels, count);
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+}  // namespace
+
+void ThreadCounters::CountRequest(Route route, unsigned status, std::chrono::nanoseconds latency_ns) {
+  const auto r = static_cast<std::size_t>(route);
+  requests[r][StatusSlot(status)].Inc();
+  const double seconds = std::chrono::duration<double>(latency_ns).count();
+  std::size_t b = 0;
+  while (b < kLatencyBuckets.size() && seconds > kLatencyBuckets[b]) ++b;
+  latency[r][b].Inc();
+  latency_sum_ns[r].Inc(static_cast<std::uint64_t>(latency_ns.count() > 0 ? latency_ns.count() : 0));
+}
+
+void ThreadCounters::CountVerdict(bool is_new, bool via_filter) {
+  if (!is_new) duplicate_via_exact.Inc();
+  else if (via_filter) new_via_filter.Inc();
+  else new_via_exact.Inc();
+}
+
+Metrics::Metrics(unsigned threads) {
+  blocks_.reserve(threads);
+  for (unsigned i = 0; i < threads; ++i) blocks_.push_back(std::make_unique<ThreadCounters>());
+}
+
+void Metrics::Collect(MetricsSnapshot& out) const {
+  for (const auto& b : blocks_) {
+    for (std::size_t r = 0; r < kRouteCount; ++r) {
+      for (std::size_t s = 0; s < kStatusSlots; ++s) out.requests[r][s] += b->requests[r][s].Get();
+      for (std::size_t l = 0; l < kLatencySlots; ++l) out.latency[r][l] += b->latency[r][l].Get();
+      out.latency_sum_seconds[r] += static_cast<double>(b->latency_sum_ns[r].Get()) * 1e-9;
+    }
+    out.new_via_filter += b->new_via_filter.Get();
+    out.new_via_exact += b->new_via_exact.Get();
+    out.duplicate_via_exact += b->duplicate_via_exact.Get();
+    out.false_positives += b->false_positives.Get();
+    out.stale += b->stale.Get();
+  }
+}
+
+std::string RenderPrometheus(const MetricsSnapshot& s) {
+  Writer w;
+  w.Header("scangate_http_requests_total", "counter", "HTTP requests answered, by route and status code.");
+  for (std::size_t r = 0; r < kRouteCount; ++r) {
+    for (std::size_t c = 0; c < kStatusSlots; ++c) {
+      if (s.requests[r][c] == 0) continue;
+      w.Sample("scangate_http_requests_total",
+               "route=\"" + std::string(RouteLabel(static_cast<Route>(r))) + "\",code=\"" + StatusLabel(c) + "\"",
+               s.requests[r][c]);
+    }
+  }
+  w.Header("scangate_http_request_duration_seconds", "histogram",
+           "Time from the first byte of a request to its response written, by route.");
+  for (std::size_t r = 0; r < kRouteCount; ++r) {
+    std::uint64_t count = 0;
+    std::vector<std::pair<double, std::uint64_t>> cumulative;
+    for (std::size_t b = 0; b < kLatencyBuckets.size(); ++b) {
+      count += s.latency[r][b];
+      cumulative.emplace_back(kLatencyBuckets[b], count);
+    }
+    count += s.latency[r][kLatencyBuckets.size()];
+    if (count == 0) continue;
+    w.Histogram("scangate_http_request_duration_seconds",
+                "route=\"" + std::string(RouteLabel(static_cast<Route>(r))) + "\"", cumulative,
+                s.latency_sum_seconds[r], count);
+  }
+  w.Header("scangate_verdicts_total", "counter", "Verdicts given, by verdict and deciding path.");
+  w.Sample("scangate_verdicts_total", "verdict=\"new\",via=\"filter\"", s.new_via_filter);
+  w.Sample("scangate_verdicts_total", "verdict=\"new\",via=\"exact\"", s.new_via_exact);
+  w.Sample("scangate_verdicts_total", "verdict=\"duplicate\",via=\"exact\"", s.duplicate_via_exact);
+  w.Header("scangate_filter_false_positives_total", "counter",
+           "Filter said possibly seen, PostgreSQL inserted the key (after warm start).");
+  w.Sample("scangate_filter_false_positives_total", "", s.false_positives);
+  w.Header("scangate_filter_stale_total", "counter",
+           "Filter said definitely new, PostgreSQL already had the key (ack=commit, after warm start).");
+  w.Sample("scangate_filter_stale_total", "", s.stale);
+  w.Header("scangate_write_behind_conflicts_total", "counter",
+           "Write-behind rows (ack=filter) that PostgreSQL already held.");
+  w.Sample("scangate_write_behind_conflicts_total", "", s.store.write_behind_conflicts);
+  w.Header("scangate_filter_fill_ratio", "gauge", "Fraction of set bits in the active generation, by shard.");
+  for (std::size_t i = 0; i < s.shards.size(); ++i) {
+    w.Sample("scangate_filter_fill_ratio", "shard=\"" + std::to_string(i) + "\"", s.shards[i].fill_ratio);
+  }
+  w.Header("scangate_filter_estimated_fp", "gauge", "Estimated false-positive rate of a query, by shard.");
+  for (std::size_t i = 0; i < s.shards.size(); ++i) {
+    w.Sample("scangate_filter_estimated_fp", "shard=\"" + std::to_string(i) + "\"", s.shards[i].estimated_fp);
+  }
+  w.Header("scangate_filter_keys", "gauge", "Keys inserted into the active generation, by shard.");
+  for (std::size_t i = 0; i < s.shards.size(); ++i) {
+    w.Sample("scangate_filter_keys", "shard=\"" + std::to_string(i) + "\"", s.shards[i].inserted);
+  }
+  w.Header("scangate_filter_memory_bytes", "gauge", "Memory of the filter bit arrays, all shards and generations.");
+  w.Sample("scangate_filter_memory_bytes", "", static_cast<std::uint64_t>(s.filter_memory_bytes));
+  w.Header("scangate_filter_warm", "gauge", "1 once the warm start from PostgreSQL has finished.");
+  w.Sample("scangate_filter_warm", "", std::uint64_t{s.warm ? 1u : 0u});
+  w.Header("scangate_pg_up", "gauge", "1 when every PostgreSQL writer is connected and healthy.");
+  w.Sample("scangate_pg_up", "", std::uint64_t{s.store.up ? 1u : 0u});
+  w.Header("scangate_pg_queue_depth", "gauge", "Items queued for the PostgreSQL writers.");
+  w.Sample("scangate_pg_queue_depth", "", s.store.queue_depth);
+  w.Header("scangate_pg_batch_size", "histogram", "Keys per PostgreSQL transaction.");
+  w.Histogram("scangate_pg_batch_size", "", s.store.batch_size_buckets, s.store.batch_size_sum,
+              s.store.batch_size_count);
+  w.Header("scangate_pg_commit_seconds", "histogram", "Duration of a PostgreSQL write transaction.");
+  w.Histogram("scangate_pg_commit_seconds", "", s.store.commit_seconds_buckets, s.store.commit_seconds_sum,
+              s.store.commit_seconds_count);
+  return w.Take();
+}
+
+std::string RenderStatsJson(const MetricsSnapshot& s) {
+  namespace json = boost::json;
+  json::object o;
+  json::object http;
+  for (std::size_t r = 0; r < kRouteCount; ++r) {
+    json::object codes;
+    for (std::size_t c = 0; c < kStatusSlots; ++c) {
+      if (s.requests[r][c] != 0) codes[StatusLabel(c)] = s.requests[r][c];
+    }
+    if (!codes.empty()) http[RouteLabel(static_cast<Route>(r))] = std::move(codes);
+  }
+  o["http_requests"] = std::move(http);
+  o["verdicts"] = json::object{{"new_via_filter", s.new_via_filter},
+                               {"new_via_exact", s.new_via_exact},
+                               {"duplicate_via_exact", s.duplicate_via_exact}};
+  json::array shards;
+  std::uint64_t keys = 0;
+  for (const ShardStats& st : s.shards) {
+    keys += st.inserted;
+    shards.push_back(json::object{{"keys", st.inserted},
+                                  {"fill_ratio", st.fill_ratio},
+                                  {"estimated_fp", st.estimated_fp},
+                                  {"age_seconds", st.age_seconds},
+                                  {"rotations", st.rotations}});
+  }
+  o["filter"] = json::object{{"warm", s.warm},
+                             {"memory_bytes", s.filter_memory_bytes},
+                             {"keys", keys},
+                             {"false_positives", s.false_positives},
+                             {"stale", s.stale},
+                             {"shards", std::move(shards)}};
+  const storage::StoreStats& st = s.store;
+  o["pg"] = json::object{{"up", st.up},
+                         {"queue_depth", st.queue_depth},
+                         {"batches", st.batches},
+                         {"keys_written", st.keys_written},
+                         {"inserted", st.inserted},
+                         {"duplicates", st.duplicates},
+                         {"unavailable", st.unavailable},
+                         {"write_behind_conflicts", st.write_behind_conflicts},
+                         {"batch_size_mean", st.batch_size_count ? st.batch_size_sum / st.batch_size_count : 0.0},
+                         {"commit_seconds_mean",
+                          st.commit_seconds_count ? st.commit_seconds_sum / st.commit_seconds_count : 0.0}};
+  return json::serialize(o);
+}
+
+}  // namespace scangate::server

@@ -1,0 +1,83 @@
+// Service metrics: per-I/O-thread counter blocks (no shared cache line is written on the request path),
+// aggregated into a MetricsSnapshot on scrape, rendered as Prometheus text 0.0.4 (/metrics) or JSON (/stats).
+// Invariant: label values are fixed sets (routes, status classes, verdicts, shard numbers) — never a key.
+// Counting: ThreadCounters methods only from the block's owning io_context thread; Snapshot from any thread.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/filter.h"
+#include "server/request.h"
+#include "storage/store.h"
+
+namespace scangate::server {
+
+// Status codes with their own label value; anything else is counted under "other".
+inline constexpr std::array<unsigned, 10> kCountedStatuses = {200, 201, 400, 404, 405, 413, 415, 431, 500, 503};
+inline constexpr std::size_t kStatusSlots = kCountedStatuses.size() + 1;  // + other
+// Request latency buckets (seconds, upper bounds; +Inf implied). Spans 50 us (in-memory filter answer)
+// to 2.5 s (PostgreSQL stall), roughly x2-x2.5 per step.
+inline constexpr std::array<double, 14> kLatencyBuckets = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                                           0.01,    0.025,  0.05,    0.1,    0.25,   0.5,   2.5};
+inline constexpr std::size_t kLatencySlots = kLatencyBuckets.size() + 1;  // + Inf
+
+// A counter with exactly one writer thread. Inc is a relaxed load + relaxed store (no locked RMW): the
+// owning thread is the only writer, so no increment is lost; relaxed is enough because readers (scrapes)
+// only need an eventually-current value and nothing else is published through it.
+class SingleWriterCounter {
+ public:
+  void Inc(std::uint64_t n = 1) { v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+  std::uint64_t Get() const { return v_.load(std::memory_order_relaxed); }  // relaxed: a scrape, see above
+
+ private:
+  std::atomic<std::uint64_t> v_{0};
+};
+
+// One I/O thread's counters, on their own cache lines (alignas(64)) so that threads never share a written line.
+struct alignas(64) ThreadCounters {
+  void CountRequest(Route route, unsigned status, std::chrono::nanoseconds latency);
+  void CountVerdict(bool is_new, bool via_filter);
+
+  std::array<std::array<SingleWriterCounter, kStatusSlots>, kRouteCount> requests;
+  std::array<std::array<SingleWriterCounter, kLatencySlots>, kRouteCount> latency;  // per bucket, not cumulative
+  std::array<SingleWriterCounter, kRouteCount> latency_sum_ns;
+  SingleWriterCounter new_via_filter, new_via_exact, duplicate_via_exact;
+  SingleWriterCounter false_positives;  // filter said "possibly seen", PostgreSQL inserted
+  SingleWriterCounter stale;            // filter said "definitely new", PostgreSQL had it (ack=commit)
+};
+
+// Aggregated values of one scrape.
+struct MetricsSnapshot {
+  std::array<std::array<std::uint64_t, kStatusSlots>, kRouteCount> requests{};
+  std::array<std::array<std::uint64_t, kLatencySlots>, kRouteCount> latency{};  // per bucket, not cumulative
+  std::array<double, kRouteCount> latency_sum_seconds{};
+  std::uint64_t new_via_filter = 0, new_via_exact = 0, duplicate_via_exact = 0;
+  std::uint64_t false_positives = 0, stale = 0;
+  std::vector<ShardStats> shards;
+  std::size_t filter_memory_bytes = 0;
+  bool warm = false;
+  storage::StoreStats store{};
+};
+
+// Owns one ThreadCounters per I/O thread.
+class Metrics {
+ public:
+  explicit Metrics(unsigned threads);
+  ThreadCounters& ForThread(unsigned index) { return *blocks_[index]; }
+  // Sums the HTTP/verdict counters of every thread into `out` (filter/store fields are left alone).
+  void Collect(MetricsSnapshot& out) const;
+
+ private:
+  std::vector<std::unique_ptr<ThreadCounters>> blocks_;
+};
+
+std::string RenderPrometheus(const MetricsSnapshot& s);
+std::string RenderStatsJson(const MetricsSnapshot& s);
+
+}  // namespace scangate::server

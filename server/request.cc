@@ -1,0 +1,291 @@
+#include "server/request.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+
+#include <boost/json/monotonic_resource.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/parse_options.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
+
+namespace scangate::server {
+namespace json = boost::json;
+
+namespace {
+
+constexpr std::string_view kProblemTypePrefix = "urn:scangate:problem:";
+// Stack buffer for parsing a typical /observe body without touching the heap; larger bodies spill to the
+// default resource through the monotonic resource's upstream.
+constexpr std::size_t kParseArenaBytes = 4096;
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// Number of Unicode code points of a string already validated as UTF-8 (Boost.JSON rejects invalid UTF-8).
+std::size_t CodePoints(std::string_view s) {
+  return static_cast<std::size_t>(
+      std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+// Parses `body` as JSON with the service's limits into storage `sp`; on any error sets `problem`.
+json::value ParseJson(std::string_view body, json::storage_ptr sp, std::optional<Problem>& problem) {
+  json::parse_options opts;
+  opts.max_depth = kMaxJsonDepth;
+  opts.allow_invalid_utf8 = false;  // the default, stated: invalid UTF-8 inside strings is a syntax error
+  opts.allow_comments = false;
+  opts.allow_trailing_commas = false;
+  json::error_code ec;
+  json::value out = json::parse(json::string_view(body.data(), body.size()), ec, std::move(sp), opts);
+  if (ec) {
+    if (body.empty()) {
+      problem = Problem::MalformedJson("the request body is empty; a JSON object is required");
+    } else if (ec == json::error::too_deep) {
+      problem = Problem::MalformedJson("JSON nesting is deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    } else {
+      problem = Problem::MalformedJson("the request body is not valid JSON (UTF-8): " + ec.message());
+    }
+  }
+  return out;
+}
+
+// Validates one key/source pair. `where` prefixes the detail ("" or "keys[3]: ").
+std::optional<Problem> ValidateKey(std::string_view key, const std::string& where) {
+  if (key.size() < kMinKeyBytes || key.size() > kMaxKeyBytes) {
+    return Problem::InvalidKey(where + "\"key\" must be " + std::to_string(kMinKeyBytes) + ".." +
+                               std::to_string(kMaxKeyBytes) + " bytes of UTF-8, got " + std::to_string(key.size()));
+  }
+  if (key.find('\0') != std::string_view::npos) {
+    return Problem::InvalidKey(where + "\"key\" must not contain NUL (U+0000)");
+  }
+  return std::nullopt;
+}
+
+std::optional<Problem> ValidateSource(std::string_view source, const std::string& where) {
+  if (CodePoints(source) > kMaxSourceChars) {
+    return Problem::InvalidSource(where + "\"source\" must be at most " + std::to_string(kMaxSourceChars) +
+                                  " characters");
+  }
+  if (source.find('\0') != std::string_view::npos) {
+    return Problem::InvalidSource(where + "\"source\" must not contain NUL (U+0000)");
+  }
+  return std::nullopt;
+}
+
+// Reads {"key": string, "source"?: string|null} from an object; unknown members are ignored.
+std::variant<Observation, Problem> ObservationOf(const json::object& obj, const std::string& where) {
+  Observation o;
+  const json::value* key = obj.if_contains("key");
+  if (key == nullptr) return Problem::InvalidKey(where + "member \"key\" is required");
+  const json::string* key_str = key->if_string();
+  if (key_str == nullptr) return Problem::InvalidKey(where + "\"key\" must be a string");
+  if (auto p = ValidateKey(*key_str, where)) return *std::move(p);
+  o.key.assign(key_str->data(), key_str->size());
+  if (const json::value* src = obj.if_contains("source"); src != nullptr && !src->is_null()) {
+    const json::string* src_str = src->if_string();
+    if (src_str == nullptr) return Problem::InvalidSource(where + "\"source\" must be a string or null");
+    if (auto p = ValidateSource(*src_str, where)) return *std::move(p);
+    o.source.assign(src_str->data(), src_str->size());
+  }
+  return o;
+}
+
+Problem Make(unsigned status, std::string_view slug, std::string_view title, std::string detail) {
+  return Problem{status, std::string(slug), std::string(title), std::move(detail)};
+}
+
+}  // namespace
+
+Route RouteOf(std::string_view target) {
+  if (auto q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
+  if (target == "/observe") return Route::kObserve;
+  if (target == "/observe/batch") return Route::kObserveBatch;
+  if (target == "/healthz") return Route::kHealthz;
+  if (target == "/readyz") return Route::kReadyz;
+  if (target == "/metrics") return Route::kMetrics;
+  if (target == "/stats") return Route::kStats;
+  return Route::kNotFound;
+}
+
+std::string_view RouteLabel(Route route) {
+  switch (route) {
+    case Route::kObserve: return "/observe";
+    case Route::kObserveBatch: return "/observe/batch";
+    case Route::kHealthz: return "/healthz";
+    case Route::kReadyz: return "/readyz";
+    case Route::kMetrics: return "/metrics";
+    case Route::kStats: return "/stats";
+    case Route::kNotFound: break;
+  }
+  return "other";
+}
+
+std::string_view AllowedMethod(Route route) {
+  return (route == Route::kObserve || route == Route::kObserveBatch) ? "POST" : "GET";
+}
+
+std::size_t BodyLimitFor(Route route) {
+  switch (route) {
+    case Route::kObserve: return kMaxObserveBodyBytes;
+    case Route::kObserveBatch: return kMaxBatchBodyBytes;
+    default: return kMaxOtherBodyBytes;
+  }
+}
+
+Problem Problem::MalformedJson(std::string detail) {
+  return Make(400, "malformed-json", "Malformed JSON", std::move(detail));
+}
+Problem Problem::InvalidKey(std::string detail) { return Make(400, "invalid-key", "Invalid key", std::move(detail)); }
+Problem Problem::InvalidSource(std::string detail) {
+  return Make(400, "invalid-source", "Invalid source", std::move(detail));
+}
+Problem Problem::InvalidBatch(std::string detail) {
+  return Make(400, "invalid-batch", "Invalid batch", std::move(detail));
+}
+Problem Problem::BadRequest(std::string detail) {
+  return Make(400, "bad-request", "Bad HTTP request", std::move(detail));
+}
+Problem Problem::NotFound(std::string_view target) {
+  // The target may carry a key in its query string: it is never echoed.
+  (void)target;
+  return Make(404, "not-found", "Not found",
+              "no such resource; routes: POST /observe, POST /observe/batch, GET /healthz, /readyz, /metrics, /stats");
+}
+Problem Problem::MethodNotAllowed(std::string_view method, Route route) {
+  std::string m(method.substr(0, 16));
+  for (char& c : m) {
+    if (!std::isalpha(static_cast<unsigned char>(c))) c = '?';
+  }
+  return Make(405, "method-not-allowed", "Method not allowed",
+              "method " + m + " is not allowed on " + std::string(RouteLabel(route)) + "; use " +
+                  std::string(AllowedMethod(route)));
+}
+Problem Problem::BodyTooLarge(std::size_t limit) {
+  return Make(413, "body-too-large", "Request body too large",
+              "the request body exceeds " + std::to_string(limit) + " bytes for this route");
+}
+Problem Problem::UnsupportedMediaType(std::string_view content_type) {
+  (void)content_type;  // not echoed: an arbitrary client string
+  return Make(415, "unsupported-media-type", "Unsupported media type",
+              "the request body must be JSON: Content-Type application/json (or application/*+json, "
+              "application/x-www-form-urlencoded, or none)");
+}
+Problem Problem::HeaderTooLarge() {
+  return Make(431, "header-too-large", "Request header fields too large",
+              "the request line and header fields exceed " + std::to_string(kMaxHeaderBytes) + " bytes");
+}
+Problem Problem::Unavailable(std::string detail) {
+  return Make(503, "unavailable", "Service unavailable", std::move(detail));
+}
+Problem Problem::Internal() {
+  return Make(500, "internal", "Internal server error", "an unexpected error occurred; see the server log");
+}
+
+std::string ProblemBody(const Problem& p) {
+  json::object o;
+  o["type"] = std::string(kProblemTypePrefix) + p.slug;
+  o["title"] = p.title;
+  o["status"] = p.status;
+  o["detail"] = p.detail;
+  return json::serialize(o);
+}
+
+std::optional<Problem> CheckContentType(std::string_view content_type) {
+  std::string_view media = content_type.substr(0, content_type.find(';'));
+  media = Trim(media);
+  if (media.empty()) return std::nullopt;
+  const std::string m = Lower(media);
+  if (m == "application/json" || m == "application/x-www-form-urlencoded") return std::nullopt;
+  constexpr std::string_view kApp = "application/";
+  constexpr std::string_view kJsonSuffix = "+json";
+  if (m.size() > kApp.size() + kJsonSuffix.size() && m.starts_with(kApp) && m.ends_with(kJsonSuffix)) {
+    return std::nullopt;
+  }
+  return Problem::UnsupportedMediaType(content_type);
+}
+
+std::variant<Observation, Problem> ParseObserve(std::string_view body) {
+  std::array<unsigned char, kParseArenaBytes> arena;
+  json::monotonic_resource mr(arena.data(), arena.size());
+  std::optional<Problem> problem;
+  const json::value v = ParseJson(body, &mr, problem);
+  if (problem) return *std::move(problem);
+  const json::object* obj = v.if_object();
+  if (obj == nullptr) return Problem::InvalidKey("the request body must be a JSON object with a string member \"key\"");
+  return ObservationOf(*obj, "");
+}
+
+std::variant<BatchRequest, Problem> ParseBatch(std::string_view body) {
+  std::array<unsigned char, kParseArenaBytes> arena;
+  json::monotonic_resource mr(arena.data(), arena.size());
+  std::optional<Problem> problem;
+  const json::value v = ParseJson(body, &mr, problem);
+  if (problem) return *std::move(problem);
+  const json::object* obj = v.if_object();
+  if (obj == nullptr) return Problem::InvalidBatch("the request body must be a JSON object with an array member \"keys\"");
+  const json::value* keys = obj->if_contains("keys");
+  if (keys == nullptr) return Problem::InvalidBatch("member \"keys\" is required");
+  const json::array* arr = keys->if_array();
+  if (arr == nullptr) return Problem::InvalidBatch("\"keys\" must be an array");
+  if (arr->size() < kMinBatchEntries || arr->size() > kMaxBatchEntries) {
+    return Problem::InvalidBatch("\"keys\" must hold " + std::to_string(kMinBatchEntries) + ".." +
+                                 std::to_string(kMaxBatchEntries) + " entries, got " + std::to_string(arr->size()));
+  }
+  BatchRequest batch;
+  batch.entries.reserve(arr->size());
+  for (std::size_t i = 0; i < arr->size(); ++i) {
+    const json::value& e = (*arr)[i];
+    const std::string where = "keys[" + std::to_string(i) + "]: ";
+    if (const json::string* s = e.if_string()) {
+      if (auto p = ValidateKey(*s, where)) return *std::move(p);
+      batch.entries.push_back(Observation{std::string(s->data(), s->size()), {}});
+    } else if (const json::object* o = e.if_object()) {
+      auto r = ObservationOf(*o, where);
+      if (auto* p = std::get_if<Problem>(&r)) return std::move(*p);
+      batch.entries.push_back(std::get<Observation>(std::move(r)));
+    } else {
+      return Problem::InvalidBatch(where + "an entry must be a string or an object {\"key\", \"source\"}");
+    }
+  }
+  return batch;
+}
+
+namespace {
+json::object VerdictObject(const Verdict& v, json::storage_ptr sp) {
+  json::object o(std::move(sp));
+  o["verdict"] = v.is_new ? "new" : "duplicate";
+  o["digest"] = v.digest_hex;
+  o["via"] = v.via_filter ? "filter" : "exact";
+  if (!v.is_new) o["first_seen"] = v.first_seen;
+  return o;
+}
+}  // namespace
+
+std::string VerdictBody(const Verdict& v) {
+  std::array<unsigned char, 1024> arena;
+  json::monotonic_resource mr(arena.data(), arena.size());
+  return json::serialize(VerdictObject(v, &mr));
+}
+
+std::string BatchBody(std::span<const Verdict> verdicts) {
+  json::monotonic_resource mr;
+  json::array results(&mr);
+  results.reserve(verdicts.size());
+  for (const Verdict& v : verdicts) results.emplace_back(VerdictObject(v, &mr));
+  json::object o(&mr);
+  o["results"] = std::move(results);
+  return json::serialize(o);
+}
+
+}  // namespace scangate::server

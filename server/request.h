@@ -1,0 +1,103 @@
+// The pure request/response layer of the HTTP service: routing, content-type policy, body parsing and
+// validation with Boost.JSON, and the JSON bodies of answers and RFC 9457 problems. No I/O, no clock, no
+// global state, so it can be unit-tested and fuzzed. Invariant: every rejected input yields a Problem with
+// a 4xx status and a stable slug; nothing here ever throws for any byte string given as a body.
+// The I/O side lives in server/http_server.h, the verdict logic in server/service.h.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace scangate::server {
+
+// Request limits (the HTTP contract in openapi.yaml).
+inline constexpr std::size_t kMaxObserveBodyBytes = 16 * 1024;    // POST /observe: 413 above
+inline constexpr std::size_t kMaxBatchBodyBytes = 1024 * 1024;    // POST /observe/batch: 413 above
+inline constexpr std::size_t kMaxOtherBodyBytes = 16 * 1024;      // any other route: 413 above
+inline constexpr std::size_t kMaxHeaderBytes = 8 * 1024;          // request line + fields: 431 above
+inline constexpr std::size_t kMaxJsonDepth = 8;                   // nesting depth: 400 malformed-json above
+inline constexpr std::size_t kMinKeyBytes = 1;
+inline constexpr std::size_t kMaxKeyBytes = 512;                  // UTF-8 bytes after JSON unescaping
+inline constexpr std::size_t kMaxSourceChars = 64;                // Unicode code points
+inline constexpr std::size_t kMinBatchEntries = 1;
+inline constexpr std::size_t kMaxBatchEntries = 1000;
+static_assert(kMaxBatchEntries * (kMinKeyBytes + 3) <= kMaxBatchBodyBytes,
+              "a full batch of short keys must fit in the batch body limit");
+static_assert(kMaxKeyBytes * 6 + kMaxSourceChars * 12 + 64 <= kMaxObserveBodyBytes,
+              "a maximal key and source, fully \\u-escaped, must fit in the /observe body limit");
+
+enum class Route : std::uint8_t { kObserve, kObserveBatch, kHealthz, kReadyz, kMetrics, kStats, kNotFound };
+inline constexpr std::size_t kRouteCount = 7;
+
+// Maps a request target (path plus optional query) to its route; the query string is ignored.
+Route RouteOf(std::string_view target);
+// Label used in metrics and logs, e.g. "/observe", "other" for kNotFound.
+std::string_view RouteLabel(Route route);
+// The one method each route accepts ("POST" or "GET"); the Allow header of a 405.
+std::string_view AllowedMethod(Route route);
+// Body size limit applied once the header of a request to `route` has been read.
+std::size_t BodyLimitFor(Route route);
+
+// An RFC 9457 problem. type is "urn:scangate:problem:" + slug.
+struct Problem {
+  unsigned status = 500;
+  std::string slug;
+  std::string title;
+  std::string detail;
+
+  static Problem MalformedJson(std::string detail);
+  static Problem InvalidKey(std::string detail);
+  static Problem InvalidSource(std::string detail);
+  static Problem InvalidBatch(std::string detail);
+  static Problem BadRequest(std::string detail);         // HTTP-level syntax error (not JSON)
+  static Problem NotFound(std::string_view target);
+  static Problem MethodNotAllowed(std::string_view method, Route route);
+  static Problem BodyTooLarge(std::size_t limit);
+  static Problem UnsupportedMediaType(std::string_view content_type);
+  static Problem HeaderTooLarge();
+  static Problem Unavailable(std::string detail);
+  static Problem Internal();                              // never carries exception text to the client
+};
+
+// application/problem+json body of `p`.
+std::string ProblemBody(const Problem& p);
+
+// Content-Type policy: application/json (any parameters), application/*+json,
+// application/x-www-form-urlencoded (curl -d's default) and an absent/empty header are read as JSON;
+// anything else is a 415 problem.
+std::optional<Problem> CheckContentType(std::string_view content_type);
+
+// One observation: the raw key (never logged) and its optional source tag ("" when absent).
+struct Observation {
+  std::string key;
+  std::string source;
+};
+struct BatchRequest {
+  std::vector<Observation> entries;
+};
+
+// POST /observe body {"key": "...", "source": "..."}; unknown members are ignored.
+std::variant<Observation, Problem> ParseObserve(std::string_view body);
+// POST /observe/batch body {"keys": ["k", {"key": "k", "source": "s"}, ...]}; any invalid entry rejects
+// the whole batch and the detail names its index.
+std::variant<BatchRequest, Problem> ParseBatch(std::string_view body);
+
+// One answer about one key.
+struct Verdict {
+  bool is_new = false;
+  bool via_filter = false;      // "via": "filter" | "exact"
+  std::string digest_hex;       // 64 lowercase hex chars
+  std::string first_seen;       // RFC 3339; set for duplicates only
+};
+// 201/200 body of POST /observe.
+std::string VerdictBody(const Verdict& v);
+// 200 body of POST /observe/batch: {"results": [...]} in request order.
+std::string BatchBody(std::span<const Verdict> verdicts);
+
+}  // namespace scangate::server

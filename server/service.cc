@@ -1,0 +1,210 @@
+#include "server/service.h"
+
+#include <cstring>
+#include <memory>
+#include <utility>
+
+#include <boost/asio/post.hpp>
+
+namespace scangate::server {
+namespace net = boost::asio;
+
+namespace {
+constexpr std::string_view kUnavailableDetail =
+    "PostgreSQL is unavailable or the write queue is full; retry after the Retry-After delay";
+constexpr std::string_view kBatchUnavailableDetail =
+    "PostgreSQL is unavailable or the write queue is full; keys of this batch that were already inserted "
+    "stay inserted, so a retry reports them as duplicates";
+
+// Store route of a digest: its first four bytes (uniform for SHA-256/HMAC output).
+std::uint32_t RouteOfDigest(const Digest& d) {
+  std::uint32_t r = 0;
+  std::memcpy(&r, d.data(), sizeof r);
+  return r;
+}
+}  // namespace
+
+// What the filter said about one digest, and whether the filter's answer counts (filter on and warm).
+struct Service::Probed {
+  bool filter_trusted = false;
+  Probe probe = Probe::kPossiblySeen;
+};
+
+Service::Service(const Config& config, Digester digester, ShardedFilter& filter, storage::Store& store,
+                 Metrics& metrics)
+    : ack_(config.ack),
+      filter_on_(config.filter),
+      digester_(std::move(digester)),
+      filter_(filter),
+      store_(store),
+      metrics_(metrics) {}
+
+void Service::Decide(const Probed& p, const storage::Result& r, ThreadCounters& counters, Verdict& v) const {
+  const bool filter_said_new = p.filter_trusted && p.probe == Probe::kDefinitelyNew;
+  if (r.outcome == storage::Outcome::kInserted) {
+    v.is_new = true;
+    // ack=commit: "via filter" = the filter said new and PostgreSQL confirmed it.
+    v.via_filter = filter_said_new;
+    if (p.filter_trusted && p.probe == Probe::kPossiblySeen) counters.false_positives.Inc();
+  } else {
+    v.is_new = false;
+    v.via_filter = false;
+    v.first_seen = r.first_seen;
+    if (filter_said_new) counters.stale.Inc();
+  }
+}
+
+storage::Completion Service::Complete(const Probed& p, Verdict v, const net::any_io_executor& ex,
+                                      ThreadCounters& counters, ObserveDone done) const {
+  return [this, p, v = std::move(v), ex, &counters, done = std::move(done)](const storage::Result& r) {
+    // Runs on a writer thread: hop back to the session's executor, never block here.
+    net::post(ex, [this, p, v, &counters, done, r]() mutable {
+      if (r.outcome == storage::Outcome::kUnavailable) {
+        done(Problem::Unavailable(std::string(kUnavailableDetail)));
+        return;
+      }
+      Decide(p, r, counters, v);
+      counters.CountVerdict(v.is_new, v.via_filter);
+      done(std::move(v));
+    });
+  };
+}
+
+void Service::Observe(const Observation& obs, const net::any_io_executor& ex, ThreadCounters& counters,
+                      ObserveDone done) {
+  const Digest d = digester_(obs.key);
+  const std::uint32_t route = RouteOfDigest(d);
+  Verdict v;
+  v.digest_hex = ToHex(d);
+  Probed p;
+  p.filter_trusted = filter_on_ && warm();
+
+  bool queued = false;
+  if (ack_ == AckMode::kFilter && filter_on_) {
+    // Probe and enqueue atomically per stripe: if another observer of this digest sees our bits, its exact
+    // Submit is queued after our write-behind row (same store route, FIFO) and so gets "duplicate".
+    const std::lock_guard lock(stripes_[route & (kStripes - 1)]);
+    p.probe = filter_.ObserveConcurrently(d);
+    if (p.filter_trusted && p.probe == Probe::kDefinitelyNew) {
+      if (!store_.SubmitWriteBehind(route, d, obs.source)) {
+        done(Problem::Unavailable(std::string(kUnavailableDetail)));
+        return;
+      }
+      v.is_new = true;
+      v.via_filter = true;
+      counters.CountVerdict(true, true);
+      done(std::move(v));
+      return;
+    }
+    queued = store_.Submit(route, d, obs.source, Complete(p, std::move(v), ex, counters, done));
+  } else {
+    // Before warm start the probe still sets the key's bits (so the filter is complete once warm), but its
+    // answer is not trusted and the key takes the exact path.
+    if (filter_on_) p.probe = filter_.ObserveConcurrently(d);
+    queued = store_.Submit(route, d, obs.source, Complete(p, std::move(v), ex, counters, done));
+  }
+  if (!queued) done(Problem::Unavailable(std::string(kUnavailableDetail)));
+}
+
+void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor& ex, ThreadCounters& counters,
+                           BatchDone done) {
+  const std::size_t n = batch.entries.size();
+  // Aggregation state: touched only on `ex` (one thread), so plain fields suffice.
+  struct State {
+    std::vector<Verdict> verdicts;
+    std::vector<Probed> probed;
+    std::size_t pending = 0;
+    bool unavailable = false;
+    BatchDone done;
+  };
+  auto st = std::make_shared<State>();
+  st->verdicts.resize(n);
+  st->probed.resize(n);
+  st->pending = n;
+  st->done = std::move(done);
+
+  std::vector<Digest> digests(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    digests[i] = digester_(batch.entries[i].key);
+    st->verdicts[i].digest_hex = ToHex(digests[i]);
+  }
+  const bool trusted = filter_on_ && warm();
+  for (Probed& p : st->probed) p.filter_trusted = trusted;
+
+  // Called on `ex` for every entry exactly once; the last one answers.
+  auto finish_one = [&counters](const std::shared_ptr<State>& s) {
+    if (--s->pending != 0) return;
+    if (s->unavailable) {
+      s->done(Problem::Unavailable(std::string(kBatchUnavailableDetail)));
+      return;
+    }
+    for (const Verdict& v : s->verdicts) counters.CountVerdict(v.is_new, v.via_filter);
+    s->done(std::move(s->verdicts));
+  };
+  auto submit = [&](std::size_t i) {
+    const std::uint32_t route = RouteOfDigest(digests[i]);
+    return store_.Submit(route, digests[i], batch.entries[i].source,
+                         [this, st, i, ex, &counters, finish_one](const storage::Result& r) {
+                           // Writer thread: hop back to the session's executor.
+                           net::post(ex, [this, st, i, r, &counters, finish_one] {
+                             if (r.outcome == storage::Outcome::kUnavailable) {
+                               st->unavailable = true;
+                             } else {
+                               Decide(st->probed[i], r, counters, st->verdicts[i]);
+                             }
+                             finish_one(st);
+                           });
+                         });
+  };
+
+  if (ack_ == AckMode::kFilter && filter_on_) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (st->unavailable) {
+        finish_one(st);
+        continue;
+      }
+      const std::uint32_t route = RouteOfDigest(digests[i]);
+      const std::lock_guard lock(stripes_[route & (kStripes - 1)]);  // see Observe
+      Probed& p = st->probed[i];
+      p.probe = filter_.ObserveConcurrently(digests[i]);
+      if (p.filter_trusted && p.probe == Probe::kDefinitelyNew) {
+        if (store_.SubmitWriteBehind(route, digests[i], batch.entries[i].source)) {
+          st->verdicts[i].is_new = true;
+          st->verdicts[i].via_filter = true;
+        } else {
+          st->unavailable = true;
+        }
+        finish_one(st);
+      } else if (!submit(i)) {
+        st->unavailable = true;
+        finish_one(st);
+      }
+    }
+    return;
+  }
+
+  if (filter_on_) {
+    std::vector<Probe> probes(n);
+    filter_.ObserveBatchConcurrently(digests, probes);
+    for (std::size_t i = 0; i < n; ++i) st->probed[i].probe = probes[i];
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    // After the first refusal the rest are not submitted: the whole batch is answered 503 anyway.
+    if (st->unavailable || !submit(i)) {
+      st->unavailable = true;
+      finish_one(st);
+    }
+  }
+}
+
+MetricsSnapshot Service::Snapshot() const {
+  MetricsSnapshot s;
+  metrics_.Collect(s);
+  s.shards = filter_.Stats();
+  s.filter_memory_bytes = filter_.geometry().memory_bytes;
+  s.warm = warm();
+  s.store = store_.Stats();
+  return s;
+}
+
+}  // namespace scangate::server

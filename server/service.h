@@ -1,0 +1,73 @@
+// The verdict logic of scangate: digest a key, ask the sharded Bloom filter, and let PostgreSQL (the Store)
+// decide whenever the filter cannot. Invariants kept here: a filter positive always goes to PostgreSQL
+// (never a "duplicate" from the filter); in ack=commit no "new" is given before the commit; in ack=filter a
+// "new" from the filter is given only after its write-behind row is queued, with probe and enqueue atomic
+// per digest stripe so a concurrent observer's exact insert is ordered after it. Called on I/O threads;
+// completions run on the caller's executor. The HTTP side is server/http_server.h; the pure parsing is request.h.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <variant>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+
+#include "core/digest.h"
+#include "core/filter.h"
+#include "server/config.h"
+#include "server/metrics.h"
+#include "server/request.h"
+#include "storage/store.h"
+
+namespace scangate::server {
+
+class Service {
+ public:
+  using ObserveDone = std::function<void(std::variant<Verdict, Problem>)>;
+  using BatchDone = std::function<void(std::variant<std::vector<Verdict>, Problem>)>;
+
+  // All references must outlive the Service.
+  Service(const Config& config, Digester digester, ShardedFilter& filter, storage::Store& store, Metrics& metrics);
+
+  // Decide one observation. Call on the I/O thread that owns `ex` and `counters`; `done` runs on `ex`, either
+  // inline (before Observe returns) or later, exactly once. Throws only on digest failure (-> 500).
+  void Observe(const Observation& obs, const boost::asio::any_io_executor& ex, ThreadCounters& counters,
+               ObserveDone done);
+  // Decide a batch in request order; same threading contract. Any entry unavailable -> one 503 for the batch.
+  void ObserveBatch(const BatchRequest& batch, const boost::asio::any_io_executor& ex, ThreadCounters& counters,
+                    BatchDone done);
+
+  // Warm start: before MarkWarm every key takes the exact path. Safe to call from any thread.
+  void MarkWarm() { warm_.store(true, std::memory_order_release); }  // release: the warm-load inserts precede it
+  bool warm() const { return warm_.load(std::memory_order_acquire); }  // acquire: pairs with MarkWarm
+  // /readyz: PostgreSQL up and warm start done.
+  bool ready() const { return warm() && store_.up(); }
+
+  MetricsSnapshot Snapshot() const;
+
+ private:
+  // ack=filter: probe+enqueue of one digest happen under its stripe's mutex (uncontended in practice:
+  // two observers of one stripe at once). 1024 stripes cut collisions of unrelated keys to ~0.1 %.
+  static constexpr std::size_t kStripes = 1024;
+  static_assert((kStripes & (kStripes - 1)) == 0, "kStripes must be a power of two");
+
+  struct Probed;
+  void Decide(const Probed& p, const storage::Result& r, ThreadCounters& counters, Verdict& v) const;
+  // The Store completion of one observation: posts to `ex`, decides, calls `done`.
+  storage::Completion Complete(const Probed& p, Verdict v, const boost::asio::any_io_executor& ex,
+                               ThreadCounters& counters, ObserveDone done) const;
+
+  const AckMode ack_;
+  const bool filter_on_;
+  const Digester digester_;
+  ShardedFilter& filter_;
+  storage::Store& store_;
+  Metrics& metrics_;
+  std::atomic<bool> warm_{false};
+  std::array<std::mutex, kStripes> stripes_;
+};
+
+}  // namespace scangate::server

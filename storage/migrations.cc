@@ -1,0 +1,42 @@
+#include "storage/migrations.h"
+
+#include <pqxx/pqxx>
+#include <set>
+#include <string>
+
+namespace scangate::storage {
+namespace {
+
+// Arbitrary but fixed: every scangate instance takes this lock before looking at schema_migrations.
+constexpr long long kMigrationLockKey = 0x5ca9'6a7e'0001LL;
+
+constexpr const char* kLockSql = "SELECT pg_advisory_xact_lock($1)";
+constexpr const char* kCreateMigrationsTableSql =
+    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+    " version int PRIMARY KEY,"
+    " name text NOT NULL,"
+    " applied_at timestamptz NOT NULL DEFAULT now())";
+constexpr const char* kAppliedVersionsSql = "SELECT version FROM schema_migrations";
+constexpr const char* kRecordMigrationSql =
+    "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)";
+
+}  // namespace
+
+int ApplyMigrations(pqxx::connection_base& conn) {
+  pqxx::work tx(conn, "scangate_migrations");
+  tx.exec_params(kLockSql, kMigrationLockKey);
+  tx.exec0(kCreateMigrationsTableSql);
+  std::set<int> applied;
+  for (const auto& row : tx.exec(kAppliedVersionsSql)) applied.insert(row[0].as<int>());
+  int count = 0;
+  for (const Migration& m : EmbeddedMigrations()) {
+    if (applied.count(m.version) != 0) continue;
+    tx.exec(std::string(m.sql), "migration " + std::to_string(m.version));
+    tx.exec_params0(kRecordMigrationSql, m.version, std::string(m.name));
+    ++count;
+  }
+  tx.commit();
+  return count;
+}
+
+}  // namespace scangate::storage

@@ -1,0 +1,132 @@
+// Store: the exact authority — PostgreSQL table scan_keys behind a pool of group-commit writers.
+// Invariant: an outcome kInserted/kDuplicate is delivered only after the transaction that decided it
+// committed; of all observations of one digest (any thread, any Store, any process) exactly one ever
+// gets kInserted. Outages yield kUnavailable or a refused Submit, never a guessed verdict.
+// Use one Store per process; the server posts completions back to its own executors.
+//
+// Design (group commit): W writer threads, each owning one connection and one FIFO queue. A digest
+// always goes to writer (route % W), so items of one digest are ordered. A writer takes everything
+// queued (up to batch_limit) into one transaction holding one INSERT ... ON CONFLICT statement for the
+// whole batch, commits, then runs the completions. Waiting (Submit) items are taken at once, so
+// batches form naturally from whatever arrives during the previous commit; when only write-behind
+// items are queued the writer waits up to flush_interval (from the oldest item) to gather more.
+// A failed transaction completes its waiting items with kUnavailable, keeps its write-behind items
+// at the front of the queue, marks the writer down (Submit on its routes fails fast) and reconnects
+// with exponential backoff. Shutdown() flushes everything (bounded retry while the database is down).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/digest.h"
+
+namespace scangate::storage {
+
+enum class Outcome : std::uint8_t { kInserted, kDuplicate, kUnavailable };
+
+struct Result {
+  Outcome outcome;
+  std::string first_seen;  // RFC 3339 UTC with microseconds, "2026-11-29T21:43:09.123456Z"; empty for kUnavailable
+};
+
+// Runs on a writer thread after the commit (or failure): must not block; post to your own executor.
+using Completion = std::function<void(const Result&)>;
+
+struct StoreOptions {
+  std::string url;                                  // libpq URL
+  unsigned writers = 2;                             // writer threads, one connection each
+  std::size_t batch_limit = 1024;                   // max items per transaction
+  std::chrono::microseconds flush_interval{2000};   // max write-behind lag (ack=filter)
+  std::size_t queue_limit = 65536;                  // per-store bound on accepted, unfinished items
+  std::chrono::milliseconds reconnect_backoff_max{2000};
+  // Added: how long Shutdown() keeps retrying queued write-behind items while the database is down.
+  std::chrono::milliseconds shutdown_retry{30000};
+  // Added: how long Start() retries the first connection before throwing.
+  std::chrono::milliseconds start_timeout{30000};
+};
+
+struct StoreStats {
+  bool up;
+  std::uint64_t queue_depth;   // accepted items not yet finished (queued or in a transaction)
+  std::uint64_t batches;       // committed batch transactions
+  std::uint64_t keys_written;  // distinct digests sent in committed batches
+  std::uint64_t inserted, duplicates, unavailable;  // outcomes delivered (write-behind included in inserted/duplicates)
+  std::uint64_t write_behind_conflicts;             // write-behind rows that were already present
+  std::vector<std::pair<double, std::uint64_t>> batch_size_buckets;  // cumulative (le, count), le = 1,2,4..1024,+Inf
+  double batch_size_sum;
+  std::uint64_t batch_size_count;
+  std::vector<std::pair<double, std::uint64_t>> commit_seconds_buckets;  // cumulative, le = 0.0005 .. 1, +Inf
+  double commit_seconds_sum;
+  std::uint64_t commit_seconds_count;
+  // Added
+  std::uint64_t batch_failures;       // batch transactions that failed (each marks its writer down)
+  std::uint64_t write_behind_lost;    // write-behind items given up at Shutdown() (database down too long)
+};
+
+class Store {
+ public:
+  explicit Store(StoreOptions options);
+  ~Store();  // calls Shutdown()
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Connects (retrying until start_timeout, then throws), applies migrations, starts the writers.
+  // Call once, from one thread, before anything else.
+  void Start();
+
+  // Exact insert-if-absent of `d`; `done` runs once on a writer thread with the committed outcome (or
+  // kUnavailable). Returns false — nothing queued, `done` never runs — when the route's writer is down,
+  // the queue is full, or the store is shutting down. Safe to call concurrently; never blocks on I/O.
+  bool Submit(std::uint32_t route, const Digest& d, std::string source, Completion done);
+
+  // ack=filter write-behind: recorded with lag <= flush_interval while the database is up, retried
+  // across outages, never dropped once accepted (except at Shutdown() after shutdown_retry of outage).
+  // Returns false when the queue is full or the store is shutting down. Safe to call concurrently.
+  bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source);
+
+  // True when every writer is connected and its last transaction succeeded. Safe to call concurrently.
+  bool up() const;
+
+  // Streams digests with first_seen > now() - window to `sink` in chunks (on the calling thread,
+  // over its own connection); returns the count. Throws pqxx errors. Safe to call concurrently.
+  std::uint64_t WarmLoad(std::chrono::seconds window,
+                         const std::function<void(std::span<const Digest>)>& sink);
+
+  // Stops accepting, flushes everything queued (write-behind included), joins the writers. Idempotent.
+  void Shutdown();
+
+  // Snapshot of counters and histograms. Safe to call concurrently.
+  StoreStats Stats() const;
+
+ private:
+  struct Item;
+  struct Writer;
+  struct Metrics;
+
+  bool Enqueue(std::uint32_t route, const Digest& d, std::string source, Completion done, bool write_behind);
+  void RunWriter(Writer& w);
+  bool Connect(Writer& w, std::string* error);
+  void WriteBatch(Writer& w, std::vector<Item>& batch, std::vector<Result>& results);
+  void FailBatch(Writer& w, std::vector<Item>& batch, const std::string& error);
+  void GiveUp(Writer& w);
+  void Finish(std::vector<Item>& items, const std::vector<Result>& results);
+
+  StoreOptions options_;
+  std::vector<std::unique_ptr<Writer>> writers_;
+  std::unique_ptr<Metrics> metrics_;
+  std::atomic<std::size_t> pending_{0};     // accepted, unfinished items (bounded by queue_limit)
+  std::atomic<bool> accepting_{false};
+  std::once_flag shutdown_once_;
+  std::atomic<bool> started_{false};
+};
+
+}  // namespace scangate::storage

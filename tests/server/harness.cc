@@ -1,0 +1,596 @@
+// Black-box integration harness for the scangate service (see harness.h).
+#include "harness.h"
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace scangate::it {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::uint64_t kMaxResponseBodyBytes = 64ull << 20;  // far above any scangate response
+constexpr auto kPollInterval = std::chrono::milliseconds(20);
+
+std::string Getenv(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+// Runs the io_context until the one pending operation started by `start` completes.
+template <class Start>
+void RunOne(net::io_context& ioc, Start&& start) {
+  ioc.restart();
+  start();
+  ioc.run();
+}
+
+HttpResponse FromMessage(http::response<http::string_body>& msg) {
+  HttpResponse r;
+  r.status = static_cast<int>(msg.result_int());
+  for (const auto& field : msg) {
+    std::string name = Lower(std::string(field.name_string()));
+    auto [it, inserted] = r.headers.emplace(name, std::string(field.value()));
+    if (!inserted) it->second += ", " + std::string(field.value());
+  }
+  r.body = std::move(msg.body());
+  r.keep_alive = msg.keep_alive();
+  return r;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Environment and small helpers
+
+const TestEnv& Env() {
+  static const TestEnv env = [] {
+    TestEnv e;
+    const std::string pg_dir = Getenv("SCANGATE_TEST_PG_DIR");
+    if (pg_dir.empty()) {
+      std::cerr << "SCANGATE_TEST_PG_DIR is not set: run this test through ctest (fixture \"pg\"), e.g.\n"
+                   "  ctest --test-dir <build> -R service_ --output-on-failure\n";
+      std::abort();
+    }
+    e.pg_url = Trim(ReadFile(pg_dir + "/url"));
+    e.pg_port = Trim(ReadFile(pg_dir + "/port"));
+    e.pgdata = Trim(ReadFile(pg_dir + "/pgdata"));
+    if (e.pg_url.empty() || e.pg_port.empty() || e.pgdata.empty()) {
+      std::cerr << "fixture files url/port/pgdata missing in " << pg_dir << " (did pg_start run?)\n";
+      std::abort();
+    }
+    e.source_dir = Getenv("SCANGATE_SOURCE_DIR");
+    e.server_binary = Getenv("SCANGATE_IT_SERVER");  // manual override
+#ifdef SCANGATE_SERVER_BINARY
+    if (e.server_binary.empty()) e.server_binary = SCANGATE_SERVER_BINARY;
+#endif
+    if (e.server_binary.empty()) e.server_binary = Getenv("SCANGATE_BINARY_DIR") + "/server/scangate";
+    if (::access(e.server_binary.c_str(), X_OK) != 0) {
+      std::cerr << "scangate binary not found or not executable: " << e.server_binary
+                << " (build target scangate first)\n";
+      std::abort();
+    }
+    return e;
+  }();
+  return env;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Sha256Hex(std::string_view key) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(key.data(), key.size(), md, &len, EVP_sha256(), nullptr) != 1 || len != 32) {
+    throw std::runtime_error("EVP_Digest failed");
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(64);
+  for (unsigned i = 0; i < len; ++i) {
+    out += kHex[md[i] >> 4];
+    out += kHex[md[i] & 0xf];
+  }
+  return out;
+}
+
+std::string RandomHex(std::size_t bytes) {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}() ^ (static_cast<std::uint64_t>(::getpid()) << 32) ^
+                             static_cast<std::uint64_t>(Clock::now().time_since_epoch().count())};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::lock_guard lock(mu);
+  std::string out;
+  for (std::size_t i = 0; i < bytes; ++i) {
+    const auto b = static_cast<unsigned>(rng() & 0xff);
+    out += kHex[b >> 4];
+    out += kHex[b & 0xf];
+  }
+  return out;
+}
+
+std::string UniqueKey(std::string_view tag) {
+  static const std::string run = RandomHex(32);
+  static std::atomic<std::uint64_t> n{0};
+  return "it-" + run + "-" + std::string(tag) + "-" + std::to_string(n.fetch_add(1));
+}
+
+std::string JsonString(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string ObserveBody(std::string_view key) { return "{\"key\":" + JsonString(key) + "}"; }
+
+// ---------------------------------------------------------------------------------------------
+// ScangateProcess
+
+ScangateProcess::ScangateProcess(std::vector<std::string> extra_flags) : flags_(std::move(extra_flags)) {
+  char tmpl[] = "/tmp/scangate-it.XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+  dir_ = tmpl;
+  log_path_ = dir_ + "/scangate.log";
+  port_path_ = dir_ + "/port";
+}
+
+ScangateProcess::~ScangateProcess() {
+  if (pid_ > 0) Kill();
+  if (::testing::Test::HasFailure() && !log_printed_) {
+    std::cerr << "---- scangate log (" << log_path_ << "), tail ----\n" << LogTail() << "\n---- end of log ----\n";
+  } else if (!::testing::Test::HasFailure()) {
+    std::remove(log_path_.c_str());
+    std::remove(port_path_.c_str());
+    ::rmdir(dir_.c_str());
+  }
+}
+
+std::string ScangateProcess::LogTail(std::size_t max_bytes) const {
+  std::string log = Log();
+  if (log.size() > max_bytes) log = "...\n" + log.substr(log.size() - max_bytes);
+  return log;
+}
+
+std::vector<boost::json::object> ScangateProcess::LogEvents(std::string_view event) const {
+  std::vector<boost::json::object> out;
+  std::istringstream in(Log());
+  std::string line;
+  while (std::getline(in, line)) {
+    boost::system::error_code ec;
+    boost::json::value v = boost::json::parse(line, ec);
+    if (ec || !v.is_object()) continue;
+    const auto* e = v.as_object().if_contains("event");
+    if (e != nullptr && e->is_string() && e->as_string() == event) out.push_back(v.as_object());
+  }
+  return out;
+}
+
+::testing::AssertionResult ScangateProcess::Start() {
+  if (pid_ > 0) return ::testing::AssertionFailure() << "already running";
+  const TestEnv& env = Env();
+  std::remove(port_path_.c_str());
+  port_ = 0;
+
+  auto has_flag = [&](std::string_view name) {
+    for (const auto& f : flags_) {
+      if (f.rfind(std::string(name) + "=", 0) == 0 || f == name) return true;
+    }
+    return false;
+  };
+  std::vector<std::string> args{env.server_binary};
+  if (!has_flag("--database-url")) args.push_back("--database-url=" + env.pg_url);
+  if (!has_flag("--listen")) args.push_back("--listen=127.0.0.1");
+  args.push_back("--port=0");
+  args.push_back("--port-file=" + port_path_);
+  if (!has_flag("--threads")) args.push_back("--threads=2");
+  for (const auto& f : flags_) args.push_back(f);
+
+  {  // a header line in the log file, so a reader knows which run it is
+    std::ofstream log(log_path_, std::ios::app);
+    log << "# harness: exec";
+    for (const auto& a : args) log << ' ' << a;
+    log << '\n';
+  }
+
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) return ::testing::AssertionFailure() << "fork failed: " << std::strerror(errno);
+  if (pid == 0) {
+    // Child: die with the test process; stdout and stderr go to the log file.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(126);
+    const int fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    const int devnull = ::open("/dev/null", O_RDONLY);
+    if (fd < 0 || devnull < 0) ::_exit(125);
+    ::dup2(devnull, 0);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execv(argv[0], argv.data());
+    std::fprintf(stderr, "harness: execv %s failed: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  pid_ = pid;
+
+  const auto deadline = Clock::now() + kStartupTimeout;
+  auto exited = [&]() -> std::optional<int> {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    }
+    return std::nullopt;
+  };
+  auto failure = [&](const std::string& what) {
+    log_printed_ = true;
+    return ::testing::AssertionFailure() << "scangate did not start: " << what << "\n---- log " << log_path_
+                                         << " ----\n"
+                                         << LogTail() << "\n---- end of log ----";
+  };
+
+  // 1. the port file: the port number and a newline, written once listening
+  while (true) {
+    if (auto st = exited()) return failure("process exited with status " + std::to_string(*st));
+    const std::string content = ReadFile(port_path_);
+    if (!content.empty() && content.back() == '\n') {
+      try {
+        const int p = std::stoi(content);
+        if (p <= 0 || p > 65535) return failure("port file holds an invalid port: " + content);
+        port_ = static_cast<std::uint16_t>(p);
+        break;
+      } catch (const std::exception&) {
+        return failure("port file holds no number: " + content);
+      }
+    }
+    if (Clock::now() > deadline) return failure("no port file after " + std::to_string(kStartupTimeout.count()) + " s");
+    std::this_thread::sleep_for(kPollInterval);
+  }
+
+  // 2. readiness: PostgreSQL up and the filter warm
+  std::string last;
+  while (true) {
+    if (auto st = exited()) return failure("process exited with status " + std::to_string(*st));
+    try {
+      HttpClient client(port_);
+      HttpResponse r = client.Get("/readyz");
+      if (r.status == 200) return ::testing::AssertionSuccess();
+      last = "GET /readyz -> " + std::to_string(r.status) + " " + r.body;
+    } catch (const std::exception& e) {
+      last = std::string("GET /readyz failed: ") + e.what();
+    }
+    if (Clock::now() > deadline) {
+      return failure("not ready after " + std::to_string(kStartupTimeout.count()) + " s; last: " + last);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+int ScangateProcess::Stop() {
+  if (pid_ <= 0) return -1001;
+  ::kill(pid_, SIGTERM);
+  const auto deadline = Clock::now() + kStopTimeout;
+  while (Clock::now() < deadline) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    }
+    std::this_thread::sleep_for(kPollInterval);
+  }
+  Kill();
+  return -1000;
+}
+
+void ScangateProcess::Kill() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP
+
+std::string HttpResponse::header(const std::string& lower_name) const {
+  auto it = headers.find(lower_name);
+  return it == headers.end() ? std::string() : it->second;
+}
+
+boost::json::object HttpResponse::json() const {
+  boost::system::error_code ec;
+  boost::json::value v = boost::json::parse(body, ec);
+  if (ec || !v.is_object()) {
+    ADD_FAILURE() << "response body is not a JSON object: " << *this;
+    return {};
+  }
+  return v.as_object();
+}
+
+std::ostream& operator<<(std::ostream& os, const HttpResponse& r) {
+  os << "HTTP " << r.status;
+  for (const auto& [k, v] : r.headers) os << "\n  " << k << ": " << v;
+  std::string body = r.body.size() > 600 ? r.body.substr(0, 600) + "..." : r.body;
+  return os << "\n  body: " << body;
+}
+
+struct HttpClient::Impl {
+  net::io_context ioc;
+  beast::tcp_stream stream{ioc};
+  beast::flat_buffer buffer;
+};
+
+HttpClient::HttpClient(std::uint16_t port) : port_(port) { Reconnect(); }
+HttpClient::~HttpClient() = default;
+
+void HttpClient::Reconnect() {
+  impl_ = std::make_unique<Impl>();
+  beast::error_code ec;
+  impl_->stream.expires_after(kIoTimeout);
+  RunOne(impl_->ioc, [&] {
+    impl_->stream.async_connect(tcp::endpoint(net::ip::address_v4::loopback(), port_),
+                                [&](beast::error_code e) { ec = e; });
+  });
+  if (ec) throw std::runtime_error("connect to 127.0.0.1:" + std::to_string(port_) + ": " + ec.message());
+  impl_->stream.socket().set_option(tcp::no_delay(true));
+  ++connects_;
+}
+
+bool HttpClient::is_open() const { return impl_ && impl_->stream.socket().is_open(); }
+
+std::uint16_t HttpClient::local_port() const {
+  beast::error_code ec;
+  auto ep = impl_->stream.socket().local_endpoint(ec);
+  return ec ? 0 : ep.port();
+}
+
+void HttpClient::SendRaw(const std::string& bytes) {
+  beast::error_code ec;
+  impl_->stream.expires_after(kIoTimeout);
+  RunOne(impl_->ioc, [&] {
+    net::async_write(impl_->stream, net::buffer(bytes), [&](beast::error_code e, std::size_t) { ec = e; });
+  });
+  if (ec) throw std::runtime_error("write: " + ec.message());
+}
+
+HttpResponse HttpClient::ReadResponse() {
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(kMaxResponseBodyBytes);
+  beast::error_code ec;
+  impl_->stream.expires_after(kIoTimeout);
+  RunOne(impl_->ioc, [&] {
+    http::async_read(impl_->stream, impl_->buffer, parser, [&](beast::error_code e, std::size_t) { ec = e; });
+  });
+  if (ec) throw std::runtime_error("read response: " + ec.message());
+  return FromMessage(parser.get());
+}
+
+HttpResponse HttpClient::Request(const std::string& method, const std::string& target, const std::string& body,
+                                 std::optional<std::string> content_type,
+                                 const std::vector<std::pair<std::string, std::string>>& extra_headers) {
+  http::request<http::string_body> req;
+  req.method_string(method);
+  req.target(target);
+  req.version(11);
+  req.set(http::field::host, "127.0.0.1:" + std::to_string(port_));
+  req.set(http::field::user_agent, "scangate-it");
+  if (content_type) req.set(http::field::content_type, *content_type);
+  for (const auto& [k, v] : extra_headers) req.set(k, v);
+  req.body() = body;
+  if (method == "POST" || method == "PUT" || !body.empty()) req.prepare_payload();
+
+  beast::error_code ec;
+  impl_->stream.expires_after(kIoTimeout);
+  RunOne(impl_->ioc, [&] {
+    http::async_write(impl_->stream, req, [&](beast::error_code e, std::size_t) { ec = e; });
+  });
+  if (ec) throw std::runtime_error(method + " " + target + ": write: " + ec.message());
+  return ReadResponse();
+}
+
+HttpResponse HttpClient::Post(const std::string& target, const std::string& body,
+                              std::optional<std::string> content_type) {
+  return Request("POST", target, body, std::move(content_type));
+}
+
+HttpResponse HttpClient::Get(const std::string& target) { return Request("GET", target, "", std::nullopt); }
+
+std::string RawExchange(std::uint16_t port, const std::string& bytes, std::chrono::milliseconds timeout) {
+  net::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  beast::error_code ec;
+  stream.expires_after(kIoTimeout);
+  RunOne(ioc, [&] {
+    stream.async_connect(tcp::endpoint(net::ip::address_v4::loopback(), port), [&](beast::error_code e) { ec = e; });
+  });
+  if (ec) throw std::runtime_error("connect: " + ec.message());
+  stream.expires_after(kIoTimeout);
+  RunOne(ioc, [&] {
+    net::async_write(stream, net::buffer(bytes), [&](beast::error_code e, std::size_t) { ec = e; });
+  });
+  // A write error (the server closed early, e.g. after 431) is fine: read what it sent.
+  std::string out;
+  stream.expires_at(Clock::now() + timeout);
+  char buf[16384];
+  while (true) {
+    std::size_t n = 0;
+    RunOne(ioc, [&] {
+      stream.async_read_some(net::buffer(buf), [&](beast::error_code e, std::size_t got) {
+        ec = e;
+        n = got;
+      });
+    });
+    out.append(buf, n);
+    if (ec) break;  // eof, reset or timeout
+  }
+  return out;
+}
+
+::testing::AssertionResult IsProblem(const HttpResponse& r, int status, std::string_view slug) {
+  if (r.status != status) return ::testing::AssertionFailure() << "expected status " << status << ", got " << r;
+  const std::string ct = Lower(r.header("content-type"));
+  if (ct.rfind("application/problem+json", 0) != 0) {
+    return ::testing::AssertionFailure() << "content type is not application/problem+json: " << r;
+  }
+  boost::system::error_code ec;
+  boost::json::value v = boost::json::parse(r.body, ec);
+  if (ec || !v.is_object()) return ::testing::AssertionFailure() << "problem body is not a JSON object: " << r;
+  const auto& o = v.as_object();
+  const std::string want_type = "urn:scangate:problem:" + std::string(slug);
+  const auto* type = o.if_contains("type");
+  if (type == nullptr || !type->is_string() || type->as_string() != want_type) {
+    return ::testing::AssertionFailure() << "problem type is not " << want_type << ": " << r;
+  }
+  const auto* title = o.if_contains("title");
+  if (title == nullptr || !title->is_string() || title->as_string().empty()) {
+    return ::testing::AssertionFailure() << "problem has no title: " << r;
+  }
+  const auto* st = o.if_contains("status");
+  if (st == nullptr || !st->is_int64() || st->as_int64() != status) {
+    return ::testing::AssertionFailure() << "problem status field is not " << status << ": " << r;
+  }
+  const auto* detail = o.if_contains("detail");
+  if (detail == nullptr || !detail->is_string()) {
+    return ::testing::AssertionFailure() << "problem has no detail string: " << r;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// ---------------------------------------------------------------------------------------------
+// PostgreSQL
+
+Pg::Pg() : conn_(std::make_unique<pqxx::connection>(Env().pg_url)) {}
+
+std::int64_t Pg::CountDigest(const std::string& hex) {
+  pqxx::nontransaction tx(*conn_);
+  return tx.exec_params("SELECT count(*) FROM scan_keys WHERE digest = decode($1, 'hex')", hex)[0][0]
+      .as<std::int64_t>();
+}
+
+std::int64_t Pg::CountDigests(const std::vector<std::string>& hexes) {
+  std::string joined;
+  for (const auto& h : hexes) {
+    if (!joined.empty()) joined += ',';
+    joined += h;
+  }
+  pqxx::nontransaction tx(*conn_);
+  return tx
+      .exec_params(
+          "SELECT count(*) FROM scan_keys WHERE digest IN "
+          "(SELECT DISTINCT decode(h, 'hex') FROM unnest(string_to_array($1, ',')) AS h)",
+          joined)[0][0]
+      .as<std::int64_t>();
+}
+
+std::optional<std::string> Pg::SourceOf(const std::string& hex) {
+  pqxx::nontransaction tx(*conn_);
+  auto r = tx.exec_params("SELECT source FROM scan_keys WHERE digest = decode($1, 'hex')", hex);
+  if (r.empty() || r[0][0].is_null()) return std::nullopt;
+  return r[0][0].as<std::string>();
+}
+
+std::int64_t Pg::TotalRows() {
+  pqxx::nontransaction tx(*conn_);
+  return tx.exec("SELECT count(*) FROM scan_keys")[0][0].as<std::int64_t>();
+}
+
+int PgClusterStop() {
+  const TestEnv& env = Env();
+  const std::string cmd = ShellQuote(env.source_dir + "/scripts/pg.sh") + " stop " + ShellQuote(env.pgdata);
+  return std::system(cmd.c_str());
+}
+
+int PgClusterStart() {
+  const TestEnv& env = Env();
+  const std::string cmd = ShellQuote(env.source_dir + "/scripts/pg.sh") + " start " + ShellQuote(env.pgdata) +
+                          " " + ShellQuote(env.pg_port);
+  return std::system(cmd.c_str());
+}
+
+std::optional<double> MetricValue(const std::string& metrics_text, std::string_view name) {
+  std::istringstream in(metrics_text);
+  std::string line;
+  std::optional<double> sum;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line.rfind(name, 0) != 0) continue;
+    if (line.size() <= name.size() || (line[name.size()] != ' ' && line[name.size()] != '{')) continue;
+    const auto sp = line.rfind(' ');
+    if (sp == std::string::npos) continue;
+    // Samples may carry a timestamp after the value: "name value [ts]". Take the field after the labels.
+    std::string rest = line.substr(line[name.size()] == '{' ? line.find('}') + 1 : name.size());
+    std::istringstream fields(rest);
+    double v = 0;
+    if (fields >> v) sum = sum.value_or(0) + v;
+  }
+  return sum;
+}
+
+}  // namespace scangate::it

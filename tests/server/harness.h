@@ -1,0 +1,153 @@
+// Black-box integration harness for the scangate service: starts the real `scangate` binary against
+// the throwaway PostgreSQL of the CTest fixture "pg", talks to it over real TCP (Boost.Beast, no
+// server code linked in) and checks PostgreSQL directly (libpqxx). Every wait is bounded and fails
+// with a clear message; the server's log is kept and printed when a test fails.
+// Used by tests/server/service_*_test.cc; the server's own unit tests live in tests/server/unit.cmake.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/json.hpp>
+#include <gtest/gtest.h>
+#include <pqxx/pqxx>
+#include <sys/types.h>
+
+namespace scangate::it {
+
+// Bounds of every wait in the harness. They bound failure detection only; no test asserts speed.
+constexpr std::chrono::seconds kStartupTimeout{30};   // port file + GET /readyz == 200
+constexpr std::chrono::seconds kStopTimeout{30};      // SIGTERM -> exit
+constexpr std::chrono::seconds kIoTimeout{20};        // one HTTP request/response exchange
+
+// Where the fixture and the binary are (from the environment CTest sets via scangate_pg_test).
+struct TestEnv {
+  std::string pg_url;
+  std::string pg_port;
+  std::string pgdata;
+  std::string source_dir;
+  std::string server_binary;
+};
+const TestEnv& Env();  // aborts the test binary with a clear message when the environment is missing
+
+std::string ReadFile(const std::string& path);  // "" when missing
+std::string Sha256Hex(std::string_view key);    // 64 lowercase hex chars (OpenSSL, independent of core/)
+std::string RandomHex(std::size_t bytes);
+// A key unique to this test-binary run: "it-<random64hex>-<tag>-<n>".
+std::string UniqueKey(std::string_view tag);
+// Minimal JSON string escaping for building request bodies.
+std::string JsonString(std::string_view s);
+std::string ObserveBody(std::string_view key);
+
+// A running scangate process. Destruction kills it (SIGKILL) if it is still running.
+class ScangateProcess {
+ public:
+  explicit ScangateProcess(std::vector<std::string> extra_flags = {});
+  ~ScangateProcess();
+  ScangateProcess(const ScangateProcess&) = delete;
+  ScangateProcess& operator=(const ScangateProcess&) = delete;
+
+  // fork/exec, wait for the port file, then for GET /readyz == 200. On failure the message
+  // includes the tail of the server log.
+  ::testing::AssertionResult Start();
+  // SIGTERM and wait; returns the exit status (>= 0) or -signal when killed by a signal,
+  // or -1000 when it did not exit within kStopTimeout (then it is killed).
+  int Stop();
+  void Kill();  // SIGKILL and reap
+  bool running() const { return pid_ > 0; }
+  std::uint16_t port() const { return port_; }
+  const std::string& log_path() const { return log_path_; }
+  std::string Log() const { return ReadFile(log_path_); }
+  std::string LogTail(std::size_t max_bytes = 8000) const;
+  // JSON log lines whose "event" equals `event`.
+  std::vector<boost::json::object> LogEvents(std::string_view event) const;
+
+ private:
+  std::vector<std::string> flags_;
+  std::string dir_;
+  std::string log_path_;
+  std::string port_path_;
+  pid_t pid_ = -1;
+  std::uint16_t port_ = 0;
+  bool log_printed_ = false;
+};
+
+struct HttpResponse {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+  bool keep_alive = false;
+  std::string header(const std::string& lower_name) const;
+  bool has_header(const std::string& lower_name) const { return headers.count(lower_name) != 0; }
+  // Parsed body; an empty object (and a test failure) when the body is not a JSON object.
+  boost::json::object json() const;
+};
+std::ostream& operator<<(std::ostream& os, const HttpResponse& r);
+
+// A keep-alive HTTP/1.1 connection to 127.0.0.1:port. Errors throw std::runtime_error (a closed
+// connection, a timeout); the caller decides whether that is a failure.
+class HttpClient {
+ public:
+  explicit HttpClient(std::uint16_t port);
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  // `content_type` nullopt sends no Content-Type header.
+  HttpResponse Post(const std::string& target, const std::string& body,
+                    std::optional<std::string> content_type = std::string("application/json"));
+  HttpResponse Get(const std::string& target);
+  HttpResponse Request(const std::string& method, const std::string& target, const std::string& body,
+                       std::optional<std::string> content_type,
+                       const std::vector<std::pair<std::string, std::string>>& extra_headers = {});
+  // Raw access for pipelining: write bytes as one write, then read responses one by one.
+  void SendRaw(const std::string& bytes);
+  HttpResponse ReadResponse();
+  void Reconnect();
+  bool is_open() const;
+  std::uint16_t local_port() const;  // identifies the TCP connection
+  int connects() const { return connects_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::uint16_t port_;
+  int connects_ = 0;
+};
+
+// Send arbitrary bytes on a fresh connection, read until the server closes or `timeout` passes.
+std::string RawExchange(std::uint16_t port, const std::string& bytes,
+                        std::chrono::milliseconds timeout = std::chrono::milliseconds(3000));
+
+// Checks one problem+json error response: status, content type, type slug, title, detail.
+::testing::AssertionResult IsProblem(const HttpResponse& r, int status, std::string_view slug);
+
+// Direct PostgreSQL access for checking what the service wrote.
+class Pg {
+ public:
+  Pg();  // connects to Env().pg_url
+  std::int64_t CountDigest(const std::string& hex);
+  // How many of `hexes` are present (one query).
+  std::int64_t CountDigests(const std::vector<std::string>& hexes);
+  std::optional<std::string> SourceOf(const std::string& hex);
+  std::int64_t TotalRows();
+  pqxx::connection& conn() { return *conn_; }
+
+ private:
+  std::unique_ptr<pqxx::connection> conn_;
+};
+
+// The shared throwaway cluster, via scripts/pg.sh. Both return the shell exit status.
+int PgClusterStop();
+int PgClusterStart();
+
+// Value of an unlabelled Prometheus sample `name` in a /metrics text; nullopt when absent.
+std::optional<double> MetricValue(const std::string& metrics_text, std::string_view name);
+
+}  // namespace scangate::it

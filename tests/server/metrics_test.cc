@@ -1,0 +1,169 @@
+// Tests server/metrics.h: per-thread counters aggregate on collect, and the Prometheus text 0.0.4 and
+// /stats JSON renderings carry the contract's metric names, labels and cumulative histograms.
+#include "server/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <boost/json/parse.hpp>
+
+namespace scangate::server {
+namespace {
+using namespace std::chrono_literals;
+
+// Sample lines of a Prometheus text exposition: "name{labels}" -> value text.
+std::map<std::string, std::string> Samples(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const auto sp = line.rfind(' ');
+    out[line.substr(0, sp)] = line.substr(sp + 1);
+  }
+  return out;
+}
+
+MetricsSnapshot SampleSnapshot() {
+  Metrics m(2);
+  m.ForThread(0).CountRequest(Route::kObserve, 201, 30us);
+  m.ForThread(1).CountRequest(Route::kObserve, 201, 2ms);
+  m.ForThread(1).CountRequest(Route::kObserve, 200, 10s);  // beyond the last bucket: +Inf only
+  m.ForThread(0).CountRequest(Route::kNotFound, 404, 1us);
+  m.ForThread(0).CountRequest(Route::kHealthz, 418, 1us);  // uncounted code -> "other"
+  m.ForThread(0).CountVerdict(true, true);
+  m.ForThread(1).CountVerdict(true, false);
+  m.ForThread(1).CountVerdict(false, false);
+  m.ForThread(1).false_positives.Inc();
+  m.ForThread(0).stale.Inc(2);
+  MetricsSnapshot s;
+  m.Collect(s);
+  s.shards = {ShardStats{10, 0.25, 1.0, 0.001, 0}, ShardStats{20, 0.5, 2.0, 0.002, 1}};
+  s.filter_memory_bytes = 4096;
+  s.warm = true;
+  s.store.up = true;
+  s.store.queue_depth = 3;
+  s.store.write_behind_conflicts = 4;
+  s.store.batch_size_buckets = {{1, 2}, {2, 5}, {std::numeric_limits<double>::infinity(), 6}};
+  s.store.batch_size_sum = 9;
+  s.store.batch_size_count = 6;
+  s.store.commit_seconds_buckets = {{0.0005, 1}, {1, 6}};  // no +Inf bucket given: the renderer adds it
+  s.store.commit_seconds_sum = 0.5;
+  s.store.commit_seconds_count = 6;
+  return s;
+}
+
+// Counters from several threads add up; the request counter is labelled by route and code.
+TEST(Metrics, CollectSumsThreads) {
+  const MetricsSnapshot s = SampleSnapshot();
+  const auto observe = static_cast<std::size_t>(Route::kObserve);
+  EXPECT_EQ(s.requests[observe][1], 2u);  // 201 is slot 1 of kCountedStatuses
+  EXPECT_EQ(s.requests[observe][0], 1u);  // 200
+  EXPECT_EQ(s.new_via_filter, 1u);
+  EXPECT_EQ(s.new_via_exact, 1u);
+  EXPECT_EQ(s.duplicate_via_exact, 1u);
+  EXPECT_EQ(s.false_positives, 1u);
+  EXPECT_EQ(s.stale, 2u);
+  EXPECT_NEAR(s.latency_sum_seconds[observe], 10.00203, 1e-9);
+}
+
+// Each counter block is written by one thread while another thread collects: no increment is lost.
+TEST(Metrics, SingleWriterCountersUnderConcurrentScrape) {
+  Metrics m(2);
+  constexpr int kIncrements = 200'000;
+  std::thread writer0([&] {
+    for (int i = 0; i < kIncrements; ++i) m.ForThread(0).CountVerdict(true, true);
+  });
+  std::thread writer1([&] {
+    for (int i = 0; i < kIncrements; ++i) m.ForThread(1).CountVerdict(true, true);
+  });
+  std::uint64_t last = 0;
+  for (int i = 0; i < 100; ++i) {
+    MetricsSnapshot s;
+    m.Collect(s);
+    EXPECT_GE(s.new_via_filter, last);  // monotonic as seen by a scraper
+    last = s.new_via_filter;
+  }
+  writer0.join();
+  writer1.join();
+  MetricsSnapshot s;
+  m.Collect(s);
+  EXPECT_EQ(s.new_via_filter, 2u * kIncrements);
+  EXPECT_EQ(alignof(ThreadCounters), 64u);
+}
+
+// The text exposition has HELP/TYPE for every family and the contract's series with exact values.
+TEST(Metrics, PrometheusText) {
+  const std::string text = RenderPrometheus(SampleSnapshot());
+  for (const char* family :
+       {"scangate_http_requests_total counter", "scangate_http_request_duration_seconds histogram",
+        "scangate_verdicts_total counter", "scangate_filter_false_positives_total counter",
+        "scangate_filter_stale_total counter", "scangate_write_behind_conflicts_total counter",
+        "scangate_filter_fill_ratio gauge", "scangate_filter_estimated_fp gauge", "scangate_filter_keys gauge",
+        "scangate_filter_memory_bytes gauge", "scangate_pg_up gauge", "scangate_pg_queue_depth gauge",
+        "scangate_pg_batch_size histogram", "scangate_pg_commit_seconds histogram"}) {
+    EXPECT_NE(text.find(std::string("# TYPE ") + family + "\n"), std::string::npos) << family;
+  }
+  const auto s = Samples(text);
+  auto at = [&](const std::string& k) {
+    auto it = s.find(k);
+    EXPECT_NE(it, s.end()) << "missing " << k;
+    return it == s.end() ? std::string("<missing>") : it->second;
+  };
+  EXPECT_EQ(at(R"(scangate_http_requests_total{route="/observe",code="201"})"), "2");
+  EXPECT_EQ(at(R"(scangate_http_requests_total{route="/observe",code="200"})"), "1");
+  EXPECT_EQ(at(R"(scangate_http_requests_total{route="other",code="404"})"), "1");
+  EXPECT_EQ(at(R"(scangate_http_requests_total{route="/healthz",code="other"})"), "1");
+  // Cumulative buckets: 30 us <= 5e-05; 2 ms <= 0.0025; 10 s only in +Inf.
+  EXPECT_EQ(at(R"(scangate_http_request_duration_seconds_bucket{route="/observe",le="5e-05"})"), "1");
+  EXPECT_EQ(at(R"(scangate_http_request_duration_seconds_bucket{route="/observe",le="0.001"})"), "1");
+  EXPECT_EQ(at(R"(scangate_http_request_duration_seconds_bucket{route="/observe",le="0.0025"})"), "2");
+  EXPECT_EQ(at(R"(scangate_http_request_duration_seconds_bucket{route="/observe",le="2.5"})"), "2");
+  EXPECT_EQ(at(R"(scangate_http_request_duration_seconds_bucket{route="/observe",le="+Inf"})"), "3");
+  EXPECT_EQ(at(R"(scangate_http_request_duration_seconds_count{route="/observe"})"), "3");
+  EXPECT_EQ(at(R"(scangate_verdicts_total{verdict="new",via="filter"})"), "1");
+  EXPECT_EQ(at(R"(scangate_verdicts_total{verdict="new",via="exact"})"), "1");
+  EXPECT_EQ(at(R"(scangate_verdicts_total{verdict="duplicate",via="exact"})"), "1");
+  EXPECT_EQ(at("scangate_filter_false_positives_total"), "1");
+  EXPECT_EQ(at("scangate_filter_stale_total"), "2");
+  EXPECT_EQ(at("scangate_write_behind_conflicts_total"), "4");
+  EXPECT_EQ(at(R"(scangate_filter_fill_ratio{shard="1"})"), "0.5");
+  EXPECT_EQ(at(R"(scangate_filter_estimated_fp{shard="0"})"), "0.001");
+  EXPECT_EQ(at(R"(scangate_filter_keys{shard="1"})"), "20");
+  EXPECT_EQ(at("scangate_filter_memory_bytes"), "4096");
+  EXPECT_EQ(at("scangate_pg_up"), "1");
+  EXPECT_EQ(at("scangate_pg_queue_depth"), "3");
+  EXPECT_EQ(at(R"(scangate_pg_batch_size_bucket{le="2"})"), "5");
+  EXPECT_EQ(at(R"(scangate_pg_batch_size_bucket{le="+Inf"})"), "6");
+  EXPECT_EQ(at("scangate_pg_batch_size_sum"), "9");
+  EXPECT_EQ(at(R"(scangate_pg_commit_seconds_bucket{le="+Inf"})"), "6");
+  EXPECT_EQ(at("scangate_pg_commit_seconds_count"), "6");
+  // Every sample line is "name[{labels}] value" with a parseable value; the text ends with a newline.
+  EXPECT_EQ(text.back(), '\n');
+  for (const auto& [series, value] : s) {
+    EXPECT_NE(value, "") << series;
+    EXPECT_EQ(series.find(' '), std::string::npos) << series;
+  }
+}
+
+// /stats JSON carries the same numbers.
+TEST(Metrics, StatsJson) {
+  const boost::json::value v = boost::json::parse(RenderStatsJson(SampleSnapshot()));
+  EXPECT_EQ(v.at("http_requests").at("/observe").at("201").to_number<std::uint64_t>(), 2u);
+  EXPECT_EQ(v.at("verdicts").at("new_via_filter").to_number<std::uint64_t>(), 1u);
+  EXPECT_EQ(v.at("filter").at("keys").to_number<std::uint64_t>(), 30u);
+  EXPECT_EQ(v.at("filter").at("shards").as_array().size(), 2u);
+  EXPECT_EQ(v.at("filter").at("false_positives").to_number<std::uint64_t>(), 1u);
+  EXPECT_TRUE(v.at("filter").at("warm").as_bool());
+  EXPECT_TRUE(v.at("pg").at("up").as_bool());
+  EXPECT_EQ(v.at("pg").at("write_behind_conflicts").to_number<std::uint64_t>(), 4u);
+  EXPECT_DOUBLE_EQ(v.at("pg").at("batch_size_mean").as_double(), 1.5);
+}
+
+}  // namespace
+}  // namespace scangate::server

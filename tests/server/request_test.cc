@@ -1,0 +1,230 @@
+// Tests server/request.h: routing, the content-type policy, /observe and /observe/batch validation (every
+// 4xx case of the HTTP contract) and the JSON bodies of verdicts and problems.
+#include "server/request.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <variant>
+
+#include <boost/json/parse.hpp>
+
+namespace scangate::server {
+namespace {
+namespace json = boost::json;
+
+// The problem of a rejected /observe body; fails the test if the body was accepted.
+Problem ObserveProblem(std::string_view body) {
+  auto r = ParseObserve(body);
+  EXPECT_TRUE(std::holds_alternative<Problem>(r)) << "accepted: " << body;
+  return std::holds_alternative<Problem>(r) ? std::get<Problem>(r) : Problem{};
+}
+Problem BatchProblem(std::string_view body) {
+  auto r = ParseBatch(body);
+  EXPECT_TRUE(std::holds_alternative<Problem>(r)) << "accepted: " << body;
+  return std::holds_alternative<Problem>(r) ? std::get<Problem>(r) : Problem{};
+}
+Observation ObserveOk(std::string_view body) {
+  auto r = ParseObserve(body);
+  EXPECT_TRUE(std::holds_alternative<Observation>(r))
+      << body << " -> " << (std::holds_alternative<Problem>(r) ? std::get<Problem>(r).detail : "");
+  return std::holds_alternative<Observation>(r) ? std::get<Observation>(r) : Observation{};
+}
+
+// Routes are exact paths; the query string is ignored; anything else is not found.
+TEST(Request, RouteOf) {
+  EXPECT_EQ(RouteOf("/observe"), Route::kObserve);
+  EXPECT_EQ(RouteOf("/observe?x=1"), Route::kObserve);
+  EXPECT_EQ(RouteOf("/observe/batch"), Route::kObserveBatch);
+  EXPECT_EQ(RouteOf("/healthz"), Route::kHealthz);
+  EXPECT_EQ(RouteOf("/readyz"), Route::kReadyz);
+  EXPECT_EQ(RouteOf("/metrics"), Route::kMetrics);
+  EXPECT_EQ(RouteOf("/stats"), Route::kStats);
+  EXPECT_EQ(RouteOf("/observe/"), Route::kNotFound);
+  EXPECT_EQ(RouteOf("/"), Route::kNotFound);
+  EXPECT_EQ(RouteOf(""), Route::kNotFound);
+  EXPECT_EQ(AllowedMethod(Route::kObserve), "POST");
+  EXPECT_EQ(AllowedMethod(Route::kMetrics), "GET");
+  EXPECT_EQ(BodyLimitFor(Route::kObserve), 16u * 1024);
+  EXPECT_EQ(BodyLimitFor(Route::kObserveBatch), 1024u * 1024);
+}
+
+// JSON media types, form encoding (curl -d) and no Content-Type are read as JSON; others are 415.
+TEST(Request, ContentType) {
+  EXPECT_FALSE(CheckContentType(""));
+  EXPECT_FALSE(CheckContentType("application/json"));
+  EXPECT_FALSE(CheckContentType("Application/JSON; charset=utf-8"));
+  EXPECT_FALSE(CheckContentType("application/problem+json"));
+  EXPECT_FALSE(CheckContentType("application/vnd.scan+json ; q=1"));
+  EXPECT_FALSE(CheckContentType("application/x-www-form-urlencoded"));
+  for (const char* bad : {"text/plain", "application/xml", "multipart/form-data; boundary=x", "application/+json",
+                          "text/json", "application/jsonx"}) {
+    auto p = CheckContentType(bad);
+    ASSERT_TRUE(p) << bad;
+    EXPECT_EQ(p->status, 415u);
+    EXPECT_EQ(p->slug, "unsupported-media-type");
+  }
+}
+
+// A valid body yields the key and source; unknown members are ignored; source is optional or null.
+TEST(Request, ObserveValid) {
+  Observation o = ObserveOk(R"({"key":"abc","source":"t9","extra":{"x":[1,2]}})");
+  EXPECT_EQ(o.key, "abc");
+  EXPECT_EQ(o.source, "t9");
+  EXPECT_EQ(ObserveOk(R"({"key":"abc"})").source, "");
+  EXPECT_EQ(ObserveOk(R"({"key":"abc","source":null})").source, "");
+  EXPECT_EQ(ObserveOk(R"({"key":"caf\u00e9"})").key, "caf\xc3\xa9");
+  EXPECT_EQ(ObserveOk("{\"key\":\"\xf0\x9f\x98\x80\"}").key, "\xf0\x9f\x98\x80");  // 4-byte UTF-8 is fine
+  EXPECT_EQ(ObserveOk(" \n{\"key\" : \"k\"}\n").key, "k");
+}
+
+// Syntax errors, empty bodies, trailing garbage, comments and invalid UTF-8 are malformed-json.
+TEST(Request, ObserveMalformedJson) {
+  for (std::string_view body : {std::string_view(""), std::string_view("{"), std::string_view(R"({"key":)"),
+                                std::string_view(R"({"key":"a"} x)"), std::string_view(R"({"key":"a",})"),
+                                std::string_view("{\"key\":\"a\"} // c"), std::string_view("nul"),
+                                std::string_view("{\"key\":\"\xff\"}"),          // invalid byte
+                                std::string_view("{\"key\":\"\xc3\"}"),          // truncated sequence
+                                std::string_view("{\"key\":\"\xc0\xaf\"}"),      // overlong encoding
+                                std::string_view("{\"key\":\"\xed\xa0\x80\"}"),  // UTF-16 surrogate in UTF-8
+                                std::string_view(R"({"key":"\ud800"})")}) {      // lone surrogate escape
+    Problem p = ObserveProblem(body);
+    EXPECT_EQ(p.status, 400u) << body;
+    EXPECT_EQ(p.slug, "malformed-json") << body;
+  }
+}
+
+// Nesting deeper than kMaxJsonDepth is rejected; depth 8 is accepted.
+TEST(Request, ObserveDepthLimit) {
+  std::string ok = R"({"key":"k","x":)" + std::string(7, '[') + "1" + std::string(7, ']') + "}";  // depth 8
+  EXPECT_EQ(ObserveOk(ok).key, "k");
+  std::string deep = R"({"key":"k","x":)" + std::string(8, '[') + "1" + std::string(8, ']') + "}";  // depth 9
+  Problem p = ObserveProblem(deep);
+  EXPECT_EQ(p.slug, "malformed-json");
+  EXPECT_NE(p.detail.find("deeper"), std::string::npos);
+  EXPECT_EQ(ObserveProblem(std::string(10000, '[')).slug, "malformed-json");
+}
+
+// Missing, mistyped, empty, over-long and NUL-containing keys are invalid-key.
+TEST(Request, ObserveInvalidKey) {
+  for (std::string_view body : {R"({})", R"({"source":"t"})", R"({"key":1})", R"({"key":null})",
+                                R"({"key":["a"]})", R"({"key":{"k":"a"}})", R"({"key":true})", R"({"key":""})",
+                                R"({"key":"a\u0000b"})", R"([])", R"("key")", R"(42)", R"(null)"}) {
+    Problem p = ObserveProblem(body);
+    EXPECT_EQ(p.status, 400u) << body;
+    EXPECT_EQ(p.slug, "invalid-key") << body;
+  }
+  const std::string max_key(kMaxKeyBytes, 'k');
+  EXPECT_EQ(ObserveOk(R"({"key":")" + max_key + "\"}").key, max_key);
+  EXPECT_EQ(ObserveProblem(R"({"key":")" + max_key + "k\"}").slug, "invalid-key");
+  // The limit is in bytes: 171 three-byte characters = 513 bytes.
+  std::string wide;
+  for (int i = 0; i < 171; ++i) wide += "\xe2\x82\xac";
+  EXPECT_EQ(ObserveProblem(R"({"key":")" + wide + "\"}").slug, "invalid-key");
+}
+
+// Mistyped, over-long (in characters) and NUL-containing sources are invalid-source.
+TEST(Request, ObserveInvalidSource) {
+  for (std::string_view body : {R"({"key":"k","source":1})", R"({"key":"k","source":["t"]})",
+                                R"({"key":"k","source":{}})", R"({"key":"k","source":"a\u0000"})"}) {
+    Problem p = ObserveProblem(body);
+    EXPECT_EQ(p.slug, "invalid-source") << body;
+  }
+  const std::string max_src(kMaxSourceChars, 's');
+  EXPECT_EQ(ObserveOk(R"({"key":"k","source":")" + max_src + "\"}").source, max_src);
+  EXPECT_EQ(ObserveProblem(R"({"key":"k","source":")" + max_src + "s\"}").slug, "invalid-source");
+  // Characters, not bytes: 64 two-byte characters are fine, 65 are not.
+  std::string wide;
+  for (std::size_t i = 0; i < kMaxSourceChars; ++i) wide += "\xc3\xa9";
+  EXPECT_EQ(ObserveOk(R"({"key":"k","source":")" + wide + "\"}").source, wide);
+  EXPECT_EQ(ObserveProblem(R"({"key":"k","source":")" + wide + "\xc3\xa9\"}").slug, "invalid-source");
+}
+
+// A batch mixes strings and objects, keeps order and repeated keys.
+TEST(Request, BatchValid) {
+  auto r = ParseBatch(R"({"keys":["a",{"key":"b","source":"t9"},"a",{"key":"c","zzz":1}],"other":0})");
+  ASSERT_TRUE(std::holds_alternative<BatchRequest>(r));
+  const auto& e = std::get<BatchRequest>(r).entries;
+  ASSERT_EQ(e.size(), 4u);
+  EXPECT_EQ(e[0].key, "a");
+  EXPECT_EQ(e[1].key, "b");
+  EXPECT_EQ(e[1].source, "t9");
+  EXPECT_EQ(e[2].key, "a");
+  EXPECT_EQ(e[3].key, "c");
+  EXPECT_EQ(e[3].source, "");
+}
+
+// Batch size limits: 1..kMaxBatchEntries.
+TEST(Request, BatchLimits) {
+  auto make = [](std::size_t n) {
+    std::string body = R"({"keys":[)";
+    for (std::size_t i = 0; i < n; ++i) body += (i ? ",\"k" : "\"k") + std::to_string(i) + "\"";
+    return body + "]}";
+  };
+  EXPECT_TRUE(std::holds_alternative<BatchRequest>(ParseBatch(make(1))));
+  EXPECT_TRUE(std::holds_alternative<BatchRequest>(ParseBatch(make(kMaxBatchEntries))));
+  EXPECT_EQ(BatchProblem(make(0)).slug, "invalid-batch");
+  EXPECT_EQ(BatchProblem(make(kMaxBatchEntries + 1)).slug, "invalid-batch");
+}
+
+// Structural errors are invalid-batch; a bad entry rejects the batch and the detail names its index.
+TEST(Request, BatchInvalid) {
+  for (std::string_view body : {R"({})", R"({"keys":"a"})", R"({"keys":{"key":"a"}})", R"(["a"])",
+                                R"({"keys":null})"}) {
+    EXPECT_EQ(BatchProblem(body).slug, "invalid-batch") << body;
+  }
+  Problem p = BatchProblem(R"({"keys":["a","b",3]})");
+  EXPECT_EQ(p.slug, "invalid-batch");
+  EXPECT_NE(p.detail.find("keys[2]"), std::string::npos) << p.detail;
+  p = BatchProblem(R"({"keys":["a",""]})");
+  EXPECT_EQ(p.slug, "invalid-key");
+  EXPECT_NE(p.detail.find("keys[1]"), std::string::npos) << p.detail;
+  p = BatchProblem(R"({"keys":["a",{"source":"x"}]})");
+  EXPECT_EQ(p.slug, "invalid-key");
+  p = BatchProblem(R"({"keys":[{"key":"a","source":7}]})");
+  EXPECT_EQ(p.slug, "invalid-source");
+  EXPECT_NE(p.detail.find("keys[0]"), std::string::npos) << p.detail;
+  EXPECT_EQ(BatchProblem(R"({"keys":["a\u0000"]})").slug, "invalid-key");
+  EXPECT_EQ(BatchProblem(R"({"keys":[[[[[[[[["a"]]]]]]]]]})").slug, "malformed-json");
+  EXPECT_EQ(BatchProblem("{\"keys\":[\"\xff\"]}").slug, "malformed-json");
+}
+
+// Problem bodies follow RFC 9457 with the urn:scangate:problem: type; details never echo client input.
+TEST(Request, ProblemBody) {
+  const Problem p = Problem::MethodNotAllowed("DELETE", Route::kHealthz);
+  const json::value v = json::parse(ProblemBody(p));
+  EXPECT_EQ(v.at("type").as_string(), "urn:scangate:problem:method-not-allowed");
+  EXPECT_EQ(v.at("status").as_int64(), 405);
+  EXPECT_EQ(v.at("title").as_string(), "Method not allowed");
+  EXPECT_FALSE(v.at("detail").as_string().empty());
+  EXPECT_EQ(Problem::NotFound("/secret-key-123").detail.find("secret-key-123"), std::string::npos);
+  EXPECT_EQ(Problem::UnsupportedMediaType("text/secret").detail.find("secret"), std::string::npos);
+  EXPECT_EQ(Problem::BodyTooLarge(16384).status, 413u);
+  EXPECT_EQ(Problem::HeaderTooLarge().status, 431u);
+  EXPECT_EQ(Problem::Unavailable("x").status, 503u);
+  EXPECT_EQ(Problem::Internal().status, 500u);
+  // A hostile method string is not echoed verbatim.
+  EXPECT_EQ(Problem::MethodNotAllowed("P\"{<", Route::kObserve).detail.find('"'), std::string::npos);
+}
+
+// Verdict bodies carry the contract's fields; first_seen only for duplicates.
+TEST(Request, VerdictBodies) {
+  Verdict n{true, true, std::string(64, 'a'), ""};
+  json::value v = json::parse(VerdictBody(n));
+  EXPECT_EQ(v.at("verdict").as_string(), "new");
+  EXPECT_EQ(v.at("via").as_string(), "filter");
+  EXPECT_EQ(v.at("digest").as_string(), std::string(64, 'a'));
+  EXPECT_EQ(v.as_object().if_contains("first_seen"), nullptr);
+  Verdict d{false, false, std::string(64, 'b'), "2026-11-29T21:43:09.123456Z"};
+  v = json::parse(VerdictBody(d));
+  EXPECT_EQ(v.at("verdict").as_string(), "duplicate");
+  EXPECT_EQ(v.at("via").as_string(), "exact");
+  EXPECT_EQ(v.at("first_seen").as_string(), "2026-11-29T21:43:09.123456Z");
+  const Verdict both[] = {n, d};
+  v = json::parse(BatchBody(both));
+  ASSERT_EQ(v.at("results").as_array().size(), 2u);
+  EXPECT_EQ(v.at("results").as_array()[1].at("verdict").as_string(), "duplicate");
+}
+
+}  // namespace
+}  // namespace scangate::server

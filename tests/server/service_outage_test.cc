@@ -1,0 +1,172 @@
+// Black-box PostgreSQL outage test of scangate: while the shared cluster is stopped, requests get
+// 503 + Retry-After (problem+json), never a wrong verdict; after it is started again the service
+// recovers by itself and verdicts are right. Stops the fixture's cluster, so it runs as its own
+// binary, ordered after the other service tests (RESOURCE_LOCK pg keeps other tests away).
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "harness.h"
+
+namespace scangate::it {
+namespace {
+
+namespace json = boost::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kOutageProbeTime = std::chrono::seconds(3);     // how long requests are sent during the outage
+constexpr auto kRecoveryTimeout = std::chrono::seconds(30);    // the service must recover within this
+constexpr auto kProbeInterval = std::chrono::milliseconds(50);
+
+// Restarts the cluster when a test ends early while it is stopped.
+struct ClusterGuard {
+  bool stopped = false;
+  ~ClusterGuard() {
+    if (stopped) PgClusterStart();
+  }
+};
+
+HttpResponse PostReconnecting(HttpClient& c, const std::string& target, const std::string& body) {
+  try {
+    HttpResponse r = c.Post(target, body);
+    if (!r.keep_alive) c.Reconnect();
+    return r;
+  } catch (const std::exception&) {
+    c.Reconnect();
+    return c.Post(target, body);
+  }
+}
+
+HttpResponse GetReconnecting(HttpClient& c, const std::string& target) {
+  try {
+    HttpResponse r = c.Get(target);
+    if (!r.keep_alive) c.Reconnect();
+    return r;
+  } catch (const std::exception&) {
+    c.Reconnect();
+    return c.Get(target);
+  }
+}
+
+::testing::AssertionResult IsUnavailable(const HttpResponse& r) {
+  auto problem = IsProblem(r, 503, "unavailable");
+  if (!problem) return problem;
+  if (r.header("retry-after").empty()) return ::testing::AssertionFailure() << "503 without Retry-After: " << r;
+  return ::testing::AssertionSuccess();
+}
+
+TEST(ServiceOutage, PostgresStoppedThenRestarted) {
+  ScangateProcess commit_server({"--ack=commit", "--capacity=1000000"});
+  ScangateProcess filter_server({"--ack=filter", "--capacity=1000000"});
+  ASSERT_TRUE(commit_server.Start());
+  HttpClient cc(commit_server.port());
+  const std::string seen = UniqueKey("outage-seen");
+  ASSERT_EQ(cc.Post("/observe", ObserveBody(seen)).status, 201);
+  // Started after `seen` is committed, so its warm start knows it (an ack=filter instance whose filter
+  // missed a key written by another instance may answer it "new": the documented ack=filter trade-off).
+  ASSERT_TRUE(filter_server.Start());
+  HttpClient cf(filter_server.port());
+  ASSERT_EQ(cf.Post("/observe", ObserveBody(seen)).status, 200);
+
+  ClusterGuard guard;
+  ASSERT_EQ(PgClusterStop(), 0) << "scripts/pg.sh stop failed";
+  guard.stopped = true;
+
+  // During the outage. ack=commit: every observation is 503 (nothing can be committed, and only
+  // PostgreSQL may say duplicate). ack=filter: a fresh key may be 201 via filter (write-behind,
+  // kept until PostgreSQL is back), a seen key is 503; never 200.
+  std::vector<std::string> commit_rejected;
+  std::vector<std::string> filter_created;
+  int commit_503 = 0;
+  const auto probe_end = Clock::now() + kOutageProbeTime;
+  for (int i = 0; Clock::now() < probe_end; ++i) {
+    const std::string fresh = UniqueKey("outage-fresh");
+    HttpResponse r = PostReconnecting(cc, "/observe", ObserveBody(i % 2 == 0 ? fresh : seen));
+    EXPECT_TRUE(IsUnavailable(r)) << "ack=commit during outage, " << (i % 2 == 0 ? "fresh" : "seen") << " key";
+    if (r.status == 503) ++commit_503;
+    if (i % 2 == 0) commit_rejected.push_back(fresh);
+
+    const std::string fresh_f = UniqueKey("outage-fresh-filter");
+    HttpResponse f = PostReconnecting(cf, "/observe", ObserveBody(fresh_f));
+    if (f.status == 201) {
+      EXPECT_EQ(f.json().at("via"), "filter") << "ack=filter answered new via exact during an outage: " << f;
+      filter_created.push_back(Sha256Hex(fresh_f));
+    } else {
+      EXPECT_TRUE(IsUnavailable(f)) << "ack=filter during outage, fresh key";
+    }
+    HttpResponse fs = PostReconnecting(cf, "/observe", ObserveBody(seen));
+    EXPECT_TRUE(IsUnavailable(fs)) << "ack=filter during outage, seen key (only PostgreSQL may say duplicate)";
+
+    HttpResponse b = PostReconnecting(cc, "/observe/batch", "{\"keys\":[" + JsonString(seen) + "]}");
+    EXPECT_TRUE(IsUnavailable(b)) << "batch during outage";
+    std::this_thread::sleep_for(kProbeInterval);
+  }
+  EXPECT_GT(commit_503, 0);
+
+  // Readiness reports the outage (503 + Retry-After); liveness does not.
+  for (ScangateProcess* s : {&commit_server, &filter_server}) {
+    HttpClient c(s->port());
+    HttpResponse ready = GetReconnecting(c, "/readyz");
+    EXPECT_EQ(ready.status, 503) << "readyz during outage: " << ready;
+    EXPECT_FALSE(ready.header("retry-after").empty()) << ready;
+    EXPECT_EQ(GetReconnecting(c, "/healthz").status, 200);
+  }
+
+  ASSERT_EQ(PgClusterStart(), 0) << "scripts/pg.sh start failed";
+  guard.stopped = false;
+
+  // Recovery without help: poll the seen key until it is a duplicate again; meanwhile only 503 or 200.
+  const auto deadline = Clock::now() + kRecoveryTimeout;
+  HttpResponse last;
+  while (true) {
+    last = PostReconnecting(cc, "/observe", ObserveBody(seen));
+    if (last.status == 200) break;
+    ASSERT_TRUE(IsUnavailable(last)) << "while recovering, a seen key got a wrong verdict";
+    ASSERT_LT(Clock::now(), deadline) << "scangate (ack=commit) did not recover within 30 s; last: " << last;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_EQ(last.json().at("verdict"), "duplicate") << last;
+  EXPECT_EQ(GetReconnecting(cc, "/readyz").status, 200);
+
+  Pg pg;
+  const std::string after = UniqueKey("outage-after");
+  HttpResponse r = PostReconnecting(cc, "/observe", ObserveBody(after));
+  EXPECT_EQ(r.status, 201) << r;
+  EXPECT_EQ(pg.CountDigest(Sha256Hex(after)), 1);
+  EXPECT_EQ(PostReconnecting(cc, "/observe", ObserveBody(after)).status, 200);
+  // Keys refused with 503 were not recorded: they are new now.
+  for (std::size_t i = 0; i < commit_rejected.size() && i < 10; ++i) {
+    HttpResponse again = PostReconnecting(cc, "/observe", ObserveBody(commit_rejected[i]));
+    EXPECT_EQ(again.status, 201) << "a key answered 503 during the outage was recorded: " << again;
+  }
+
+  // ack=filter recovers too; write-behind accepted during the outage reaches PostgreSQL.
+  while (true) {
+    HttpResponse f = PostReconnecting(cf, "/observe", ObserveBody(seen));
+    if (f.status == 200) break;
+    ASSERT_TRUE(IsUnavailable(f)) << "ack=filter while recovering, seen key";
+    ASSERT_LT(Clock::now(), deadline) << "scangate (ack=filter) did not recover within 30 s";
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_EQ(filter_server.Stop(), 0);
+  EXPECT_EQ(pg.CountDigests(filter_created), static_cast<std::int64_t>(filter_created.size()))
+      << "ack=filter write-behind answered 201 during the outage was lost";
+
+  EXPECT_EQ(commit_server.Stop(), 0);
+  bool saw_down = false, saw_up_after_down = false;
+  for (const auto& e : commit_server.LogEvents("pg_state")) {
+    const std::string text = json::serialize(e);
+    const bool down = text.find("\"down\"") != std::string::npos || text.find("\"up\":false") != std::string::npos;
+    const bool up = text.find("\"up\"}") != std::string::npos || text.find("\"up\",") != std::string::npos ||
+                    text.find("\"up\":true") != std::string::npos;
+    if (down) saw_down = true;
+    if (saw_down && up) saw_up_after_down = true;
+  }
+  EXPECT_TRUE(saw_down) << "no pg_state down log event";
+  EXPECT_TRUE(saw_up_after_down) << "no pg_state up log event after the outage";
+}
+
+}  // namespace
+}  // namespace scangate::it

@@ -1,0 +1,633 @@
+// Tests storage/store.h and storage/migrations.h against a real PostgreSQL (CTest fixture "pg").
+// Digests are random, so reruns against the same cluster never collide.
+#include "storage/store.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <future>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <pqxx/pqxx>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "storage/migrations.h"
+
+namespace scangate::storage {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Liveness bound for things that must happen "by themselves" (not a performance assertion).
+constexpr auto kEventually = 60s;
+
+std::string ReadFileLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string PgDir() {
+  const char* dir = std::getenv("SCANGATE_TEST_PG_DIR");
+  return dir != nullptr ? dir : "";
+}
+
+std::string Url() { return ReadFileLine(PgDir() + "/url"); }
+
+Digest RandomDigest() {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::lock_guard lk(mu);
+  Digest d;
+  for (std::size_t i = 0; i < d.size(); i += 8) {
+    const std::uint64_t v = rng();
+    std::memcpy(d.data() + i, &v, 8);
+  }
+  return d;
+}
+
+std::vector<Digest> RandomDigests(std::size_t n) {
+  std::vector<Digest> out(n);
+  for (auto& d : out) d = RandomDigest();
+  return out;
+}
+
+std::uint32_t RouteOf(const Digest& d) { return d[0] | (d[1] << 8); }
+
+std::string HexBytea(const Digest& d) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s = "\\x";
+  for (const auto b : d) {
+    s += kHex[b >> 4];
+    s += kHex[b & 15];
+  }
+  return s;
+}
+
+StoreOptions Options(unsigned writers = 2) {
+  StoreOptions o;
+  o.url = Url();
+  o.writers = writers;
+  o.reconnect_backoff_max = 500ms;
+  return o;
+}
+
+// Submits and waits; nullopt when Submit refused.
+std::optional<Result> SubmitAndWait(Store& store, const Digest& d, std::string source = "") {
+  auto promise = std::make_shared<std::promise<Result>>();
+  auto future = promise->get_future();
+  if (!store.Submit(RouteOf(d), d, std::move(source), [promise](const Result& r) { promise->set_value(r); })) {
+    return std::nullopt;
+  }
+  return future.get();
+}
+
+std::int64_t CountRows(pqxx::connection& c, const std::vector<Digest>& ds) {
+  pqxx::work tx(c);
+  std::int64_t n = 0;
+  for (const auto& d : ds) {
+    n += tx.exec_params1("SELECT count(*) FROM scan_keys WHERE digest = $1::bytea", HexBytea(d))[0].as<std::int64_t>();
+  }
+  tx.commit();
+  return n;
+}
+
+class PgTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(PgDir().empty()) << "SCANGATE_TEST_PG_DIR not set (run through ctest)";
+    ASSERT_FALSE(Url().empty());
+  }
+};
+
+// Migrations apply once: a second application (and a second Store) changes nothing.
+TEST_F(PgTest, MigrationsIdempotent) {
+  ASSERT_FALSE(EmbeddedMigrations().empty());
+  for (std::size_t i = 1; i < EmbeddedMigrations().size(); ++i) {
+    EXPECT_LT(EmbeddedMigrations()[i - 1].version, EmbeddedMigrations()[i].version);
+  }
+  pqxx::connection c(Url());
+  ApplyMigrations(c);
+  EXPECT_EQ(ApplyMigrations(c), 0);
+  {
+    Store a(Options());
+    a.Start();
+    Store b(Options());
+    b.Start();
+    EXPECT_TRUE(a.up());
+    EXPECT_TRUE(b.up());
+  }
+  pqxx::work tx(c);
+  const auto r = tx.exec("SELECT version, name FROM schema_migrations ORDER BY version");
+  ASSERT_EQ(r.size(), EmbeddedMigrations().size());
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    EXPECT_EQ(r[i][0].as<int>(), EmbeddedMigrations()[i].version);
+    EXPECT_EQ(r[i][1].as<std::string>(), std::string(EmbeddedMigrations()[i].name));
+  }
+}
+
+// Several instances starting at once serialise on the advisory lock and all succeed.
+TEST_F(PgTest, ConcurrentStartersAllSucceed) {
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      pqxx::connection c(Url());
+      ApplyMigrations(c);
+      ++ok;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 4);
+}
+
+// A new digest is inserted once; a later observation is a duplicate carrying the same first_seen.
+TEST_F(PgTest, InsertThenDuplicateSameFirstSeen) {
+  Store store(Options());
+  store.Start();
+  const Digest d = RandomDigest();
+  const auto first = SubmitAndWait(store, d, "t1");
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->outcome, Outcome::kInserted);
+  ASSERT_EQ(first->first_seen.size(), std::string("2026-11-29T21:43:09.123456Z").size()) << first->first_seen;
+  EXPECT_EQ(first->first_seen[10], 'T');
+  EXPECT_EQ(first->first_seen.back(), 'Z');
+  const auto second = SubmitAndWait(store, d, "t2");
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->outcome, Outcome::kDuplicate);
+  EXPECT_EQ(second->first_seen, first->first_seen);
+
+  pqxx::connection c(Url());
+  pqxx::work tx(c);
+  const auto row = tx.exec_params1(
+      "SELECT source, to_char(first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') "
+      "FROM scan_keys WHERE digest = $1::bytea",
+      HexBytea(d));
+  EXPECT_EQ(row[0].as<std::string>(), "t1");  // the first observation's source is kept
+  EXPECT_EQ(row[1].as<std::string>(), first->first_seen);
+}
+
+// Holds a row lock on `d` in an open transaction until Release(), so that a writer inserting `d` blocks
+// and everything submitted meanwhile queues up into one batch.
+class RowBlocker {
+ public:
+  explicit RowBlocker(const Digest& d) : conn_(Url()), tx_(conn_) {
+    tx_.exec_params0("INSERT INTO scan_keys (digest, source) VALUES ($1::bytea, 'blocker')", HexBytea(d));
+  }
+  void Commit() { tx_.commit(); }
+  void Rollback() { tx_.abort(); }
+
+ private:
+  pqxx::connection conn_;
+  pqxx::work tx_;
+};
+
+// Waits until some backend waits for a lock (the writer blocked behind a RowBlocker).
+bool WaitForLockWaiter() {
+  pqxx::connection c(Url());
+  const auto deadline = std::chrono::steady_clock::now() + kEventually;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pqxx::nontransaction tx(c);
+    if (tx.exec1("SELECT count(*) FROM pg_locks WHERE NOT granted")[0].as<int>() > 0) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+// Repeats of a digest inside one batch: the first queued item is inserted, the others are duplicates
+// with the same first_seen; distinct digests of the batch are all inserted.
+TEST_F(PgTest, InBatchDuplicates) {
+  Store store(Options(1));
+  store.Start();
+  const Digest blocked = RandomDigest();
+  const Digest a = RandomDigest();
+  const Digest b = RandomDigest();
+  RowBlocker blocker(blocked);
+  std::mutex mu;
+  std::vector<std::pair<int, Result>> results;
+  auto record = [&](int tag) {
+    return [&, tag](const Result& r) {
+      std::lock_guard lk(mu);
+      results.emplace_back(tag, r);
+    };
+  };
+  ASSERT_TRUE(store.Submit(0, blocked, "", record(0)));
+  ASSERT_TRUE(WaitForLockWaiter());
+  const auto before = store.Stats();
+  ASSERT_TRUE(store.Submit(0, a, "first", record(1)));
+  ASSERT_TRUE(store.Submit(0, a, "second", record(2)));
+  ASSERT_TRUE(store.Submit(0, b, "", record(3)));
+  ASSERT_TRUE(store.Submit(0, a, "third", record(4)));
+  blocker.Rollback();
+  store.Shutdown();
+  ASSERT_EQ(results.size(), 5u);
+  std::map<int, Result> by_tag(results.begin(), results.end());
+  EXPECT_EQ(by_tag[0].outcome, Outcome::kInserted);  // the blocker rolled back
+  EXPECT_EQ(by_tag[1].outcome, Outcome::kInserted);
+  EXPECT_EQ(by_tag[2].outcome, Outcome::kDuplicate);
+  EXPECT_EQ(by_tag[3].outcome, Outcome::kInserted);
+  EXPECT_EQ(by_tag[4].outcome, Outcome::kDuplicate);
+  EXPECT_EQ(by_tag[2].first_seen, by_tag[1].first_seen);
+  EXPECT_EQ(by_tag[4].first_seen, by_tag[1].first_seen);
+  // The four items queued behind the blocked batch went in as one batch of size 4.
+  const auto after = store.Stats();
+  EXPECT_EQ(after.batches - before.batches, 2u);
+  EXPECT_EQ(after.keys_written - before.keys_written, 1u + 2u);
+  pqxx::connection c(Url());
+  EXPECT_EQ(CountRows(c, {a, b, blocked}), 3);
+  pqxx::work tx(c);
+  EXPECT_EQ(tx.exec_params1("SELECT source FROM scan_keys WHERE digest = $1::bytea", HexBytea(a))[0].as<std::string>(),
+            "first");
+}
+
+// A row committed by another transaction while the batch statement waits on it is invisible to the
+// statement's snapshot and skipped by ON CONFLICT: the store must still answer kDuplicate with the
+// other transaction's first_seen (follow-up select), never kInserted and never a failure.
+TEST_F(PgTest, RowCommittedConcurrentlyIsDuplicate) {
+  Store store(Options(1));
+  store.Start();
+  const Digest d = RandomDigest();
+  const Digest other = RandomDigest();
+  RowBlocker blocker(d);
+  std::promise<Result> p1, p2;
+  ASSERT_TRUE(store.Submit(0, d, "", [&](const Result& r) { p1.set_value(r); }));
+  ASSERT_TRUE(WaitForLockWaiter());
+  blocker.Commit();
+  const Result r1 = p1.get_future().get();
+  EXPECT_EQ(r1.outcome, Outcome::kDuplicate);
+  ASSERT_FALSE(r1.first_seen.empty());
+  pqxx::connection c(Url());
+  {
+    pqxx::work tx(c);
+    EXPECT_EQ(tx.exec_params1("SELECT to_char(first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), "
+                              "source FROM scan_keys WHERE digest = $1::bytea",
+                              HexBytea(d))[0]
+                  .as<std::string>(),
+              r1.first_seen);
+  }
+  // The writer is healthy afterwards.
+  ASSERT_TRUE(store.Submit(0, other, "", [&](const Result& r) { p2.set_value(r); }));
+  EXPECT_EQ(p2.get_future().get().outcome, Outcome::kInserted);
+  EXPECT_TRUE(store.up());
+  EXPECT_EQ(store.Stats().batch_failures, 0u);
+}
+
+// Tallies outcomes per digest from many submitters.
+struct Tally {
+  std::mutex mu;
+  std::map<Digest, std::vector<Result>> by_digest;
+  void Add(const Digest& d, const Result& r) {
+    std::lock_guard lk(mu);
+    by_digest[d].push_back(r);
+  }
+};
+
+void SubmitAll(Store& store, const std::vector<Digest>& ds, unsigned seed, Tally& tally,
+               std::atomic<int>& outstanding) {
+  std::vector<Digest> order = ds;
+  std::shuffle(order.begin(), order.end(), std::mt19937(seed));
+  for (const auto& d : order) {
+    ++outstanding;
+    while (!store.Submit(RouteOf(d), d, "", [&tally, &outstanding, d](const Result& r) {
+      tally.Add(d, r);
+      --outstanding;
+    })) {
+      std::this_thread::yield();  // queue full: retry (the database is up, so only the limit refuses)
+    }
+  }
+}
+
+void WaitOutstanding(std::atomic<int>& outstanding) {
+  while (outstanding.load() > 0) std::this_thread::sleep_for(1ms);
+}
+
+void ExpectExactlyOneInserted(Tally& tally, std::size_t digests, std::size_t per_digest) {
+  ASSERT_EQ(tally.by_digest.size(), digests);
+  for (const auto& [d, results] : tally.by_digest) {
+    ASSERT_EQ(results.size(), per_digest);
+    int inserted = 0;
+    for (const auto& r : results) {
+      EXPECT_NE(r.outcome, Outcome::kUnavailable);
+      inserted += r.outcome == Outcome::kInserted ? 1 : 0;
+      EXPECT_EQ(r.first_seen, results.front().first_seen);
+    }
+    EXPECT_EQ(inserted, 1);
+  }
+}
+
+// 8 threads submit the same digests concurrently: exactly one kInserted per digest, one row each.
+TEST_F(PgTest, ConcurrentSubmittersExactlyOneInserted) {
+  constexpr std::size_t kDigests = 2000;
+  constexpr unsigned kThreads = 8;
+  Store store(Options(4));
+  store.Start();
+  const auto ds = RandomDigests(kDigests);
+  Tally tally;
+  std::atomic<int> outstanding{0};
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] { SubmitAll(store, ds, t, tally, outstanding); });
+  }
+  for (auto& t : threads) t.join();
+  WaitOutstanding(outstanding);
+  ExpectExactlyOneInserted(tally, kDigests, kThreads);
+  pqxx::connection c(Url());
+  EXPECT_EQ(CountRows(c, ds), static_cast<std::int64_t>(kDigests));
+  const auto s = store.Stats();
+  EXPECT_GE(s.inserted, kDigests);
+  EXPECT_EQ(s.queue_depth, 0u);
+}
+
+// Two Store objects (as two scangate processes would) race on the same digests: exactly one kInserted.
+TEST_F(PgTest, CrossStoreRaceExactlyOneInserted) {
+  constexpr std::size_t kDigests = 2000;
+  Store a(Options(2));
+  Store b(Options(3));  // different writer count: the same digest lands on differently-shaped batches
+  a.Start();
+  b.Start();
+  const auto ds = RandomDigests(kDigests);
+  Tally tally;
+  std::atomic<int> outstanding{0};
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] { SubmitAll(t % 2 == 0 ? a : b, ds, t, tally, outstanding); });
+  }
+  for (auto& t : threads) t.join();
+  WaitOutstanding(outstanding);
+  ExpectExactlyOneInserted(tally, kDigests, 4);
+  pqxx::connection c(Url());
+  EXPECT_EQ(CountRows(c, ds), static_cast<std::int64_t>(kDigests));
+}
+
+// Write-behind items are all in the table once Shutdown() returns, even with a long flush interval.
+TEST_F(PgTest, WriteBehindPresentAfterShutdown) {
+  auto opts = Options(2);
+  opts.flush_interval = 10s;  // longer than the test: only Shutdown's flush can write them
+  opts.batch_limit = 64;
+  Store store(opts);
+  store.Start();
+  const auto ds = RandomDigests(1000);
+  for (const auto& d : ds) ASSERT_TRUE(store.SubmitWriteBehind(RouteOf(d), d, "wb"));
+  // Repeat a few: they become write-behind conflicts, not errors.
+  for (std::size_t i = 0; i < 10; ++i) ASSERT_TRUE(store.SubmitWriteBehind(RouteOf(ds[i]), ds[i], "wb"));
+  store.Shutdown();
+  store.Shutdown();  // idempotent
+  EXPECT_FALSE(store.SubmitWriteBehind(0, ds[0], ""));  // no longer accepting
+  pqxx::connection c(Url());
+  EXPECT_EQ(CountRows(c, ds), 1000);
+  const auto s = store.Stats();
+  EXPECT_EQ(s.write_behind_conflicts, 10u);
+  EXPECT_EQ(s.queue_depth, 0u);
+  EXPECT_GE(s.batches, 1000u / 64u);
+}
+
+// Write-behind items are written within the flush interval without any Shutdown or waiting item.
+TEST_F(PgTest, WriteBehindFlushesByItself) {
+  auto opts = Options(1);
+  opts.flush_interval = 5ms;
+  Store store(opts);
+  store.Start();
+  const Digest d = RandomDigest();
+  ASSERT_TRUE(store.SubmitWriteBehind(0, d, ""));
+  pqxx::connection c(Url());
+  const auto deadline = std::chrono::steady_clock::now() + kEventually;
+  while (CountRows(c, {d}) == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(CountRows(c, {d}), 1);
+}
+
+// Sources survive the text[] literal unchanged; empty and invalid UTF-8 sources are stored as NULL.
+TEST_F(PgTest, SourcesRoundTrip) {
+  Store store(Options(1));
+  store.Start();
+  const std::vector<std::string> sources = {"plain", "with \"quotes\"", "back\\slash", "{brace},comma", "NULL",
+                                            "ünï©ødé ✓", " spaced ", "", std::string("bad\xff\xfe")};
+  std::vector<Digest> ds;
+  for (const auto& s : sources) {
+    ds.push_back(RandomDigest());
+    ASSERT_TRUE(store.SubmitWriteBehind(0, ds.back(), s));
+  }
+  store.Shutdown();
+  pqxx::connection c(Url());
+  pqxx::work tx(c);
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    const auto f = tx.exec_params1("SELECT source FROM scan_keys WHERE digest = $1::bytea", HexBytea(ds[i]))[0];
+    if (i + 2 >= sources.size()) {
+      EXPECT_TRUE(f.is_null()) << i;
+    } else {
+      ASSERT_FALSE(f.is_null()) << i;
+      EXPECT_EQ(f.as<std::string>(), sources[i]);
+    }
+  }
+}
+
+// WarmLoad returns exactly the digests first seen within the window (none older), across several
+// chunks of the binary COPY stream.
+TEST_F(PgTest, WarmLoadReturnsRecentDigestsOnly) {
+  constexpr long kBulkRows = 70000;  // more than one sink chunk (65536 digests)
+  const auto recent = RandomDigests(3000);
+  const auto old = RandomDigests(50);
+  {
+    Store store(Options(2));
+    store.Start();
+    for (const auto& d : recent) ASSERT_TRUE(store.SubmitWriteBehind(RouteOf(d), d, ""));
+    store.Shutdown();
+  }
+  pqxx::connection c(Url());
+  {
+    pqxx::work tx(c);
+    for (const auto& d : old) {
+      tx.exec_params0("INSERT INTO scan_keys (digest, first_seen) VALUES ($1::bytea, now() - interval '3 days')",
+                      HexBytea(d));
+    }
+    tx.exec_params0("INSERT INTO scan_keys (digest) SELECT sha256(convert_to(gen_random_uuid()::text || g, 'UTF8')) "
+                    "FROM generate_series(1, $1::bigint) g",
+                    kBulkRows);
+    tx.commit();
+  }
+  Store store(Options(1));
+  store.Start();
+  std::vector<Digest> loaded;
+  std::uint64_t calls = 0;
+  const std::uint64_t n = store.WarmLoad(std::chrono::hours(48), [&](std::span<const Digest> chunk) {
+    ++calls;
+    EXPECT_FALSE(chunk.empty());
+    loaded.insert(loaded.end(), chunk.begin(), chunk.end());
+  });
+  std::set<std::string> expected;
+  {
+    pqxx::work tx(c);
+    for (const auto& row : tx.exec("SELECT digest FROM scan_keys WHERE first_seen > now() - interval '48 hours'")) {
+      expected.insert(row[0].as<std::string>());
+    }
+  }
+  EXPECT_EQ(n, loaded.size());
+  EXPECT_GE(calls, 2u);
+  std::set<std::string> got;
+  for (const auto& d : loaded) got.insert(HexBytea(d));
+  EXPECT_EQ(got.size(), loaded.size());  // no digest delivered twice
+  EXPECT_TRUE(got == expected) << "loaded " << got.size() << " expected " << expected.size();
+  for (const auto& d : recent) EXPECT_EQ(got.count(HexBytea(d)), 1u);
+  for (const auto& d : old) EXPECT_EQ(got.count(HexBytea(d)), 0u);
+
+  // A zero window loads nothing.
+  EXPECT_EQ(store.WarmLoad(std::chrono::seconds(0), [](std::span<const Digest>) {}), 0u);
+}
+
+// Histograms are cumulative and agree with the counters.
+TEST_F(PgTest, StatsHistogramsConsistent) {
+  Store store(Options(2));
+  store.Start();
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(SubmitAndWait(store, RandomDigest()).has_value());
+  const auto s = store.Stats();
+  EXPECT_TRUE(s.up);
+  EXPECT_EQ(s.inserted, 20u);
+  EXPECT_EQ(s.batch_size_buckets.size(), 12u);
+  EXPECT_EQ(s.batch_size_buckets.front().first, 1.0);
+  EXPECT_EQ(s.batch_size_buckets[10].first, 1024.0);
+  EXPECT_EQ(s.batch_size_count, s.batches);
+  EXPECT_EQ(s.commit_seconds_count, s.batches);
+  EXPECT_EQ(s.batch_size_sum, 20.0);
+  for (std::size_t i = 1; i < s.batch_size_buckets.size(); ++i) {
+    EXPECT_LE(s.batch_size_buckets[i - 1].second, s.batch_size_buckets[i].second);
+  }
+  EXPECT_EQ(s.commit_seconds_buckets.front().first, 0.0005);
+  EXPECT_EQ(s.commit_seconds_buckets.back().second, s.batches);
+}
+
+// Runs scripts/pg.sh on the fixture's cluster.
+int PgCtl(const std::string& cmd) {
+  const char* src = std::getenv("SCANGATE_SOURCE_DIR");
+  std::string line = std::string(src != nullptr ? src : ".") + "/scripts/pg.sh " + cmd + " " +
+                     ReadFileLine(PgDir() + "/pgdata");
+  if (cmd == "start") line += " " + ReadFileLine(PgDir() + "/port");
+  return std::system(line.c_str());
+}
+
+// Restarts the cluster when the test ends, even on failure, so later tests find it running.
+struct RestartGuard {
+  bool stopped = false;
+  ~RestartGuard() {
+    if (stopped) PgCtl("start");
+  }
+};
+
+// Outage: Submit fails fast or completes kUnavailable (never a verdict); write-behind queues; after
+// PostgreSQL returns the store comes back up by itself, inserts work and the queued write-behind lands.
+TEST_F(PgTest, OutageFailsFastAndRecovers) {
+  auto opts = Options(2);
+  opts.reconnect_backoff_max = 200ms;
+  Store store(opts);
+  store.Start();
+  const Digest before = RandomDigest();
+  ASSERT_EQ(SubmitAndWait(store, before)->outcome, Outcome::kInserted);
+
+  RestartGuard guard;
+  ASSERT_EQ(PgCtl("stop"), 0);
+  guard.stopped = true;
+
+  // Every route: the first Submit may still be accepted (the writer learns of the outage from the
+  // failing transaction) and must complete kUnavailable; then Submit refuses at once.
+  int accepted = 0;
+  for (std::uint32_t route = 0; route < 2; ++route) {
+    bool refused = false;
+    for (int i = 0; i < 50 && !refused; ++i) {
+      auto promise = std::make_shared<std::promise<Result>>();
+      auto future = promise->get_future();
+      if (store.Submit(route, RandomDigest(), "", [promise](const Result& r) { promise->set_value(r); })) {
+        ++accepted;
+        EXPECT_EQ(future.get().outcome, Outcome::kUnavailable);
+      } else {
+        refused = true;
+      }
+    }
+    EXPECT_TRUE(refused) << "route " << route;
+  }
+  EXPECT_FALSE(store.up());
+  EXPECT_GE(accepted, 1);
+  // An existing digest during the outage: refused, never "duplicate" or "new".
+  EXPECT_FALSE(SubmitAndWait(store, before).has_value());
+  EXPECT_FALSE(store.Submit(0, RandomDigest(), "", [](const Result&) {}));
+  EXPECT_FALSE(store.Submit(1, RandomDigest(), "", [](const Result&) {}));
+
+  const auto queued = RandomDigests(200);
+  for (const auto& d : queued) ASSERT_TRUE(store.SubmitWriteBehind(RouteOf(d), d, "outage"));
+  EXPECT_GE(store.Stats().queue_depth, queued.size());
+
+  ASSERT_EQ(PgCtl("start"), 0);
+  guard.stopped = false;
+  const auto deadline = std::chrono::steady_clock::now() + kEventually;
+  while (!store.up() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(store.up());
+
+  const auto after = SubmitAndWait(store, RandomDigest());
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->outcome, Outcome::kInserted);
+  const auto dup = SubmitAndWait(store, before);
+  ASSERT_TRUE(dup.has_value());
+  EXPECT_EQ(dup->outcome, Outcome::kDuplicate);
+
+  store.Shutdown();
+  pqxx::connection c(Url());
+  EXPECT_EQ(CountRows(c, queued), static_cast<std::int64_t>(queued.size()));
+  const auto s = store.Stats();
+  EXPECT_GE(s.batch_failures, 1u);
+  EXPECT_EQ(s.write_behind_lost, 0u);
+  EXPECT_EQ(s.unavailable, static_cast<std::uint64_t>(accepted));
+}
+
+// A PostgreSQL restart while the store is idle is invisible: the next batch reconnects at once and
+// succeeds (nothing of a batch whose connection broke before COMMIT was committed, so a retry is exact).
+TEST_F(PgTest, RestartWhileIdleIsInvisible) {
+  Store store(Options(1));
+  store.Start();
+  const Digest d = RandomDigest();
+  ASSERT_EQ(SubmitAndWait(store, d)->outcome, Outcome::kInserted);
+  {
+    RestartGuard guard;
+    ASSERT_EQ(PgCtl("stop"), 0);
+    guard.stopped = true;
+    ASSERT_EQ(PgCtl("start"), 0);
+    guard.stopped = false;
+  }
+  const auto again = SubmitAndWait(store, d);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->outcome, Outcome::kDuplicate);
+  const auto fresh = SubmitAndWait(store, RandomDigest());
+  ASSERT_TRUE(fresh.has_value());
+  EXPECT_EQ(fresh->outcome, Outcome::kInserted);
+  EXPECT_EQ(store.Stats().batch_failures, 0u);
+  EXPECT_TRUE(store.up());
+}
+
+// Shutdown while the database stays down gives up after shutdown_retry instead of hanging, and
+// accounts for the write-behind items it could not write.
+TEST_F(PgTest, ShutdownDuringOutageIsBounded) {
+  auto opts = Options(1);
+  opts.reconnect_backoff_max = 100ms;
+  opts.shutdown_retry = 1s;
+  Store store(opts);
+  store.Start();
+  RestartGuard guard;
+  ASSERT_EQ(PgCtl("stop"), 0);
+  guard.stopped = true;
+  // Make the writer notice: a waiting item fails.
+  auto r = SubmitAndWait(store, RandomDigest());
+  if (r.has_value()) {
+    EXPECT_EQ(r->outcome, Outcome::kUnavailable);
+  }
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(store.SubmitWriteBehind(0, RandomDigest(), ""));
+  store.Shutdown();
+  EXPECT_EQ(store.Stats().write_behind_lost, 5u);
+  EXPECT_EQ(store.Stats().queue_depth, 0u);
+}
+
+}  // namespace
+}  // namespace scangate::storage
