@@ -31,6 +31,11 @@ if [[ $NICE != 0 && $(nice) == 0 && -z ${BENCH_RENICED:-} ]]; then
   if nice -n "$NICE" true 2>/dev/null; then BENCH_RENICED=1 exec nice -n "$NICE" "$0" "$@"; fi
 fi
 
+# Linux groups CPU time per session ("autogroup", kernel.sched_autogroup_enabled=1): a process nice value only
+# counts inside its session, so the session's group gets the nice value too (PostgreSQL's, after it starts).
+autogroup_nice() { [[ $NICE != 0 && -w /proc/$1/autogroup ]] && echo "$NICE" >"/proc/$1/autogroup" 2>/dev/null; return 0; }
+autogroup_nice $$
+
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 QUICK=${BENCH_QUICK:-0}
@@ -205,16 +210,18 @@ run_wrk() {
 
 # measure SYSTEM CONNS REPEAT NAME -> one TSV row appended (server already started and ready)
 # columns: system repeat conns rps p50_us p99_us max_us sock_errors non2xx statuses rows_per_s batch_mean
-#          cpu_server_s cpu_pg_s cpu_wrk_s seconds cpu_other_s
+#          cpu_server_s cpu_pg_s cpu_wrk_s seconds cpu_other_s ok_rps (2xx responses per second)
 measure() {
-  local sys=$1 conns=$2 rep=$3 name=$4 db rows0 rows1 bs0 bc0 bs1 bc1 s0 s1 p0 p1 m0 m1 other
+  local sys=$1 conns=$2 rep=$3 name=$4 db rows0 rows1 bs0 bc0 bs1 bc1 s0 s1 p0 p1 m0 m1 other ok_rps cs0 cs1
   db=$(db_of "$sys")
   [[ $WARM != 0 ]] && run_wrk "$conns" "$rep" "$WARM" "$name.warmup"
   rows0=$(count_rows "$db"); bs0=$(metric scangate_pg_batch_size_sum); bc0=$(metric scangate_pg_batch_size_count)
+  cs0=$(metric scangate_pg_commit_seconds_sum)
   s0=$(ticks "$SRV_PID"); p0=$(pg_ticks); m0=$(busy_ticks)
   run_wrk "$conns" "$rep" "$DUR" "$name"
   s1=$(ticks "$SRV_PID"); p1=$(pg_ticks); m1=$(busy_ticks)
   rows1=$(count_rows "$db"); bs1=$(metric scangate_pg_batch_size_sum); bc1=$(metric scangate_pg_batch_size_count)
+  cs1=$(metric scangate_pg_commit_seconds_sum)
   local secs_run rps p50 p99 max errs non2xx statuses rows_s batch
   secs_run=$(jnum duration_s "$WRK_LINE"); secs_run=${secs_run:-$DUR}
   rps=$(jnum rps "$WRK_LINE"); p50=$(jnum p50_us "$WRK_LINE"); p99=$(jnum p99_us "$WRK_LINE"); max=$(jnum max_us "$WRK_LINE")
@@ -222,17 +229,21 @@ measure() {
     -v c="$(jnum err_write "$WRK_LINE")" -v d="$(jnum err_timeout "$WRK_LINE")" 'BEGIN{print a + b + c + d}')
   non2xx=$(jnum non2xx_counted "$WRK_LINE"); [[ -n $non2xx ]] || non2xx=$(jnum non2xx "$WRK_LINE")
   statuses=$(grep -o '"status":{[^}]*}' <<<"$WRK_LINE" | sed 's/"status":{//; s/}//; s/"//g')
+  ok_rps=$(awk -v r="$(jnum requests "$WRK_LINE")" -v n="${non2xx:-0}" -v s="$secs_run" \
+    'BEGIN{if (n !~ /^[0-9]+$/) n = 0; printf "%.1f", (r - n) / s}')
   rows_s=$(awk -v a="$rows0" -v b="$rows1" -v s="$secs_run" 'BEGIN{printf "%.0f", (b - a) / s}')
   if [[ -n $bc1 && -n $bc0 ]]; then
-    batch=$(awk -v s0="$bs0" -v s1="$bs1" -v c0="$bc0" -v c1="$bc1" 'BEGIN{if (c1 > c0) printf "%.1f", (s1 - s0) / (c1 - c0); else print "-"}')
+    # mean keys per transaction, and mean transaction time (scangate_pg_commit_seconds) over the cell
+    batch=$(awk -v s0="$bs0" -v s1="$bs1" -v c0="$bc0" -v c1="$bc1" -v t0="${cs0:-0}" -v t1="${cs1:-0}" \
+      'BEGIN{if (c1 > c0) printf "%.1f (%.1f ms)", (s1 - s0) / (c1 - c0), (t1 - t0) / (c1 - c0) * 1000; else print "-"}')
   elif [[ $sys == naive ]]; then batch="1 (design)"; else batch="-"; fi
   # CPU of everything else on the machine during the cell (other users' builds skew the figures)
   other=$(awk -v m="$(secs $((m1 - m0)))" -v s="$(secs $((s1 - s0)))" -v p="$(secs $((p1 - p0)))" -v w="${WRK_CPU:-0}" \
     'BEGIN{o = m - s - p - w; printf "%.1f", o < 0 ? 0 : o}')
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$sys" "$rep" "$conns" "${rps:-0}" \
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$sys" "$rep" "$conns" "${rps:-0}" \
     "${p50:-0}" "${p99:-0}" "${max:-0}" "$errs" "${non2xx:-NA}" "${statuses:--}" "$rows_s" "$batch" \
-    "$(secs $((s1 - s0)))" "$(secs $((p1 - p0)))" "${WRK_CPU:-NA}" "$secs_run" "$other" >>"$TSV"
-  log "  $sys rep=$rep c=$conns: ${rps:-0} req/s p99=${p99:-?}us rows/s=$rows_s batch=$batch non2xx=${non2xx:-?} errs=$errs"
+    "$(secs $((s1 - s0)))" "$(secs $((p1 - p0)))" "${WRK_CPU:-NA}" "$secs_run" "$other" "$ok_rps" >>"$TSV"
+  log "  $sys rep=$rep c=$conns: ${rps:-0} req/s ($ok_rps 2xx/s) p99=${p99:-?}us rows/s=$rows_s batch=$batch non2xx=${non2xx:-?} errs=$errs"
 }
 
 # ---------------------------------------------------------------- PostgreSQL
@@ -241,6 +252,7 @@ log "PostgreSQL: fresh cluster in $PG_DIR on port $PG_PORT"
 rm -rf "$PG_DIR"
 "$ROOT/scripts/pg.sh" start "$PG_DIR" "$PG_PORT" || { log "PostgreSQL failed to start"; exit 1; }
 sql postgres "CREATE DATABASE naive" >/dev/null
+autogroup_nice "$(head -1 "$PG_DIR/postmaster.pid")"   # the postmaster runs in its own session
 
 # ---------------------------------------------------------------- machine
 {
@@ -257,7 +269,7 @@ sql postgres "CREATE DATABASE naive" >/dev/null
   echo "| PostgreSQL | $("$PGBIN/postgres" --version | awk '{print $3}') (synchronous_commit=on, data dir on $(df --output=source "$PG_DIR" | tail -1)) |"
   echo "| wrk | $(wrk -v 2>&1 | head -1 | awk '{print $1, $2}') , -t$WRK_THREADS, ${DUR}s cells after ${WARM}s warm-up |"
   echo "| servers | --threads $THREADS each; naive pool $NAIVE_POOL connections |"
-  echo "| priority | whole benchmark tree at nice $(nice) (BENCH_NICE) |"
+  echo "| priority | whole benchmark tree at nice $(nice), session groups: $(cut -d' ' -f2- /proc/$$/autogroup 2>/dev/null) (run.sh), $(cut -d' ' -f2- "/proc/$(head -1 "$PG_DIR/postmaster.pid")/autogroup" 2>/dev/null) (PostgreSQL) (BENCH_NICE) |"
   echo "| load average at start | $(cut -d' ' -f1-3 /proc/loadavg) |"
   echo "| scangate | $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null) (working tree; extra flags: '${SG_EXTRA}') |"
   echo
@@ -351,7 +363,7 @@ if [[ $HAVE_SCANGATE == 1 ]] && ! skipped sustain; then
     measure commit "${CONNS%% *}" 0 "sustain-${SUSTAIN}s"
     DUR=$saved; WARM=$WARM_SAVED
     SUSTAIN_ROW=$(tail -1 "$TSV"); sed -i '$d' "$TSV"
-    MEM_ROWS+="| empty table, before/after ${SUSTAIN}s sustained commit all-new ($(cut -f4 <<<"$SUSTAIN_ROW") req/s, $(cut -f11 <<<"$SUSTAIN_ROW") rows/s) | $((rss0 / 1024)) MiB | $(( $(rss_kb "$SRV_PID") / 1024 )) MiB | $(( $(hwm_kb "$SRV_PID") / 1024 )) MiB |"$'\n'
+    MEM_ROWS+="| empty table, before/after ${SUSTAIN}s sustained commit all-new ($(cut -f18 <<<"$SUSTAIN_ROW") 2xx/s, $(cut -f11 <<<"$SUSTAIN_ROW") rows/s) | $((rss0 / 1024)) MiB | $(( $(rss_kb "$SRV_PID") / 1024 )) MiB | $(( $(hwm_kb "$SRV_PID") / 1024 )) MiB |"$'\n'
     stop_server
   fi
 fi
@@ -396,18 +408,18 @@ label() {
   esac
 }
 wl() { awk -v r="$1" 'BEGIN{if (r + 0 == 0) print "all-new"; else printf "%d%% repeats", r * 100}'; }
-rps_of() { awk -F'\t' -v s="$1" -v r="$2" -v c="$3" '$1 == s && $2 == r && $3 == c {print $4}' "$TSV"; }
+rps_of() { awk -F'\t' -v s="$1" -v r="$2" -v c="$3" '$1 == s && $2 == r && $3 == c {print $18}' "$TSV"; }  # 2xx/s
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{if (a != "" && b != "" && b + 0 > 0 && a != "FAILED") printf "%.2f", a / b; else print "-"}'; }
 ms() { awk -v u="$1" 'BEGIN{if (u == "") print "-"; else printf "%.2f", u / 1000}'; }
 
 row_md() {  # row_md TSVLINE [title]
   local f; IFS=$'\t' read -r -a f <<<"$1"
   local sys=${f[0]} rep=${f[1]} conns=${f[2]}
-  if [[ ${f[3]} == FAILED ]]; then echo "| ${2:-$(label "$sys")} | $(wl "$rep") | $conns | FAILED to start | | | | | | | | | | |"; return; fi
-  echo "| ${2:-$(label "$sys")} | $(wl "$rep") | $conns | ${f[3]} | $(ratio "${f[3]}" "$(rps_of ceiling "$rep" "$conns")") | $(ratio "${f[3]}" "$(rps_of naive "$rep" "$conns")") | $(ms "${f[4]}") | $(ms "${f[5]}") | $(ms "${f[6]}") | ${f[7]} / ${f[8]} | ${f[9]} | ${f[10]} | ${f[11]} | ${f[12]} / ${f[13]} / ${f[14]} / ${f[16]} |"
+  if [[ ${f[3]} == FAILED ]]; then echo "| ${2:-$(label "$sys")} | $(wl "$rep") | $conns | FAILED to start | | | | | | | | | | | |"; return; fi
+  echo "| ${2:-$(label "$sys")} | $(wl "$rep") | $conns | ${f[3]} | ${f[17]} | $(ratio "${f[17]}" "$(rps_of ceiling "$rep" "$conns")") | $(ratio "${f[17]}" "$(rps_of naive "$rep" "$conns")") | $(ms "${f[4]}") | $(ms "${f[5]}") | $(ms "${f[6]}") | ${f[7]} / ${f[8]} | ${f[9]} | ${f[10]} | ${f[11]} | ${f[12]} / ${f[13]} / ${f[14]} / ${f[16]} |"
 }
-HDR="| system | workload | conns | req/s | x ceiling | x naive | p50 ms | p99 ms | max ms | sock err / non-2xx | statuses | PG rows/s | mean batch | CPU s server / PG / wrk / other |
-|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+HDR="| system | workload | conns | req/s | 2xx/s | x ceiling | x naive | p50 ms | p99 ms | max ms | sock err / non-2xx | statuses | PG rows/s | mean batch (tx ms) | CPU s server / PG / wrk / other |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 
 {
   echo "## Throughput and latency (${DUR}s cells, wrk -t$WRK_THREADS, $(nproc) cores shared by wrk, server and PostgreSQL)"
@@ -420,7 +432,8 @@ HDR="| system | workload | conns | req/s | x ceiling | x naive | p50 ms | p99 ms
   echo "CPU s = CPU seconds (user+sys) per process over the measured ${DUR}s cell; $(nproc) cores give at most $((DUR * $(nproc))) s;"
   echo "\"other\" = machine-wide busy CPU (/proc/stat) minus server, PostgreSQL and wrk: anything else running skews the cell"
   echo "(approximate: /proc/stat and per-process times are sampled differently, so the four can add up to more than the maximum)."
-  echo "Ratios compare with the ceiling / naive cell of the same workload and connection count in this run."
+  echo "Ratios compare 2xx responses per second with the ceiling / naive cell of the same workload and connection count"
+  echo "in this run (503 = scangate's backpressure, e.g. write-behind queue full in ack=filter, does not count)."
   echo
   if [[ -n $STATUSCOST ]]; then
     echo "## Cost of counting statuses in wrk (observe.lua response() hook)"
@@ -437,7 +450,7 @@ HDR="| system | workload | conns | req/s | x ceiling | x naive | p50 ms | p99 ms
     echo "$HDR"
     row_md "$SCALE_LINE" "scangate ack=commit, $SCALE_KEYS rows"
     echo
-    echo "Throughput vs the empty-table cell: $(ratio "$(cut -f4 <<<"$SCALE_LINE")" "$base") (empty: $base req/s)."
+    echo "Throughput (2xx/s) vs the empty-table cell: $(ratio "$(cut -f18 <<<"$SCALE_LINE")" "$base") (empty: $base 2xx/s)."
     echo
   fi
   if [[ -n $WARM_ROWS ]]; then
@@ -489,7 +502,7 @@ HDR="| system | workload | conns | req/s | x ceiling | x naive | p50 ms | p99 ms
   echo "| ack=commit all-new 256 conns >= 4 x naive | $r | $(verdict "$r" '>=' 4) |"
   p=$(awk -F'\t' '$1 == "commit" && $2 + 0 == 0 && $3 == 256 {printf "%.2f", $6 / 1000}' "$TSV")
   echo "| ack=commit all-new 256 conns p99 <= 10 ms | ${p:--} ms | $(verdict "$p" '<=' 10) |"
-  r="-"; [[ -n $SCALE_LINE && $SCALE_CONNS == 256 ]] && r=$(ratio "$(cut -f4 <<<"$SCALE_LINE")" "$(rps_of commit 0 256)")
+  r="-"; [[ -n $SCALE_LINE && $SCALE_CONNS == 256 ]] && r=$(ratio "$(cut -f18 <<<"$SCALE_LINE")" "$(rps_of commit 0 256)")
   echo "| commit, $SCALE_KEYS preloaded, 256 conns >= 0.70 x empty table | $r | $(verdict "$r" '>=' 0.70) |"
   b="-"; [[ -n ${FILTER_MEM:-} ]] && b=$(awk -v m="$FILTER_MEM" -v c="$CAPACITY" 'BEGIN{printf "%.2f", m / c}')
   echo "| filter <= 4 bytes per key of capacity at <= 1 % FP (--fp-target 0.01) | $b bytes/key | $(verdict "$b" '<=' 4) |"

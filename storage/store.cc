@@ -7,9 +7,9 @@
 #include <ctime>
 #include <deque>
 #include <limits>
-#include <optional>
 #include <libpq-fe.h>
 
+#include <optional>
 #include <pqxx/pqxx>
 #include <stdexcept>
 #include <string_view>
@@ -31,51 +31,6 @@ constexpr std::size_t kWarmChunkKeys = 65536;   // digests per sink() call in Wa
 constexpr std::size_t kMaxErrorChars = 300;    // pg_state log lines keep only the first line, truncated
 constexpr std::size_t kDigestBytes = std::tuple_size_v<Digest>;
 static_assert(kDigestBytes == 32);
-
-// One statement decides a whole batch. $1 = the batch's distinct digests concatenated (bytea, sent in
-// binary), $2 = their sources (text[]; NULL = none), element i of $2 belongs to bytes (i-1)*32 .. i*32-1.
-// Returns (i, inserted, first_seen) per digest: rows this statement inserted, plus rows already present
-// in its snapshot. A row committed by another transaction after the snapshot is neither (ON CONFLICT
-// skips it, the snapshot cannot see it): the caller resolves those with kSelectExistingSql.
-// Rows are inserted in digest order so that concurrent batches wait on each other without deadlocks.
-constexpr const char* kInsertBatchName = "scangate_insert_batch";
-constexpr const char* kInsertBatchSql = R"sql(
-WITH input AS (
-  SELECT s.i::int AS i, substring($1::bytea FROM (s.i::int - 1) * 32 + 1 FOR 32) AS digest, s.source
-  FROM unnest($2::text[]) WITH ORDINALITY AS s(source, i)
-), inserted AS (
-  INSERT INTO scan_keys (digest, source)
-  SELECT digest, source FROM input ORDER BY digest
-  ON CONFLICT (digest) DO NOTHING
-  RETURNING digest, first_seen
-)
-SELECT input.i, true,
-       to_char(inserted.first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
-FROM inserted JOIN input USING (digest)
-UNION ALL
-SELECT input.i, false,
-       to_char(k.first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
-FROM input JOIN scan_keys k USING (digest)
-)sql";
-
-// Follow-up in the same transaction (a new statement, so a new READ COMMITTED snapshot) for digests the
-// batch statement did not answer. $1 = those digests concatenated; returns (i, first_seen), i 1-based.
-constexpr const char* kSelectExistingName = "scangate_select_existing";
-constexpr const char* kSelectExistingSql = R"sql(
-SELECT g.i,
-       to_char(k.first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
-FROM generate_series(1, octet_length($1::bytea) / 32) AS g(i)
-JOIN scan_keys k ON k.digest = substring($1::bytea FROM (g.i - 1) * 32 + 1 FOR 32)
-)sql";
-
-// WarmLoad: COPY (query) TO STDOUT in binary format over a plain libpq connection (pqxx 6.4 can neither
-// COPY from a query nor read binary results). Binary saves the server's hex encoding and our parsing:
-// 33 MB instead of 64 MB on the wire per million keys. COPY takes no bind parameters, so the window goes
-// into the text as an integer number of seconds.
-constexpr const char* kWarmCopySqlPrefix =
-    "COPY (SELECT digest FROM scan_keys WHERE first_seen > now() - make_interval(secs => ";
-constexpr const char* kWarmCopySqlSuffix = ")) TO STDOUT (FORMAT binary)";
-constexpr std::string_view kCopyBinarySignature{"PGCOPY\n\377\r\n\0", 11};
 
 struct DigestHash {
   std::size_t operator()(const Digest& d) const noexcept {
@@ -257,25 +212,6 @@ Store::Store(StoreOptions options) : options_(std::move(options)), metrics_(std:
 
 Store::~Store() { Shutdown(); }
 
-bool Store::Connect(Writer& w, std::string* error) {
-  try {
-    auto conn = std::make_unique<pqxx::connection>(options_.url);
-    // pqxx 6 would otherwise reconnect silently inside the next transaction; the writer owns
-    // reconnection (backoff, up/down state), so a lost connection must surface as an exception.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-    conn->inhibit_reactivation(true);
-#pragma GCC diagnostic pop
-    conn->prepare(kInsertBatchName, kInsertBatchSql);
-    conn->prepare(kSelectExistingName, kSelectExistingSql);
-    w.conn = std::move(conn);
-    return true;
-  } catch (const std::exception& e) {
-    if (error != nullptr) *error = ErrorSummary(e.what());
-    return false;
-  }
-}
-
 void Store::Start() {
   if (started_.exchange(true)) throw std::logic_error("Store::Start called twice");
   const auto deadline = Clock::now() + options_.start_timeout;
@@ -440,6 +376,66 @@ void Store::RunWriter(Writer& w) {
     Finish(batch, results);
     batch.clear();
     results.clear();
+  }
+}
+
+namespace {
+
+// One statement decides a whole batch. $1 = the batch's distinct digests concatenated (bytea, sent in
+// binary), $2 = their sources (text[]; NULL = none), element i of $2 belongs to bytes (i-1)*32 .. i*32-1.
+// Returns (i, inserted, first_seen) per digest: rows this statement inserted, plus rows already present
+// in its snapshot. A row committed by another transaction after the snapshot is neither (ON CONFLICT
+// skips it, the snapshot cannot see it): the caller resolves those with kSelectExistingSql.
+// Rows are inserted in digest order so that concurrent batches wait on each other without deadlocks.
+constexpr const char* kInsertBatchName = "scangate_insert_batch";
+constexpr const char* kInsertBatchSql = R"sql(
+WITH input AS (
+  SELECT s.i::int AS i, substring($1::bytea FROM (s.i::int - 1) * 32 + 1 FOR 32) AS digest, s.source
+  FROM unnest($2::text[]) WITH ORDINALITY AS s(source, i)
+), inserted AS (
+  INSERT INTO scan_keys (digest, source)
+  SELECT digest, source FROM input ORDER BY digest
+  ON CONFLICT (digest) DO NOTHING
+  RETURNING digest, first_seen
+)
+SELECT input.i, true,
+       to_char(inserted.first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+FROM inserted JOIN input USING (digest)
+UNION ALL
+SELECT input.i, false,
+       to_char(k.first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+FROM input JOIN scan_keys k USING (digest)
+)sql";
+
+// Follow-up in the same transaction (a new statement, so a new READ COMMITTED snapshot) for digests the
+// batch statement did not answer. $1 = those digests concatenated; returns (i, first_seen), i 1-based.
+constexpr const char* kSelectExistingName = "scangate_select_existing";
+constexpr const char* kSelectExistingSql = R"sql(
+SELECT g.i,
+       to_char(k.first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+FROM generate_series(1, octet_length($1::bytea) / 32) AS g(i)
+JOIN scan_keys k ON k.digest = substring($1::bytea FROM (g.i - 1) * 32 + 1 FOR 32)
+)sql";
+
+}  // namespace
+
+// Every writer connection prepares the batch statements once.
+bool Store::Connect(Writer& w, std::string* error) {
+  try {
+    auto conn = std::make_unique<pqxx::connection>(options_.url);
+    // pqxx 6 would otherwise reconnect silently inside the next transaction; the writer owns
+    // reconnection (backoff, up/down state), so a lost connection must surface as an exception.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    conn->inhibit_reactivation(true);
+#pragma GCC diagnostic pop
+    conn->prepare(kInsertBatchName, kInsertBatchSql);
+    conn->prepare(kSelectExistingName, kSelectExistingSql);
+    w.conn = std::move(conn);
+    return true;
+  } catch (const std::exception& e) {
+    if (error != nullptr) *error = ErrorSummary(e.what());
+    return false;
   }
 }
 
@@ -627,6 +623,15 @@ void Store::Shutdown() {
 }
 
 namespace {
+
+// WarmLoad: COPY (query) TO STDOUT in binary format over a plain libpq connection (pqxx 6.4 can neither
+// COPY from a query nor read binary results). Binary saves the server's hex encoding and our parsing:
+// 33 MB instead of 64 MB on the wire per million keys. COPY takes no bind parameters, so the window goes
+// into the text as an integer number of seconds.
+constexpr const char* kWarmCopySqlPrefix =
+    "COPY (SELECT digest FROM scan_keys WHERE first_seen > now() - make_interval(secs => ";
+constexpr const char* kWarmCopySqlSuffix = ")) TO STDOUT (FORMAT binary)";
+constexpr std::string_view kCopyBinarySignature{"PGCOPY\n\377\r\n\0", 11};
 
 // Incremental parser of a binary COPY stream whose rows are a single 32-byte bytea. libpq hands over
 // one CopyData message per call; the parser does not assume any alignment of rows to messages.

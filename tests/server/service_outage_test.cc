@@ -2,6 +2,7 @@
 // 503 + Retry-After (problem+json), never a wrong verdict; after it is started again the service
 // recovers by itself and verdicts are right. Stops the fixture's cluster, so it runs as its own
 // binary, ordered after the other service tests (RESOURCE_LOCK pg keeps other tests away).
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -104,6 +105,8 @@ TEST(ServiceOutage, PostgresStoppedThenRestarted) {
     std::this_thread::sleep_for(kProbeInterval);
   }
   EXPECT_GT(commit_503, 0);
+  std::printf("outage: ack=commit answered %d requests 503; ack=filter answered %zu fresh keys 201 via filter\n",
+              commit_503, filter_created.size());
 
   // Readiness reports the outage (503 + Retry-After); liveness does not.
   for (ScangateProcess* s : {&commit_server, &filter_server}) {

@@ -9,7 +9,10 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -690,9 +693,57 @@ TEST(ServicePrivacy, RawKeysNeverInLogsOrMetrics) {
     for (const char* f : {"ts", "level", "event"}) EXPECT_TRUE(v.as_object().contains(f)) << f << " missing: " << line;
   }
   EXPECT_GT(lines, 0);
+  // The access log is really on (else the check above proves little): it names the paths.
+  int observe_lines = 0;
+  std::istringstream again(log);
+  while (std::getline(again, line)) observe_lines += line.find("/observe") != std::string::npos ? 1 : 0;
+  EXPECT_GE(observe_lines, 10) << "--access-log=on wrote no per-request lines";
   EXPECT_FALSE(server.LogEvents("listening").empty());
   EXPECT_FALSE(server.LogEvents("config").empty());
   EXPECT_FALSE(server.LogEvents("shutdown").empty());
+}
+
+std::string HmacSha256Hex(std::string_view secret, std::string_view key) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(key.data()), key.size(), md, &len);
+  std::string out;
+  char buf[3];
+  for (unsigned i = 0; i < len; ++i) {
+    std::snprintf(buf, sizeof buf, "%02x", md[i]);
+    out += buf;
+  }
+  return out;
+}
+
+// --digest-secret-file: digests are HMAC-SHA256(secret, key) (trailing newline of the file stripped),
+// the secret never appears in the log, and duplicates are still detected.
+TEST(ServicePrivacy, DigestSecretGivesHmac) {
+  const std::string secret = "it-secret-" + RandomHex(16);
+  char path[] = "/tmp/scangate-it-secret.XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string content = secret + "\n";
+  ASSERT_EQ(::write(fd, content.data(), content.size()), static_cast<ssize_t>(content.size()));
+  ::close(fd);
+  ScangateProcess server({std::string("--digest-secret-file=") + path, "--capacity=100000"});
+  ASSERT_TRUE(server.Start());
+  HttpClient c(server.port());
+  Pg pg;
+  const std::string key = UniqueKey("hmac");
+  const std::string want = HmacSha256Hex(secret, key);
+  HttpResponse r = c.Post("/observe", ObserveBody(key));
+  ASSERT_EQ(r.status, 201) << r;
+  EXPECT_EQ(r.json().at("digest"), want.c_str()) << "digest is not HMAC-SHA256(secret without newline, key)";
+  EXPECT_NE(want, Sha256Hex(key));
+  EXPECT_EQ(pg.CountDigest(want), 1);
+  EXPECT_EQ(pg.CountDigest(Sha256Hex(key)), 0);
+  HttpResponse d = c.Post("/observe", ObserveBody(key));
+  EXPECT_EQ(d.status, 200) << d;
+  EXPECT_EQ(server.Stop(), 0);
+  EXPECT_EQ(server.Log().find(secret), std::string::npos) << "the digest secret appears in the log";
+  std::remove(path);
 }
 
 }  // namespace

@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
     if (index != "brin") tx.exec0("DROP INDEX IF EXISTS scan_keys_first_seen_brin");
     if (index == "brin") {
       tx.exec0("CREATE INDEX IF NOT EXISTS scan_keys_first_seen_brin ON scan_keys USING brin (first_seen) "
-               "WITH (pages_per_range = 32)");
+               "WITH (pages_per_range = 32, autosummarize = on)");
     }
     if (index == "btree") tx.exec0("CREATE INDEX scan_keys_first_seen_btree ON scan_keys (first_seen)");
     const auto rows = tx.exec1("SELECT count(*) FROM scan_keys")[0].as<long>();

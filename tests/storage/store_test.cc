@@ -280,6 +280,35 @@ TEST_F(PgTest, RowCommittedConcurrentlyIsDuplicate) {
   EXPECT_EQ(store.Stats().batch_failures, 0u);
 }
 
+// queue_limit bounds accepted-but-unfinished items: beyond it Submit and SubmitWriteBehind refuse,
+// and capacity returns once the batch in flight commits.
+TEST_F(PgTest, QueueLimitRefuses) {
+  auto opts = Options(1);
+  opts.queue_limit = 4;
+  Store store(opts);
+  store.Start();
+  const Digest blocked = RandomDigest();
+  RowBlocker blocker(blocked);
+  std::atomic<int> done{0};
+  auto count = [&](const Result& r) {
+    EXPECT_NE(r.outcome, Outcome::kUnavailable);
+    ++done;
+  };
+  ASSERT_TRUE(store.Submit(0, blocked, "", count));
+  ASSERT_TRUE(WaitForLockWaiter());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(store.Submit(0, RandomDigest(), "", count));
+  EXPECT_FALSE(store.Submit(0, RandomDigest(), "", count));
+  EXPECT_FALSE(store.SubmitWriteBehind(0, RandomDigest(), ""));
+  EXPECT_EQ(store.Stats().queue_depth, 4u);
+  blocker.Rollback();
+  const auto deadline = std::chrono::steady_clock::now() + kEventually;
+  while (store.Stats().queue_depth > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(done.load(), 4);
+  EXPECT_TRUE(store.SubmitWriteBehind(0, RandomDigest(), ""));
+}
+
 // Tallies outcomes per digest from many submitters.
 struct Tally {
   std::mutex mu;
