@@ -18,6 +18,7 @@
 #   BENCH_REDIS_KEYS (1000000) keys for the Redis SET NX comparison (skipped when redis-server is missing;
 #                              BENCH_INSTALL_REDIS=1 lets this script apt-get install redis-server first)
 #   BENCH_SCANGATE_ARGS ("")   extra flags for every scangate start
+#   BENCH_KEEP_PG (0)          1 = keep the PostgreSQL data dir /tmp/scangate-bench-pg after the run
 #   BENCH_NICE (-10)           niceness of the whole run (needs root for < 0; 0 = leave as is)
 #   BENCH_BUILD_DIR (build/release)  BENCH_SKIP_BUILD (0)
 #   BENCH_SKIP (""): space-separated parts to skip: matrix statuscost scale sustain redis
@@ -113,6 +114,7 @@ cleanup() {
   [[ -n $SRV_PID ]] && kill -KILL "$SRV_PID" 2>/dev/null
   [[ -n $REDIS_PID ]] && kill -KILL "$REDIS_PID" 2>/dev/null
   "$ROOT/scripts/pg.sh" stop "$PG_DIR" >/dev/null 2>&1
+  [[ ${BENCH_KEEP_PG:-0} == 1 ]] || rm -rf "$PG_DIR"   # ~3 GB after the 10 M scale run
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -212,16 +214,16 @@ run_wrk() {
 # columns: system repeat conns rps p50_us p99_us max_us sock_errors non2xx statuses rows_per_s batch_mean
 #          cpu_server_s cpu_pg_s cpu_wrk_s seconds cpu_other_s ok_rps (2xx responses per second)
 measure() {
-  local sys=$1 conns=$2 rep=$3 name=$4 db rows0 rows1 bs0 bc0 bs1 bc1 s0 s1 p0 p1 m0 m1 other ok_rps cs0 cs1
+  local sys=$1 conns=$2 rep=$3 name=$4 db rows0 rows1 bs0 bc0 bs1 bc1 s0 s1 p0 p1 m0 m1 other ok_rps cs0 cs1 wal0 wal1 walrow
   db=$(db_of "$sys")
   [[ $WARM != 0 ]] && run_wrk "$conns" "$rep" "$WARM" "$name.warmup"
   rows0=$(count_rows "$db"); bs0=$(metric scangate_pg_batch_size_sum); bc0=$(metric scangate_pg_batch_size_count)
-  cs0=$(metric scangate_pg_commit_seconds_sum)
+  cs0=$(metric scangate_pg_commit_seconds_sum); wal0=$(sql "$db" "SELECT pg_current_wal_lsn()" 2>/dev/null)
   s0=$(ticks "$SRV_PID"); p0=$(pg_ticks); m0=$(busy_ticks)
   run_wrk "$conns" "$rep" "$DUR" "$name"
   s1=$(ticks "$SRV_PID"); p1=$(pg_ticks); m1=$(busy_ticks)
   rows1=$(count_rows "$db"); bs1=$(metric scangate_pg_batch_size_sum); bc1=$(metric scangate_pg_batch_size_count)
-  cs1=$(metric scangate_pg_commit_seconds_sum)
+  cs1=$(metric scangate_pg_commit_seconds_sum); wal1=$(sql "$db" "SELECT pg_current_wal_lsn()" 2>/dev/null)
   local secs_run rps p50 p99 max errs non2xx statuses rows_s batch
   secs_run=$(jnum duration_s "$WRK_LINE"); secs_run=${secs_run:-$DUR}
   rps=$(jnum rps "$WRK_LINE"); p50=$(jnum p50_us "$WRK_LINE"); p99=$(jnum p99_us "$WRK_LINE"); max=$(jnum max_us "$WRK_LINE")
@@ -229,6 +231,8 @@ measure() {
     -v c="$(jnum err_write "$WRK_LINE")" -v d="$(jnum err_timeout "$WRK_LINE")" 'BEGIN{print a + b + c + d}')
   non2xx=$(jnum non2xx_counted "$WRK_LINE"); [[ -n $non2xx ]] || non2xx=$(jnum non2xx "$WRK_LINE")
   statuses=$(grep -o '"status":{[^}]*}' <<<"$WRK_LINE" | sed 's/"status":{//; s/}//; s/"//g')
+  # WAL bytes per inserted row: shows full-page images (random B-tree inserts after a checkpoint) and per-commit cost
+  walrow=$(sql "$db" "SELECT CASE WHEN $rows1 > $rows0 THEN round(pg_wal_lsn_diff('$wal1', '$wal0') / ($rows1 - $rows0)) END" 2>/dev/null)
   ok_rps=$(awk -v r="$(jnum requests "$WRK_LINE")" -v n="${non2xx:-0}" -v s="$secs_run" \
     'BEGIN{if (n !~ /^[0-9]+$/) n = 0; printf "%.1f", (r - n) / s}')
   rows_s=$(awk -v a="$rows0" -v b="$rows1" -v s="$secs_run" 'BEGIN{printf "%.0f", (b - a) / s}')
@@ -241,7 +245,7 @@ measure() {
   other=$(awk -v m="$(secs $((m1 - m0)))" -v s="$(secs $((s1 - s0)))" -v p="$(secs $((p1 - p0)))" -v w="${WRK_CPU:-0}" \
     'BEGIN{o = m - s - p - w; printf "%.1f", o < 0 ? 0 : o}')
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$sys" "$rep" "$conns" "${rps:-0}" \
-    "${p50:-0}" "${p99:-0}" "${max:-0}" "$errs" "${non2xx:-NA}" "${statuses:--}" "$rows_s" "$batch" \
+    "${p50:-0}" "${p99:-0}" "${max:-0}" "$errs" "${non2xx:-NA}" "${statuses:--}" "$rows_s${walrow:+ ($walrow B WAL/row)}" "$batch" \
     "$(secs $((s1 - s0)))" "$(secs $((p1 - p0)))" "${WRK_CPU:-NA}" "$secs_run" "$other" "$ok_rps" >>"$TSV"
   log "  $sys rep=$rep c=$conns: ${rps:-0} req/s ($ok_rps 2xx/s) p99=${p99:-?}us rows/s=$rows_s batch=$batch non2xx=${non2xx:-?} errs=$errs"
 }

@@ -64,6 +64,29 @@ std::string ReadSecretFile(const std::string& path) {
   return s;
 }
 
+std::string ReadTextFile(const std::string& path, std::string_view option) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError("--" + std::string(option) + ": cannot read '" + path + "'");
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// "ADDR:PORT", "[v6]:PORT".
+void ParseAdminListen(Config& c) {
+  const std::string& s = c.admin_listen;
+  const std::size_t colon = s.rfind(':');
+  auto fail = [&s]() {
+    return ConfigError("--admin-listen: expected ADDR:PORT (e.g. 127.0.0.1:9090 or [::1]:9090), got '" + s + "'");
+  };
+  if (colon == std::string::npos || colon == 0) throw fail();
+  std::string addr = s.substr(0, colon);
+  if (addr.size() >= 2 && addr.front() == '[' && addr.back() == ']') addr = addr.substr(1, addr.size() - 2);
+  boost::system::error_code ec;
+  boost::asio::ip::make_address(addr, ec);
+  if (ec) throw fail();
+  c.admin_address = addr;
+  c.admin_port = ParseUnsigned<std::uint16_t>(s.substr(colon + 1), "admin-listen", 0, 65535);
+}
+
 po::options_description Options() {
   po::options_description d("scangate options (each also read from env SCANGATE_<NAME>, e.g. SCANGATE_DATABASE_URL;"
                             " the command line wins)");
@@ -88,7 +111,14 @@ po::options_description Options() {
       ("digest-secret-file", s(""), "HMAC-SHA256 digests keyed with this file's bytes (one trailing newline "
                                     "stripped); default plain SHA-256")
       ("filter", s("on"), "on|off; off = every key takes the exact path (benchmarks)")
-      ("access-log", s("off"), "on|off; one JSON line per request: method, path, status, latency");
+      ("access-log", s("off"), "on|off; one JSON line per request: method, path, status, latency")
+      ("tls-cert", s(""), "PEM certificate (chain) file: serve HTTPS (TLS 1.2+) on the main port; needs --tls-key")
+      ("tls-key", s(""), "PEM private key file of --tls-cert")
+      ("tokens-file", s(""), "file of lowercase hex SHA-256 hashes of accepted bearer tokens, one per line "
+                             "(# comments, blank lines allowed); when set, /observe* need "
+                             "'Authorization: Bearer <token>'")
+      ("admin-listen", s(""), "ADDR:PORT of a separate plain-HTTP listener for /healthz, /readyz, /metrics, "
+                              "/stats (then 404 on the main port; /observe* not served there)");
   return d;
 }
 
@@ -222,6 +252,23 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   if (!c.digest_secret_file.empty()) c.digest_secret = ReadSecretFile(c.digest_secret_file);
   c.filter = ParseOnOff(str("filter"), "filter");
   c.access_log = ParseOnOff(str("access-log"), "access-log");
+  c.tls_cert = str("tls-cert");
+  c.tls_key = str("tls-key");
+  if (c.tls_cert.empty() != c.tls_key.empty()) throw ConfigError("--tls-cert and --tls-key must be given together");
+  if (c.tls()) {  // readable now, so a typo fails at start-up (the PEM contents are checked by HttpServer)
+    ReadTextFile(c.tls_cert, "tls-cert");
+    ReadTextFile(c.tls_key, "tls-key");
+  }
+  c.tokens_file = str("tokens-file");
+  if (!c.tokens_file.empty()) {
+    auto parsed = ParseTokenHashes(ReadTextFile(c.tokens_file, "tokens-file"));
+    if (auto* e = std::get_if<TokenFileError>(&parsed)) {
+      throw ConfigError("--tokens-file: '" + c.tokens_file + "' line " + std::to_string(e->line) + ": " + e->message);
+    }
+    c.token_hashes = std::get<std::vector<TokenHash>>(std::move(parsed));
+  }
+  c.admin_listen = str("admin-listen");
+  if (c.admin_split()) ParseAdminListen(c);
   out.config = std::move(c);
   return out;
 }
@@ -246,6 +293,11 @@ boost::json::object Describe(const Config& c) {
   o["digest_secret"] = c.digest_secret.empty() ? "unset" : "set";
   o["filter"] = c.filter ? "on" : "off";
   o["access_log"] = c.access_log ? "on" : "off";
+  o["tls"] = c.tls() ? "on" : "off";
+  o["tls_cert"] = c.tls_cert;
+  o["tokens"] = c.token_hashes.size();   // how many, never which
+  o["tokens_file"] = c.tokens_file;
+  o["admin_listen"] = c.admin_listen;
   return o;
 }
 

@@ -14,6 +14,8 @@
 
 #include <boost/json/object.hpp>
 
+#include "server/auth.h"
+
 namespace scangate::server {
 
 enum class AckMode : std::uint8_t { kCommit, kFilter };
@@ -37,6 +39,18 @@ struct Config {
   std::string digest_secret;               // file bytes, one trailing newline stripped; never printed
   bool filter = true;
   bool access_log = false;
+  // TLS (--tls-cert/--tls-key, both or neither): HTTPS on the main listener, TLS 1.2+ only.
+  std::string tls_cert;                    // PEM certificate chain file
+  std::string tls_key;                     // PEM private key file; never printed
+  // Access control (--tokens-file): SHA-256 hashes of accepted bearer tokens; empty = open.
+  std::string tokens_file;
+  std::vector<TokenHash> token_hashes;     // never printed
+  // --admin-listen ADDR:PORT: /healthz, /readyz, /metrics, /stats only there (plain HTTP); "" = main port.
+  std::string admin_listen;
+  std::string admin_address;               // parsed from admin_listen
+  std::uint16_t admin_port = 0;            // 0 = ephemeral (the "listening" log line names it)
+  bool tls() const { return !tls_cert.empty(); }
+  bool admin_split() const { return !admin_listen.empty(); }
 };
 
 // Invalid configuration: what() names the option and the problem. main() prints it and exits 2.

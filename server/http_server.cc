@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/bind_handler.hpp>
@@ -20,7 +21,10 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+#include <openssl/ssl.h>
 
+#include "server/auth.h"
 #include "server/log.h"
 
 namespace scangate::server {
@@ -52,7 +56,16 @@ bool IsPeerGone(const beast::error_code& ec) {
          ec == http::error::end_of_stream || ec == http::error::partial_message;
 }
 
-class Session;
+// Which listener accepted a connection: the main one (/observe*, plus the operational routes unless
+// --admin-listen is set) or the admin one (operational routes only, plain HTTP).
+enum class Listener : std::uint8_t { kMain, kAdmin };
+
+// What the worker's session registry needs of a session, whatever its stream type.
+class SessionBase {
+ public:
+  virtual ~SessionBase() = default;
+  virtual void CloseIfIdle() = 0;
+};
 
 }  // namespace
 
@@ -61,6 +74,8 @@ struct HttpServer::Shared {
   Service& service;
   std::atomic<bool> stopping{false};      // set once by BeginShutdown; read by sessions between requests
   std::atomic<std::size_t> sessions{0};   // open sessions (all threads), for WaitDrained and kMaxConnections
+  std::unique_ptr<net::ssl::context> tls; // set by Start() when config.tls(); read-only afterwards
+  TokenVerifier tokens;                   // from config.token_hashes; disabled when there are none
 };
 
 struct HttpServer::Worker {
@@ -70,39 +85,68 @@ struct HttpServer::Worker {
   ThreadCounters& counters;
   // Sessions of this thread (touched only on it). Declared before ioc: destroying ioc destroys pending
   // handlers and with them sessions, which unregister here.
-  std::unordered_set<Session*> sessions;
+  std::unordered_set<SessionBase*> sessions;
   net::io_context ioc{1};  // run by exactly one thread
   net::executor_work_guard<net::io_context::executor_type> guard = net::make_work_guard(ioc);
   tcp::acceptor acceptor{ioc};
+  tcp::acceptor admin_acceptor{ioc};  // open on worker 0 only, with --admin-listen (light traffic)
   net::steady_timer accept_retry{ioc};
   std::thread thread;
 };
 
 namespace {
 
-class Session : public std::enable_shared_from_this<Session> {
+// One connection. Stream is beast::tcp_stream (plain HTTP) or beast::ssl_stream<beast::tcp_stream> (HTTPS):
+// the only difference is the TLS handshake before the first request; timeouts, limits and closing act
+// on the lowest layer (the tcp_stream) in both cases.
+template <typename Stream>
+class Session : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
  public:
-  Session(tcp::socket&& socket, HttpServer::Worker& w) : stream_(std::move(socket)), w_(w) {
+  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+
+  template <typename... StreamArgs>
+  Session(HttpServer::Worker& w, Listener listener, StreamArgs&&... stream_args)
+      : stream_(std::forward<StreamArgs>(stream_args)...), w_(w), listener_(listener) {
     w_.sessions.insert(this);
     // relaxed: a gauge for WaitDrained/kMaxConnections; nothing is published through it.
     w_.shared.sessions.fetch_add(1, std::memory_order_relaxed);
   }
-  ~Session() {
+  ~Session() override {
     w_.sessions.erase(this);
     w_.shared.sessions.fetch_sub(1, std::memory_order_relaxed);  // relaxed: see constructor
   }
 
   // Called on the worker's thread.
-  void Run() { WaitForRequest(); }
+  void Run() {
+    if constexpr (kTls) {
+      phase_ = Phase::kHandshake;
+      Lowest().expires_after(kHandshakeTimeout);
+      stream_.async_handshake(net::ssl::stream_base::server,
+                              beast::bind_front_handler(&Session::OnHandshake, Self()));
+    } else {
+      WaitForRequest();
+    }
+  }
 
   // Shutdown: a connection waiting for (or reading the header of) its next request is closed now; one in
   // the middle of a request finishes it and closes after the response (keep_alive is off once stopping).
-  void CloseIfIdle() {
-    if (phase_ == Phase::kWaiting) stream_.close();  // pending read completes with operation_aborted
+  void CloseIfIdle() override {
+    // A pending read (or handshake) completes with operation_aborted.
+    if (phase_ == Phase::kWaiting || phase_ == Phase::kHandshake) Lowest().close();
   }
 
  private:
-  enum class Phase { kWaiting, kBody, kHandling, kWriting, kLingering };
+  enum class Phase { kHandshake, kWaiting, kBody, kHandling, kWriting, kLingering };
+
+  std::shared_ptr<Session> Self() { return this->shared_from_this(); }
+  beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
+
+  // A failed handshake (plain HTTP or an old TLS version on the TLS port, a scanner, a timeout) just ends
+  // the connection: the client gets a TLS alert, the log stays quiet (a client could flood it).
+  void OnHandshake(beast::error_code ec) {
+    if (ec) return;
+    WaitForRequest();
+  }
 
   const HttpServer::Shared& shared() const { return w_.shared; }
   Service& service() { return w_.shared.service; }
@@ -115,10 +159,9 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     // A new connection must send its first request within the header timeout; a kept-alive one may idle.
-    stream_.expires_after(first_request_ ? std::chrono::duration_cast<std::chrono::seconds>(kHeaderReadTimeout)
-                                         : std::chrono::duration_cast<std::chrono::seconds>(kIdleTimeout));
-    stream_.async_read_some(buffer_.prepare(kFirstReadBytes),
-                            beast::bind_front_handler(&Session::OnFirstBytes, shared_from_this()));
+    Lowest().expires_after(first_request_ ? std::chrono::duration_cast<std::chrono::seconds>(kHeaderReadTimeout)
+                                          : std::chrono::duration_cast<std::chrono::seconds>(kIdleTimeout));
+    stream_.async_read_some(buffer_.prepare(kFirstReadBytes), beast::bind_front_handler(&Session::OnFirstBytes, Self()));
   }
 
   void OnFirstBytes(beast::error_code ec, std::size_t n) {
@@ -134,9 +177,8 @@ class Session : public std::enable_shared_from_this<Session> {
     // No limit while reading the header: the route's limit is set once the target is known (Content-Length
     // is checked against it before any body byte is read).
     parser_->body_limit(boost::none);
-    stream_.expires_after(kHeaderReadTimeout);
-    http::async_read_header(stream_, buffer_, *parser_,
-                            beast::bind_front_handler(&Session::OnReadHeader, shared_from_this()));
+    Lowest().expires_after(kHeaderReadTimeout);
+    http::async_read_header(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::OnReadHeader, Self()));
   }
 
   void OnReadHeader(beast::error_code ec, std::size_t) {
@@ -144,19 +186,40 @@ class Session : public std::enable_shared_from_this<Session> {
     first_request_ = false;
     const auto& req = parser_->get();
     route_ = RouteOf(req.target());
+    // With --admin-listen the operational routes live only there, and /observe* never do.
+    if (listener_ == Listener::kAdmin ? !IsAdminRoute(route_) : shared().config.admin_split() && IsAdminRoute(route_)) {
+      route_ = Route::kNotFound;
+    }
     version_ = req.version();
     keep_alive_ = req.keep_alive();
     const std::size_t limit = BodyLimitFor(route_);
     if (const auto len = parser_->content_length(); len && *len > limit) {
       return ReplyProblem(Problem::BodyTooLarge(limit), /*close=*/true);
     }
+    // Access control before any body byte is read; a rejected request with a body closes the connection
+    // (the body is drained by Linger, never buffered).
+    if ((route_ == Route::kObserve || route_ == Route::kObserveBatch) && shared().tokens.enabled()) {
+      const std::string_view authorization = req[http::field::authorization];
+      const auto token = BearerToken(authorization);
+      bool ok = false;
+      try {
+        ok = token && shared().tokens.Verify(*token);
+      } catch (const std::exception& e) {
+        Log(LogLevel::kError, "error", {{"where", "token check"}, {"what", e.what()}});
+        return ReplyProblem(Problem::Internal(), true);
+      }
+      if (!ok) {
+        credentials_presented_ = !authorization.empty();
+        return ReplyProblem(Problem::Unauthorized(credentials_presented_), /*close=*/!parser_->is_done());
+      }
+    }
     parser_->body_limit(limit);  // enforced while reading a chunked body
     if (parser_->is_done()) return Handle();
     phase_ = Phase::kBody;
-    stream_.expires_after(kBodyReadTimeout);
+    Lowest().expires_after(kBodyReadTimeout);
     if (beast::iequals(req[http::field::expect], "100-continue")) {
       net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
-                       beast::bind_front_handler(&Session::OnContinueWritten, shared_from_this()));
+                       beast::bind_front_handler(&Session::OnContinueWritten, Self()));
       return;
     }
     ReadBody();
@@ -168,8 +231,8 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void ReadBody() {
-    stream_.expires_after(kBodyReadTimeout);
-    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::OnReadBody, shared_from_this()));
+    Lowest().expires_after(kBodyReadTimeout);
+    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::OnReadBody, Self()));
   }
 
   void OnReadBody(beast::error_code ec, std::size_t) {
@@ -195,7 +258,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void Handle() {
     phase_ = Phase::kHandling;
-    stream_.expires_never();
+    Lowest().expires_never();
     awaiting_reply_ = true;
     try {
       Dispatch();
@@ -234,7 +297,7 @@ class Session : public std::enable_shared_from_this<Session> {
       auto parsed = ParseObserve(req.body());
       if (auto* p = std::get_if<Problem>(&parsed)) return ReplyProblem(*p);
       service().Observe(std::get<Observation>(parsed), stream_.get_executor(), w_.counters,
-                        [self = shared_from_this()](std::variant<Verdict, Problem> r) {
+                        [self = Self()](std::variant<Verdict, Problem> r) {
                           if (auto* p = std::get_if<Problem>(&r)) return self->ReplyProblem(*p);
                           const Verdict& v = std::get<Verdict>(r);
                           self->Reply(v.is_new ? http::status::created : http::status::ok, VerdictBody(v), kJson);
@@ -244,7 +307,7 @@ class Session : public std::enable_shared_from_this<Session> {
     auto parsed = ParseBatch(req.body());
     if (auto* p = std::get_if<Problem>(&parsed)) return ReplyProblem(*p);
     service().ObserveBatch(std::get<BatchRequest>(parsed), stream_.get_executor(), w_.counters,
-                           [self = shared_from_this()](std::variant<std::vector<Verdict>, Problem> r) {
+                           [self = Self()](std::variant<std::vector<Verdict>, Problem> r) {
                              if (auto* p = std::get_if<Problem>(&r)) return self->ReplyProblem(*p);
                              self->Reply(http::status::ok, BatchBody(std::get<std::vector<Verdict>>(r)), kJson);
                            });
@@ -254,6 +317,7 @@ class Session : public std::enable_shared_from_this<Session> {
     res_ = {};
     if (p.status == 503) res_.set(http::field::retry_after, "1");
     if (p.status == 405) res_.set(http::field::allow, AllowedMethod(route_));
+    if (p.status == 401) res_.set(http::field::www_authenticate, WwwAuthenticate(credentials_presented_));
     Send(static_cast<http::status>(p.status), ProblemBody(p), kProblemJson, close);
   }
 
@@ -271,8 +335,8 @@ class Session : public std::enable_shared_from_this<Session> {
     res_.body() = std::move(body);
     res_.keep_alive(keep_alive_ && !close && !shared().stopping.load());
     res_.prepare_payload();
-    stream_.expires_after(kWriteTimeout);
-    http::async_write(stream_, res_, beast::bind_front_handler(&Session::OnWrite, shared_from_this()));
+    Lowest().expires_after(kWriteTimeout);
+    http::async_write(stream_, res_, beast::bind_front_handler(&Session::OnWrite, Self()));
   }
 
   void OnWrite(beast::error_code ec, std::size_t) {
@@ -296,19 +360,19 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // After a closing response: half-close, then discard what the client still sends (e.g. the rest of a
-  // too-large body) for a short while, so it reads the response instead of a reset.
+  // too-large body) for a short while, so it reads the response instead of a reset. Over TLS the TCP
+  // bytes are discarded undecrypted and no close_notify is sent (responses are length-delimited).
   void Linger() {
     phase_ = Phase::kLingering;
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
     buffer_.clear();
-    stream_.expires_after(kLingerTimeout);
+    Lowest().expires_after(kLingerTimeout);
     DrainSome();
   }
 
   void DrainSome() {
-    stream_.async_read_some(buffer_.prepare(kFirstReadBytes), [self = shared_from_this()](beast::error_code ec,
-                                                                                          std::size_t n) {
+    Lowest().async_read_some(buffer_.prepare(kFirstReadBytes), [self = Self()](beast::error_code ec, std::size_t n) {
       self->drained_ += n;
       self->buffer_.clear();
       // Any error (EOF from the client, the linger timeout, a reset) or the drain cap ends the session.
@@ -322,8 +386,10 @@ class Session : public std::enable_shared_from_this<Session> {
     Log(LogLevel::kWarn, "connection_error", {{"op", what}, {"error", ec.message()}});
   }
 
-  beast::tcp_stream stream_;
+  Stream stream_;
   HttpServer::Worker& w_;
+  const Listener listener_;
+  bool credentials_presented_ = false;  // of the request being answered 401
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> res_;
@@ -337,16 +403,19 @@ class Session : public std::enable_shared_from_this<Session> {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
-void DoAccept(HttpServer::Worker& w);
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
-void OnAccept(HttpServer::Worker& w, beast::error_code ec, tcp::socket socket) {
+void DoAccept(HttpServer::Worker& w, tcp::acceptor& acceptor, Listener listener);
+
+void OnAccept(HttpServer::Worker& w, tcp::acceptor& acceptor, Listener listener, beast::error_code ec,
+              tcp::socket socket) {
   if (ec == net::error::operation_aborted) return;  // acceptor closed by shutdown
   if (ec) {
     // Out of descriptors or kernel memory: wait a little instead of spinning on the error.
     Log(LogLevel::kWarn, "accept_error", {{"error", ec.message()}});
     w.accept_retry.expires_after(kAcceptRetryDelay);
-    w.accept_retry.async_wait([&w](beast::error_code tec) {
-      if (!tec) DoAccept(w);
+    w.accept_retry.async_wait([&w, &acceptor, listener](beast::error_code tec) {
+      if (!tec) DoAccept(w, acceptor, listener);
     });
     return;
   }
@@ -355,26 +424,51 @@ void OnAccept(HttpServer::Worker& w, beast::error_code ec, tcp::socket socket) {
   if (w.shared.sessions.load(std::memory_order_relaxed) < kMaxConnections) {
     beast::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);  // responses are small; do not wait for Nagle
-    std::make_shared<Session>(std::move(socket), w)->Run();
+    if (listener == Listener::kMain && w.shared.tls) {
+      std::make_shared<Session<TlsStream>>(w, listener, std::move(socket), *w.shared.tls)->Run();
+    } else {
+      std::make_shared<Session<beast::tcp_stream>>(w, listener, std::move(socket))->Run();
+    }
   }
-  DoAccept(w);
+  DoAccept(w, acceptor, listener);
 }
 
-void DoAccept(HttpServer::Worker& w) {
-  w.acceptor.async_accept(w.ioc, [&w](beast::error_code ec, tcp::socket socket) {
-    OnAccept(w, ec, std::move(socket));
+void DoAccept(HttpServer::Worker& w, tcp::acceptor& acceptor, Listener listener) {
+  acceptor.async_accept(w.ioc, [&w, &acceptor, listener](beast::error_code ec, tcp::socket socket) {
+    OnAccept(w, acceptor, listener, ec, std::move(socket));
   });
+}
+
+// TLS 1.2+ server context from PEM files. Throws (boost::system::system_error, std::runtime_error) on a
+// missing/invalid certificate or key, or a key that does not match the certificate.
+std::unique_ptr<net::ssl::context> MakeTlsContext(const Config& config) {
+  auto ctx = std::make_unique<net::ssl::context>(net::ssl::context::tls_server);
+  ctx->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                   net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 | net::ssl::context::no_tlsv1_1 |
+                   net::ssl::context::single_dh_use);
+  // Belt and braces: the protocol floor does not depend on the option bits or the system openssl.cnf.
+  if (SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION) != 1) {
+    throw std::runtime_error("cannot set the TLS 1.2 minimum protocol version");
+  }
+  SSL_CTX_set_options(ctx->native_handle(), SSL_OP_NO_RENEGOTIATION);
+  ctx->use_certificate_chain_file(config.tls_cert);
+  ctx->use_private_key_file(config.tls_key, net::ssl::context::pem);
+  if (SSL_CTX_check_private_key(ctx->native_handle()) != 1) {
+    throw std::runtime_error("--tls-key does not match --tls-cert");
+  }
+  return ctx;
 }
 
 }  // namespace
 
 HttpServer::HttpServer(const Config& config, Service& service, Metrics& metrics)
-    : metrics_(metrics), shared_(new Shared{config, service}) {}
+    : metrics_(metrics), shared_(new Shared{config, service, {}, {}, {}, TokenVerifier(config.token_hashes)}) {}
 
 HttpServer::~HttpServer() { Stop(); }
 
 void HttpServer::Start() {
   const Config& config = shared_->config;
+  if (config.tls()) shared_->tls = MakeTlsContext(config);
   const auto address = net::ip::make_address(config.listen);
   for (unsigned i = 0; i < config.threads; ++i) {
     auto w = std::make_unique<Worker>(i, *shared_, metrics_.ForThread(i));
@@ -387,8 +481,18 @@ void HttpServer::Start() {
     if (i == 0) port_ = w->acceptor.local_endpoint().port();  // the actual port when config.port is 0
     workers_.push_back(std::move(w));
   }
+  if (config.admin_split()) {
+    Worker& w0 = *workers_.front();
+    const tcp::endpoint ep(net::ip::make_address(config.admin_address), config.admin_port);
+    w0.admin_acceptor.open(ep.protocol());
+    w0.admin_acceptor.set_option(net::socket_base::reuse_address(true));
+    w0.admin_acceptor.bind(ep);
+    w0.admin_acceptor.listen(net::socket_base::max_listen_connections);
+    admin_port_ = w0.admin_acceptor.local_endpoint().port();
+    DoAccept(w0, w0.admin_acceptor, Listener::kAdmin);
+  }
   for (auto& w : workers_) {
-    DoAccept(*w);
+    DoAccept(*w, w->acceptor, Listener::kMain);
     Worker* wp = w.get();
     wp->thread = std::thread([wp] {
       for (;;) {
@@ -410,9 +514,10 @@ void HttpServer::BeginShutdown() {
     net::post(wp->ioc, [wp] {
       beast::error_code ignored;
       wp->acceptor.close(ignored);
+      wp->admin_acceptor.close(ignored);
       wp->accept_retry.cancel();
-      const std::vector<Session*> sessions(wp->sessions.begin(), wp->sessions.end());
-      for (Session* s : sessions) s->CloseIfIdle();
+      const std::vector<SessionBase*> sessions(wp->sessions.begin(), wp->sessions.end());
+      for (SessionBase* s : sessions) s->CloseIfIdle();
     });
   }
 }

@@ -5,6 +5,9 @@
 // abusable limit (header/body size, read timeouts) is explicit, and exceptions never escape into Asio.
 // Shutdown: BeginShutdown() closes acceptors and idle connections; busy ones close after their response;
 // WaitDrained() waits for the last session; Stop() stops the io_contexts and joins the threads.
+// Optional: HTTPS on the main port (--tls-cert/--tls-key; one Session template over tcp_stream or
+// ssl_stream<tcp_stream>), bearer-token access control of /observe*, and a separate plain-HTTP admin
+// listener (--admin-listen) that alone serves the operational routes.
 #pragma once
 
 #include <atomic>
@@ -24,6 +27,7 @@ inline constexpr auto kHeaderReadTimeout = std::chrono::seconds(10);  // first b
 inline constexpr auto kBodyReadTimeout = std::chrono::seconds(30);    // end of header .. end of body
 inline constexpr auto kIdleTimeout = std::chrono::seconds(60);        // keep-alive wait for the next request
 inline constexpr auto kWriteTimeout = std::chrono::seconds(30);       // one response write
+inline constexpr auto kHandshakeTimeout = std::chrono::seconds(10);   // TLS: accept .. handshake done
 inline constexpr std::size_t kMaxConnections = 100'000;               // open sessions; new ones closed above
 inline constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(50);  // after EMFILE/ENFILE on accept
 
@@ -35,10 +39,12 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds config.threads acceptors (the first to config.port, possibly 0; the rest to the port it got) and
-  // starts the I/O threads. Throws boost::system::system_error on bind failure. Call once.
+  // Binds config.threads acceptors (the first to config.port, possibly 0; the rest to the port it got), the
+  // admin acceptor (--admin-listen) and starts the I/O threads. With TLS, loads the certificate and key first.
+  // Throws boost::system::system_error on bind failure, std::exception on an unusable certificate/key. Call once.
   void Start();
   std::uint16_t port() const { return port_; }
+  std::uint16_t admin_port() const { return admin_port_; }  // 0 without --admin-listen
 
   // Stops accepting, closes idle keep-alive connections, asks busy ones to close after their response.
   // Safe to call from any thread.
@@ -55,6 +61,7 @@ class HttpServer {
   Metrics& metrics_;
   std::unique_ptr<Shared> shared_;  // outlives workers_ (declared first): sessions touch it in destructors
   std::uint16_t port_ = 0;
+  std::uint16_t admin_port_ = 0;
   std::vector<std::unique_ptr<Worker>> workers_;
 };
 

@@ -154,7 +154,15 @@ int main(int argc, char** argv) {
     store->Shutdown();
     return kExitStartup;
   }
-  Log(LogLevel::kInfo, "listening", {{"address", config.listen}, {"port", server.port()}, {"threads", config.threads}});
+  {
+    json::object fields{{"address", config.listen}, {"port", server.port()}, {"threads", config.threads},
+                        {"tls", config.tls()}};
+    if (config.admin_split()) {
+      fields["admin_address"] = config.admin_address;
+      fields["admin_port"] = server.admin_port();
+    }
+    Log(LogLevel::kInfo, "listening", std::move(fields));
+  }
 
   // Warm start: every digest PostgreSQL saw within the window goes into the filter; until then every key
   // takes the exact path. Retries while PostgreSQL is unreachable; abandoned at shutdown.

@@ -143,6 +143,35 @@ std::size_t BodyLimitFor(Route route) {
   }
 }
 
+bool IsAdminRoute(Route route) {
+  return route == Route::kHealthz || route == Route::kReadyz || route == Route::kMetrics || route == Route::kStats;
+}
+
+std::optional<std::string_view> BearerToken(std::string_view authorization) {
+  constexpr std::string_view kScheme = "bearer";
+  if (authorization.size() <= kScheme.size()) return std::nullopt;
+  if (Lower(authorization.substr(0, kScheme.size())) != kScheme) return std::nullopt;
+  std::string_view rest = authorization.substr(kScheme.size());
+  if (rest.front() != ' ') return std::nullopt;
+  while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+  while (!rest.empty() && (rest.back() == ' ' || rest.back() == '\t')) rest.remove_suffix(1);
+  if (rest.empty() || rest.size() > kMaxBearerTokenBytes) return std::nullopt;
+  // token68 = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
+  std::size_t i = 0;
+  auto token_char = [](unsigned char c) {
+    return std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/';
+  };
+  while (i < rest.size() && token_char(static_cast<unsigned char>(rest[i]))) ++i;
+  if (i == 0) return std::nullopt;
+  while (i < rest.size() && rest[i] == '=') ++i;
+  if (i != rest.size()) return std::nullopt;
+  return rest;
+}
+
+std::string WwwAuthenticate(bool credentials_presented) {
+  return credentials_presented ? R"(Bearer realm="scangate", error="invalid_token")" : R"(Bearer realm="scangate")";
+}
+
 Problem Problem::MalformedJson(std::string detail) {
   return Make(400, "malformed-json", "Malformed JSON", std::move(detail));
 }
@@ -184,6 +213,11 @@ Problem Problem::UnsupportedMediaType(std::string_view content_type) {
 Problem Problem::HeaderTooLarge() {
   return Make(431, "header-too-large", "Request header fields too large",
               "the request line and header fields exceed " + std::to_string(kMaxHeaderBytes) + " bytes");
+}
+Problem Problem::Unauthorized(bool credentials_presented) {
+  return Make(401, "unauthorized", "Unauthorized",
+              credentials_presented ? "the bearer token is not valid for this service"
+                                    : "this route requires an Authorization: Bearer <token> header");
 }
 Problem Problem::Unavailable(std::string detail) {
   return Make(503, "unavailable", "Service unavailable", std::move(detail));

@@ -43,6 +43,17 @@ std::string_view RouteLabel(Route route);
 std::string_view AllowedMethod(Route route);
 // Body size limit applied once the header of a request to `route` has been read.
 std::size_t BodyLimitFor(Route route);
+// Operational routes (/healthz, /readyz, /metrics, /stats): never need a token; with --admin-listen they are
+// served only on the admin listener, and /observe* only on the main one.
+bool IsAdminRoute(Route route);
+
+// Access control (--tokens-file). Bearer credentials of an Authorization header value (RFC 6750 section 2.1:
+// scheme "Bearer", case-insensitive, one or more spaces, a token68). nullopt when the value is absent or
+// not of that form; the token is never logged or echoed.
+inline constexpr std::size_t kMaxBearerTokenBytes = 4096;  // longer credentials are rejected unhashed
+std::optional<std::string_view> BearerToken(std::string_view authorization);
+// WWW-Authenticate value of a 401: the realm, plus error="invalid_token" when credentials were presented.
+std::string WwwAuthenticate(bool credentials_presented);
 
 // An RFC 9457 problem. type is "urn:scangate:problem:" + slug.
 struct Problem {
@@ -61,6 +72,7 @@ struct Problem {
   static Problem BodyTooLarge(std::size_t limit);
   static Problem UnsupportedMediaType(std::string_view content_type);
   static Problem HeaderTooLarge();
+  static Problem Unauthorized(bool credentials_presented);  // 401 unauthorized (+ WWW-Authenticate)
   static Problem Unavailable(std::string detail);
   static Problem Internal();                              // never carries exception text to the client
 };

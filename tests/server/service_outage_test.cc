@@ -131,7 +131,14 @@ TEST(ServiceOutage, PostgresStoppedThenRestarted) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   EXPECT_EQ(last.json().at("verdict"), "duplicate") << last;
-  EXPECT_EQ(GetReconnecting(cc, "/readyz").status, 200);
+  // Readiness follows (it needs every writer reconnected, and may lag by its refresh period).
+  while (true) {
+    HttpResponse ready = GetReconnecting(cc, "/readyz");
+    if (ready.status == 200) break;
+    ASSERT_EQ(ready.status, 503) << ready;
+    ASSERT_LT(Clock::now(), deadline) << "readyz did not return to 200 within 30 s: " << ready;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
 
   Pg pg;
   const std::string after = UniqueKey("outage-after");

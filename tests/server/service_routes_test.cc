@@ -746,5 +746,33 @@ TEST(ServicePrivacy, DigestSecretGivesHmac) {
   std::remove(path);
 }
 
+// A password in --database-url never reaches the log (the fixture trusts local connections, so the
+// password is accepted and ignored by PostgreSQL).
+TEST(ServicePrivacy, DatabasePasswordNotLogged) {
+  const std::string password = "itpw" + RandomHex(12);
+  std::string url = Env().pg_url;
+  const auto at = url.find("postgres@");
+  ASSERT_NE(at, std::string::npos) << url;
+  url.replace(at, std::string("postgres@").size(), "postgres:" + password + "@");
+  ScangateProcess server({"--database-url=" + url, "--capacity=100000", "--access-log=on"});
+  ASSERT_TRUE(server.Start());
+  HttpClient c(server.port());
+  EXPECT_EQ(c.Post("/observe", ObserveBody(UniqueKey("pw"))).status, 201);
+  const std::string stats = c.Get("/stats").body;
+  const std::string metrics = c.Get("/metrics").body;
+  EXPECT_EQ(server.Stop(), 0);
+  // The server's lines only: the harness's own "# harness: exec ..." line shows the command line.
+  std::string server_lines;
+  std::istringstream in(server.Log());
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("# harness", 0) != 0) server_lines += line + "\n";
+  }
+  EXPECT_FALSE(server_lines.empty());
+  EXPECT_EQ(server_lines.find(password), std::string::npos) << "database password in the log";
+  EXPECT_EQ(stats.find(password), std::string::npos) << "database password in /stats";
+  EXPECT_EQ(metrics.find(password), std::string::npos) << "database password in /metrics";
+  EXPECT_FALSE(server.LogEvents("config").empty());
+}
+
 }  // namespace
 }  // namespace scangate::it

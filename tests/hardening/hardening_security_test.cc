@@ -1,0 +1,371 @@
+// Security features of the scangate binary (issue "Hardening" items 6 and 7), black-box:
+// - TLS (--tls-cert/--tls-key): a self-signed certificate made here with the OpenSSL API; /observe over
+//   HTTPS with a Beast ssl client (201 then 200); TLS 1.1 refused (while the same client config allowing
+//   TLS 1.2 succeeds, so the refusal is the server's); plain HTTP bytes on the TLS port do not crash it.
+// - Bearer tokens (--tokens-file): 401 without/with a wrong token (+ WWW-Authenticate), 201 with a right
+//   one, operational routes stay open, no token ever in the log; a malformed tokens file exits 2 naming the line.
+// - --admin-listen: operational routes only there (404 on the main port), /observe* not served there.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include "util.h"
+
+namespace {
+namespace net = boost::asio;
+namespace ssl = net::ssl;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using namespace scangate;
+using hardening::Clock;
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/scangate-security-XXXXXX";
+  const char* d = ::mkdtemp(tmpl);
+  if (d == nullptr) throw std::runtime_error("mkdtemp failed");
+  return d;
+}
+
+void WriteFile(const std::string& path, const std::string& content) {
+  std::ofstream out(path, std::ios::trunc | std::ios::binary);
+  out << content;
+}
+
+// Self-signed P-256 certificate for CN=localhost, valid for a day.
+void MakeSelfSigned(const std::string& cert_path, const std::string& key_path) {
+  EVP_PKEY* pkey = EVP_EC_gen("P-256");
+  ASSERT_NE(pkey, nullptr);
+  X509* x = X509_new();
+  X509_set_version(x, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+  X509_gmtime_adj(X509_getm_notBefore(x), -60);
+  X509_gmtime_adj(X509_getm_notAfter(x), 86400);
+  X509_set_pubkey(x, pkey);
+  X509_NAME* name = X509_get_subject_name(x);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("localhost"), -1, -1, 0);
+  X509_set_issuer_name(x, name);
+  ASSERT_GT(X509_sign(x, pkey, EVP_sha256()), 0);
+  FILE* f = std::fopen(key_path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  PEM_write_PrivateKey(f, pkey, nullptr, nullptr, 0, nullptr, nullptr);
+  std::fclose(f);
+  f = std::fopen(cert_path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  PEM_write_X509(f, x);
+  std::fclose(f);
+  X509_free(x);
+  EVP_PKEY_free(pkey);
+}
+
+// A scangate process whose readiness is not probed over plain HTTP on the main port (TLS, admin split):
+// waits for the "listening" log line and reads the port(s) from it.
+class Server {
+ public:
+  explicit Server(std::vector<std::string> flags) {
+    dir_ = TempDir();
+    log_ = dir_ + "/scangate.log";
+    std::vector<std::string> args{it::Env().server_binary, "--database-url=" + it::Env().pg_url,
+                                  "--listen=127.0.0.1", "--port=0", "--threads=2"};
+    for (auto& f : flags) args.push_back(f);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      FILE* out = std::freopen(log_.c_str(), "a", stderr);
+      if (out == nullptr) ::_exit(125);
+      ::dup2(::fileno(stderr), 1);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+  }
+  ~Server() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  // Waits for the "listening" line; false when the process exits first or after the startup timeout.
+  bool WaitListening() {
+    const auto deadline = Clock::now() + it::kStartupTimeout;
+    while (Clock::now() < deadline) {
+      if (!alive()) return false;
+      std::ifstream in(log_);
+      for (std::string line; std::getline(in, line);) {
+        boost::json::error_code ec;
+        auto v = boost::json::parse(line, ec);
+        if (ec || !v.is_object() || !v.as_object().contains("event")) continue;
+        const auto& o = v.as_object();
+        if (o.at("event") != "listening") continue;
+        port = static_cast<std::uint16_t>(o.at("port").to_number<int>());
+        if (o.contains("admin_port")) admin_port = static_cast<std::uint16_t>(o.at("admin_port").to_number<int>());
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+  bool alive() {
+    if (pid_ <= 0) return false;
+    int st = 0;
+    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+      pid_ = -1;
+      return false;
+    }
+    return true;
+  }
+  int Stop() {
+    ::kill(pid_, SIGTERM);
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    pid_ = -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  }
+  std::string Log() const { return it::ReadFile(log_); }
+  const std::string& dir() const { return dir_; }
+  std::uint16_t port = 0, admin_port = 0;
+
+ private:
+  std::string dir_, log_;
+  pid_t pid_ = -1;
+};
+
+// --------------------------------------------------------------------------------------------------
+// TLS client (Beast over ssl_stream, synchronous).
+struct TlsAnswer {
+  bool handshake = false;
+  std::string error;
+  int version = 0;  // SSL_version of the session
+  std::vector<int> statuses;
+  std::vector<std::string> bodies;
+};
+
+// min/max protocol of the client; security level 0 so an old version is really offered.
+TlsAnswer TlsExchange(std::uint16_t port, int max_version, const std::vector<std::string>& observe_bodies) {
+  TlsAnswer a;
+  net::io_context ioc;
+  ssl::context ctx(ssl::context::tls_client);
+  SSL_CTX_set_security_level(ctx.native_handle(), 0);
+  SSL_CTX_set_min_proto_version(ctx.native_handle(), TLS1_VERSION);
+  SSL_CTX_set_max_proto_version(ctx.native_handle(), max_version);
+  SSL_CTX_set_cipher_list(ctx.native_handle(), "DEFAULT:@SECLEVEL=0");
+  ctx.set_verify_mode(ssl::verify_none);  // self-signed test certificate
+  beast::ssl_stream<beast::tcp_stream> s(ioc, ctx);
+  beast::error_code ec;
+  beast::get_lowest_layer(s).socket().connect({net::ip::make_address("127.0.0.1"), port}, ec);
+  if (ec) {
+    a.error = "connect: " + ec.message();
+    return a;
+  }
+  s.handshake(ssl::stream_base::client, ec);
+  if (ec) {
+    a.error = "handshake: " + ec.message();
+    return a;
+  }
+  a.handshake = true;
+  a.version = SSL_version(s.native_handle());
+  for (const auto& body : observe_bodies) {
+    http::request<http::string_body> req{http::verb::post, "/observe", 11};
+    req.set(http::field::host, "localhost");
+    req.set(http::field::content_type, "application/json");
+    req.body() = body;
+    req.prepare_payload();
+    http::write(s, req, ec);
+    if (ec) {
+      a.error = "write: " + ec.message();
+      return a;
+    }
+    beast::flat_buffer buf;
+    http::response<http::string_body> res;
+    http::read(s, buf, res, ec);
+    if (ec) {
+      a.error = "read: " + ec.message();
+      return a;
+    }
+    a.statuses.push_back(res.result_int());
+    a.bodies.push_back(res.body());
+  }
+  return a;
+}
+
+TEST(SecurityTls, ObserveOverHttpsTls11RefusedPlainHttpHarmless) {
+  const std::string dir = TempDir();
+  MakeSelfSigned(dir + "/cert.pem", dir + "/key.pem");
+  Server server({"--tls-cert=" + dir + "/cert.pem", "--tls-key=" + dir + "/key.pem"});
+  ASSERT_TRUE(server.WaitListening()) << server.Log();
+
+  // Ready over TLS (warm start may still run: an early 503 is retried, never a wrong verdict).
+  const std::string key = it::UniqueKey("tls");
+  TlsAnswer first;
+  const auto deadline = Clock::now() + it::kStartupTimeout;
+  do {
+    first = TlsExchange(server.port, TLS1_3_VERSION, {it::ObserveBody(key)});
+    if (first.handshake && !first.statuses.empty() && first.statuses[0] != 503) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  } while (Clock::now() < deadline);
+  ASSERT_TRUE(first.handshake) << first.error << "\n" << server.Log();
+  ASSERT_EQ(first.statuses.size(), 1u) << first.error;
+  EXPECT_EQ(first.statuses[0], 201) << first.bodies[0];
+  EXPECT_GE(first.version, TLS1_2_VERSION);
+  EXPECT_NE(first.bodies[0].find(it::Sha256Hex(key)), std::string::npos);
+
+  // Keep-alive on TLS: the same key twice more on one connection -> 200 duplicate both times.
+  const TlsAnswer again = TlsExchange(server.port, TLS1_3_VERSION, {it::ObserveBody(key), it::ObserveBody(key)});
+  ASSERT_EQ(again.statuses.size(), 2u) << again.error;
+  EXPECT_EQ(again.statuses[0], 200);
+  EXPECT_EQ(again.statuses[1], 200);
+
+  // Control: TLS 1.2 exactly is accepted ...
+  const TlsAnswer v12 = TlsExchange(server.port, TLS1_2_VERSION, {});
+  EXPECT_TRUE(v12.handshake) << v12.error;
+  EXPECT_EQ(v12.version, TLS1_2_VERSION);
+  // ... and the same client capped at TLS 1.1 is refused by the server (not by the client itself).
+  const TlsAnswer v11 = TlsExchange(server.port, TLS1_1_VERSION, {});
+  EXPECT_FALSE(v11.handshake);
+  EXPECT_EQ(v11.error.find("no protocols available"), std::string::npos) << v11.error;
+  hardening::Report("TLS 1.1 handshake refused: " + v11.error);
+
+  // Plain HTTP on the TLS port: no HTTP answer, the connection ends, the server keeps serving TLS.
+  const std::string raw = it::RawExchange(server.port, "POST /observe HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\n"
+                                                       "{\"key\":\"a\"}");
+  EXPECT_EQ(raw.find("HTTP/1.1 201"), std::string::npos);
+  EXPECT_EQ(raw.find("HTTP/1.1 200"), std::string::npos);
+  const std::string garbage(3000, '\x16');
+  it::RawExchange(server.port, garbage, std::chrono::milliseconds(500));
+  EXPECT_TRUE(server.alive());
+  const TlsAnswer after = TlsExchange(server.port, TLS1_3_VERSION, {it::ObserveBody(key)});
+  ASSERT_EQ(after.statuses.size(), 1u) << after.error;
+  EXPECT_EQ(after.statuses[0], 200);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+TEST(SecurityTls, MismatchedOrMissingCertificateFailsStartup) {
+  const std::string dir = TempDir();
+  const auto r = hardening::RunCommand(it::Env().server_binary + " --database-url=" + it::Env().pg_url +
+                                       " --tls-cert=" + dir + "/missing.pem --tls-key=" + dir + "/missing.key");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--tls-cert"), std::string::npos) << r.output;
+  const auto half = hardening::RunCommand(it::Env().server_binary + " --database-url=x --tls-cert=/etc/hostname");
+  EXPECT_EQ(half.status, 2) << half.output;
+}
+
+// --------------------------------------------------------------------------------------------------
+const std::string kToken = "sg-test-token-" + it::RandomHex(16);
+const std::string kOtherToken = "sg-wrong-token-" + it::RandomHex(16);
+
+std::string TokensFile(const std::string& dir) {
+  const std::string path = dir + "/tokens";
+  WriteFile(path, "# scangate tokens\n\n  " + it::Sha256Hex("some-other-client") + "\n" + it::Sha256Hex(kToken) + "\n");
+  return path;
+}
+
+TEST(SecurityTokens, BearerTokenRequiredOnObserveOnly) {
+  const std::string dir = TempDir();
+  it::ScangateProcess server({"--tokens-file=" + TokensFile(dir), "--access-log=on"});
+  ASSERT_TRUE(server.Start());
+  it::HttpClient c(server.port());
+  const std::string key = it::UniqueKey("token");
+
+  auto none = c.Post("/observe", it::ObserveBody(key));
+  EXPECT_TRUE(it::IsProblem(none, 401, "unauthorized")) << none;
+  EXPECT_EQ(none.header("www-authenticate"), R"(Bearer realm="scangate")");
+
+  c.Reconnect();  // a 401 with a body closes the connection (the body is drained, never read)
+  auto wrong = c.Request("POST", "/observe", it::ObserveBody(key), "application/json",
+                         {{"Authorization", "Bearer " + kOtherToken}});
+  EXPECT_TRUE(it::IsProblem(wrong, 401, "unauthorized")) << wrong;
+  EXPECT_EQ(wrong.header("www-authenticate"), R"(Bearer realm="scangate", error="invalid_token")");
+
+  c.Reconnect();
+  auto basic = c.Request("POST", "/observe/batch", R"({"keys":["x"]})", "application/json",
+                         {{"Authorization", "Basic dXNlcjpwYXNz"}});
+  EXPECT_TRUE(it::IsProblem(basic, 401, "unauthorized")) << basic;
+
+  c.Reconnect();
+  it::Pg pg;
+  EXPECT_EQ(pg.CountDigest(it::Sha256Hex(key)), 0) << "a rejected request must not be recorded";
+  auto ok = c.Request("POST", "/observe", it::ObserveBody(key), "application/json",
+                      {{"Authorization", "Bearer " + kToken}});
+  EXPECT_EQ(ok.status, 201) << ok;
+  auto dup = c.Request("POST", "/observe", it::ObserveBody(key), "application/json",
+                       {{"Authorization", "bearer   " + kToken}});
+  EXPECT_EQ(dup.status, 200) << dup;
+  auto batch = c.Request("POST", "/observe/batch", "{\"keys\":[" + it::JsonString(key) + "]}", "application/json",
+                         {{"Authorization", "Bearer " + kToken}});
+  EXPECT_EQ(batch.status, 200) << batch;
+
+  // Operational routes stay open without a token.
+  EXPECT_EQ(c.Get("/healthz").status, 200);
+  EXPECT_EQ(c.Get("/readyz").status, 200);
+  const auto metrics = c.Get("/metrics");
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.body.find("401"), std::string::npos) << "401s are counted";
+  EXPECT_EQ(c.Get("/stats").status, 200);
+
+  EXPECT_EQ(server.Stop(), 0);
+  const std::string log = server.Log();
+  EXPECT_EQ(log.find(kToken), std::string::npos) << "a token reached the log";
+  EXPECT_EQ(log.find(kOtherToken), std::string::npos) << "a presented token reached the log";
+  EXPECT_EQ(log.find(it::Sha256Hex(kToken)), std::string::npos) << "a token hash reached the log";
+  EXPECT_NE(log.find("\"status\":401"), std::string::npos) << "the access log should show the 401s";
+}
+
+TEST(SecurityTokens, MalformedTokensFileExits2NamingTheLine) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/tokens";
+  WriteFile(path, "# ok\n" + it::Sha256Hex("a") + "\n\nnot-a-hash\n");
+  const auto r = hardening::RunCommand(it::Env().server_binary + " --database-url=x --tokens-file=" + path);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("line 4"), std::string::npos) << r.output;
+  WriteFile(path, it::Sha256Hex("a").substr(0, 63) + "G\n");
+  const auto upper = hardening::RunCommand(it::Env().server_binary + " --database-url=x --tokens-file=" + path);
+  EXPECT_EQ(upper.status, 2) << upper.output;
+  EXPECT_NE(upper.output.find("line 1"), std::string::npos) << upper.output;
+  const auto missing =
+      hardening::RunCommand(it::Env().server_binary + " --database-url=x --tokens-file=" + dir + "/nope");
+  EXPECT_EQ(missing.status, 2) << missing.output;
+}
+
+// --------------------------------------------------------------------------------------------------
+TEST(SecurityAdmin, OperationalRoutesOnlyOnAdminListener) {
+  Server server({"--admin-listen=127.0.0.1:0"});
+  ASSERT_TRUE(server.WaitListening()) << server.Log();
+  ASSERT_NE(server.admin_port, 0) << server.Log();
+  ASSERT_NE(server.admin_port, server.port);
+  ASSERT_TRUE(hardening::WaitReady(server.admin_port, it::kStartupTimeout).has_value()) << server.Log();
+
+  it::HttpClient admin(server.admin_port);
+  EXPECT_EQ(admin.Get("/healthz").status, 200);
+  EXPECT_EQ(admin.Get("/metrics").status, 200);
+  EXPECT_EQ(admin.Get("/stats").status, 200);
+  auto obs_on_admin = admin.Post("/observe", it::ObserveBody(it::UniqueKey("admin")));
+  EXPECT_TRUE(it::IsProblem(obs_on_admin, 404, "not-found")) << obs_on_admin;
+
+  it::HttpClient main(server.port);
+  for (const char* route : {"/healthz", "/readyz", "/metrics", "/stats"}) {
+    auto r = main.Get(route);
+    EXPECT_TRUE(it::IsProblem(r, 404, "not-found")) << route << ": " << r;
+  }
+  const std::string key = it::UniqueKey("main");
+  EXPECT_EQ(main.Post("/observe", it::ObserveBody(key)).status, 201);
+  EXPECT_EQ(main.Post("/observe", it::ObserveBody(key)).status, 200);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+}  // namespace
