@@ -10,34 +10,41 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace scangate {
 
 using Digest = std::array<std::uint8_t, 32>;
 
-// Computes digests with OpenSSL one-shot calls (EVP_Digest for SHA-256, HMAC() for HMAC-SHA256).
-// Threading: immutable after construction; every member function is safe to call concurrently,
-// copies share the (immutable) fetched algorithm and secret.
+// Computes digests with OpenSSL EVP digest contexts. The SHA-256 EVP_MD is fetched once at construction (no
+// per-call algorithm lookup by name). For HMAC-SHA256 (RFC 2104) the constructor also precomputes two SHA-256
+// states that have absorbed key-block XOR ipad and key-block XOR opad (a key longer than the 64-byte block is
+// hashed first); a call copies them into a per-thread scratch context, so it hashes only the message and the
+// 32-byte inner digest (~4x cheaper than OpenSSL 3's one-shot HMAC(), see bench/RESULTS.md "Digest cost").
+// Threading: immutable after construction; every member function is safe to call concurrently from any number
+// of threads. Copies share the immutable precomputed states (shared_ptr to const); the only mutable OpenSSL
+// object is one thread_local scratch EVP_MD_CTX per thread, never shared between threads.
 class Digester {
  public:
   // Plain SHA-256. Threading: safe to call concurrently. Throws std::runtime_error if OpenSSL lacks SHA-256.
   static Digester Sha256();
-  // HMAC-SHA256 keyed by `secret` (copied; wiped with OPENSSL_cleanse when the last copy dies).
-  // Threading: safe to call concurrently. Throws std::invalid_argument if `secret` is empty.
+  // HMAC-SHA256 keyed by `secret`. Only the two precomputed pad states are kept; the key-block copies are wiped
+  // with OPENSSL_cleanse. Threading: safe to call concurrently. Throws std::invalid_argument if `secret` is
+  // empty, std::runtime_error on OpenSSL failure.
   static Digester HmacSha256(std::string_view secret);
 
   // Digest of `key`. Threading: safe to call concurrently. Throws std::runtime_error on OpenSSL failure.
   Digest operator()(std::string_view key) const;
   // True for HMAC. Threading: safe to call concurrently.
-  bool keyed() const { return secret_ != nullptr; }
+  bool keyed() const { return hmac_ != nullptr; }
 
  private:
-  struct Md;  // owns a fetched EVP_MD
-  struct Secret;  // owns the secret bytes, cleansed on destruction
-  Digester(std::shared_ptr<const Md> md, std::shared_ptr<const Secret> secret)
-      : md_(std::move(md)), secret_(std::move(secret)) {}
+  struct Md;    // owns the fetched EVP_MD (SHA-256)
+  struct Hmac;  // owns the precomputed inner/outer SHA-256 states (immutable after construction)
+  Digester(std::shared_ptr<const Md> md, std::shared_ptr<const Hmac> hmac)
+      : md_(std::move(md)), hmac_(std::move(hmac)) {}
   std::shared_ptr<const Md> md_;
-  std::shared_ptr<const Secret> secret_;  // null for plain SHA-256
+  std::shared_ptr<const Hmac> hmac_;  // null for plain SHA-256
 };
 
 // 64 lowercase hex characters. Threading: pure function.

@@ -3,6 +3,11 @@
 #   1. release build (RelWithDebInfo) of everything; ctest runs unit, storage and integration tests
 #      (the integration tests start their own throwaway PostgreSQL)
 #   2. ThreadSanitizer build of core/ and its concurrency tests
+#   3. AddressSanitizer + UndefinedBehaviorSanitizer build of everything but benchmarks; the whole ctest suite
+#      (unit, storage, integration, hardening) against the sanitized scangate binary
+#   4. libFuzzer (clang, ASan+UBSan) over the request parsing layer: replay tests/fuzz/{corpus,regressions},
+#      then SCANGATE_FUZZ_SECONDS (default 45) of fuzzing; any crash fails
+# Each step prints its wall time. SCANGATE_SKIP_ASAN=1 / SCANGATE_SKIP_FUZZ=1 skip steps 3 / 4 (local use only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -21,4 +26,25 @@ cmake --build build/tsan -j "$jobs"
 echo "== ThreadSanitizer tests"
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
   ctest --test-dir build/tsan --output-on-failure -j "$jobs" --timeout 900
+
+step_start=$SECONDS
+if [[ ${SCANGATE_SKIP_ASAN:-0} != 1 ]]; then
+  echo "== ASan+UBSan build"
+  cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCANGATE_SANITIZE=address \
+    -DSCANGATE_BENCH=OFF >/dev/null
+  cmake --build build/asan -j "$jobs"
+  echo "== ASan+UBSan tests"
+  # No suppressions: nothing in pqxx/Boost/OpenSSL has needed one.
+  ASAN_OPTIONS="detect_leaks=1:halt_on_error=1" \
+  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+    ctest --test-dir build/asan --output-on-failure -j "$jobs" --timeout 1200
+  echo "== ASan+UBSan step took $((SECONDS - step_start)) s"
+fi
+
+step_start=$SECONDS
+if [[ ${SCANGATE_SKIP_FUZZ:-0} != 1 ]]; then
+  echo "== libFuzzer (request parsing)"
+  bash tests/fuzz/run.sh build/fuzz
+  echo "== fuzz step took $((SECONDS - step_start)) s"
+fi
 echo "== all tests passed"

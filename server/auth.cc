@@ -1,5 +1,6 @@
 #include "server/auth.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <openssl/crypto.h>
@@ -51,7 +52,8 @@ std::variant<std::vector<TokenHash>, TokenFileError> ParseTokenHashes(std::strin
     }
     out.push_back(h);
   }
-  if (out.empty()) return TokenFileError{line_no, "the file holds no token hash"};
+  // Found by the fuzzer (tests/fuzz/regressions/tokens-empty-file): an empty file was reported as "line 0".
+  if (out.empty()) return TokenFileError{std::max<std::size_t>(line_no, 1), "the file holds no token hash"};
   return out;
 }
 

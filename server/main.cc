@@ -39,6 +39,7 @@ constexpr int kExitStartup = 1;
 constexpr auto kDrainDeadline = std::chrono::seconds(10);        // in-flight requests at shutdown
 constexpr auto kMaintenancePeriod = std::chrono::seconds(1);     // filter rotation, pg_state check
 constexpr auto kWarmRetryDelay = std::chrono::seconds(1);        // after a failed warm load
+constexpr auto kStartAttempt = std::chrono::seconds(2);          // one Store::Start() attempt
 
 // Open-file limit: one descriptor per connection; raise the soft limit to the hard one.
 void RaiseNoFileLimit() {
@@ -127,6 +128,8 @@ int main(int argc, char** argv) {
   store_options.batch_limit = config.batch_limit;
   store_options.flush_interval = config.flush_interval;
   store_options.queue_limit = config.queue_limit;
+  // Short connect attempts, so a SIGTERM while PostgreSQL is unreachable is honoured within ~2 s.
+  store_options.start_timeout = kStartAttempt;
   std::unique_ptr<storage::Store> store;
   for (;;) {
     store = std::make_unique<storage::Store>(store_options);
@@ -134,13 +137,13 @@ int main(int argc, char** argv) {
       store->Start();
       break;
     } catch (const std::exception& e) {
-      Log(LogLevel::kWarn, "pg_state", {{"up", false}, {"error", e.what()}});
+      Log(LogLevel::kWarn, "pg_state", {{"state", "down"}, {"error", e.what()}});
     }
     store.reset();
     main_ioc.poll();
     if (stop_requested.load()) return 0;
   }
-  Log(LogLevel::kInfo, "pg_state", {{"up", true}});
+  Log(LogLevel::kInfo, "pg_state", {{"state", "up"}});
 
   Metrics metrics(config.threads);
   Service service(config, *digester, *filter, *store, metrics);
@@ -198,7 +201,7 @@ int main(int argc, char** argv) {
       const bool up = store->up();
       if (up != pg_up) {
         pg_up = up;
-        Log(up ? LogLevel::kInfo : LogLevel::kWarn, "pg_state", {{"up", up}});
+        Log(up ? LogLevel::kInfo : LogLevel::kWarn, "pg_state", {{"state", up ? "up" : "down"}});
       }
       schedule();
     });

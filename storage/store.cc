@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <deque>
+#include <exception>
 #include <limits>
 #include <libpq-fe.h>
 
@@ -724,34 +726,57 @@ using PgResultPtr = std::unique_ptr<PGresult, PgResultClearer>;
 
 }  // namespace
 
-std::uint64_t Store::WarmLoad(std::chrono::seconds window,
-                              const std::function<void(std::span<const Digest>)>& sink) {
-  std::unique_ptr<PGconn, PgConnCloser> conn(PQconnectdb(options_.url.c_str()));
+namespace {
+
+using PgConnPtr = std::unique_ptr<PGconn, PgConnCloser>;
+
+constexpr unsigned kMaxWarmStreams = 16;  // connections one WarmLoad may open
+
+PgConnPtr WarmConnect(const std::string& url) {
+  PgConnPtr conn(PQconnectdb(url.c_str()));
   if (!conn || PQstatus(conn.get()) != CONNECTION_OK) {
     throw pqxx::broken_connection("WarmLoad: " + ErrorSummary(conn ? PQerrorMessage(conn.get()) : "out of memory"));
   }
-  const std::string sql = kWarmCopySqlPrefix + std::to_string(window.count()) + kWarmCopySqlSuffix;
+  return conn;
+}
+
+// Runs a statement that returns no COPY; returns its result (tuples or command ok) or throws.
+PgResultPtr WarmExec(PGconn* conn, const std::string& sql) {
+  PgResultPtr r(PQexec(conn, sql.c_str()));
+  const auto st = PQresultStatus(r.get());
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+    throw std::runtime_error("WarmLoad: " + ErrorSummary(PQerrorMessage(conn)));
+  }
+  return r;
+}
+
+struct WarmAbort {};  // another stream failed: stop quietly, its error is the one reported
+
+// Runs one `COPY (query) TO STDOUT (FORMAT binary)` on `conn`, feeding digests to `sink`; returns the count.
+std::uint64_t RunWarmCopy(PGconn* conn, const std::string& sql,
+                          const std::function<void(std::span<const Digest>)>& sink, const std::atomic<bool>* abort) {
   {
-    PgResultPtr r(PQexec(conn.get(), sql.c_str()));
+    PgResultPtr r(PQexec(conn, sql.c_str()));
     if (PQresultStatus(r.get()) != PGRES_COPY_OUT) {
-      throw std::runtime_error("WarmLoad: " + ErrorSummary(PQerrorMessage(conn.get())));
+      throw std::runtime_error("WarmLoad: " + ErrorSummary(PQerrorMessage(conn)));
     }
   }
   CopyDigestParser parser(sink);
   for (;;) {
+    if (abort != nullptr && abort->load(std::memory_order_relaxed)) throw WarmAbort{};  // advisory flag only
     char* buf = nullptr;
-    const int n = PQgetCopyData(conn.get(), &buf, 0);
+    const int n = PQgetCopyData(conn, &buf, 0);
     if (n > 0) {
       std::unique_ptr<char, decltype(&PQfreemem)> owned(buf, &PQfreemem);
       parser.Feed(std::string_view(buf, static_cast<std::size_t>(n)));
       continue;
     }
-    if (n == -2) throw std::runtime_error("WarmLoad: " + ErrorSummary(PQerrorMessage(conn.get())));
+    if (n == -2) throw std::runtime_error("WarmLoad: " + ErrorSummary(PQerrorMessage(conn)));
     break;  // -1: COPY finished
   }
   bool ok = true;
   std::string error;
-  while (PGresult* raw = PQgetResult(conn.get())) {
+  while (PGresult* raw = PQgetResult(conn)) {
     PgResultPtr r(raw);
     if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) {
       ok = false;
@@ -760,6 +785,106 @@ std::uint64_t Store::WarmLoad(std::chrono::seconds window,
   }
   if (!ok) throw std::runtime_error("WarmLoad: " + error);
   return parser.Finish();
+}
+
+// Coordinator query, run as the first statement of a REPEATABLE READ transaction: the snapshot every
+// stream imports, the heap size in blocks (taken after the snapshot, so every visible row lies below it
+// or in the open-ended last range), the cutoff as an absolute timestamp (one now() for all streams),
+// and the planner's row estimates for the whole table and for the window (pg_class.reltuples is -1
+// before the first ANALYZE: then the estimate is unknown and the heap is split).
+constexpr const char* kWarmPlanSql =
+    "SELECT pg_export_snapshot(), "
+    "pg_relation_size('scan_keys') / current_setting('block_size')::bigint, "
+    "(now() - make_interval(secs => $1))::text, "
+    "(SELECT reltuples FROM pg_class WHERE oid = 'scan_keys'::regclass)";
+
+}  // namespace
+
+std::uint64_t Store::WarmLoad(std::chrono::seconds window,
+                              const std::function<void(std::span<const Digest>)>& sink) {
+  const unsigned streams = std::clamp(options_.warm_streams, 1u, kMaxWarmStreams);
+  PgConnPtr coord = WarmConnect(options_.url);
+  if (streams == 1) {
+    const std::string sql = kWarmCopySqlPrefix + std::to_string(window.count()) + kWarmCopySqlSuffix;
+    const std::uint64_t n = RunWarmCopy(coord.get(), sql, sink, nullptr);
+    last_warm_streams_.store(1);
+    return n;
+  }
+  WarmExec(coord.get(), "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+  std::string snapshot, cutoff;
+  long long blocks = 0;
+  double reltuples = -1;
+  {
+    const std::string secs = std::to_string(window.count());
+    const char* params[1] = {secs.c_str()};
+    PgResultPtr r(PQexecParams(coord.get(), kWarmPlanSql, 1, nullptr, params, nullptr, nullptr, 0));
+    if (PQresultStatus(r.get()) != PGRES_TUPLES_OK || PQntuples(r.get()) != 1) {
+      throw std::runtime_error("WarmLoad: " + ErrorSummary(PQerrorMessage(coord.get())));
+    }
+    snapshot = PQgetvalue(r.get(), 0, 0);
+    blocks = std::atoll(PQgetvalue(r.get(), 0, 1));
+    cutoff = PQgetvalue(r.get(), 0, 2);
+    reltuples = std::atof(PQgetvalue(r.get(), 0, 3));
+  }
+  // Text values from the server go into SQL text (COPY takes no parameters): make sure they cannot quote out.
+  const auto plain = [](const std::string& v) { return v.find_first_of("'\\") == std::string::npos; };
+  if (!plain(snapshot) || !plain(cutoff)) throw std::runtime_error("WarmLoad: unexpected snapshot/cutoff text");
+  const std::string where = "first_seen > '" + cutoff + "'::timestamptz";
+
+  // Split only when the window covers a large part of the table: a small recent window is a cheap BRIN
+  // bitmap scan that one stream reads best (each TID-range stream would repeat the BRIN scan and the
+  // planner may pick it per range anyway). The estimate is the planner's own (EXPLAIN) rows.
+  bool split = blocks >= static_cast<long long>(streams);
+  if (split && options_.warm_parallel_min_fraction > 0 && reltuples > 0) {
+    PgResultPtr r = WarmExec(coord.get(), "EXPLAIN SELECT digest FROM scan_keys WHERE " + where);
+    const std::string line = PQntuples(r.get()) > 0 ? PQgetvalue(r.get(), 0, 0) : "";
+    const auto at = line.find(" rows=");
+    const double est = at == std::string::npos ? reltuples : std::atof(line.c_str() + at + 6);
+    split = est >= options_.warm_parallel_min_fraction * reltuples;
+  }
+  const unsigned n_streams = split ? streams : 1;
+  const auto copy_sql = [&](unsigned i) {
+    std::string q = "COPY (SELECT digest FROM scan_keys WHERE " + where;
+    if (n_streams > 1) {
+      const long long b0 = blocks * i / n_streams, b1 = blocks * (i + 1) / n_streams;
+      if (i > 0) q += " AND ctid >= '(" + std::to_string(b0) + ",0)'::tid";
+      if (i + 1 < n_streams) q += " AND ctid < '(" + std::to_string(b1) + ",0)'::tid";  // last range open-ended
+    }
+    return q + ") TO STDOUT (FORMAT binary)";
+  };
+
+  // Each stream: own connection, REPEATABLE READ transaction importing the coordinator's snapshot (so the
+  // ranges partition one consistent set of rows), its COPY. The coordinator's transaction stays open until
+  // every stream has finished (a snapshot can only be imported while its exporter is open).
+  std::atomic<bool> abort{false};
+  std::mutex error_mu;
+  std::exception_ptr first_error;
+  std::vector<std::uint64_t> counts(n_streams, 0);
+  const auto run_stream = [&](unsigned i) {
+    try {
+      PgConnPtr conn = WarmConnect(options_.url);
+      WarmExec(conn.get(), "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+      WarmExec(conn.get(), "SET TRANSACTION SNAPSHOT '" + snapshot + "'");
+      counts[i] = RunWarmCopy(conn.get(), copy_sql(i), sink, &abort);
+      WarmExec(conn.get(), "COMMIT");
+    } catch (const WarmAbort&) {
+    } catch (...) {
+      std::lock_guard lk(error_mu);
+      if (!first_error) first_error = std::current_exception();
+      abort.store(true, std::memory_order_relaxed);  // advisory: others poll it between COPY messages
+    }
+  };
+  {
+    std::vector<std::jthread> threads;
+    threads.reserve(n_streams);
+    for (unsigned i = 0; i < n_streams; ++i) threads.emplace_back(run_stream, i);
+  }  // joins
+  if (first_error) std::rethrow_exception(first_error);
+  WarmExec(coord.get(), "COMMIT");
+  last_warm_streams_.store(n_streams);
+  std::uint64_t total = 0;
+  for (const auto c : counts) total += c;
+  return total;
 }
 
 StoreStats Store::Stats() const {
@@ -776,6 +901,7 @@ StoreStats Store::Stats() const {
   s.write_behind_conflicts = m.write_behind_conflicts;
   s.batch_failures = m.batch_failures;
   s.write_behind_lost = m.write_behind_lost;
+  s.last_warm_streams = last_warm_streams_.load();
   s.batch_size_buckets = Cumulative(kBatchBounds, m.batch_counts);
   s.batch_size_sum = m.batch_sum;
   s.batch_size_count = s.batch_size_buckets.back().second;

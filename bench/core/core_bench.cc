@@ -3,6 +3,9 @@
 // 256 MiB random cycle), and the measured FP table of the blocked layout against its model and the
 // standard Bloom formula. Figures and the commands that produced them: bench/RESULTS.md.
 #include <benchmark/benchmark.h>
+#include <openssl/core_names.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -15,6 +18,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/digest.h"
@@ -103,29 +107,137 @@ void SetFilterCounters(benchmark::State& state, const ShardedFilter& f) {
   state.counters["k"] = Counter(f.geometry().k, Counter::kAvgThreads);
 }
 
-void BM_DigestSha256(benchmark::State& state) {
-  const Digester sha = Digester::Sha256();
+// Digest cost. BM_DigestSha256 / BM_DigestHmacSha256 time core/digest.h's Digester; the *_Ref variants call
+// OpenSSL directly with the alternatives measured against it, so before/after appear side by side in one run:
+//   Sha256_Ref_EvpDigestFetched   EVP_Digest with a pre-fetched EVP_MD (Digester's path before 2026-11-29)
+//   Sha256_Ref_EvpDigestByName    EVP_Digest with EVP_sha256() (implicit fetch by name each call)
+//   Hmac_Ref_OneShotHMAC          HMAC() one-shot, pre-fetched EVP_MD (Digester's path before 2026-11-29;
+//                                 OpenSSL 3 routes it through EVP_Q_mac, which fetches "HMAC" by name per call)
+//   Hmac_Ref_MacCtxDup            EVP_MAC_CTX_dup of a pre-keyed EVP_MAC_CTX, update, final, free
+//   Hmac_Ref_MdCtxCopyStack       Digester's pad-state copies, but a fresh EVP_MD_CTX per call (no thread_local)
+constexpr char kBenchSecret[] = "a 32-byte secret for benchmarks!";
+
+// Runs `digest` over a typical 29-byte scan key whose last byte changes every iteration.
+template <typename F>
+void RunDigestLoop(benchmark::State& state, F&& digest) {
   std::string key = "terminal-0042:scan:0123456789";  // 29 bytes, typical scan key
   std::size_t i = 0;
   for (auto _ : state) {
     key[key.size() - 1] = static_cast<char>('0' + (i++ % 10));
-    benchmark::DoNotOptimize(sha(key));
+    benchmark::DoNotOptimize(digest(key));
   }
   state.SetItemsProcessed(state.iterations());
+}
+
+void CheckSsl(int rc) {
+  if (rc != 1) std::abort();
+}
+
+struct EvpMdFree {
+  void operator()(EVP_MD* p) const { EVP_MD_free(p); }
+};
+struct EvpMdCtxFree {
+  void operator()(EVP_MD_CTX* p) const { EVP_MD_CTX_free(p); }
+};
+struct EvpMacFree {
+  void operator()(EVP_MAC* p) const { EVP_MAC_free(p); }
+};
+struct EvpMacCtxFree {
+  void operator()(EVP_MAC_CTX* p) const { EVP_MAC_CTX_free(p); }
+};
+using EvpMdPtr = std::unique_ptr<EVP_MD, EvpMdFree>;
+using EvpMdCtxPtr = std::unique_ptr<EVP_MD_CTX, EvpMdCtxFree>;
+
+void BM_DigestSha256(benchmark::State& state) {
+  const Digester sha = Digester::Sha256();
+  RunDigestLoop(state, [&](std::string_view k) { return sha(k); });
 }
 BENCHMARK(BM_DigestSha256)->ComputeStatistics("min", Min);
 
-void BM_DigestHmacSha256(benchmark::State& state) {
-  const Digester mac = Digester::HmacSha256("a 32-byte secret for benchmarks!");
-  std::string key = "terminal-0042:scan:0123456789";
-  std::size_t i = 0;
-  for (auto _ : state) {
-    key[key.size() - 1] = static_cast<char>('0' + (i++ % 10));
-    benchmark::DoNotOptimize(mac(key));
-  }
-  state.SetItemsProcessed(state.iterations());
+void BM_DigestSha256_Ref_EvpDigestFetched(benchmark::State& state) {
+  const EvpMdPtr md(EVP_MD_fetch(nullptr, "SHA256", nullptr));
+  RunDigestLoop(state, [&](std::string_view k) {
+    Digest out;
+    unsigned int len = 0;
+    CheckSsl(EVP_Digest(k.data(), k.size(), out.data(), &len, md.get(), nullptr));
+    return out;
+  });
 }
-BENCHMARK(BM_DigestHmacSha256)->ComputeStatistics("min", Min);
+BENCHMARK(BM_DigestSha256_Ref_EvpDigestFetched)->ComputeStatistics("min", Min);
+
+void BM_DigestSha256_Ref_EvpDigestByName(benchmark::State& state) {
+  RunDigestLoop(state, [&](std::string_view k) {
+    Digest out;
+    unsigned int len = 0;
+    CheckSsl(EVP_Digest(k.data(), k.size(), out.data(), &len, EVP_sha256(), nullptr));
+    return out;
+  });
+}
+BENCHMARK(BM_DigestSha256_Ref_EvpDigestByName)->ComputeStatistics("min", Min);
+
+void BM_DigestHmacSha256(benchmark::State& state) {
+  const Digester mac = Digester::HmacSha256(kBenchSecret);
+  RunDigestLoop(state, [&](std::string_view k) { return mac(k); });
+}
+BENCHMARK(BM_DigestHmacSha256)->ComputeStatistics("min", Min)->Threads(1)->Threads(2);
+
+void BM_DigestHmacSha256_Ref_OneShotHMAC(benchmark::State& state) {
+  const EvpMdPtr md(EVP_MD_fetch(nullptr, "SHA256", nullptr));
+  RunDigestLoop(state, [&](std::string_view k) {
+    Digest out;
+    unsigned int len = 0;
+    if (HMAC(md.get(), kBenchSecret, int(sizeof kBenchSecret - 1), reinterpret_cast<const unsigned char*>(k.data()),
+             k.size(), out.data(), &len) == nullptr)
+      std::abort();
+    return out;
+  });
+}
+BENCHMARK(BM_DigestHmacSha256_Ref_OneShotHMAC)->ComputeStatistics("min", Min);
+
+void BM_DigestHmacSha256_Ref_MacCtxDup(benchmark::State& state) {
+  const std::unique_ptr<EVP_MAC, EvpMacFree> mac(EVP_MAC_fetch(nullptr, "HMAC", nullptr));
+  const std::unique_ptr<EVP_MAC_CTX, EvpMacCtxFree> keyed(EVP_MAC_CTX_new(mac.get()));
+  char digest_name[] = "SHA256";
+  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest_name, 0),
+                               OSSL_PARAM_construct_end()};
+  CheckSsl(EVP_MAC_init(keyed.get(), reinterpret_cast<const unsigned char*>(kBenchSecret), sizeof kBenchSecret - 1,
+                        params));
+  RunDigestLoop(state, [&](std::string_view k) {
+    Digest out;
+    std::size_t len = 0;
+    const std::unique_ptr<EVP_MAC_CTX, EvpMacCtxFree> ctx(EVP_MAC_CTX_dup(keyed.get()));
+    CheckSsl(EVP_MAC_update(ctx.get(), reinterpret_cast<const unsigned char*>(k.data()), k.size()));
+    CheckSsl(EVP_MAC_final(ctx.get(), out.data(), &len, out.size()));
+    return out;
+  });
+}
+BENCHMARK(BM_DigestHmacSha256_Ref_MacCtxDup)->ComputeStatistics("min", Min);
+
+void BM_DigestHmacSha256_Ref_MdCtxCopyStack(benchmark::State& state) {
+  const EvpMdPtr md(EVP_MD_fetch(nullptr, "SHA256", nullptr));
+  const EvpMdCtxPtr inner(EVP_MD_CTX_new()), outer(EVP_MD_CTX_new());
+  unsigned char pad[64] = {};
+  std::memcpy(pad, kBenchSecret, sizeof kBenchSecret - 1);
+  for (auto& b : pad) b ^= 0x36;
+  CheckSsl(EVP_DigestInit_ex2(inner.get(), md.get(), nullptr));
+  CheckSsl(EVP_DigestUpdate(inner.get(), pad, sizeof pad));
+  for (auto& b : pad) b ^= 0x36 ^ 0x5c;
+  CheckSsl(EVP_DigestInit_ex2(outer.get(), md.get(), nullptr));
+  CheckSsl(EVP_DigestUpdate(outer.get(), pad, sizeof pad));
+  RunDigestLoop(state, [&](std::string_view k) {
+    Digest out, mid;
+    unsigned int len = 0;
+    const EvpMdCtxPtr ctx(EVP_MD_CTX_new());
+    CheckSsl(EVP_MD_CTX_copy_ex(ctx.get(), inner.get()));
+    CheckSsl(EVP_DigestUpdate(ctx.get(), k.data(), k.size()));
+    CheckSsl(EVP_DigestFinal_ex(ctx.get(), mid.data(), &len));
+    CheckSsl(EVP_MD_CTX_copy_ex(ctx.get(), outer.get()));
+    CheckSsl(EVP_DigestUpdate(ctx.get(), mid.data(), mid.size()));
+    CheckSsl(EVP_DigestFinal_ex(ctx.get(), out.data(), &len));
+    return out;
+  });
+}
+BENCHMARK(BM_DigestHmacSha256_Ref_MdCtxCopyStack)->ComputeStatistics("min", Min);
 
 // Baseline: producing a fresh digest from the precomputed ring (included in the observe figures).
 void BM_RingOnly(benchmark::State& state) {

@@ -1,7 +1,14 @@
-// Tests core/digest.h: SHA-256 and RFC 4231 HMAC-SHA256 known answers, hex round trips, argument checks.
+// Tests core/digest.h: SHA-256 and RFC 4231 HMAC-SHA256 known answers, agreement with OpenSSL one-shot
+// SHA256/HMAC() over many key and message lengths, concurrent use, hex round trips, argument checks.
 #include "core/digest.h"
 
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
 
 #include <stdexcept>
 #include <string>
@@ -72,21 +79,123 @@ TEST(Digest, HmacDiffersFromShaAndIsDeterministic) {
 
 TEST(Digest, EmptySecretRejected) { EXPECT_THROW(Digester::HmacSha256(""), std::invalid_argument); }
 
-// Concurrent use of one Digester gives the same answers as serial use.
+// Reference digests straight from OpenSSL's one-shot APIs, independent of Digester's precomputed states.
+Digest ReferenceHmac(std::string_view secret, std::string_view msg) {
+  Digest out{};
+  unsigned int len = 0;
+  const unsigned char* r = HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+                                reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), out.data(), &len);
+  EXPECT_NE(r, nullptr);
+  EXPECT_EQ(len, out.size());
+  return out;
+}
+
+Digest ReferenceSha256(std::string_view msg) {
+  Digest out{};
+  unsigned int len = 0;
+  EXPECT_EQ(EVP_Digest(msg.data(), msg.size(), out.data(), &len, EVP_sha256(), nullptr), 1);
+  EXPECT_EQ(len, out.size());
+  return out;
+}
+
+std::string RandomBytes(std::mt19937_64& rng, std::size_t n) {
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng() & 0xff);
+  return s;
+}
+
+// Every key length 1..200 (covers < block, = 64-byte block, > block => hashed first) against messages of
+// every length 0..300 (covers empty, one block, block boundaries 55/56/64, multi-block); random bytes incl. NUL.
+TEST(Digest, HmacMatchesOpenSslOneShot) {
+  std::mt19937_64 rng(20261129);
+  constexpr std::size_t kMaxKeyBytes = 200;
+  constexpr std::size_t kMaxMessageBytes = 300;
+  std::size_t compared = 0;
+  for (std::size_t key_len = 1; key_len <= kMaxKeyBytes; ++key_len) {
+    const std::string secret = RandomBytes(rng, key_len);
+    const Digester mac = Digester::HmacSha256(secret);
+    // Each key sees 16 message lengths, and every message length 0..300 is seen by many keys.
+    for (std::size_t j = 0; j < 16; ++j) {
+      const std::size_t msg_len = (key_len * 16 + j * 19) % (kMaxMessageBytes + 1);
+      const std::string msg = RandomBytes(rng, msg_len);
+      ASSERT_EQ(ToHex(mac(msg)), ToHex(ReferenceHmac(secret, msg))) << "key_len " << key_len << " msg_len " << msg_len;
+      ++compared;
+    }
+  }
+  // Every message length 0..300 with keys straddling the block size.
+  for (std::size_t key_len : {1u, 32u, 63u, 64u, 65u, 131u, 200u}) {
+    const std::string secret = RandomBytes(rng, key_len);
+    const Digester mac = Digester::HmacSha256(secret);
+    for (std::size_t msg_len = 0; msg_len <= kMaxMessageBytes; ++msg_len) {
+      const std::string msg = RandomBytes(rng, msg_len);
+      ASSERT_EQ(ToHex(mac(msg)), ToHex(ReferenceHmac(secret, msg))) << "key_len " << key_len << " msg_len " << msg_len;
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 200u * 16 + 7u * 301);
+}
+
+// Plain SHA-256 against OpenSSL's one-shot EVP_Digest for every message length 0..300.
+TEST(Digest, Sha256MatchesOpenSslOneShot) {
+  std::mt19937_64 rng(42);
+  const Digester sha = Digester::Sha256();
+  for (std::size_t msg_len = 0; msg_len <= 300; ++msg_len) {
+    const std::string msg = RandomBytes(rng, msg_len);
+    ASSERT_EQ(ToHex(sha(msg)), ToHex(ReferenceSha256(msg))) << "msg_len " << msg_len;
+  }
+}
+
+// Several threads share one HMAC Digester (and one SHA-256 Digester and a copy of the HMAC one, so a thread's
+// scratch context alternates between them); every result must equal the serially computed reference.
 TEST(Digest, ConcurrentUseIsConsistent) {
-  const Digester mac = Digester::HmacSha256("k");
-  const Digest want = mac("payload");
+  const std::string secret = "a shared secret that is used by every thread";
+  const Digester mac = Digester::HmacSha256(secret);
+  const Digester sha = Digester::Sha256();
+  constexpr int kThreads = 6;
+  constexpr int kMessages = 256;
+  constexpr int kRounds = 8;
+  std::mt19937_64 rng(7);
+  std::vector<std::string> msgs;
+  std::vector<Digest> want_mac, want_sha;
+  for (int i = 0; i < kMessages; ++i) {
+    msgs.push_back(RandomBytes(rng, rng() % 200));
+    want_mac.push_back(ReferenceHmac(secret, msgs.back()));
+    want_sha.push_back(ReferenceSha256(msgs.back()));
+  }
+  std::vector<int> mismatches(kThreads, -1);
   std::vector<std::thread> threads;
-  std::vector<int> ok(4, 0);
-  for (int t = 0; t < 4; ++t) {
+  for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      int good = 0;
-      for (int i = 0; i < 200; ++i) good += mac("payload") == want;
-      ok[t] = good;
+      const Digester mac_copy = mac;  // copies share the precomputed states
+      int bad = 0;
+      for (int r = 0; r < kRounds; ++r) {
+        for (int i = 0; i < kMessages; ++i) {
+          const int m = (i * 7 + t * 31 + r) % kMessages;  // threads walk the messages in different orders
+          bad += mac(msgs[m]) != want_mac[m];
+          bad += sha(msgs[m]) != want_sha[m];
+          bad += mac_copy(msgs[m]) != want_mac[m];
+        }
+      }
+      mismatches[t] = bad;
     });
   }
   for (auto& th : threads) th.join();
-  for (int v : ok) EXPECT_EQ(v, 200);
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+}
+
+// Moved-from-and-reassigned and copied Digesters keep working (server/ copies and moves them).
+TEST(Digest, CopyAndMoveKeepState) {
+  Digester a = Digester::HmacSha256("Jefe");
+  Digester moved = std::move(a);
+  a = Digester::Sha256();
+  EXPECT_EQ(ToHex(moved("what do ya want for nothing?")),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  EXPECT_TRUE(moved.keyed());
+  EXPECT_FALSE(a.keyed());
+  EXPECT_EQ(ToHex(a("abc")), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  Digester c = Digester::Sha256();
+  c = moved;
+  EXPECT_EQ(c("x"), moved("x"));
 }
 
 TEST(Digest, HexRoundTrip) {

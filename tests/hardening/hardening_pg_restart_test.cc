@@ -83,8 +83,8 @@ void RunOutageUnderLoad(const std::string& tag,
   const LedgerCheck check = ledger.Check(pg);
   std::string pg_states;
   for (const auto& e : server.LogEvents("pg_state")) {
-    if (const auto* v = e.if_contains("up")) {
-      pg_states += (pg_states.empty() ? "up=" : ",up=") + boost::json::serialize(*v);
+    if (const auto* v = e.if_contains("state")) {
+      pg_states += (pg_states.empty() ? "" : ",") + boost::json::serialize(*v);
     }
   }
   Report(tag + ": outage step: " + figures.gap + "; outage start -> /readyz 200: " + std::to_string(outage_ms) +

@@ -2,6 +2,7 @@
 // batch insert throughput for fixed batch sizes (write-behind, so batches fill to batch_limit), closed-loop
 // Submit throughput with natural batching, and warm-load speed.
 //   store_bench URL [--keys-scale X] [--writers W] [--warm N] [--old N] [--index brin|btree|none] [--skip-insert] [--quick]
+//   [--warm-streams 1,2,3] (warm load once per listed StoreOptions::warm_streams, the list repeated twice)
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -90,7 +91,7 @@ void ClosedLoop(const std::string& url, unsigned writers, int in_flight, std::si
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: store_bench URL [--keys-scale X] [--writers W] [--warm N] [--old N] "
-                         "[--index brin|btree|none] [--skip-insert] [--quick]\n");
+                         "[--index brin|btree|none] [--skip-insert] [--quick] [--warm-streams 1,2,3]\n");
     return 2;
   }
   const std::string url = argv[1];
@@ -100,6 +101,7 @@ int main(int argc, char** argv) {
   std::string index = "brin";
   bool skip_insert = false;
   bool quick = false;
+  std::vector<unsigned> warm_streams{1, 2};
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--keys-scale" && i + 1 < argc) scale = std::atof(argv[++i]);
@@ -109,6 +111,14 @@ int main(int argc, char** argv) {
     else if (a == "--index" && i + 1 < argc) index = argv[++i];
     else if (a == "--skip-insert") skip_insert = true;
     else if (a == "--quick") quick = true;
+    else if (a == "--warm-streams" && i + 1 < argc) {
+      warm_streams.clear();
+      for (const char* p = argv[++i]; *p != '\0';) {
+        char* end = nullptr;
+        warm_streams.push_back(static_cast<unsigned>(std::strtoul(p, &end, 10)));
+        p = *end == ',' ? end + 1 : end;
+      }
+    }
     else { std::fprintf(stderr, "unknown argument %s\n", a.c_str()); return 2; }
   }
   {
@@ -163,20 +173,27 @@ int main(int argc, char** argv) {
     tx.exec0("VACUUM ANALYZE scan_keys");
     std::printf("generated %ld recent rows in %.1f s (+ VACUUM ANALYZE)\n", warm, Seconds(t0));
   }
-  {
-    StoreOptions o;
-    o.url = url;
-    Store store(o);
-    store.Start();
-    for (int run = 0; run < 2; ++run) {
-      std::uint64_t sum = 0;
+  for (int run = 0; run < 2; ++run) {
+    for (const unsigned streams : warm_streams) {
+      StoreOptions o;
+      o.url = url;
+      o.writers = 1;
+      o.warm_streams = streams;
+      Store store(o);
+      store.Start();
+      std::atomic<std::uint64_t> sum{0};
       const auto t0 = Clock::now();
       const auto n = store.WarmLoad(std::chrono::hours(24), [&](std::span<const Digest> chunk) {
-        for (const auto& d : chunk) sum += d[0];
+        std::uint64_t s = 0;
+        for (const auto& d : chunk) s += d[0];
+        sum.fetch_add(s);
       });
       const double secs = Seconds(t0);
-      std::printf("warm load (window 24h, run %d): %llu keys in %.3f s = %.0f keys/s (checksum %llu)\n", run + 1,
-                  static_cast<unsigned long long>(n), secs, n / secs, static_cast<unsigned long long>(sum));
+      std::printf("warm load (window 24h, warm_streams %u -> used %u, run %d): %llu keys in %.3f s = %.0f keys/s "
+                  "(checksum %llu)\n",
+                  streams, store.Stats().last_warm_streams, run + 1, static_cast<unsigned long long>(n), secs,
+                  n / secs, static_cast<unsigned long long>(sum.load()));
+      std::fflush(stdout);
     }
   }
   return 0;
