@@ -30,8 +30,11 @@ TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 step_start=$SECONDS
 if [[ ${SCANGATE_SKIP_ASAN:-0} != 1 ]]; then
   echo "== ASan+UBSan build"
+  # GCC 12 with -fsanitize=address reports a false -Wmaybe-uninitialized inside libstdc++'s std::regex
+  # (std::function in _StateT; GCC bug 105562) for tests/server/service_routes_test.cc: kept as a warning,
+  # not an error, in this build only.
   cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCANGATE_SANITIZE=address \
-    -DSCANGATE_BENCH=OFF >/dev/null
+    -DSCANGATE_BENCH=OFF -DCMAKE_CXX_FLAGS=-Wno-error=maybe-uninitialized >/dev/null
   cmake --build build/asan -j "$jobs"
   echo "== ASan+UBSan tests"
   # No suppressions: nothing in pqxx/Boost/OpenSSL has needed one.

@@ -55,9 +55,10 @@ struct StoreOptions {
   // Added: WarmLoad parallelism. 1 = one COPY over one connection. N > 1 = when the window is estimated
   // to hold at least warm_parallel_min_fraction of the table's rows, the heap is split into N block
   // ranges by ctid, one connection + thread + COPY per range, all reading one exported snapshot.
-  // Otherwise (small recent window) one COPY with the BRIN bitmap scan. Measured on the 2-core box,
-  // 10 M keys: see storage/README.md "Warm start".
-  unsigned warm_streams = 2;
+  // Otherwise (small recent window) one COPY with the BRIN bitmap scan. Measured on the shared 2-core
+  // box (load average 5.5-9), 10 M keys: 1 stream 6.0-9.8 s, 2: 5.7-9.5 s, 3: 4.8-6.2 s, 4: 4.6-5.6 s,
+  // 8: 4.5 s (storage/README.md "Figures"); 4 is the default, more mostly takes CPU from neighbours.
+  unsigned warm_streams = 4;
   double warm_parallel_min_fraction = 0.5;  // estimated rows-in-window / reltuples; 0 = always split
 };
 
