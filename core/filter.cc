@@ -364,8 +364,9 @@ Probe ShardedFilter::ObserveConcurrently(const Digest& d) { return Apply(Locate(
 
 void ShardedFilter::InsertConcurrently(const Digest& d) { Apply(Locate(d), false); }
 
-void ShardedFilter::ObserveBatchConcurrently(std::span<const Digest> in, std::span<Probe> out) {
-  if (out.size() < in.size()) throw std::invalid_argument("ObserveBatchConcurrently: out smaller than in");
+void ShardedFilter::ApplyBatch(std::span<const Digest> in, Probe* out) {
+  // Locate and prefetch a chunk of digests first, then do their atomic operations, so the cache misses of
+  // one chunk overlap instead of following each other.
   Location locs[kPrefetchChunk];
   for (std::size_t base = 0; base < in.size(); base += kPrefetchChunk) {
     const std::size_t n = std::min(kPrefetchChunk, in.size() - base);
@@ -373,21 +374,19 @@ void ShardedFilter::ObserveBatchConcurrently(std::span<const Digest> in, std::sp
       locs[i] = Locate(in[base + i]);
       Prefetch(locs[i]);
     }
-    for (std::size_t i = 0; i < n; ++i) out[base + i] = Apply(locs[i], true);
+    for (std::size_t i = 0; i < n; ++i) {
+      const Probe p = Apply(locs[i], out != nullptr);
+      if (out != nullptr) out[base + i] = p;
+    }
   }
 }
 
-void ShardedFilter::InsertBatchConcurrently(std::span<const Digest> in) {
-  Location locs[kPrefetchChunk];
-  for (std::size_t base = 0; base < in.size(); base += kPrefetchChunk) {
-    const std::size_t n = std::min(kPrefetchChunk, in.size() - base);
-    for (std::size_t i = 0; i < n; ++i) {
-      locs[i] = Locate(in[base + i]);
-      Prefetch(locs[i]);
-    }
-    for (std::size_t i = 0; i < n; ++i) Apply(locs[i], false);
-  }
+void ShardedFilter::ObserveBatchConcurrently(std::span<const Digest> in, std::span<Probe> out) {
+  if (out.size() < in.size()) throw std::invalid_argument("ObserveBatchConcurrently: out smaller than in");
+  ApplyBatch(in, out.data());
 }
+
+void ShardedFilter::InsertBatchConcurrently(std::span<const Digest> in) { ApplyBatch(in, nullptr); }
 
 bool ShardedFilter::MayContain(const Digest& d) const {
   const Location loc = Locate(d);

@@ -201,6 +201,8 @@ class ShardedFilter {
   Location Locate(const Digest& d) const;
   Probe Apply(const Location& loc, bool want_verdict);
   void Prefetch(const Location& loc) const;
+  // Batch body shared by the two batch APIs; out == nullptr means insert without verdicts.
+  void ApplyBatch(std::span<const Digest> in, Probe* out);
   void CountInsert(Shard& s, std::uint32_t shard_index);
   bool TryRotate(Shard& s, std::chrono::steady_clock::time_point now, bool require_expired, bool require_full);
 
