@@ -128,6 +128,7 @@ int main(int argc, char** argv) {
   store_options.batch_limit = config.batch_limit;
   store_options.flush_interval = config.flush_interval;
   store_options.queue_limit = config.queue_limit;
+  store_options.log = StorageLogSink();  // one log stream: storage's events go through server::Log
   // Short connect attempts, so a SIGTERM while PostgreSQL is unreachable is honoured within ~2 s.
   store_options.start_timeout = kStartAttempt;
   std::unique_ptr<storage::Store> store;

@@ -177,6 +177,21 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.Header("scangate_pg_commit_seconds", "histogram", "Duration of a PostgreSQL write transaction.");
   w.Histogram("scangate_pg_commit_seconds", "", s.store.commit_seconds_buckets, s.store.commit_seconds_sum,
               s.store.commit_seconds_count);
+  // Lost or uncertain acknowledgements (storage/README.md "Outages", "In-doubt COMMIT", "Dead letter").
+  w.Header("scangate_write_behind_lost_total", "counter",
+           "Write-behind rows (ack=filter) answered new but given up at shutdown while PostgreSQL was down.");
+  w.Sample("scangate_write_behind_lost_total", "", s.store.write_behind_lost);
+  w.Header("scangate_write_behind_dead_lettered_total", "counter",
+           "Write-behind rows (ack=filter) answered new that PostgreSQL rejected repeatedly; dropped and logged.");
+  w.Sample("scangate_write_behind_dead_lettered_total", "", s.store.dead_lettered);
+  w.Header("scangate_batch_failures_total", "counter",
+           "PostgreSQL batch transactions that failed and took their writer down.");
+  w.Sample("scangate_batch_failures_total", "", s.store.batch_failures);
+  w.Header("scangate_commit_in_doubt_total", "counter",
+           "COMMITs whose answer was lost, by how txid_status() settled them.");
+  w.Sample("scangate_commit_in_doubt_total", "resolution=\"committed\"", s.store.in_doubt_committed);
+  w.Sample("scangate_commit_in_doubt_total", "resolution=\"aborted\"", s.store.in_doubt_aborted);
+  w.Sample("scangate_commit_in_doubt_total", "resolution=\"unknown\"", s.store.in_doubt_unknown);
   return w.Take();
 }
 
@@ -222,7 +237,14 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
                          {"write_behind_conflicts", st.write_behind_conflicts},
                          {"batch_size_mean", st.batch_size_count ? st.batch_size_sum / st.batch_size_count : 0.0},
                          {"commit_seconds_mean",
-                          st.commit_seconds_count ? st.commit_seconds_sum / st.commit_seconds_count : 0.0}};
+                          st.commit_seconds_count ? st.commit_seconds_sum / st.commit_seconds_count : 0.0},
+                         // Lost or uncertain acknowledgements.
+                         {"write_behind_lost", st.write_behind_lost},
+                         {"write_behind_dead_lettered", st.dead_lettered},
+                         {"batch_failures", st.batch_failures},
+                         {"commit_in_doubt", json::object{{"committed", st.in_doubt_committed},
+                                                          {"aborted", st.in_doubt_aborted},
+                                                          {"unknown", st.in_doubt_unknown}}}};
   return json::serialize(o);
 }
 

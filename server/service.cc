@@ -16,6 +16,14 @@ constexpr std::string_view kBatchUnavailableDetail =
     "PostgreSQL is unavailable or the write queue is full; keys of this batch that were already inserted "
     "stay inserted, so a retry reports them as duplicates";
 
+constexpr std::string_view kOutcomeUnknownDetail =
+    "the connection to PostgreSQL broke while this key's transaction was committing and PostgreSQL could not "
+    "tell whether it committed; the key may be recorded: a retry may be answered duplicate with a first_seen "
+    "inside this attempt";
+constexpr std::string_view kBatchOutcomeUnknownDetail =
+    "the connection to PostgreSQL broke while keys of this batch were committing and PostgreSQL could not "
+    "tell whether they committed; a retry may report them as duplicates with a first_seen inside this attempt";
+
 // Store route of a digest: its first four bytes (uniform for SHA-256/HMAC output).
 std::uint32_t RouteOfDigest(const Digest& d) {
   std::uint32_t r = 0;
@@ -61,6 +69,10 @@ storage::Completion Service::Complete(const Probed& p, Verdict v, const net::any
     net::post(ex, [this, p, v, &counters, done, r]() mutable {
       if (r.outcome == storage::Outcome::kUnavailable) {
         done(Problem::Unavailable(std::string(kUnavailableDetail)));
+        return;
+      }
+      if (r.outcome == storage::Outcome::kUnknown) {
+        done(Problem::OutcomeUnknown(std::string(kOutcomeUnknownDetail)));
         return;
       }
       Decide(p, r, counters, v);
@@ -115,6 +127,7 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
     std::vector<Probed> probed;
     std::size_t pending = 0;
     bool unavailable = false;
+    bool unknown = false;  // some entry's outcome is unknown: answered outcome-unknown (the weaker claim)
     BatchDone done;
   };
   auto st = std::make_shared<State>();
@@ -134,6 +147,10 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
   // Called on `ex` for every entry exactly once; the last one answers.
   auto finish_one = [&counters](const std::shared_ptr<State>& s) {
     if (--s->pending != 0) return;
+    if (s->unknown) {
+      s->done(Problem::OutcomeUnknown(std::string(kBatchOutcomeUnknownDetail)));
+      return;
+    }
     if (s->unavailable) {
       s->done(Problem::Unavailable(std::string(kBatchUnavailableDetail)));
       return;
@@ -149,6 +166,8 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
                            net::post(ex, [this, st, i, r, &counters, finish_one] {
                              if (r.outcome == storage::Outcome::kUnavailable) {
                                st->unavailable = true;
+                             } else if (r.outcome == storage::Outcome::kUnknown) {
+                               st->unknown = true;
                              } else {
                                Decide(st->probed[i], r, counters, st->verdicts[i]);
                              }

@@ -202,6 +202,9 @@ TEST(Request, ProblemBody) {
   EXPECT_EQ(Problem::BodyTooLarge(16384).status, 413u);
   EXPECT_EQ(Problem::HeaderTooLarge().status, 431u);
   EXPECT_EQ(Problem::Unavailable("x").status, 503u);
+  EXPECT_EQ(Problem::OutcomeUnknown("x").status, 503u);  // http_server adds Retry-After to every 503
+  EXPECT_EQ(json::parse(ProblemBody(Problem::OutcomeUnknown("x"))).at("type").as_string(),
+            "urn:scangate:problem:outcome-unknown");
   EXPECT_EQ(Problem::Internal().status, 500u);
   // A hostile method string is not echoed verbatim.
   EXPECT_EQ(Problem::MethodNotAllowed("P\"{<", Route::kObserve).detail.find('"'), std::string::npos);
