@@ -8,6 +8,7 @@
 #include <exception>
 #include <limits>
 #include <libpq-fe.h>
+#include <sys/socket.h>
 
 #include <optional>
 #include <pqxx/pqxx>
@@ -404,6 +405,9 @@ bool Store::Connect(Writer& w, std::string* error) {
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
     conn->inhibit_reactivation(true);
 #pragma GCC diagnostic pop
+    // Sources are validated UTF-8: say so, or a non-UTF-8 database would store them as mojibake (and one
+    // it cannot convert is rejected per row: see ProcessBatch).
+    conn->set_client_encoding("UTF8");
     conn->prepare(kInsertBatchName, kInsertBatchSql);
     conn->prepare(kSelectExistingName, kSelectExistingSql);
     w.conn = std::move(conn);
@@ -510,6 +514,9 @@ void Store::WriteBatch(Writer& w, std::vector<Item>& batch, Attempt& att) {
             throw pqxx::in_doubt_error("fault hook: COMMIT answer lost");
           case StoreFault::kLostBeforeCommit:
             throw pqxx::in_doubt_error("fault hook: connection lost before COMMIT");  // ~tx rolls back
+          case StoreFault::kSocketShutBeforeCommit:
+            ::shutdown(w.conn->sock(), SHUT_RDWR);
+            break;
         }
       }
       tx.commit();

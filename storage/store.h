@@ -65,6 +65,8 @@ enum class StoreFault : std::uint8_t {
   kLostBeforeCommit,    // the transaction is rolled back instead, then the same "connection broke in COMMIT"
   kXidUnknowable,       // as kCommitAnswerLost, with the noted xid moved 2^32 into the future (PostgreSQL
                         // then answers "transaction ID ... is in the future", as a replaced server would)
+  kSocketShutBeforeCommit,  // shutdown(2) the connection's socket, then COMMIT for real: libpq/pqxx's own
+                            // failure path (pqxx::in_doubt_error); the server aborts the transaction
 };
 
 // Runs on a writer thread after the commit (or failure): must not block; post to your own executor.
@@ -102,7 +104,8 @@ struct StoreStats {
   std::uint64_t queue_depth;   // accepted items not yet finished (queued or in a transaction)
   std::uint64_t batches;       // committed batch transactions
   std::uint64_t keys_written;  // distinct digests sent in committed batches
-  std::uint64_t inserted, duplicates, unavailable;  // outcomes delivered (write-behind included in inserted/duplicates)
+  std::uint64_t inserted, duplicates, unavailable;  // outcomes delivered (write-behind included in inserted/duplicates;
+                                                    // kUnknown counted in unavailable)
   std::uint64_t write_behind_conflicts;             // write-behind rows that were already present
   std::vector<std::pair<double, std::uint64_t>> batch_size_buckets;  // cumulative (le, count), le = 1,2,4..1024,+Inf
   double batch_size_sum;
