@@ -358,7 +358,8 @@ namespace {
 // in its snapshot; and one row (0, false, xid) with txid_current_if_assigned(), the id an in-doubt COMMIT
 // is settled by (no extra round trip; NULL when nothing was inserted — then the outcomes hold whether or
 // not the COMMIT happened, and no xid is assigned just to be noted). UNION ALL runs its branches in
-// order, so the xid is read after the inserts; an xid NULL beside an inserted row is distrusted anyway. A row committed by another transaction after the snapshot is neither (ON CONFLICT
+// order, so the xid is read after the inserts; an xid NULL beside an inserted row is distrusted anyway.
+// A row committed by another transaction after the snapshot is neither (ON CONFLICT
 // skips it, the snapshot cannot see it): the caller resolves those with kSelectExistingSql.
 // Rows are inserted in digest order so that concurrent batches wait on each other without deadlocks.
 constexpr const char* kInsertBatchName = "scangate_insert_batch";
