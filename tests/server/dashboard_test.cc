@@ -166,12 +166,17 @@ TEST(Dashboard, RendersLiveStatsInChromium) {
   const std::string url = "http://127.0.0.1:" + std::to_string(server.admin_port()) + "/dashboard";
 
   // Keys already in the shared database were warm-loaded: count from a settled baseline.
-  std::uint64_t before = StatsKeys(admin);
-  for (const auto deadline = Clock::now() + kSettleTimeout; Clock::now() < deadline;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // > one refresh period
-    const std::uint64_t now = StatsKeys(admin);
-    if (now == before) break;
-    before = now;
+  // The cached filter sample may predate the end of the warm start: wait for one taken after now.
+  std::uint64_t before = 0;
+  const double asked = admin.Get("/stats").json().at("uptime_seconds").to_number<double>();
+  for (const auto deadline = Clock::now() + kSettleTimeout;; std::this_thread::sleep_for(kPoll)) {
+    ASSERT_LT(Clock::now(), deadline) << "the filter sample was not refreshed";
+    const auto s = admin.Get("/stats").json();
+    const auto& f = s.at("filter").as_object();
+    if (s.at("uptime_seconds").to_number<double>() - f.at("snapshot_age_seconds").to_number<double>() > asked) {
+      before = f.at("keys").to_number<std::uint64_t>();
+      break;
+    }
   }
   std::vector<std::string> keys;
   for (int i = 0; i < kNewKeys; ++i) {

@@ -36,6 +36,22 @@ std::uint64_t MetricsKeys(HttpClient& c) {
   return sum;
 }
 
+// Filter keys from a sample taken after this call (the cached sample may predate the warm start's end):
+// polls /stats until the sample time (uptime - snapshot age) passes the uptime of the first answer.
+std::uint64_t FreshStatsKeys(HttpClient& c) {
+  const double asked = c.Get("/stats").json().at("uptime_seconds").to_number<double>();
+  for (const auto deadline = Clock::now() + kSettleTimeout; Clock::now() < deadline;) {
+    const auto s = c.Get("/stats").json();
+    const auto& f = s.at("filter").as_object();
+    if (s.at("uptime_seconds").to_number<double>() - f.at("snapshot_age_seconds").to_number<double>() > asked) {
+      return f.at("keys").to_number<std::uint64_t>();
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
+  ADD_FAILURE() << "the filter sample was not refreshed within " << kSettleTimeout.count() << " s";
+  return 0;
+}
+
 // Polls until both /stats and /metrics report `want` keys, or the timeout passes.
 ::testing::AssertionResult KeysReach(HttpClient& c, std::uint64_t want) {
   std::uint64_t stats = 0, metrics = 0;
@@ -54,7 +70,7 @@ TEST(ServiceTelemetry, ThreeObservationsReadAsThree) {
   ASSERT_TRUE(server.Start());
   HttpClient c(server.port());
   // The warm start may have loaded keys of earlier tests from the shared database: count from here.
-  const std::uint64_t before = StatsKeys(c);
+  const std::uint64_t before = FreshStatsKeys(c);
   ASSERT_TRUE(KeysReach(c, before));
   for (int i = 0; i < 3; ++i) {
     ASSERT_EQ(c.Post("/observe", ObserveBody(UniqueKey("telemetry"))).status, 201);
