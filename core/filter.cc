@@ -15,6 +15,8 @@
 #include <stdexcept>
 #include <string>
 
+#include <absl/base/thread_annotations.h>
+
 namespace scangate {
 namespace {
 
@@ -50,7 +52,7 @@ struct ThreadCounts {
 // threads may still exit (and unregister) while static destructors run.
 struct CountRegistry {
   std::mutex mu;
-  std::vector<ThreadCounts*> live;  // guarded by mu
+  std::vector<ThreadCounts*> live ABSL_GUARDED_BY(mu);
 };
 CountRegistry& Registry() {
   static auto* r = new CountRegistry;
