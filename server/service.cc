@@ -45,7 +45,10 @@ Service::Service(const Config& config, Digester digester, ShardedFilter& filter,
       digester_(std::move(digester)),
       filter_(filter),
       store_(store),
-      metrics_(metrics) {}
+      metrics_(metrics),
+      window_seconds_(std::chrono::duration<double>(config.window).count()),
+      fp_target_(config.fp_target),
+      filter_telemetry_(filter) {}
 
 void Service::Decide(const Probed& p, const storage::Result& r, ThreadCounters& counters, Verdict& v) const {
   const bool filter_said_new = p.filter_trusted && p.probe == Probe::kDefinitelyNew;
@@ -219,7 +222,15 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
 MetricsSnapshot Service::Snapshot() const {
   MetricsSnapshot s;
   metrics_.Collect(s);
-  s.shards = filter_.Stats();
+  const auto now = std::chrono::steady_clock::now();
+  const auto sample = filter_telemetry_.Latest();
+  s.filter_snapshot_age_seconds = std::chrono::duration<double>(now - sample->taken).count();
+  s.shards = sample->shards;
+  for (ShardStats& st : s.shards) st.age_seconds += s.filter_snapshot_age_seconds;  // generation age now
+  s.filter_window_seconds = window_seconds_;
+  s.filter_capacity_per_shard = filter_.geometry().capacity_per_shard;
+  s.filter_fp_target = fp_target_;
+  s.uptime_seconds = std::chrono::duration<double>(now - started_).count();
   s.filter_memory_bytes = filter_.geometry().memory_bytes;
   s.warm = warm();
   s.store = store_.Stats();

@@ -18,6 +18,7 @@
 #include "core/digest.h"
 #include "core/filter.h"
 #include "server/config.h"
+#include "server/filter_telemetry.h"
 #include "server/metrics.h"
 #include "server/request.h"
 #include "storage/store.h"
@@ -46,7 +47,11 @@ class Service {
   // /readyz: PostgreSQL up and warm start done.
   bool ready() const { return warm() && store_.up(); }
 
+  // Every counter now; the filter's per-shard figures from the latest RefreshTelemetry() (age reported).
   MetricsSnapshot Snapshot() const;
+  // Re-samples the filter for Snapshot(). Call from the maintenance timer (one thread), every
+  // FilterTelemetry::kRefreshPeriod.
+  void RefreshTelemetry() { filter_telemetry_.Refresh(); }
 
  private:
   // ack=filter: probe+enqueue of one digest happen under its stripe's mutex (uncontended in practice:
@@ -67,6 +72,10 @@ class Service {
   storage::Store& store_;
   Metrics& metrics_;
   std::atomic<bool> warm_{false};
+  const double window_seconds_;
+  const double fp_target_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  FilterTelemetry filter_telemetry_;  // after filter_: samples it on construction
   std::array<std::mutex, kStripes> stripes_;
 };
 

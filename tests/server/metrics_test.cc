@@ -185,5 +185,40 @@ TEST(Metrics, StatsJson) {
   EXPECT_EQ(v.at("pg").at("commit_in_doubt").at("unknown").to_number<std::uint64_t>(), 12u);
 }
 
+// p50/p99 estimates interpolate inside the bucket holding the rank; /stats carries them with the buckets,
+// and the filter sample's age and context.
+TEST(Metrics, LatencyQuantilesInStats) {
+  std::array<std::uint64_t, kLatencySlots> h{};
+  EXPECT_EQ(LatencyQuantile(h, 0.5), 0.0);  // empty
+  h[4] = 100;                                // 100 requests in (0.0005, 0.001]
+  EXPECT_NEAR(LatencyQuantile(h, 0.5), 0.00075, 1e-12);
+  EXPECT_NEAR(LatencyQuantile(h, 0.99), 0.000995, 1e-12);
+  h[kLatencySlots - 1] = 100;  // as many beyond the last bucket: p99 reports the last finite bound
+  EXPECT_EQ(LatencyQuantile(h, 0.99), kLatencyBuckets.back());
+  EXPECT_NEAR(LatencyQuantile(h, 0.25), 0.00075, 1e-12);
+
+  MetricsSnapshot s = SampleSnapshot();
+  s.filter_snapshot_age_seconds = 0.25;
+  s.filter_window_seconds = 86400;
+  s.filter_capacity_per_shard = 1000;
+  s.filter_fp_target = 0.01;
+  const boost::json::value v = boost::json::parse(RenderStatsJson(s));
+  const auto& observe = v.at("latency").at("/observe");
+  EXPECT_EQ(observe.at("count").to_number<std::uint64_t>(), 3u);
+  // 30 us, 2 ms, 10 s: the median is in (0.001, 0.0025], p99 in +Inf.
+  EXPECT_GT(observe.at("p50_seconds").to_number<double>(), 0.001);
+  EXPECT_LE(observe.at("p50_seconds").to_number<double>(), 0.0025);
+  EXPECT_EQ(observe.at("p99_seconds").to_number<double>(), kLatencyBuckets.back());
+  EXPECT_EQ(observe.at("buckets").as_array().size(), kLatencySlots);
+  EXPECT_EQ(observe.at("buckets").as_array().back().to_number<std::uint64_t>(), 3u);  // cumulative
+  EXPECT_EQ(v.at("latency").at("le").as_array().size(), kLatencyBuckets.size());
+  EXPECT_EQ(v.at("filter").at("snapshot_age_seconds").to_number<double>(), 0.25);
+  EXPECT_EQ(v.at("filter").at("snapshot_period_seconds").to_number<double>(), 1.0);
+  EXPECT_EQ(v.at("filter").at("capacity_per_shard").to_number<std::uint64_t>(), 1000u);
+  EXPECT_EQ(v.at("filter").at("fp_target").to_number<double>(), 0.01);
+  const std::string text = RenderPrometheus(s);
+  EXPECT_NE(text.find("\nscangate_filter_snapshot_age_seconds 0.25\n"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace scangate::server

@@ -40,6 +40,7 @@ TEST(Request, RouteOf) {
   EXPECT_EQ(RouteOf("/readyz"), Route::kReadyz);
   EXPECT_EQ(RouteOf("/metrics"), Route::kMetrics);
   EXPECT_EQ(RouteOf("/stats"), Route::kStats);
+  EXPECT_EQ(RouteOf("/dashboard"), Route::kDashboard);
   EXPECT_EQ(RouteOf("/observe/"), Route::kNotFound);
   EXPECT_EQ(RouteOf("/"), Route::kNotFound);
   EXPECT_EQ(RouteOf(""), Route::kNotFound);
