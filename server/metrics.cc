@@ -285,8 +285,6 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
                          {"duplicates", st.duplicates},
                          {"unavailable", st.unavailable},
                          {"write_behind_conflicts", st.write_behind_conflicts},
-                         {"batch_failures", st.batch_failures},
-                         {"write_behind_lost", st.write_behind_lost},
                          {"batch_size_mean", st.batch_size_count ? st.batch_size_sum / st.batch_size_count : 0.0},
                          {"commit_seconds_mean",
                           st.commit_seconds_count ? st.commit_seconds_sum / st.commit_seconds_count : 0.0},
