@@ -10,6 +10,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   postgresql-15 postgresql-client-15
   wrk curl python3 clang libclang-rt-14-dev
+  chromium
 )
 
 missing=()
