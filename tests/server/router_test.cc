@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include <boost/asio/io_context.hpp>
@@ -29,6 +30,7 @@ class FakeStore final : public storage::ExactStore {
     {
       const std::lock_guard lock(mu_);
       ++submits;
+      if (throws) throw std::runtime_error("fake store failure");
       if (down) return false;
       auto [it, inserted] = rows.try_emplace(ToHex(d), std::move(source));
       r.outcome = inserted ? storage::Outcome::kInserted : storage::Outcome::kDuplicate;
@@ -49,6 +51,7 @@ class FakeStore final : public storage::ExactStore {
   std::map<std::string, std::string> rows;  // digest hex -> source
   int submits = 0;
   bool down = false;
+  bool throws = false;
 };
 
 // Lookups answered from a FakeStore's rows (inline), or refused / unavailable on demand.
@@ -176,6 +179,15 @@ TEST_F(RouterTest, StoreRefusalIs503WithRetryAfter) {
   EXPECT_EQ(a.res.result_int(), 503u);
   EXPECT_EQ(a.res[http::field::retry_after], "1");
   EXPECT_EQ(Slug(a), "urn:scangate:problem:unavailable");
+}
+
+// Exceptions stop at the router: one 500 problem, the connection closed, the reason only in the log.
+TEST_F(RouterTest, ExceptionBecomesOne500) {
+  store_.throws = true;
+  auto a = Exchange(Make(http::verb::post, "/observe", R"({"key":"boom"})"));
+  EXPECT_EQ(a.res.result_int(), 500u);
+  EXPECT_TRUE(a.close);
+  EXPECT_EQ(a.res.body().find("fake store failure"), std::string::npos);
 }
 
 TEST_F(RouterTest, FormBodyIsParsedAsForm) {
