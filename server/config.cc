@@ -10,6 +10,7 @@
 #include <thread>
 
 #include <boost/asio/ip/address.hpp>
+#include <boost/json/array.hpp>
 #include <boost/program_options.hpp>
 
 namespace scangate::server {
@@ -87,6 +88,30 @@ void ParseAdminListen(Config& c) {
   c.admin_port = ParseUnsigned<std::uint16_t>(s.substr(colon + 1), "admin-listen", 0, 65535);
 }
 
+// --cors-origins: each entry an exact serialized origin "http(s)://host[:port]" (no path, no '*').
+std::vector<std::string> ParseCorsOrigins(const std::string& list) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    std::size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    std::string o = list.substr(start, end - start);
+    start = end + 1;
+    o.erase(0, o.find_first_not_of(" \t"));
+    o.erase(o.find_last_not_of(" \t") + 1);
+    if (o.empty()) continue;
+    for (char& c : o) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const bool scheme_ok = o.rfind("http://", 0) == 0 || o.rfind("https://", 0) == 0;
+    const std::size_t host = o.find("://") + 3;
+    if (!scheme_ok || host >= o.size() || o.find_first_of("/?#*@ ", host) != std::string::npos) {
+      throw ConfigError("--cors-origins: expected origins like https://pos.example.com or http://127.0.0.1:3000 "
+                        "(scheme://host[:port], no path, no '*'), got '" + o + "'");
+    }
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
 po::options_description Options() {
   po::options_description d("scangate options (each also read from env SCANGATE_<NAME>, e.g. SCANGATE_DATABASE_URL;"
                             " the command line wins)");
@@ -118,7 +143,10 @@ po::options_description Options() {
                              "(# comments, blank lines allowed); when set, /observe* need "
                              "'Authorization: Bearer <token>'")
       ("admin-listen", s(""), "ADDR:PORT of a separate plain-HTTP listener for /healthz, /readyz, /metrics, "
-                              "/stats (then 404 on the main port; /observe* not served there)");
+                              "/stats (then 404 on the main port; /observe* not served there)")
+      ("cors-origins", s(""), "comma-separated web origins (e.g. https://pos.example.com,http://127.0.0.1:3000) "
+                              "allowed to call /observe, /observe/batch, /lookup from a browser; requests with "
+                              "any other Origin header (except scangate's own) get 403");
   return d;
 }
 
@@ -269,6 +297,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   }
   c.admin_listen = str("admin-listen");
   if (c.admin_split()) ParseAdminListen(c);
+  c.cors_origins = ParseCorsOrigins(str("cors-origins"));
   out.config = std::move(c);
   return out;
 }
@@ -298,6 +327,9 @@ boost::json::object Describe(const Config& c) {
   o["tokens"] = c.token_hashes.size();   // how many, never which
   o["tokens_file"] = c.tokens_file;
   o["admin_listen"] = c.admin_listen;
+  boost::json::array cors;
+  for (const std::string& origin : c.cors_origins) cors.emplace_back(origin);
+  o["cors_origins"] = std::move(cors);
   return o;
 }
 

@@ -27,6 +27,7 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/service.h"
+#include "storage/lookup.h"
 #include "storage/store.h"
 
 namespace {
@@ -150,7 +151,11 @@ int main(int argc, char** argv) {
 
   Metrics metrics(config.threads);
   Service service(config, *digester, *filter, *store, metrics);
-  HttpServer server(config, service, metrics);
+  // POST /lookup reads on its own connection (never behind the writers); reconnects by itself.
+  storage::Lookup lookups(storage::LookupOptions{config.database_url});
+  lookups.Start();
+  Router router(config, service, &lookups);
+  HttpServer server(config, router, metrics);
   try {
     server.Start();
     if (!config.port_file.empty()) WritePortFile(config.port_file, server.port());
@@ -223,6 +228,7 @@ int main(int argc, char** argv) {
   warm.join();
   store->Shutdown();
   server.Stop();
+  lookups.Shutdown();
   const storage::StoreStats st = store->Stats();
   Log(LogLevel::kInfo, "shutdown",
       {{"phase", "done"}, {"keys_written", st.keys_written}, {"write_behind_lost", st.write_behind_lost}});

@@ -38,7 +38,7 @@ struct Service::Probed {
   Probe probe = Probe::kPossiblySeen;
 };
 
-Service::Service(const Config& config, Digester digester, ShardedFilter& filter, storage::Store& store,
+Service::Service(const Config& config, Digester digester, ShardedFilter& filter, storage::ExactStore& store,
                  Metrics& metrics)
     : ack_(config.ack),
       filter_on_(config.filter),

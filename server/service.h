@@ -21,6 +21,7 @@
 #include "server/filter_telemetry.h"
 #include "server/metrics.h"
 #include "server/request.h"
+#include "storage/exact_store.h"
 #include "storage/store.h"
 
 namespace scangate::server {
@@ -31,7 +32,7 @@ class Service {
   using BatchDone = std::function<void(std::variant<std::vector<Verdict>, Problem>)>;
 
   // All references must outlive the Service.
-  Service(const Config& config, Digester digester, ShardedFilter& filter, storage::Store& store, Metrics& metrics);
+  Service(const Config& config, Digester digester, ShardedFilter& filter, storage::ExactStore& store, Metrics& metrics);
 
   // Decide one observation. Call on the I/O thread that owns `ex` and `counters`; `done` runs on `ex`, either
   // inline (before Observe returns) or later, exactly once. Throws only on digest failure (-> 500).
@@ -53,6 +54,9 @@ class Service {
   // FilterTelemetry::kRefreshPeriod.
   void RefreshTelemetry() { filter_telemetry_.Refresh(); }
 
+  // The digest of `key` (SHA-256 or HMAC-SHA256, as for observations): POST /lookup. Thread-safe.
+  Digest DigestOf(std::string_view key) const { return digester_(key); }
+
  private:
   // ack=filter: probe+enqueue of one digest happen under its stripe's mutex (uncontended in practice:
   // two observers of one stripe at once). 1024 stripes cut collisions of unrelated keys to ~0.1 %.
@@ -69,7 +73,7 @@ class Service {
   const bool filter_on_;
   const Digester digester_;
   ShardedFilter& filter_;
-  storage::Store& store_;
+  storage::ExactStore& store_;
   Metrics& metrics_;
   std::atomic<bool> warm_{false};
   const double window_seconds_;

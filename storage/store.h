@@ -34,6 +34,7 @@
 
 #include "core/digest.h"
 #include "storage/log_sink.h"
+#include "storage/exact_store.h"
 
 namespace scangate::storage {
 
@@ -123,7 +124,7 @@ struct StoreStats {
   std::uint64_t in_doubt_committed, in_doubt_aborted, in_doubt_unknown;
 };
 
-class Store {
+class Store final : public ExactStore {
  public:
   explicit Store(StoreOptions options);
   ~Store();  // calls Shutdown()
@@ -137,15 +138,15 @@ class Store {
   // Exact insert-if-absent of `d`; `done` runs once on a writer thread with the committed outcome (or
   // kUnavailable). Returns false — nothing queued, `done` never runs — when the route's writer is down,
   // the queue is full, or the store is shutting down. Safe to call concurrently; never blocks on I/O.
-  bool Submit(std::uint32_t route, const Digest& d, std::string source, Completion done);
+  bool Submit(std::uint32_t route, const Digest& d, std::string source, Completion done) override;
 
   // ack=filter write-behind: recorded with lag <= flush_interval while the database is up, retried
   // across outages, never dropped once accepted (except at Shutdown() after shutdown_retry of outage).
   // Returns false when the queue is full or the store is shutting down. Safe to call concurrently.
-  bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source);
+  bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source) override;
 
   // True when every writer is connected and its last transaction succeeded. Safe to call concurrently.
-  bool up() const;
+  bool up() const override;
 
   // Streams digests with first_seen > now() - window to `sink` in chunks of <= 65536 over its own
   // connection(s); returns the count. Every digest visible in one snapshot (taken at the start) is
@@ -161,7 +162,7 @@ class Store {
   void Shutdown();
 
   // Snapshot of counters and histograms. Safe to call concurrently.
-  StoreStats Stats() const;
+  StoreStats Stats() const override;
 
  private:
   struct Item;

@@ -216,3 +216,26 @@ TEST(Config, RedactDatabaseUrl) {
 
 }  // namespace
 }  // namespace scangate::server
+
+namespace scangate::server {
+namespace {
+
+// --cors-origins / SCANGATE_CORS_ORIGINS: comma-separated exact origins, lower-cased; default none.
+TEST(Config, CorsOrigins) {
+  const std::string url = std::string("--database-url=") + kUrl;
+  EXPECT_TRUE(ParseOk({url}).cors_origins.empty());
+  Config c = ParseOk({url, "--cors-origins", " HTTPS://Pos.Example.com , http://127.0.0.1:3000,"});
+  EXPECT_EQ(c.cors_origins, (std::vector<std::string>{"https://pos.example.com", "http://127.0.0.1:3000"}));
+  EXPECT_EQ(Describe(c).at("cors_origins").as_array().size(), 2u);
+  {
+    ScopedEnv env("SCANGATE_CORS_ORIGINS", "http://a.test:8080");
+    EXPECT_EQ(ParseOk({url}).cors_origins, std::vector<std::string>{"http://a.test:8080"});
+  }
+  for (const char* bad : {"*", "pos.example.com", "https://pos.example.com/", "ftp://x", "https://", "http://a b",
+                          "https://u@host"}) {
+    EXPECT_NE(ParseError({url, std::string("--cors-origins=") + bad}).find("--cors-origins"), std::string::npos) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace scangate::server
