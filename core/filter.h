@@ -60,11 +60,11 @@
 // see the generation as active; queries with stable epoch 2g+2 see it as previous, untouched, and by the
 // seq_cst argument see the bits. So x is found until the rotation g+1 -> g+2 starts. That rotation happens
 // no earlier than the birth of generation g+1 plus the window (time-based retirement). Generation g+1 is
-// born by the rotation g -> g+1, which had not started before x's final attempt (e even) or was clearing
-// while it ran (e odd); its birth is that rotation's `now`. Therefore x survives at least one full window,
-// less the lag between that `now` and x's observation (the RotateExpired caller's clock read and loop,
-// microseconds for a 1 s timer). Capacity retirements can make a generation shorter than the window; see
-// "Trust after a shortened window" for how the filter then stops vouching for its negatives.
+// born by the rotation g -> g+1, whose closing bump 2g+2 follows x's fetch_or in S; its birth is the
+// filter clock read after that bump (and not before the rotation's `now`), so it is no earlier than x's
+// observation. Therefore x survives at least one full window under time-based retirement. Capacity
+// retirements can make a generation shorter than the window; see "Trust after a shortened window" for how
+// the filter then stops vouching for its negatives.
 // Corollary used by the tests: two "definitely new" verdicts (kDefinitelyNew or kDefinitelyNewUntrusted) for
 // one digest need >= 2 completed rotations of its shard between them.
 //
