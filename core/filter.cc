@@ -391,8 +391,9 @@ bool ShardedFilter::TryRotate(Shard& s, std::chrono::steady_clock::time_point no
     // The clock read after the bump bounds the retired generation's last insert (T_r in filter.h); never
     // before the caller's `now`. relaxed: read under the lock (TryRotate) or as telemetry (Stats).
     s.birth_ns.store(std::max(now_ns, NowNs()), std::memory_order_relaxed);
+    // relaxed: only lock holders write the count (no lost update, no locked add); readers want a count.
     auto& count = s.rotations_by_cause[static_cast<int>(cause)];
-    count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // relaxed: lock holders only write it; readers want a count
+    count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
   // release: publish this rotation's writes to the next lock holder.
   s.rotating.store(false, std::memory_order_release);

@@ -12,8 +12,9 @@ namespace {
 
 // A steady_clock deadline as an RFC 3339 UTC wall-clock time (via the current offset between the clocks).
 std::string WallTime(std::chrono::steady_clock::time_point t) {
-  const auto wall = std::chrono::system_clock::now() +
-                    std::chrono::duration_cast<std::chrono::system_clock::duration>(t - std::chrono::steady_clock::now());
+  using std::chrono::system_clock;
+  const auto wall =
+      system_clock::now() + std::chrono::duration_cast<system_clock::duration>(t - std::chrono::steady_clock::now());
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(wall.time_since_epoch()).count();
   const std::time_t secs = static_cast<std::time_t>(us / 1'000'000);
   std::tm tm{};
