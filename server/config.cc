@@ -13,6 +13,8 @@
 #include <boost/json/array.hpp>
 #include <boost/program_options.hpp>
 
+#include "core/filter.h"  // kMaxShards: one limit for the filter and the --shards check
+
 namespace scangate::server {
 namespace po = boost::program_options;
 
@@ -22,7 +24,6 @@ constexpr std::string_view kEnvPrefix = "SCANGATE_";
 constexpr unsigned kMaxThreads = 1024;
 constexpr unsigned kMaxWriters = 64;
 constexpr std::size_t kMaxBatchLimit = 100'000;
-constexpr std::uint32_t kMaxShards = 1u << 16;
 constexpr auto kMinWindow = std::chrono::seconds(1);
 constexpr auto kMaxFlushInterval = std::chrono::seconds(10);
 
@@ -260,7 +261,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   const auto window = ParseDuration(str("window"), {"s", "m", "h", "d"}, "window");
   if (window < kMinWindow) throw ConfigError("--window: must be at least 1s");
   c.window = std::chrono::duration_cast<std::chrono::seconds>(window);
-  c.shards = ParseUnsigned<std::uint32_t>(str("shards"), "shards", 1, kMaxShards);
+  c.shards = ParseUnsigned<std::uint32_t>(str("shards"), "shards", 1, scangate::kMaxShards);
   if ((c.shards & (c.shards - 1)) != 0) {
     throw ConfigError("--shards: must be a power of two, got " + std::to_string(c.shards));
   }

@@ -23,6 +23,7 @@
 #include "core/filter.h"
 #include "server/config.h"
 #include "server/filter_telemetry.h"
+#include "server/filter_rotation_log.h"
 #include "server/http_server.h"
 #include "server/log.h"
 #include "server/metrics.h"
@@ -203,12 +204,14 @@ int main(int argc, char** argv) {
   // the main thread.
   net::steady_timer tick(main_ioc);
   bool pg_up = true;
+  FilterRotationLog rotation_log(*filter);
   std::function<void()> schedule = [&] {
     tick.expires_after(kMaintenancePeriod);
     tick.async_wait([&](const boost::system::error_code& ec) {
       if (ec) return;
       filter->RotateExpired(std::chrono::steady_clock::now());
       service.RefreshTelemetry();  // after rotating: the sample shows the new generations
+      rotation_log.Poll();  // one filter_rotation line per shard that rotated for capacity
       const bool up = store->up();
       if (up != pg_up) {
         pg_up = up;

@@ -112,6 +112,7 @@ void Metrics::Collect(MetricsSnapshot& out) const {
     out.duplicate_via_exact += b->duplicate_via_exact.Get();
     out.false_positives += b->false_positives.Get();
     out.stale += b->stale.Get();
+    out.untrusted_negatives += b->untrusted_negatives.Get();
   }
 }
 
@@ -168,6 +169,25 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.Header("scangate_filter_stale_total", "counter",
            "Filter said definitely new, PostgreSQL already had the key (ack=commit, after warm start).");
   w.Sample("scangate_filter_stale_total", "", s.stale);
+  std::uint64_t capacity_rotations = 0, window_rotations = 0, distrusting = 0;
+  for (const ShardStats& st : s.shards) {
+    capacity_rotations += st.capacity_rotations;
+    window_rotations += st.window_rotations;
+    distrusting += st.distrust_until != std::chrono::steady_clock::time_point{};
+  }
+  w.Header("scangate_filter_rotations_total", "counter",
+           "Filter generation rotations, by cause: capacity (the generation filled up before --window: "
+           "--capacity is too small) or window (age).");
+  w.Sample("scangate_filter_rotations_total", "cause=\"capacity\"", capacity_rotations);
+  w.Sample("scangate_filter_rotations_total", "cause=\"window\"", window_rotations);
+  w.Header("scangate_filter_untrusted_negatives_total", "counter",
+           "Filter said definitely new, but its shard forgot keys within the window (capacity rotation): "
+           "the key took the exact path (after warm start).");
+  w.Sample("scangate_filter_untrusted_negatives_total", "", s.untrusted_negatives);
+  w.Header("scangate_filter_distrusting_shards", "gauge",
+           "Shards whose negatives are not trusted now (a capacity rotation forgot keys within the window; "
+           "may lag by up to a few negatives, cleared lazily).");
+  w.Sample("scangate_filter_distrusting_shards", "", distrusting);
   w.Header("scangate_write_behind_conflicts_total", "counter",
            "Write-behind rows (ack=filter) that PostgreSQL already held.");
   w.Sample("scangate_write_behind_conflicts_total", "", s.store.write_behind_conflicts);
@@ -254,14 +274,18 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
                                {"new_via_exact", s.new_via_exact},
                                {"duplicate_via_exact", s.duplicate_via_exact}};
   json::array shards;
-  std::uint64_t keys = 0;
+  std::uint64_t keys = 0, capacity_rotations = 0, window_rotations = 0;
   for (const ShardStats& st : s.shards) {
     keys += st.inserted;
+    capacity_rotations += st.capacity_rotations;
+    window_rotations += st.window_rotations;
     shards.push_back(json::object{{"keys", st.inserted},
                                   {"fill_ratio", st.fill_ratio},
                                   {"estimated_fp", st.estimated_fp},
                                   {"age_seconds", st.age_seconds},
-                                  {"rotations", st.rotations}});
+                                  {"rotations", st.rotations},
+                                  {"capacity_rotations", st.capacity_rotations},
+                                  {"window_rotations", st.window_rotations}});
   }
   o["filter"] = json::object{{"warm", s.warm},
                              {"memory_bytes", s.filter_memory_bytes},
@@ -275,6 +299,8 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
                              {"window_seconds", s.filter_window_seconds},
                              {"capacity_per_shard", s.filter_capacity_per_shard},
                              {"fp_target", s.filter_fp_target},
+                             {"untrusted_negatives", s.untrusted_negatives},
+                             {"rotations", json::object{{"capacity", capacity_rotations}, {"window", window_rotations}}},
                              {"shards", std::move(shards)}};
   const storage::StoreStats& st = s.store;
   o["pg"] = json::object{{"up", st.up},

@@ -51,6 +51,7 @@ struct alignas(64) ThreadCounters {
   SingleWriterCounter new_via_filter, new_via_exact, duplicate_via_exact;
   SingleWriterCounter false_positives;  // filter said "possibly seen", PostgreSQL inserted
   SingleWriterCounter stale;            // filter said "definitely new", PostgreSQL had it (ack=commit)
+  SingleWriterCounter untrusted_negatives;  // filter said "definitely new" but its shard forgot within the window
 };
 
 // Aggregated values of one scrape.
@@ -59,7 +60,7 @@ struct MetricsSnapshot {
   std::array<std::array<std::uint64_t, kLatencySlots>, kRouteCount> latency{};  // per bucket, not cumulative
   std::array<double, kRouteCount> latency_sum_seconds{};
   std::uint64_t new_via_filter = 0, new_via_exact = 0, duplicate_via_exact = 0;
-  std::uint64_t false_positives = 0, stale = 0;
+  std::uint64_t false_positives = 0, stale = 0, untrusted_negatives = 0;
   std::vector<ShardStats> shards;
   std::size_t filter_memory_bytes = 0;
   bool warm = false;

@@ -33,10 +33,19 @@ std::uint32_t RouteOfDigest(const Digest& d) {
 }  // namespace
 
 // What the filter said about one digest, and whether the filter's answer counts (filter on and warm).
+// Only kDefinitelyNew is a filter verdict; kDefinitelyNewUntrusted (the shard forgot keys within the window,
+// core/filter.h) takes the exact path like kPossiblySeen and is labelled `via: exact` in both ack modes.
 struct Service::Probed {
   bool filter_trusted = false;
   Probe probe = Probe::kPossiblySeen;
 };
+
+namespace {
+// Counts a "definitely new" the filter could not vouch for (after warm start, when the filter counts).
+void CountUntrusted(bool filter_trusted, Probe probe, ThreadCounters& counters) {
+  if (filter_trusted && probe == Probe::kDefinitelyNewUntrusted) counters.untrusted_negatives.Inc();
+}
+}  // namespace
 
 Service::Service(const Config& config, Digester digester, ShardedFilter& filter, storage::ExactStore& store,
                  Metrics& metrics)
@@ -100,6 +109,9 @@ void Service::Observe(const Observation& obs, const net::any_io_executor& ex, Th
     // Submit is queued after our write-behind row (same store route, FIFO) and so gets "duplicate".
     const std::lock_guard lock(stripes_[route & (kStripes - 1)]);
     p.probe = filter_.ObserveConcurrently(d);
+    CountUntrusted(p.filter_trusted, p.probe, counters);
+    // An untrusted negative falls through to the exact path below: queued behind any write-behind row of
+    // this digest (same route, FIFO), so a key the filter forgot within the window is answered duplicate.
     if (p.filter_trusted && p.probe == Probe::kDefinitelyNew) {
       if (!store_.SubmitWriteBehind(route, d, obs.source)) {
         done(Problem::Unavailable(std::string(kUnavailableDetail)));
@@ -116,6 +128,7 @@ void Service::Observe(const Observation& obs, const net::any_io_executor& ex, Th
     // Before warm start the probe still sets the key's bits (so the filter is complete once warm), but its
     // answer is not trusted and the key takes the exact path.
     if (filter_on_) p.probe = filter_.ObserveConcurrently(d);
+    CountUntrusted(p.filter_trusted, p.probe, counters);
     queued = store_.Submit(route, d, obs.source, Complete(p, std::move(v), ex, counters, done));
   }
   if (!queued) done(Problem::Unavailable(std::string(kUnavailableDetail)));
@@ -189,6 +202,7 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
       const std::lock_guard lock(stripes_[route & (kStripes - 1)]);  // see Observe
       Probed& p = st->probed[i];
       p.probe = filter_.ObserveConcurrently(digests[i]);
+      CountUntrusted(p.filter_trusted, p.probe, counters);  // untrusted: exact path, as in Observe
       if (p.filter_trusted && p.probe == Probe::kDefinitelyNew) {
         if (store_.SubmitWriteBehind(route, digests[i], batch.entries[i].source)) {
           st->verdicts[i].is_new = true;
@@ -208,7 +222,10 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
   if (filter_on_) {
     std::vector<Probe> probes(n);
     filter_.ObserveBatchConcurrently(digests, probes);
-    for (std::size_t i = 0; i < n; ++i) st->probed[i].probe = probes[i];
+    for (std::size_t i = 0; i < n; ++i) {
+      st->probed[i].probe = probes[i];
+      CountUntrusted(st->probed[i].filter_trusted, probes[i], counters);
+    }
   }
   for (std::size_t i = 0; i < n; ++i) {
     // After the first refusal the rest are not submitted: the whole batch is answered 503 anyway.

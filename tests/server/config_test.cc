@@ -2,6 +2,8 @@
 // secret-file handling and redaction of the start-up description.
 #include "server/config.h"
 
+#include "core/filter.h"
+
 #include <gtest/gtest.h>
 
 #include <stdlib.h>
@@ -135,6 +137,19 @@ TEST(Config, EnvironmentOverride) {
   EXPECT_EQ(c.window, 7 * 24h);
   ScopedEnv bad("SCANGATE_ACK", "maybe");
   EXPECT_NE(ParseError({}).find("--ack"), std::string::npos);
+}
+
+// --shards is bounded by the filter's own limit (core/filter.h kMaxShards), so a value the filter would refuse
+// at start-up is rejected by validation with a message naming the option and the range.
+TEST(Config, ShardsAboveFilterLimitRejected) {
+  static_assert(kMaxShards == 4096, "update the expected message below");
+  const std::string err = ParseError({"--database-url", kUrl, "--shards", "8192"});
+  EXPECT_NE(err.find("--shards"), std::string::npos) << err;
+  EXPECT_NE(err.find("1..4096"), std::string::npos) << err;
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--shards", "4096"}).shards, kMaxShards);
+  FilterOptions o;
+  o.shards = ParseOk({"--database-url", kUrl, "--shards", "4096"}).shards;
+  EXPECT_NO_THROW(FilterGeometry::For(o));  // every accepted value is one the filter takes
 }
 
 // Invalid values are rejected with a message naming the option.

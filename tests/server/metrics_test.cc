@@ -32,6 +32,8 @@ std::map<std::string, std::string> Samples(const std::string& text) {
 MetricsSnapshot SampleSnapshot() {
   Metrics m(2);
   m.ForThread(0).CountRequest(Route::kObserve, 201, 30us);
+  m.ForThread(0).untrusted_negatives.Inc();
+  m.ForThread(1).untrusted_negatives.Inc(3);
   m.ForThread(1).CountRequest(Route::kObserve, 201, 2ms);
   m.ForThread(1).CountRequest(Route::kObserve, 200, 10s);  // beyond the last bucket: +Inf only
   m.ForThread(0).CountRequest(Route::kNotFound, 404, 1us);
@@ -43,7 +45,9 @@ MetricsSnapshot SampleSnapshot() {
   m.ForThread(0).stale.Inc(2);
   MetricsSnapshot s;
   m.Collect(s);
-  s.shards = {ShardStats{10, 0.25, 1.0, 0.001, 0}, ShardStats{20, 0.5, 2.0, 0.002, 1}};
+  // Shard 1: 5 rotations (3 for capacity, 1 by age, 1 forced), distrusting its negatives.
+  s.shards = {ShardStats{10, 0.25, 1.0, 0.001, 0, 0, 0, {}},
+              ShardStats{20, 0.5, 2.0, 0.002, 5, 3, 1, std::chrono::steady_clock::time_point(1h)}};
   s.filter_memory_bytes = 4096;
   s.warm = true;
   s.store.up = true;
@@ -110,6 +114,8 @@ TEST(Metrics, PrometheusText) {
        {"scangate_http_requests_total counter", "scangate_http_request_duration_seconds histogram",
         "scangate_verdicts_total counter", "scangate_filter_false_positives_total counter",
         "scangate_filter_stale_total counter", "scangate_write_behind_conflicts_total counter",
+        "scangate_filter_rotations_total counter", "scangate_filter_untrusted_negatives_total counter",
+        "scangate_filter_distrusting_shards gauge",
         "scangate_filter_fill_ratio gauge", "scangate_filter_estimated_fp gauge", "scangate_filter_keys gauge",
         "scangate_filter_memory_bytes gauge", "scangate_pg_up gauge", "scangate_pg_queue_depth gauge",
         "scangate_pg_batch_size histogram", "scangate_pg_commit_seconds histogram",
@@ -140,6 +146,10 @@ TEST(Metrics, PrometheusText) {
   EXPECT_EQ(at("scangate_filter_false_positives_total"), "1");
   EXPECT_EQ(at("scangate_filter_stale_total"), "2");
   EXPECT_EQ(at("scangate_write_behind_conflicts_total"), "4");
+  EXPECT_EQ(at(R"(scangate_filter_rotations_total{cause="capacity"})"), "3");
+  EXPECT_EQ(at(R"(scangate_filter_rotations_total{cause="window"})"), "1");
+  EXPECT_EQ(at("scangate_filter_untrusted_negatives_total"), "4");
+  EXPECT_EQ(at("scangate_filter_distrusting_shards"), "1");
   EXPECT_EQ(at(R"(scangate_filter_fill_ratio{shard="1"})"), "0.5");
   EXPECT_EQ(at(R"(scangate_filter_estimated_fp{shard="0"})"), "0.001");
   EXPECT_EQ(at(R"(scangate_filter_keys{shard="1"})"), "20");
@@ -173,6 +183,10 @@ TEST(Metrics, StatsJson) {
   EXPECT_EQ(v.at("filter").at("keys").to_number<std::uint64_t>(), 30u);
   EXPECT_EQ(v.at("filter").at("shards").as_array().size(), 2u);
   EXPECT_EQ(v.at("filter").at("false_positives").to_number<std::uint64_t>(), 1u);
+  EXPECT_EQ(v.at("filter").at("untrusted_negatives").to_number<std::uint64_t>(), 4u);
+  EXPECT_EQ(v.at("filter").at("rotations").at("capacity").to_number<std::uint64_t>(), 3u);
+  EXPECT_EQ(v.at("filter").at("rotations").at("window").to_number<std::uint64_t>(), 1u);
+  EXPECT_EQ(v.at("filter").at("shards").at(1).at("capacity_rotations").to_number<std::uint64_t>(), 3u);
   EXPECT_TRUE(v.at("filter").at("warm").as_bool());
   EXPECT_TRUE(v.at("pg").at("up").as_bool());
   EXPECT_EQ(v.at("pg").at("write_behind_conflicts").to_number<std::uint64_t>(), 4u);
