@@ -49,6 +49,10 @@ struct Config {
   std::string admin_listen;
   std::string admin_address;               // parsed from admin_listen
   std::uint16_t admin_port = 0;            // 0 = ephemeral (the "listening" log line names it)
+  // Durable fast path (ack=filter): filter negatives are journalled + fdatasync'ed before "new" (README).
+  bool journal = true;                     // --journal on|off; off = in-memory write-behind (loses on a crash)
+  std::string journal_dir = "scangate-journal";  // relative to the working directory unless absolute
+  std::uint64_t journal_max_bytes = 64ull << 20;  // beyond it requests wait (bounded), then 503
   bool tls() const { return !tls_cert.empty(); }
   bool admin_split() const { return !admin_listen.empty(); }
 };

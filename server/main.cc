@@ -26,6 +26,7 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/service.h"
+#include "storage/journal_drain.h"
 #include "storage/store.h"
 
 namespace {
@@ -145,8 +146,29 @@ int main(int argc, char** argv) {
   }
   Log(LogLevel::kInfo, "pg_state", {{"state", "up"}});
 
+  // ack=filter durable fast path: open the journal (refusing a foreign or busy directory), replay what it
+  // holds past its checkpoint into the filter and PostgreSQL, before the first request is taken.
+  std::unique_ptr<storage::JournalDrain> journal;
+  if (config.ack == AckMode::kFilter && config.journal) {
+    try {
+      storage::JournalOptions jo;
+      jo.dir = config.journal_dir;
+      jo.max_bytes = config.journal_max_bytes;
+      jo.identity = storage::JournalDrain::QueryIdentity(config.database_url);
+      journal = std::make_unique<storage::JournalDrain>(*store, jo, Service::JournalDeliver());
+      journal->Start([&](std::span<const Digest> digests) { filter->InsertBatchConcurrently(digests); });
+      const auto js = journal->Stats();
+      Log(LogLevel::kInfo, "journal", {{"dir", config.journal_dir}, {"recovered", js.recovered}});
+    } catch (const std::exception& e) {
+      Log(LogLevel::kError, "error", {{"where", "journal"}, {"what", e.what()}});
+      journal.reset();
+      store->Shutdown();
+      return kExitStartup;
+    }
+  }
+
   Metrics metrics(config.threads);
-  Service service(config, *digester, *filter, *store, metrics);
+  Service service(config, *digester, *filter, *store, metrics, journal.get());
   HttpServer server(config, service, metrics);
   try {
     server.Start();
@@ -154,6 +176,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     Log(LogLevel::kError, "error", {{"where", "listen"}, {"what", e.what()}});
     server.Stop();
+    if (journal) journal->StopAppends();
     store->Shutdown();
     return kExitStartup;
   }
@@ -215,7 +238,9 @@ int main(int argc, char** argv) {
   if (!drained) Log(LogLevel::kWarn, "shutdown", {{"phase", "drain deadline passed; closing remaining connections"}});
   stop_requested.store(true);
   warm.join();
+  if (journal) journal->StopAppends();  // flushes the last group, hands it to the store
   store->Shutdown();
+  if (journal) journal->Close();  // final checkpoint: what the store committed
   server.Stop();
   const storage::StoreStats st = store->Stats();
   Log(LogLevel::kInfo, "shutdown",

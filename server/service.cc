@@ -16,6 +16,11 @@ constexpr std::string_view kBatchUnavailableDetail =
     "PostgreSQL is unavailable or the write queue is full; keys of this batch that were already inserted "
     "stay inserted, so a retry reports them as duplicates";
 
+std::uint64_t NextInstanceId() {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1);
+}
+
 // Store route of a digest: its first four bytes (uniform for SHA-256/HMAC output).
 std::uint32_t RouteOfDigest(const Digest& d) {
   std::uint32_t r = 0;
@@ -31,13 +36,15 @@ struct Service::Probed {
 };
 
 Service::Service(const Config& config, Digester digester, ShardedFilter& filter, storage::Store& store,
-                 Metrics& metrics)
+                 Metrics& metrics, storage::JournalDrain* journal)
     : ack_(config.ack),
       filter_on_(config.filter),
       digester_(std::move(digester)),
       filter_(filter),
       store_(store),
-      metrics_(metrics) {}
+      metrics_(metrics),
+      journal_(journal),
+      instance_id_(NextInstanceId()) {}
 
 void Service::Decide(const Probed& p, const storage::Result& r, ThreadCounters& counters, Verdict& v) const {
   const bool filter_said_new = p.filter_trusted && p.probe == Probe::kDefinitelyNew;
@@ -85,7 +92,9 @@ void Service::Observe(const Observation& obs, const net::any_io_executor& ex, Th
     // Submit is queued after our write-behind row (same store route, FIFO) and so gets "duplicate".
     const std::lock_guard lock(stripes_[route & (kStripes - 1)]);
     p.probe = filter_.ObserveConcurrently(d);
+    if (journal_ != nullptr && JournalKnown(d, v.digest_hex, ex, counters, done)) return;  // journal hook
     if (p.filter_trusted && p.probe == Probe::kDefinitelyNew) {
+      if (journal_ != nullptr) return JournalNew(d, obs.source, std::move(v), ex, counters, done);  // journal hook
       if (!store_.SubmitWriteBehind(route, d, obs.source)) {
         done(Problem::Unavailable(std::string(kUnavailableDetail)));
         return;
@@ -101,6 +110,7 @@ void Service::Observe(const Observation& obs, const net::any_io_executor& ex, Th
     // Before warm start the probe still sets the key's bits (so the filter is complete once warm), but its
     // answer is not trusted and the key takes the exact path.
     if (filter_on_) p.probe = filter_.ObserveConcurrently(d);
+    if (journal_ != nullptr && JournalKnown(d, v.digest_hex, ex, counters, done)) return;  // journal hook (filter off)
     queued = store_.Submit(route, d, obs.source, Complete(p, std::move(v), ex, counters, done));
   }
   if (!queued) done(Problem::Unavailable(std::string(kUnavailableDetail)));
@@ -157,6 +167,34 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
                          });
   };
 
+  // Journal hooks of the batch path: entry i answered from / recorded in the journal (see Observe).
+  auto entry_done = [st, finish_one](std::size_t i, bool is_new, const std::string& first_seen) {
+    return [st, finish_one, i, is_new, first_seen](bool durable) {
+      if (!durable) {
+        st->unavailable = true;
+      } else {
+        st->verdicts[i].is_new = is_new;
+        st->verdicts[i].via_filter = is_new;
+        st->verdicts[i].first_seen = first_seen;
+      }
+      finish_one(st);
+    };
+  };
+  auto JournalKnownInBatch = [&](std::size_t i) {
+    auto first_seen = std::make_shared<std::string>();
+    auto r = journal_->Lookup(digests[i], JournalGroup(ex), [entry_done, i, first_seen](bool durable) {
+      entry_done(i, false, *first_seen)(durable);
+    });
+    *first_seen = r.first_seen;  // the follower runs later, on this thread (posted to `ex`)
+    if (r.state == storage::JournalDrain::LookupResult::kDurable) entry_done(i, false, r.first_seen)(true);
+    return r.state != storage::JournalDrain::LookupResult::kAbsent;
+  };
+  auto JournalNewInBatch = [&](std::size_t i) {
+    if (!journal_->Append(digests[i], batch.entries[i].source, JournalGroup(ex), entry_done(i, true, {}))) {
+      entry_done(i, true, {})(false);
+    }
+  };
+
   if (ack_ == AckMode::kFilter && filter_on_) {
     for (std::size_t i = 0; i < n; ++i) {
       if (st->unavailable) {
@@ -167,7 +205,12 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
       const std::lock_guard lock(stripes_[route & (kStripes - 1)]);  // see Observe
       Probed& p = st->probed[i];
       p.probe = filter_.ObserveConcurrently(digests[i]);
+      if (journal_ != nullptr && JournalKnownInBatch(i)) continue;  // journal hook
       if (p.filter_trusted && p.probe == Probe::kDefinitelyNew) {
+        if (journal_ != nullptr) {  // journal hook
+          JournalNewInBatch(i);
+          continue;
+        }
         if (store_.SubmitWriteBehind(route, digests[i], batch.entries[i].source)) {
           st->verdicts[i].is_new = true;
           st->verdicts[i].via_filter = true;
@@ -189,6 +232,7 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
     for (std::size_t i = 0; i < n; ++i) st->probed[i].probe = probes[i];
   }
   for (std::size_t i = 0; i < n; ++i) {
+    if (!st->unavailable && journal_ != nullptr && JournalKnownInBatch(i)) continue;  // journal hook (filter off)
     // After the first refusal the rest are not submitted: the whole batch is answered 503 anyway.
     if (st->unavailable || !submit(i)) {
       st->unavailable = true;

@@ -177,7 +177,7 @@ std::vector<std::pair<double, std::uint64_t>> Cumulative(const std::array<double
 struct Store::Item {
   Digest digest;
   std::string source;
-  Completion done;            // empty for write-behind
+  Completion done;            // may be empty for write-behind (no commit hook)
   bool write_behind;
   Clock::time_point enqueued;
 };
@@ -281,8 +281,8 @@ bool Store::Submit(std::uint32_t route, const Digest& d, std::string source, Com
   return Enqueue(route, d, std::move(source), std::move(done), false);
 }
 
-bool Store::SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source) {
-  return Enqueue(route, d, std::move(source), nullptr, true);
+bool Store::SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source, Completion committed) {
+  return Enqueue(route, d, std::move(source), std::move(committed), true);
 }
 
 bool Store::up() const {
@@ -536,7 +536,7 @@ void Store::WriteBatch(Writer& w, std::vector<Item>& batch, std::vector<Result>&
 
 void Store::Finish(std::vector<Item>& items, const std::vector<Result>& results) {
   for (std::size_t i = 0; i < items.size(); ++i) {
-    if (items[i].write_behind || !items[i].done) continue;
+    if (!items[i].done) continue;  // write-behind items run theirs only when one was given
     try {
       items[i].done(results[i]);
     } catch (...) {

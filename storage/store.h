@@ -100,7 +100,9 @@ class Store {
   // ack=filter write-behind: recorded with lag <= flush_interval while the database is up, retried
   // across outages, never dropped once accepted (except at Shutdown() after shutdown_retry of outage).
   // Returns false when the queue is full or the store is shutting down. Safe to call concurrently.
-  bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source);
+  // `committed` (optional; the journal drain's hook) runs once on a writer thread after the transaction
+  // holding the row committed (kInserted/kDuplicate), or with kUnavailable if it is given up at Shutdown().
+  bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source, Completion committed = {});
 
   // True when every writer is connected and its last transaction succeeded. Safe to call concurrently.
   bool up() const;
