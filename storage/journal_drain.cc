@@ -166,7 +166,7 @@ void JournalDrain::HandOff(std::vector<JournalEntry>& entries, bool recovered) {
       journal_->Applied(lsn);
       if (recovered) replay_left_.fetch_sub(1);
     };
-    if (!store_.SubmitWriteBehind(RouteOf(d), d, e.record.source, std::move(committed))) {
+    if (!store_.SubmitWriteBehind(RouteOf(d), d, e.record.source, std::move(committed), e.record.time_us)) {
       refused.push_back(Backlogged{std::move(e), recovered});
     }
   }

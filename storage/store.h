@@ -102,7 +102,10 @@ class Store {
   // Returns false when the queue is full or the store is shutting down. Safe to call concurrently.
   // `committed` (optional; the journal drain's hook) runs once on a writer thread after the transaction
   // holding the row committed (kInserted/kDuplicate), or with kUnavailable if it is given up at Shutdown().
-  bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source, Completion committed = {});
+  // `first_seen_us` (µs since the epoch, 0 = now() at insert): the journal's time of the first observation,
+  // so a replayed row keeps it and PostgreSQL's first_seen equals what the journal already answered.
+  bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source, Completion committed = {},
+                         std::int64_t first_seen_us = 0);
 
   // True when every writer is connected and its last transaction succeeded. Safe to call concurrently.
   bool up() const;
@@ -128,7 +131,8 @@ class Store {
   struct Writer;
   struct Metrics;
 
-  bool Enqueue(std::uint32_t route, const Digest& d, std::string source, Completion done, bool write_behind);
+  bool Enqueue(std::uint32_t route, const Digest& d, std::string source, Completion done, bool write_behind,
+               std::int64_t first_seen_us = 0);
   void RunWriter(Writer& w);
   bool Connect(Writer& w, std::string* error);
   void WriteBatch(Writer& w, std::vector<Item>& batch, std::vector<Result>& results);
