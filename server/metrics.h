@@ -9,11 +9,13 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/filter.h"
 #include "server/request.h"
+#include "storage/journal_drain.h"
 #include "storage/store.h"
 
 namespace scangate::server {
@@ -63,6 +65,7 @@ struct MetricsSnapshot {
   std::size_t filter_memory_bytes = 0;
   bool warm = false;
   storage::StoreStats store{};
+  std::optional<storage::JournalDrainStats> journal;  // ack=filter with the journal on
 };
 
 // Owns one ThreadCounters per I/O thread.

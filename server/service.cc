@@ -248,6 +248,7 @@ MetricsSnapshot Service::Snapshot() const {
   s.filter_memory_bytes = filter_.geometry().memory_bytes;
   s.warm = warm();
   s.store = store_.Stats();
+  if (journal_ != nullptr) s.journal = journal_->Stats();
   return s;
 }
 

@@ -72,6 +72,14 @@ TEST(ServiceJournal, ConcurrentRepeatsAreAnsweredFromTheJournal) {
     EXPECT_EQ(first_seen.size(), 1u);
     answered_first_seen.push_back(first_seen.empty() ? "" : *first_seen.begin());
   }
+  {  // the group commit is visible in /metrics
+    HttpClient c(server.port());
+    const std::string metrics = c.Get("/metrics").body;
+    EXPECT_GE(MetricValue(metrics, "scangate_journal_group_size_count").value_or(0), 1.0) << metrics;
+    EXPECT_GE(MetricValue(metrics, "scangate_journal_fsync_seconds_count").value_or(0), 1.0);
+    EXPECT_EQ(MetricValue(metrics, "scangate_journal_records_total").value_or(0), kRounds);
+    EXPECT_EQ(MetricValue(metrics, "scangate_journal_backlog").value_or(-1), kRounds) << "rows held back by 2s";
+  }
   ASSERT_EQ(server.Stop(), 0);  // flushes the write-behind
   Pg pg;
   for (std::size_t i = 0; i < keys.size(); ++i) {
