@@ -153,6 +153,10 @@ void JournalDrain::OnCommit(std::vector<JournalEntry>& group, bool durable) {
 void JournalDrain::HandOff(std::vector<JournalEntry>& entries, bool recovered) {
   std::vector<Backlogged> refused;
   for (auto& e : entries) {
+    if (!refused.empty()) {  // the Store's queue is full: keep order, do not retry each record now
+      refused.push_back(Backlogged{std::move(e), recovered});
+      continue;
+    }
     const Digest d = e.record.digest;
     const std::uint64_t lsn = e.lsn;
     auto committed = [this, d, lsn, recovered](const Result& r) {
@@ -187,7 +191,7 @@ void JournalDrain::RunRetry() {
     for (auto& b : backlog_) (b.recovered ? replay : fresh).push_back(std::move(b.entry));
     backlog_.clear();
     lk.unlock();
-    HandOff(replay, true);  // refused ones come back into backlog_
+    HandOff(replay, true);  // refused ones (from the first refusal on) come back into backlog_
     HandOff(fresh, false);
     lk.lock();
     if (!backlog_.empty()) retry_cv_.wait_for(lk, kRetryPause, [this] { return retry_stop_; });

@@ -126,6 +126,41 @@ TEST(ServiceJournal, KillNineThenReplayKeepsFirstSeen) {
   std::filesystem::remove_all(dir);
 }
 
+// Bounded: PostgreSQL does not drain (write-behind held back: 10 s flush interval, huge batches), so a
+// 64 KiB journal fills after ~1300 keys. Then a fresh key waits (bounded) and gets 503 + Retry-After — never an
+// unrecorded "new" — and a 503 recorded nothing: after the shutdown flush every 201 key is in PostgreSQL and
+// no 503 key is.
+TEST(ServiceJournal, FullJournalAnswers503AndRecordsNothing) {
+  ScangateProcess server({"--ack=filter", "--capacity=1000000", "--flush-interval=10s", "--batch-limit=100000",
+                          "--journal-max-bytes=65536"});
+  ASSERT_TRUE(server.Start());
+  HttpClient c(server.port());
+  std::vector<std::string> created, refused;
+  for (int i = 0; i < 3000 && refused.size() < 5; ++i) {
+    const std::string key = UniqueKey("journal-full");
+    const HttpResponse r = c.Post("/observe", ObserveBody(key));
+    if (r.status == 201) {
+      created.push_back(key);
+    } else {
+      ASSERT_TRUE(IsProblem(r, 503, "unavailable")) << r;
+      EXPECT_TRUE(r.has_header("retry-after")) << r;
+      refused.push_back(key);
+    }
+  }
+  EXPECT_GT(created.size(), 1000u);
+  EXPECT_LT(created.size(), 1400u) << "the journal bound was not enforced";
+  ASSERT_EQ(refused.size(), 5u) << "a full journal never answered 503";
+  const std::string metrics = c.Get("/metrics").body;
+  EXPECT_GE(MetricValue(metrics, "scangate_journal_rejected_total").value_or(0), 5.0);
+  ASSERT_EQ(server.Stop(), 0);
+  Pg pg;
+  std::vector<std::string> created_hex, refused_hex;
+  for (const auto& k : created) created_hex.push_back(Sha256Hex(k));
+  for (const auto& k : refused) refused_hex.push_back(Sha256Hex(k));
+  EXPECT_EQ(pg.CountDigests(created_hex), static_cast<std::int64_t>(created.size()));
+  EXPECT_EQ(pg.CountDigests(refused_hex), 0) << "a key answered 503 was recorded";
+}
+
 // A journal directory whose meta names another database is refused, with a message saying so.
 TEST(ServiceJournal, ForeignJournalDirectoryIsRefused) {
   const std::string dir = TempDir("journal-foreign");
