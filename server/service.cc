@@ -169,8 +169,8 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
 
   // Journal hooks of the batch path: entry i answered from / recorded in the journal (see Observe).
   auto entry_done = [st, finish_one](std::size_t i, bool is_new, const std::string& first_seen) {
-    return [st, finish_one, i, is_new, first_seen](bool durable) {
-      if (!durable) {
+    return [st, finish_one, i, is_new, first_seen](storage::JournalFate fate) {
+      if (fate != storage::JournalFate::kDurable) {
         st->unavailable = true;
       } else {
         st->verdicts[i].is_new = is_new;
@@ -182,16 +182,18 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
   };
   auto JournalKnownInBatch = [&](std::size_t i) {
     auto first_seen = std::make_shared<std::string>();
-    auto r = journal_->Lookup(digests[i], JournalGroup(ex), [entry_done, i, first_seen](bool durable) {
-      entry_done(i, false, *first_seen)(durable);
+    auto r = journal_->Lookup(digests[i], JournalGroup(ex), [entry_done, i, first_seen](storage::JournalFate fate) {
+      entry_done(i, false, *first_seen)(fate);
     });
     *first_seen = r.first_seen;  // the follower runs later, on this thread (posted to `ex`)
-    if (r.state == storage::JournalDrain::LookupResult::kDurable) entry_done(i, false, r.first_seen)(true);
+    if (r.state == storage::JournalDrain::LookupResult::kDurable) {
+      entry_done(i, false, r.first_seen)(storage::JournalFate::kDurable);
+    }
     return r.state != storage::JournalDrain::LookupResult::kAbsent;
   };
   auto JournalNewInBatch = [&](std::size_t i) {
     if (!journal_->Append(digests[i], batch.entries[i].source, JournalGroup(ex), entry_done(i, true, {}))) {
-      entry_done(i, true, {})(false);
+      entry_done(i, true, {})(storage::JournalFate::kRefused);
     }
   };
 

@@ -48,8 +48,11 @@ class Service {
   // Warm start: before MarkWarm every key takes the exact path. Safe to call from any thread.
   void MarkWarm() { warm_.store(true, std::memory_order_release); }  // release: the warm-load inserts precede it
   bool warm() const { return warm_.load(std::memory_order_acquire); }  // acquire: pairs with MarkWarm
-  // /readyz: PostgreSQL up, warm start done, and (journal) every recovered record replayed into PostgreSQL.
-  bool ready() const { return warm() && store_.up() && (journal_ == nullptr || journal_->replayed()); }
+  // /readyz: PostgreSQL up, warm start done, and (journal) every recovered record replayed into PostgreSQL
+  // and the journal not failed.
+  bool ready() const {
+    return warm() && store_.up() && (journal_ == nullptr || (journal_->replayed() && !journal_->failed()));
+  }
 
   // The journal's Deliver: posts one batch of waiter calls to the I/O thread of the group (service_journal.cc).
   static storage::JournalDrain::Deliver JournalDeliver();

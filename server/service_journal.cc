@@ -17,8 +17,17 @@ namespace net = boost::asio;
 
 namespace {
 constexpr std::string_view kJournalUnavailableDetail =
-    "the local journal could not record the key in time (full while PostgreSQL is behind, or an I/O error); "
-    "nothing was recorded: retry after the Retry-After delay";
+    "the local journal could not record the key in time (full while PostgreSQL is behind); nothing was "
+    "recorded: retry after the Retry-After delay";
+// TODO(merge with i9): answer this with the agreed `outcome-unknown` problem once Problem has it.
+constexpr std::string_view kJournalIoErrorDetail =
+    "the local journal failed while recording the key (I/O error): it may have been recorded, so a retry may "
+    "be answered duplicate; retry after the Retry-After delay";
+
+Problem JournalProblem(storage::JournalFate fate) {
+  return Problem::Unavailable(
+      std::string(fate == storage::JournalFate::kIoError ? kJournalIoErrorDetail : kJournalUnavailableDetail));
+}
 }  // namespace
 
 void* Service::JournalGroup(const net::any_io_executor& ex) {
@@ -54,9 +63,9 @@ storage::JournalDrain::Deliver Service::JournalDeliver() {
 bool Service::JournalKnown(const Digest& d, const std::string& hex, const net::any_io_executor& ex,
                            ThreadCounters& counters, const ObserveDone& done) {
   auto first_seen = std::make_shared<std::string>();
-  const auto answer = [hex, &counters, done, first_seen](bool durable) {
-    if (!durable) {
-      done(Problem::Unavailable(std::string(kJournalUnavailableDetail)));
+  const auto answer = [hex, &counters, done, first_seen](storage::JournalFate fate) {
+    if (fate != storage::JournalFate::kDurable) {
+      done(JournalProblem(fate));
       return;
     }
     Verdict v;
@@ -70,15 +79,15 @@ bool Service::JournalKnown(const Digest& d, const std::string& hex, const net::a
   const auto r = journal_->Lookup(d, JournalGroup(ex), answer);
   if (r.state == storage::JournalDrain::LookupResult::kAbsent) return false;
   *first_seen = r.first_seen;  // a follower runs later, on this thread (posted to `ex`)
-  if (r.state == storage::JournalDrain::LookupResult::kDurable) answer(true);
+  if (r.state == storage::JournalDrain::LookupResult::kDurable) answer(storage::JournalFate::kDurable);
   return true;
 }
 
 void Service::JournalNew(const Digest& d, const std::string& source, Verdict v, const net::any_io_executor& ex,
                          ThreadCounters& counters, const ObserveDone& done) {
-  auto waiter = [v = std::move(v), &counters, done](bool durable) mutable {
-    if (!durable) {
-      done(Problem::Unavailable(std::string(kJournalUnavailableDetail)));
+  auto waiter = [v = std::move(v), &counters, done](storage::JournalFate fate) mutable {
+    if (fate != storage::JournalFate::kDurable) {
+      done(JournalProblem(fate));
       return;
     }
     v.is_new = true;
@@ -87,7 +96,7 @@ void Service::JournalNew(const Digest& d, const std::string& source, Verdict v, 
     done(std::move(v));
   };
   if (!journal_->Append(d, source, JournalGroup(ex), std::move(waiter))) {
-    done(Problem::Unavailable(std::string(kJournalUnavailableDetail)));
+    done(JournalProblem(storage::JournalFate::kRefused));
   }
 }
 

@@ -446,7 +446,7 @@ void Journal::RunFlusher() {
         std::lock_guard lk(counters_->mu);
         counters_->rejected += rejected.size();
       }
-      options_.on_commit(rejected, false);
+      options_.on_commit(rejected, JournalFate::kRefused);
       rejected.clear();
     }
     if (!group.empty()) {
@@ -478,7 +478,7 @@ void Journal::RunFlusher() {
           counters_->rejected += group.size();
         }
       }
-      options_.on_commit(group, ok);
+      options_.on_commit(group, ok ? JournalFate::kDurable : JournalFate::kIoError);
       group.clear();
       bytes.clear();
     }
@@ -580,6 +580,11 @@ void Journal::Close() {
     ::close(seg_fd_);
     seg_fd_ = -1;
   }
+}
+
+bool Journal::failed() const {
+  std::lock_guard lk(mu_);
+  return failed_;
 }
 
 JournalStats Journal::Stats() const {

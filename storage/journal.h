@@ -1,5 +1,5 @@
 // Journal: a local, group-committed, checksummed append-only log of "definitely new" keys (--ack=filter).
-// Invariant: a record is reported durable (on_commit(..., true)) only after the write holding it returned
+// Invariant: a record is reported durable (on_commit(..., kDurable)) only after the write holding it returned
 // and fdatasync() of its segment succeeded; recovery applies only whole records whose CRC32C matches, and
 // truncates a torn tail. Use one Journal per directory (an exclusive flock enforces it); the drain that
 // feeds PostgreSQL and answers waiters is storage/journal_drain.h.
@@ -51,6 +51,13 @@ struct JournalRecord {
 
 inline constexpr std::size_t kMaxJournalSource = 255;
 
+// What became of an appended record, as on_commit reports it.
+enum class JournalFate : std::uint8_t {
+  kDurable,  // in a group whose write + fdatasync returned
+  kRefused,  // never written: the journal stayed full past full_wait, or it is stopping
+  kIoError,  // its group's write or fdatasync failed: it may or may not be on disk (and replayed later)
+};
+
 struct JournalEntry {
   JournalRecord record;
   std::uint64_t lsn = 0;  // start of the record in the logical stream; pass to Applied()
@@ -70,9 +77,9 @@ struct JournalOptions {
   std::uint64_t segment_bytes = 8ull << 20;  // rotate to a new segment at this size (between groups)
   std::chrono::milliseconds full_wait{1000};  // bounded wait of a record while the journal is full
   std::chrono::milliseconds checkpoint_interval{100};  // at most one checkpoint write per interval
-  // Runs on the flusher thread after each group: durable == true once fdatasync returned, false for records
-  // that were never made durable (journal full past full_wait, I/O error, shutdown). Must not block long.
-  std::function<void(std::vector<JournalEntry>& group, bool durable)> on_commit;
+  // Runs on the flusher thread after each group with the group's fate (every record of `group` shares it).
+  // Must not block long.
+  std::function<void(std::vector<JournalEntry>& group, JournalFate fate)> on_commit;
 };
 
 struct JournalStats {
@@ -120,6 +127,8 @@ class Journal {
   void Close();
 
   JournalStats Stats() const;
+  // An I/O error failed the journal (every later Append is refused). Safe to call concurrently.
+  bool failed() const;
   const std::string& dir() const { return options_.dir; }
 
  private:

@@ -58,7 +58,7 @@ std::string JournalDrain::QueryIdentity(const std::string& url) {
 
 JournalDrain::JournalDrain(Store& store, JournalOptions options, Deliver deliver)
     : store_(store), options_(std::move(options)), deliver_(std::move(deliver)) {
-  options_.on_commit = [this](std::vector<JournalEntry>& group, bool durable) { OnCommit(group, durable); };
+  options_.on_commit = [this](std::vector<JournalEntry>& group, JournalFate fate) { OnCommit(group, fate); };
 }
 
 JournalDrain::~JournalDrain() {
@@ -122,7 +122,8 @@ JournalDrain::LookupResult JournalDrain::Lookup(const Digest& d, void* group, Wa
   return r;
 }
 
-void JournalDrain::OnCommit(std::vector<JournalEntry>& group, bool durable) {
+void JournalDrain::OnCommit(std::vector<JournalEntry>& group, JournalFate fate) {
+  const bool durable = fate == JournalFate::kDurable;
   // Wake the waiters, batched per group (executor): one post per I/O thread per commit.
   std::vector<std::pair<void*, std::vector<std::function<void()>>>> batches;
   for (const auto& e : group) {
@@ -143,7 +144,7 @@ void JournalDrain::OnCommit(std::vector<JournalEntry>& group, bool durable) {
     for (auto& [g, w] : waiters) {
       auto b = std::find_if(batches.begin(), batches.end(), [g = g](const auto& x) { return x.first == g; });
       if (b == batches.end()) b = batches.insert(batches.end(), {g, {}});
-      b->second.push_back([w = std::move(w), durable] { w(durable); });
+      b->second.push_back([w = std::move(w), fate] { w(fate); });
     }
   }
   for (auto& [g, calls] : batches) deliver_(g, std::move(calls));

@@ -41,9 +41,9 @@ struct JournalDrainStats {
 
 class JournalDrain {
  public:
-  // Called on the waiter's executor with durable == false when the record could not be made durable
-  // (journal full past its bounded wait, I/O error, shutdown): the caller answers 503.
-  using Waiter = std::function<void(bool durable)>;
+  // Called on the waiter's executor with the fate of the record: kDurable -> answer; kRefused -> 503, nothing
+  // recorded; kIoError -> 503, the record may have reached the disk (outcome unknown).
+  using Waiter = std::function<void(JournalFate fate)>;
   // Runs on the flusher thread once per waiter group and commit: post `calls` to the group's executor
   // (one post for the whole batch) and return.
   using Deliver = std::function<void(void* group, std::vector<std::function<void()>> calls)>;
@@ -76,6 +76,8 @@ class JournalDrain {
 
   // Every record recovered at start is committed in PostgreSQL (part of /readyz). Safe to call concurrently.
   bool replayed() const { return replay_left_.load() == 0; }
+  // The journal failed (I/O error): every filter-new key gets 503 until a restart. Safe to call concurrently.
+  bool failed() const { return journal_ != nullptr && journal_->failed(); }
 
   // Flushes queued appends and stops the journal's flusher; later Append() calls fail. Idempotent.
   void StopAppends();
@@ -105,7 +107,7 @@ class JournalDrain {
   };
   Shard& ShardOf(const Digest& d) { return shards_[d[4] % kShards]; }
 
-  void OnCommit(std::vector<JournalEntry>& group, bool durable);
+  void OnCommit(std::vector<JournalEntry>& group, JournalFate fate);
   void HandOff(std::vector<JournalEntry>& entries, bool recovered);
   void RunRetry();
 

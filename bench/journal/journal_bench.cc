@@ -66,7 +66,7 @@ Result RunJournal(const std::string& dir, int appenders, double seconds) {
   o.dir = dir;
   o.identity = "bench";
   o.max_bytes = 1ull << 30;
-  o.on_commit = [&](std::vector<storage::JournalEntry>& g, bool) {
+  o.on_commit = [&](std::vector<storage::JournalEntry>& g, storage::JournalFate) {
     std::vector<int> who;
     for (const auto& e : g) who.push_back(static_cast<int>(e.record.time_us >> 40));
     w.Complete(who);

@@ -41,8 +41,11 @@ struct Sink {
   std::condition_variable cv;
   std::vector<JournalEntry> durable, rejected;
   std::size_t groups = 0;
-  void operator()(std::vector<JournalEntry>& g, bool ok) {
+  std::vector<JournalFate> fates;
+  void operator()(std::vector<JournalEntry>& g, JournalFate fate) {
+    const bool ok = fate == JournalFate::kDurable;
     std::lock_guard lk(mu);
+    fates.push_back(fate);  // one per group
     ++groups;
     for (auto& e : g) (ok ? durable : rejected).push_back(e);
     cv.notify_all();
@@ -61,7 +64,7 @@ struct JournalFiles : ::testing::Test {
     JournalOptions o;
     o.dir = dir;
     o.identity = std::move(identity);
-    o.on_commit = [this](std::vector<JournalEntry>& g, bool ok) { sink(g, ok); };
+    o.on_commit = [this](std::vector<JournalEntry>& g, JournalFate fate) { sink(g, fate); };
     return o;
   }
   // Appends records [from, to) one group at a time when `per_group`, else all at once; waits for them.
@@ -236,7 +239,31 @@ TEST_F(JournalFiles, FullJournalRejectsAfterBoundedWait) {
   ASSERT_TRUE(sink.Wait(40));
   EXPECT_GT(sink.rejected.size(), 0u);
   EXPECT_GT(sink.durable.size(), 0u);
+  EXPECT_NE(std::find(sink.fates.begin(), sink.fates.end(), JournalFate::kRefused), sink.fates.end());
+  EXPECT_EQ(std::find(sink.fates.begin(), sink.fates.end(), JournalFate::kIoError), sink.fates.end());
   EXPECT_LE(sink.durable.size() * 49, 1024u);
+}
+
+// An I/O error (here: the next segment cannot be created) reports the group kIoError, fails the journal for
+// good (Append refused afterwards) and leaves the records before it recoverable.
+TEST_F(JournalFiles, IoErrorFailsTheJournal) {
+  JournalOptions o = Options();
+  o.segment_bytes = 16;  // every group after the first starts a new segment
+  {
+    Journal j(o);
+    j.Start();
+    Write(j, 0, 1);  // record 0 (49 bytes, no source) in segment 0; the next one starts at LSN 49 = 0x31
+    fs::create_directory(dir + "/0000000000000031.seg");  // occupies the next segment's name
+    ASSERT_TRUE(j.Append(Rec(1)));
+    ASSERT_TRUE(sink.Wait(2));
+    ASSERT_EQ(sink.fates.size(), 2u);
+    EXPECT_EQ(sink.fates[1], JournalFate::kIoError);
+    EXPECT_TRUE(j.failed());
+    EXPECT_FALSE(j.Append(Rec(2))) << "a failed journal accepted a record";
+  }
+  fs::remove(dir + "/0000000000000031.seg");
+  Journal j(o);
+  ExpectRecords(j.TakeRecovered(), 0, 1);
 }
 
 // The directory belongs to one database (meta) and one running instance (flock).
