@@ -18,6 +18,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <pqxx/except>
 
 #include "core/digest.h"
 #include "core/filter.h"
@@ -154,7 +155,22 @@ int main(int argc, char** argv) {
       storage::JournalOptions jo;
       jo.dir = config.journal_dir;
       jo.max_bytes = config.journal_max_bytes;
-      jo.identity = storage::JournalDrain::QueryIdentity(config.database_url);
+      // The identity of the database the journal belongs to; PostgreSQL answered Store::Start() a moment ago,
+      // so a failure here is retried like the start itself.
+      for (;;) {
+        try {
+          jo.identity = storage::JournalDrain::QueryIdentity(config.database_url);
+          break;
+        } catch (const pqxx::broken_connection& e) {
+          Log(LogLevel::kWarn, "pg_state", {{"state", "down"}, {"error", e.what()}});
+        }
+        main_ioc.poll();
+        if (stop_requested.load()) {
+          store->Shutdown();
+          return 0;
+        }
+        std::this_thread::sleep_for(kStartAttempt / 2);
+      }
       journal = std::make_unique<storage::JournalDrain>(*store, jo, Service::JournalDeliver());
       journal->Start([&](std::span<const Digest> digests) { filter->InsertBatchConcurrently(digests); });
       const auto js = journal->Stats();
