@@ -9,10 +9,13 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+
+#include <absl/base/thread_annotations.h>
 
 namespace scangate {
 namespace {
@@ -36,11 +39,45 @@ constexpr std::uint32_t kMaxCountBatch = 16;
 static_assert(kMaxCountBatch <= 255);
 
 // Per-thread insert counts not yet added to their shard's counter, for one filter instance at a time.
+// Written only by the owning thread; Stats() reads them from another thread through the registry below
+// and folds them into ShardStats::inserted. Single writer, so the owner's increments are relaxed
+// load + relaxed store (a plain byte load and store on x86, no locked instruction); relaxed is enough
+// because the reader only wants some recent value and nothing else is published through these.
 struct ThreadCounts {
-  std::uint64_t filter_id = 0;  // 0: none
-  std::uint8_t pending[kMaxShards] = {};
+  std::atomic<std::uint64_t> filter_id{0};  // 0: none
+  std::atomic<std::uint8_t> pending[kMaxShards] = {};
 };
-thread_local ThreadCounts t_counts;
+// Every live thread's ThreadCounts, so Stats() can fold pending counts in. Registration and removal
+// happen once per thread (first insert, thread exit), never on the per-insert path. Leaked on purpose:
+// threads may still exit (and unregister) while static destructors run.
+struct CountRegistry {
+  std::mutex mu;
+  std::vector<ThreadCounts*> live ABSL_GUARDED_BY(mu);
+};
+CountRegistry& Registry() {
+  static auto* r = new CountRegistry;
+  return *r;
+}
+// Owns the calling thread's ThreadCounts; its destructor (thread exit) unregisters and frees them.
+struct ThreadRegistration {
+  ThreadCounts* counts = new ThreadCounts;
+  ThreadRegistration() {
+    std::lock_guard lock(Registry().mu);
+    Registry().live.push_back(counts);
+  }
+  ~ThreadRegistration() {
+    std::lock_guard lock(Registry().mu);
+    std::erase(Registry().live, counts);
+    delete counts;
+  }
+};
+// Trivially constructed, so the per-insert access needs no TLS guard check; set by RegisterThread().
+thread_local ThreadCounts* t_counts = nullptr;
+ThreadCounts& RegisterThread() {
+  thread_local ThreadRegistration registration;  // constructed on the first call of this thread only
+  t_counts = registration.counts;
+  return *t_counts;
+}
 std::atomic<std::uint64_t> g_next_filter_id{1};
 
 std::uint64_t Load64(const std::uint8_t* p) {
@@ -309,19 +346,40 @@ Probe ShardedFilter::Apply(const Location& loc, bool want_verdict) {
 void ShardedFilter::CountInsert(Shard& s, std::uint32_t shard_index) {
   std::uint64_t add = 1;
   if (count_batch_ > 1) {
-    ThreadCounts& tc = t_counts;
-    if (tc.filter_id != id_) {  // first insert of this thread into this filter instance
-      std::memset(tc.pending, 0, sizeof tc.pending);
-      tc.filter_id = id_;
+    ThreadCounts& tc = t_counts != nullptr ? *t_counts : RegisterThread();
+    // relaxed (all pending/filter_id accesses here): this thread is the only writer; see ThreadCounts.
+    if (tc.filter_id.load(std::memory_order_relaxed) != id_) {  // first insert of this thread into this filter
+      for (auto& p : tc.pending) p.store(0, std::memory_order_relaxed);
+      tc.filter_id.store(id_, std::memory_order_relaxed);
     }
-    if (++tc.pending[shard_index] < count_batch_) return;
-    add = tc.pending[shard_index];
-    tc.pending[shard_index] = 0;
+    std::atomic<std::uint8_t>& pending = tc.pending[shard_index];
+    const auto v = static_cast<std::uint8_t>(pending.load(std::memory_order_relaxed) + 1);
+    if (v < count_batch_) {
+      pending.store(v, std::memory_order_relaxed);
+      return;
+    }
+    add = v;
+    pending.store(0, std::memory_order_relaxed);
   }
   // relaxed: a trigger count only; rotation re-checks it under the try-lock.
   const std::uint64_t n = s.inserted.fetch_add(add, std::memory_order_relaxed) + add;
   if (n >= geometry_.capacity_per_shard) {
     TryRotate(s, std::chrono::steady_clock::now(), /*require_expired=*/false, /*require_full=*/true);
+  }
+}
+
+void ShardedFilter::PublishPendingInserts() {
+  ThreadCounts* tc = t_counts;
+  // relaxed (pending/filter_id): this thread is their only writer; see ThreadCounts.
+  if (tc == nullptr || tc->filter_id.load(std::memory_order_relaxed) != id_) return;
+  for (std::uint32_t i = 0; i < geometry_.shards; ++i) {
+    const std::uint64_t add = tc->pending[i].load(std::memory_order_relaxed);
+    if (add == 0) continue;
+    tc->pending[i].store(0, std::memory_order_relaxed);
+    // relaxed: a trigger count only, as in CountInsert.
+    if (shards_[i].inserted.fetch_add(add, std::memory_order_relaxed) + add >= geometry_.capacity_per_shard) {
+      TryRotate(shards_[i], std::chrono::steady_clock::now(), /*require_expired=*/false, /*require_full=*/true);
+    }
   }
 }
 
@@ -428,6 +486,16 @@ std::vector<ShardStats> ShardedFilter::Stats() const {
   const std::uint64_t samples = std::min(W, kStatsSampleWords);
   const auto now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::steady_clock::now().time_since_epoch()).count();
+  // Insert counts still pending in live threads (see "Insert counting"), folded into `inserted`.
+  std::vector<std::uint64_t> pending(geometry_.shards, 0);
+  if (count_batch_ > 1) {
+    std::lock_guard lock(Registry().mu);
+    for (const ThreadCounts* tc : Registry().live) {
+      // relaxed (here and below): telemetry; any recent value of another thread's counts will do.
+      if (tc->filter_id.load(std::memory_order_relaxed) != id_) continue;
+      for (std::uint32_t i = 0; i < geometry_.shards; ++i) pending[i] += tc->pending[i].load(std::memory_order_relaxed);
+    }
+  }
   std::vector<ShardStats> out;
   out.reserve(geometry_.shards);
   for (std::uint32_t i = 0; i < geometry_.shards; ++i) {
@@ -449,7 +517,7 @@ std::vector<ShardStats> ShardedFilter::Stats() const {
       fp[g] = sum / static_cast<double>(samples);
     }
     ShardStats st;
-    st.inserted = s.inserted.load(std::memory_order_relaxed);  // relaxed: telemetry
+    st.inserted = s.inserted.load(std::memory_order_relaxed) + pending[i];  // relaxed: telemetry
     st.fill_ratio = static_cast<double>(active_bits) / static_cast<double>(samples * kBitsPerWord);
     st.age_seconds = static_cast<double>(now_ns - s.birth_ns.load(std::memory_order_relaxed)) * 1e-9;  // relaxed: telemetry
     st.estimated_fp = 1.0 - (1.0 - fp[0]) * (1.0 - fp[1]);

@@ -72,8 +72,10 @@
 // locked instructions at ~7 ns each on the benchmark machine). Each thread instead accumulates up to
 // count_batch = clamp(capacity_per_shard / 256, 1, 16) inserts per shard in a thread_local array and
 // publishes them with one fetch_add. A capacity rotation can therefore fire late by at most
-// (count_batch - 1) x threads keys per shard (<= threads/256 of the capacity), and ShardStats::inserted
-// lags by as much. Counts pending in a thread that switches to another filter instance are dropped.
+// (count_batch - 1) x threads keys per shard (<= threads/256 of the capacity). Stats() folds the counts
+// still pending in live threads into ShardStats::inserted (each thread's counts sit in a registry that
+// only Stats() and thread start/exit lock), so telemetry shows every insert: three new keys read as
+// three. Counts pending in a thread that exits or switches to another filter instance are dropped.
 //
 // Telemetry is per shard (alignas(64), no counter shared by all threads); Stats() estimates fill and FP
 // from a sample of words (see ShardStats).
@@ -136,8 +138,8 @@ enum class Probe : std::uint8_t { kDefinitelyNew, kPossiblySeen };
 // hashed uniformly this is the expected FP of a fresh query; validated in filter_test against a measured
 // rate (within 10 % relative at design load). Used for metrics, never for decisions.
 struct ShardStats {
-  std::uint64_t inserted;      // keys that set a bit in the active generation since it became active (lags by
-                               // up to count_batch - 1 per inserting thread, see "Insert counting")
+  std::uint64_t inserted;      // keys that set a bit in the active generation since it became active,
+                               // pending per-thread counts included (see "Insert counting")
   double fill_ratio;           // fraction of set bits in the active generation
   double age_seconds;          // age of the active generation
   double estimated_fp;         // FP of a query against this shard (both generations), from fill
@@ -169,6 +171,11 @@ class ShardedFilter {
   void InsertConcurrently(const Digest& d);
   // Batch form of InsertConcurrently with the same prefetching. Threading: as above.
   void InsertBatchConcurrently(std::span<const Digest> in);
+  // Adds the calling thread's pending insert counts for this filter to their shards now (see "Insert
+  // counting"): for a thread about to exit after inserting, such as a warm-load stream, whose pending
+  // counts would otherwise be dropped. O(shards). Threading: safe to call concurrently; acts on the
+  // calling thread's counts only.
+  void PublishPendingInserts();
   // Read-only query of both live generations (tests, diagnostics). Threading: safe to call concurrently.
   bool MayContain(const Digest& d) const;
   // Shard index of a digest, stable for the process lifetime. Threading: pure function of the geometry.
@@ -182,8 +189,10 @@ class ShardedFilter {
   // Raw epoch of a shard: 2 x rotations completed, +1 while a rotation is in progress (tests, diagnostics).
   // Threading: safe to call concurrently.
   std::uint64_t EpochOf(std::uint32_t shard) const;
-  // Per-shard telemetry, O(shards x kStatsSampleWords). Threading: safe to call concurrently; figures from
-  // different shards are not a snapshot of one instant.
+  // Per-shard telemetry, O(shards x (kStatsSampleWords + threads)); takes the per-thread count registry's
+  // mutex (also taken once per thread at its first insert and at its exit). Servers call it from a timer,
+  // not per scrape. Threading: safe to call concurrently; figures from different shards are not a
+  // snapshot of one instant.
   std::vector<ShardStats> Stats() const;
   // Threading: immutable after construction.
   const FilterGeometry& geometry() const { return geometry_; }

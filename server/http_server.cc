@@ -25,6 +25,7 @@
 #include <openssl/ssl.h>
 
 #include "server/auth.h"
+#include "server/dashboard.h"
 #include "server/log.h"
 
 namespace scangate::server {
@@ -286,6 +287,11 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
         return Reply(http::status::ok, RenderPrometheus(service().Snapshot()), kPrometheusText);
       case Route::kStats:
         return Reply(http::status::ok, RenderStatsJson(service().Snapshot()), kJson);
+      case Route::kDashboard:  // static page (server/dashboard.h); it polls /stats from the same origin
+        res_ = {};
+        res_.set("Content-Security-Policy", kDashboardCsp);
+        res_.set(http::field::cache_control, "no-store");
+        return Send(http::status::ok, std::string(DashboardHtml()), kDashboardContentType, false);
       case Route::kObserve:
       case Route::kObserveBatch:
         break;

@@ -23,6 +23,7 @@
 #include "core/digest.h"
 #include "core/filter.h"
 #include "server/config.h"
+#include "server/filter_telemetry.h"
 #include "server/http_server.h"
 #include "server/log.h"
 #include "server/metrics.h"
@@ -39,7 +40,8 @@ using namespace scangate::server;
 constexpr int kExitConfig = 2;
 constexpr int kExitStartup = 1;
 constexpr auto kDrainDeadline = std::chrono::seconds(10);        // in-flight requests at shutdown
-constexpr auto kMaintenancePeriod = std::chrono::seconds(1);     // filter rotation, pg_state check
+constexpr auto kMaintenancePeriod = std::chrono::seconds(1);     // filter rotation, pg_state check, telemetry
+static_assert(kMaintenancePeriod == FilterTelemetry::kRefreshPeriod, "/stats promises this staleness bound");
 constexpr auto kWarmRetryDelay = std::chrono::seconds(1);        // after a failed warm load
 constexpr auto kStartAttempt = std::chrono::seconds(2);          // one Store::Start() attempt
 
@@ -130,6 +132,7 @@ int main(int argc, char** argv) {
   store_options.batch_limit = config.batch_limit;
   store_options.flush_interval = config.flush_interval;
   store_options.queue_limit = config.queue_limit;
+  store_options.log = StorageLogSink();  // one log stream: storage's events go through server::Log
   // Short connect attempts, so a SIGTERM while PostgreSQL is unreachable is honoured within ~2 s.
   store_options.start_timeout = kStartAttempt;
   std::unique_ptr<storage::Store> store;
@@ -215,6 +218,7 @@ int main(int argc, char** argv) {
         const std::uint64_t keys = store->WarmLoad(config.window, [&](std::span<const Digest> chunk) {
           if (stop_requested.load()) throw WarmAborted{};
           filter->InsertBatchConcurrently(chunk);
+          filter->PublishPendingInserts();  // a stream thread's pending counts die with it otherwise
         });
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         service.MarkWarm();
@@ -229,7 +233,8 @@ int main(int argc, char** argv) {
     }
   });
 
-  // Maintenance: filter rotation and pg_state transitions, once a second on the main thread.
+  // Maintenance: filter rotation, pg_state transitions and the filter telemetry sample, once a second on
+  // the main thread.
   net::steady_timer tick(main_ioc);
   bool pg_up = true;
   std::function<void()> schedule = [&] {
@@ -237,6 +242,7 @@ int main(int argc, char** argv) {
     tick.async_wait([&](const boost::system::error_code& ec) {
       if (ec) return;
       filter->RotateExpired(std::chrono::steady_clock::now());
+      service.RefreshTelemetry();  // after rotating: the sample shows the new generations
       const bool up = store->up();
       if (up != pg_up) {
         pg_up = up;

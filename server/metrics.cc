@@ -1,10 +1,13 @@
 #include "server/metrics.h"
 
+#include <algorithm>
 #include <charconv>
 #include <string_view>
 
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
+
+#include "server/filter_telemetry.h"
 
 namespace scangate::server {
 namespace {
@@ -112,6 +115,23 @@ void Metrics::Collect(MetricsSnapshot& out) const {
   }
 }
 
+double LatencyQuantile(const std::array<std::uint64_t, kLatencySlots>& per_bucket, double q) {
+  std::uint64_t total = 0;
+  for (const std::uint64_t c : per_bucket) total += c;
+  if (total == 0) return 0.0;
+  const double rank = std::clamp(q, 0.0, 1.0) * static_cast<double>(total);
+  std::uint64_t below = 0;
+  for (std::size_t b = 0; b < kLatencyBuckets.size(); ++b) {
+    if (per_bucket[b] != 0 && static_cast<double>(below + per_bucket[b]) >= rank) {
+      const double lo = b == 0 ? 0.0 : kLatencyBuckets[b - 1];
+      const double within = (rank - static_cast<double>(below)) / static_cast<double>(per_bucket[b]);
+      return lo + (kLatencyBuckets[b] - lo) * within;
+    }
+    below += per_bucket[b];
+  }
+  return kLatencyBuckets.back();  // the rank lies in the +Inf bucket
+}
+
 std::string RenderPrometheus(const MetricsSnapshot& s) {
   Writer w;
   w.Header("scangate_http_requests_total", "counter", "HTTP requests answered, by route and status code.");
@@ -163,6 +183,9 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   for (std::size_t i = 0; i < s.shards.size(); ++i) {
     w.Sample("scangate_filter_keys", "shard=\"" + std::to_string(i) + "\"", s.shards[i].inserted);
   }
+  w.Header("scangate_filter_snapshot_age_seconds", "gauge",
+           "Age of the cached filter sample behind the scangate_filter_* gauges (refreshed every second).");
+  w.Sample("scangate_filter_snapshot_age_seconds", "", s.filter_snapshot_age_seconds);
   w.Header("scangate_filter_memory_bytes", "gauge", "Memory of the filter bit arrays, all shards and generations.");
   w.Sample("scangate_filter_memory_bytes", "", static_cast<std::uint64_t>(s.filter_memory_bytes));
   w.Header("scangate_filter_warm", "gauge", "1 once the warm start from PostgreSQL has finished.");
@@ -177,6 +200,21 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.Header("scangate_pg_commit_seconds", "histogram", "Duration of a PostgreSQL write transaction.");
   w.Histogram("scangate_pg_commit_seconds", "", s.store.commit_seconds_buckets, s.store.commit_seconds_sum,
               s.store.commit_seconds_count);
+  // Lost or uncertain acknowledgements (storage/README.md "Outages", "In-doubt COMMIT", "Dead letter").
+  w.Header("scangate_write_behind_lost_total", "counter",
+           "Write-behind rows (ack=filter) answered new but given up at shutdown while PostgreSQL was down.");
+  w.Sample("scangate_write_behind_lost_total", "", s.store.write_behind_lost);
+  w.Header("scangate_write_behind_dead_lettered_total", "counter",
+           "Write-behind rows (ack=filter) answered new that PostgreSQL rejected repeatedly; dropped and logged.");
+  w.Sample("scangate_write_behind_dead_lettered_total", "", s.store.dead_lettered);
+  w.Header("scangate_batch_failures_total", "counter",
+           "PostgreSQL batch transactions that failed and took their writer down.");
+  w.Sample("scangate_batch_failures_total", "", s.store.batch_failures);
+  w.Header("scangate_commit_in_doubt_total", "counter",
+           "COMMITs whose answer was lost, by how txid_status() settled them.");
+  w.Sample("scangate_commit_in_doubt_total", "resolution=\"committed\"", s.store.in_doubt_committed);
+  w.Sample("scangate_commit_in_doubt_total", "resolution=\"aborted\"", s.store.in_doubt_aborted);
+  w.Sample("scangate_commit_in_doubt_total", "resolution=\"unknown\"", s.store.in_doubt_unknown);
   if (s.journal) {
     const storage::JournalDrainStats& j = *s.journal;
     w.Header("scangate_journal_group_size", "histogram", "Records per journal group commit (one fdatasync each).");
@@ -216,6 +254,26 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
     if (!codes.empty()) http[RouteLabel(static_cast<Route>(r))] = std::move(codes);
   }
   o["http_requests"] = std::move(http);
+  // Request latency per route: cumulative bucket counts (aligned with "le", +Inf last) and p50/p99
+  // estimates (linear inside a bucket: accurate to one bucket width).
+  json::object latency;
+  json::array le;
+  for (const double b : kLatencyBuckets) le.push_back(b);
+  latency["le"] = std::move(le);
+  for (std::size_t r = 0; r < kRouteCount; ++r) {
+    std::uint64_t count = 0;
+    json::array cumulative;
+    for (const std::uint64_t c : s.latency[r]) cumulative.push_back(count += c);
+    if (count == 0) continue;
+    latency[RouteLabel(static_cast<Route>(r))] =
+        json::object{{"count", count},
+                     {"sum_seconds", s.latency_sum_seconds[r]},
+                     {"p50_seconds", LatencyQuantile(s.latency[r], 0.50)},
+                     {"p99_seconds", LatencyQuantile(s.latency[r], 0.99)},
+                     {"buckets", std::move(cumulative)}};
+  }
+  o["latency"] = std::move(latency);
+  o["uptime_seconds"] = s.uptime_seconds;
   o["verdicts"] = json::object{{"new_via_filter", s.new_via_filter},
                                {"new_via_exact", s.new_via_exact},
                                {"duplicate_via_exact", s.duplicate_via_exact}};
@@ -234,6 +292,13 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
                              {"keys", keys},
                              {"false_positives", s.false_positives},
                              {"stale", s.stale},
+                             // keys, fill, FP and ages come from a sample refreshed every
+                             // snapshot_period_seconds; snapshot_age_seconds says how old it is now.
+                             {"snapshot_age_seconds", s.filter_snapshot_age_seconds},
+                             {"snapshot_period_seconds", FilterTelemetry::kRefreshPeriod.count()},
+                             {"window_seconds", s.filter_window_seconds},
+                             {"capacity_per_shard", s.filter_capacity_per_shard},
+                             {"fp_target", s.filter_fp_target},
                              {"shards", std::move(shards)}};
   const storage::StoreStats& st = s.store;
   o["pg"] = json::object{{"up", st.up},
@@ -246,7 +311,14 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
                          {"write_behind_conflicts", st.write_behind_conflicts},
                          {"batch_size_mean", st.batch_size_count ? st.batch_size_sum / st.batch_size_count : 0.0},
                          {"commit_seconds_mean",
-                          st.commit_seconds_count ? st.commit_seconds_sum / st.commit_seconds_count : 0.0}};
+                          st.commit_seconds_count ? st.commit_seconds_sum / st.commit_seconds_count : 0.0},
+                         // Lost or uncertain acknowledgements.
+                         {"write_behind_lost", st.write_behind_lost},
+                         {"write_behind_dead_lettered", st.dead_lettered},
+                         {"batch_failures", st.batch_failures},
+                         {"commit_in_doubt", json::object{{"committed", st.in_doubt_committed},
+                                                          {"aborted", st.in_doubt_aborted},
+                                                          {"unknown", st.in_doubt_unknown}}}};
   if (s.journal) {
     const storage::JournalDrainStats& j = *s.journal;
     o["journal"] = json::object{

@@ -65,8 +65,20 @@ struct MetricsSnapshot {
   std::size_t filter_memory_bytes = 0;
   bool warm = false;
   storage::StoreStats store{};
+  // Filter context for /stats and the dashboard. `shards` is a cached sample (server/filter_telemetry.h),
+  // filter_snapshot_age_seconds old (<= its 1 s refresh period while the maintenance timer runs).
+  double filter_snapshot_age_seconds = 0;
+  double filter_window_seconds = 0;
+  std::uint64_t filter_capacity_per_shard = 0;
+  double filter_fp_target = 0;
+  double uptime_seconds = 0;  // since the service started (a monotonic clock for rates)
   std::optional<storage::JournalDrainStats> journal;  // ack=filter with the journal on
 };
+
+// Quantile q (0..1) of a latency histogram (per-bucket counts over kLatencyBuckets, + Inf last), by linear
+// interpolation inside the bucket that holds it, as Prometheus' histogram_quantile does: accurate to one
+// bucket width (x2-x2.5); the +Inf bucket reports the last finite bound. 0 when the histogram is empty.
+double LatencyQuantile(const std::array<std::uint64_t, kLatencySlots>& per_bucket, double q);
 
 // Owns one ThreadCounters per I/O thread.
 class Metrics {

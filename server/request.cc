@@ -115,6 +115,7 @@ Route RouteOf(std::string_view target) {
   if (target == "/readyz") return Route::kReadyz;
   if (target == "/metrics") return Route::kMetrics;
   if (target == "/stats") return Route::kStats;
+  if (target == "/dashboard") return Route::kDashboard;
   return Route::kNotFound;
 }
 
@@ -126,6 +127,7 @@ std::string_view RouteLabel(Route route) {
     case Route::kReadyz: return "/readyz";
     case Route::kMetrics: return "/metrics";
     case Route::kStats: return "/stats";
+    case Route::kDashboard: return "/dashboard";
     case Route::kNotFound: break;
   }
   return "other";
@@ -144,7 +146,8 @@ std::size_t BodyLimitFor(Route route) {
 }
 
 bool IsAdminRoute(Route route) {
-  return route == Route::kHealthz || route == Route::kReadyz || route == Route::kMetrics || route == Route::kStats;
+  return route == Route::kHealthz || route == Route::kReadyz || route == Route::kMetrics || route == Route::kStats ||
+         route == Route::kDashboard;
 }
 
 std::optional<std::string_view> BearerToken(std::string_view authorization) {
@@ -221,6 +224,9 @@ Problem Problem::Unauthorized(bool credentials_presented) {
 }
 Problem Problem::Unavailable(std::string detail) {
   return Make(503, "unavailable", "Service unavailable", std::move(detail));
+}
+Problem Problem::OutcomeUnknown(std::string detail) {
+  return Make(503, "outcome-unknown", "Outcome unknown", std::move(detail));
 }
 Problem Problem::Internal() {
   return Make(500, "internal", "Internal server error", "an unexpected error occurred; see the server log");

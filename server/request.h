@@ -32,8 +32,8 @@ static_assert(kMaxBatchEntries * (kMinKeyBytes + 3) <= kMaxBatchBodyBytes,
 static_assert(kMaxKeyBytes * 6 + kMaxSourceChars * 12 + 64 <= kMaxObserveBodyBytes,
               "a maximal key and source, fully \\u-escaped, must fit in the /observe body limit");
 
-enum class Route : std::uint8_t { kObserve, kObserveBatch, kHealthz, kReadyz, kMetrics, kStats, kNotFound };
-inline constexpr std::size_t kRouteCount = 7;
+enum class Route : std::uint8_t { kObserve, kObserveBatch, kHealthz, kReadyz, kMetrics, kStats, kDashboard, kNotFound };
+inline constexpr std::size_t kRouteCount = 8;
 
 // Maps a request target (path plus optional query) to its route; the query string is ignored.
 Route RouteOf(std::string_view target);
@@ -43,7 +43,7 @@ std::string_view RouteLabel(Route route);
 std::string_view AllowedMethod(Route route);
 // Body size limit applied once the header of a request to `route` has been read.
 std::size_t BodyLimitFor(Route route);
-// Operational routes (/healthz, /readyz, /metrics, /stats): never need a token; with --admin-listen they are
+// Operational routes (/healthz, /readyz, /metrics, /stats, /dashboard): never need a token; with --admin-listen they are
 // served only on the admin listener, and /observe* only on the main one.
 bool IsAdminRoute(Route route);
 
@@ -74,6 +74,8 @@ struct Problem {
   static Problem HeaderTooLarge();
   static Problem Unauthorized(bool credentials_presented);  // 401 unauthorized (+ WWW-Authenticate)
   static Problem Unavailable(std::string detail);
+  // 503 outcome-unknown (+ Retry-After): the attempt MAY have recorded the key (in-doubt COMMIT).
+  static Problem OutcomeUnknown(std::string detail);
   static Problem Internal();                              // never carries exception text to the client
 };
 

@@ -16,6 +16,14 @@ constexpr std::string_view kBatchUnavailableDetail =
     "PostgreSQL is unavailable or the write queue is full; keys of this batch that were already inserted "
     "stay inserted, so a retry reports them as duplicates";
 
+constexpr std::string_view kOutcomeUnknownDetail =
+    "the connection to PostgreSQL broke while this key's transaction was committing and PostgreSQL could not "
+    "tell whether it committed; the key may be recorded: a retry may be answered duplicate with a first_seen "
+    "inside this attempt";
+constexpr std::string_view kBatchOutcomeUnknownDetail =
+    "the connection to PostgreSQL broke while keys of this batch were committing and PostgreSQL could not "
+    "tell whether they committed; a retry may report them as duplicates with a first_seen inside this attempt";
+
 std::uint64_t NextInstanceId() {
   static std::atomic<std::uint64_t> next{1};
   return next.fetch_add(1);
@@ -43,6 +51,9 @@ Service::Service(const Config& config, Digester digester, ShardedFilter& filter,
       filter_(filter),
       store_(store),
       metrics_(metrics),
+      window_seconds_(std::chrono::duration<double>(config.window).count()),
+      fp_target_(config.fp_target),
+      filter_telemetry_(filter),
       journal_(journal),
       instance_id_(NextInstanceId()) {}
 
@@ -68,6 +79,10 @@ storage::Completion Service::Complete(const Probed& p, Verdict v, const net::any
     net::post(ex, [this, p, v, &counters, done, r]() mutable {
       if (r.outcome == storage::Outcome::kUnavailable) {
         done(Problem::Unavailable(std::string(kUnavailableDetail)));
+        return;
+      }
+      if (r.outcome == storage::Outcome::kUnknown) {
+        done(Problem::OutcomeUnknown(std::string(kOutcomeUnknownDetail)));
         return;
       }
       Decide(p, r, counters, v);
@@ -125,6 +140,7 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
     std::vector<Probed> probed;
     std::size_t pending = 0;
     bool unavailable = false;
+    bool unknown = false;  // some entry's outcome is unknown: answered outcome-unknown (the weaker claim)
     BatchDone done;
   };
   auto st = std::make_shared<State>();
@@ -144,6 +160,10 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
   // Called on `ex` for every entry exactly once; the last one answers.
   auto finish_one = [&counters](const std::shared_ptr<State>& s) {
     if (--s->pending != 0) return;
+    if (s->unknown) {
+      s->done(Problem::OutcomeUnknown(std::string(kBatchOutcomeUnknownDetail)));
+      return;
+    }
     if (s->unavailable) {
       s->done(Problem::Unavailable(std::string(kBatchUnavailableDetail)));
       return;
@@ -159,6 +179,8 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
                            net::post(ex, [this, st, i, r, &counters, finish_one] {
                              if (r.outcome == storage::Outcome::kUnavailable) {
                                st->unavailable = true;
+                             } else if (r.outcome == storage::Outcome::kUnknown) {
+                               st->unknown = true;
                              } else {
                                Decide(st->probed[i], r, counters, st->verdicts[i]);
                              }
@@ -170,7 +192,9 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
   // Journal hooks of the batch path: entry i answered from / recorded in the journal (see Observe).
   auto entry_done = [st, finish_one](std::size_t i, bool is_new, const std::string& first_seen) {
     return [st, finish_one, i, is_new, first_seen](storage::JournalFate fate) {
-      if (fate != storage::JournalFate::kDurable) {
+      if (fate == storage::JournalFate::kIoError) {
+        st->unknown = true;  // the record may be on disk (and replayed): outcome-unknown
+      } else if (fate != storage::JournalFate::kDurable) {
         st->unavailable = true;
       } else {
         st->verdicts[i].is_new = is_new;
@@ -246,7 +270,15 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
 MetricsSnapshot Service::Snapshot() const {
   MetricsSnapshot s;
   metrics_.Collect(s);
-  s.shards = filter_.Stats();
+  const auto now = std::chrono::steady_clock::now();
+  const auto sample = filter_telemetry_.Latest();
+  s.filter_snapshot_age_seconds = std::chrono::duration<double>(now - sample->taken).count();
+  s.shards = sample->shards;
+  for (ShardStats& st : s.shards) st.age_seconds += s.filter_snapshot_age_seconds;  // generation age now
+  s.filter_window_seconds = window_seconds_;
+  s.filter_capacity_per_shard = filter_.geometry().capacity_per_shard;
+  s.filter_fp_target = fp_target_;
+  s.uptime_seconds = std::chrono::duration<double>(now - started_).count();
   s.filter_memory_bytes = filter_.geometry().memory_bytes;
   s.warm = warm();
   s.store = store_.Stats();

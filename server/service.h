@@ -20,6 +20,7 @@
 #include "core/digest.h"
 #include "core/filter.h"
 #include "server/config.h"
+#include "server/filter_telemetry.h"
 #include "server/metrics.h"
 #include "server/request.h"
 #include "storage/journal_drain.h"
@@ -57,7 +58,11 @@ class Service {
   // The journal's Deliver: posts one batch of waiter calls to the I/O thread of the group (service_journal.cc).
   static storage::JournalDrain::Deliver JournalDeliver();
 
+  // Every counter now; the filter's per-shard figures from the latest RefreshTelemetry() (age reported).
   MetricsSnapshot Snapshot() const;
+  // Re-samples the filter for Snapshot(). Call from the maintenance timer (one thread), every
+  // FilterTelemetry::kRefreshPeriod.
+  void RefreshTelemetry() { filter_telemetry_.Refresh(); }
 
  private:
   // ack=filter: probe+enqueue of one digest happen under its stripe's mutex (uncontended in practice:
@@ -91,6 +96,10 @@ class Service {
   storage::Store& store_;
   Metrics& metrics_;
   std::atomic<bool> warm_{false};
+  const double window_seconds_;
+  const double fp_target_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  FilterTelemetry filter_telemetry_;  // after filter_: samples it on construction
   std::array<std::mutex, kStripes> stripes_;
   storage::JournalDrain* const journal_;
   const std::uint64_t instance_id_;  // tells this Service's thread-local group apart from an earlier one's

@@ -19,14 +19,14 @@ namespace {
 constexpr std::string_view kJournalUnavailableDetail =
     "the local journal could not record the key in time (full while PostgreSQL is behind); nothing was "
     "recorded: retry after the Retry-After delay";
-// TODO(merge with i9): answer this with the agreed `outcome-unknown` problem once Problem has it.
 constexpr std::string_view kJournalIoErrorDetail =
     "the local journal failed while recording the key (I/O error): it may have been recorded, so a retry may "
     "be answered duplicate; retry after the Retry-After delay";
 
+// kRefused: nothing recorded (unavailable). kIoError: the record may be on disk and replayed (outcome-unknown).
 Problem JournalProblem(storage::JournalFate fate) {
-  return Problem::Unavailable(
-      std::string(fate == storage::JournalFate::kIoError ? kJournalIoErrorDetail : kJournalUnavailableDetail));
+  if (fate == storage::JournalFate::kIoError) return Problem::OutcomeUnknown(std::string(kJournalIoErrorDetail));
+  return Problem::Unavailable(std::string(kJournalUnavailableDetail));
 }
 }  // namespace
 

@@ -161,7 +161,10 @@ void JournalDrain::HandOff(std::vector<JournalEntry>& entries, bool recovered) {
     const Digest d = e.record.digest;
     const std::uint64_t lsn = e.lsn;
     auto committed = [this, d, lsn, recovered](const Result& r) {
-      if (r.outcome == Outcome::kUnavailable) return;  // given up at shutdown: stays in the journal
+      // kUnavailable for a write-behind row: given up at Shutdown() (PostgreSQL down too long) -> it stays in
+      // the journal and is replayed at the next start; or dead-lettered while running (PostgreSQL rejected the
+      // row repeatedly, logged by the Store) -> applied, or it would hold the checkpoint back for ever.
+      if (r.outcome == Outcome::kUnavailable && stopping_.load()) return;
       {
         Shard& s = ShardOf(d);
         std::lock_guard lk(s.mu);
@@ -202,6 +205,7 @@ void JournalDrain::RunRetry() {
 void JournalDrain::StopAppends() {
   if (stopped_) return;
   stopped_ = true;
+  stopping_.store(true);  // from here on a kUnavailable hand-off is the Store giving up at shutdown
   if (journal_) journal_->Stop();
   {
     std::lock_guard lk(retry_mu_);

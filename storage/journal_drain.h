@@ -117,6 +117,7 @@ class JournalDrain {
   std::unique_ptr<Journal> journal_;
   std::array<Shard, kShards> shards_;
   std::atomic<std::uint64_t> replay_left_{0};
+  std::atomic<bool> stopping_{false};  // StopAppends() called: the Store is about to shut down
   std::uint64_t recovered_ = 0;
 
   mutable std::mutex retry_mu_;

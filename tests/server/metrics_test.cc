@@ -55,6 +55,12 @@ MetricsSnapshot SampleSnapshot() {
   s.store.commit_seconds_buckets = {{0.0005, 1}, {1, 6}};  // no +Inf bucket given: the renderer adds it
   s.store.commit_seconds_sum = 0.5;
   s.store.commit_seconds_count = 6;
+  s.store.write_behind_lost = 7;
+  s.store.dead_lettered = 8;
+  s.store.batch_failures = 9;
+  s.store.in_doubt_committed = 10;
+  s.store.in_doubt_aborted = 11;
+  s.store.in_doubt_unknown = 12;
   return s;
 }
 
@@ -106,7 +112,9 @@ TEST(Metrics, PrometheusText) {
         "scangate_filter_stale_total counter", "scangate_write_behind_conflicts_total counter",
         "scangate_filter_fill_ratio gauge", "scangate_filter_estimated_fp gauge", "scangate_filter_keys gauge",
         "scangate_filter_memory_bytes gauge", "scangate_pg_up gauge", "scangate_pg_queue_depth gauge",
-        "scangate_pg_batch_size histogram", "scangate_pg_commit_seconds histogram"}) {
+        "scangate_pg_batch_size histogram", "scangate_pg_commit_seconds histogram",
+        "scangate_write_behind_lost_total counter", "scangate_write_behind_dead_lettered_total counter",
+        "scangate_batch_failures_total counter", "scangate_commit_in_doubt_total counter"}) {
     EXPECT_NE(text.find(std::string("# TYPE ") + family + "\n"), std::string::npos) << family;
   }
   const auto s = Samples(text);
@@ -143,6 +151,12 @@ TEST(Metrics, PrometheusText) {
   EXPECT_EQ(at("scangate_pg_batch_size_sum"), "9");
   EXPECT_EQ(at(R"(scangate_pg_commit_seconds_bucket{le="+Inf"})"), "6");
   EXPECT_EQ(at("scangate_pg_commit_seconds_count"), "6");
+  EXPECT_EQ(at("scangate_write_behind_lost_total"), "7");
+  EXPECT_EQ(at("scangate_write_behind_dead_lettered_total"), "8");
+  EXPECT_EQ(at("scangate_batch_failures_total"), "9");
+  EXPECT_EQ(at(R"(scangate_commit_in_doubt_total{resolution="committed"})"), "10");
+  EXPECT_EQ(at(R"(scangate_commit_in_doubt_total{resolution="aborted"})"), "11");
+  EXPECT_EQ(at(R"(scangate_commit_in_doubt_total{resolution="unknown"})"), "12");
   // Every sample line is "name[{labels}] value" with a parseable value; the text ends with a newline.
   EXPECT_EQ(text.back(), '\n');
   for (const auto& [series, value] : s) {
@@ -163,6 +177,47 @@ TEST(Metrics, StatsJson) {
   EXPECT_TRUE(v.at("pg").at("up").as_bool());
   EXPECT_EQ(v.at("pg").at("write_behind_conflicts").to_number<std::uint64_t>(), 4u);
   EXPECT_DOUBLE_EQ(v.at("pg").at("batch_size_mean").as_double(), 1.5);
+  EXPECT_EQ(v.at("pg").at("write_behind_lost").to_number<std::uint64_t>(), 7u);
+  EXPECT_EQ(v.at("pg").at("write_behind_dead_lettered").to_number<std::uint64_t>(), 8u);
+  EXPECT_EQ(v.at("pg").at("batch_failures").to_number<std::uint64_t>(), 9u);
+  EXPECT_EQ(v.at("pg").at("commit_in_doubt").at("committed").to_number<std::uint64_t>(), 10u);
+  EXPECT_EQ(v.at("pg").at("commit_in_doubt").at("aborted").to_number<std::uint64_t>(), 11u);
+  EXPECT_EQ(v.at("pg").at("commit_in_doubt").at("unknown").to_number<std::uint64_t>(), 12u);
+}
+
+// p50/p99 estimates interpolate inside the bucket holding the rank; /stats carries them with the buckets,
+// and the filter sample's age and context.
+TEST(Metrics, LatencyQuantilesInStats) {
+  std::array<std::uint64_t, kLatencySlots> h{};
+  EXPECT_EQ(LatencyQuantile(h, 0.5), 0.0);  // empty
+  h[4] = 100;                                // 100 requests in (0.0005, 0.001]
+  EXPECT_NEAR(LatencyQuantile(h, 0.5), 0.00075, 1e-12);
+  EXPECT_NEAR(LatencyQuantile(h, 0.99), 0.000995, 1e-12);
+  h[kLatencySlots - 1] = 100;  // as many beyond the last bucket: p99 reports the last finite bound
+  EXPECT_EQ(LatencyQuantile(h, 0.99), kLatencyBuckets.back());
+  EXPECT_NEAR(LatencyQuantile(h, 0.25), 0.00075, 1e-12);
+
+  MetricsSnapshot s = SampleSnapshot();
+  s.filter_snapshot_age_seconds = 0.25;
+  s.filter_window_seconds = 86400;
+  s.filter_capacity_per_shard = 1000;
+  s.filter_fp_target = 0.01;
+  const boost::json::value v = boost::json::parse(RenderStatsJson(s));
+  const auto& observe = v.at("latency").at("/observe");
+  EXPECT_EQ(observe.at("count").to_number<std::uint64_t>(), 3u);
+  // 30 us, 2 ms, 10 s: the median is in (0.001, 0.0025], p99 in +Inf.
+  EXPECT_GT(observe.at("p50_seconds").to_number<double>(), 0.001);
+  EXPECT_LE(observe.at("p50_seconds").to_number<double>(), 0.0025);
+  EXPECT_EQ(observe.at("p99_seconds").to_number<double>(), kLatencyBuckets.back());
+  EXPECT_EQ(observe.at("buckets").as_array().size(), kLatencySlots);
+  EXPECT_EQ(observe.at("buckets").as_array().back().to_number<std::uint64_t>(), 3u);  // cumulative
+  EXPECT_EQ(v.at("latency").at("le").as_array().size(), kLatencyBuckets.size());
+  EXPECT_EQ(v.at("filter").at("snapshot_age_seconds").to_number<double>(), 0.25);
+  EXPECT_EQ(v.at("filter").at("snapshot_period_seconds").to_number<double>(), 1.0);
+  EXPECT_EQ(v.at("filter").at("capacity_per_shard").to_number<std::uint64_t>(), 1000u);
+  EXPECT_EQ(v.at("filter").at("fp_target").to_number<double>(), 0.01);
+  const std::string text = RenderPrometheus(s);
+  EXPECT_NE(text.find("\nscangate_filter_snapshot_age_seconds 0.25\n"), std::string::npos);
 }
 
 }  // namespace

@@ -40,6 +40,7 @@ TEST(Request, RouteOf) {
   EXPECT_EQ(RouteOf("/readyz"), Route::kReadyz);
   EXPECT_EQ(RouteOf("/metrics"), Route::kMetrics);
   EXPECT_EQ(RouteOf("/stats"), Route::kStats);
+  EXPECT_EQ(RouteOf("/dashboard"), Route::kDashboard);
   EXPECT_EQ(RouteOf("/observe/"), Route::kNotFound);
   EXPECT_EQ(RouteOf("/"), Route::kNotFound);
   EXPECT_EQ(RouteOf(""), Route::kNotFound);
@@ -202,6 +203,9 @@ TEST(Request, ProblemBody) {
   EXPECT_EQ(Problem::BodyTooLarge(16384).status, 413u);
   EXPECT_EQ(Problem::HeaderTooLarge().status, 431u);
   EXPECT_EQ(Problem::Unavailable("x").status, 503u);
+  EXPECT_EQ(Problem::OutcomeUnknown("x").status, 503u);  // http_server adds Retry-After to every 503
+  EXPECT_EQ(json::parse(ProblemBody(Problem::OutcomeUnknown("x"))).at("type").as_string(),
+            "urn:scangate:problem:outcome-unknown");
   EXPECT_EQ(Problem::Internal().status, 500u);
   // A hostile method string is not echoed verbatim.
   EXPECT_EQ(Problem::MethodNotAllowed("P\"{<", Route::kObserve).detail.find('"'), std::string::npos);
