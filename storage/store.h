@@ -143,7 +143,8 @@ class Store {
   // across outages, never dropped once accepted (except at Shutdown() after shutdown_retry of outage).
   // Returns false when the queue is full or the store is shutting down. Safe to call concurrently.
   // `committed` (optional; the journal drain's hook) runs once on a writer thread after the transaction
-  // holding the row committed (kInserted/kDuplicate), or with kUnavailable if it is given up at Shutdown().
+  // holding the row committed (kInserted/kDuplicate), or with kUnavailable if it is dead-lettered or given up
+  // at Shutdown().
   // `first_seen_us` (µs since the epoch, 0 = now() at insert): the journal's time of the first observation,
   // so a replayed row keeps it and PostgreSQL's first_seen equals what the journal already answered.
   bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source, Completion committed = {},
