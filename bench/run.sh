@@ -12,6 +12,7 @@
 #   BENCH_DURATION (15)        seconds per measured cell;  BENCH_WARMUP (3) seconds of warm-up before it
 #   BENCH_CONNS ("64 256")     wrk connection counts;      BENCH_WRK_THREADS (2) wrk -t
 #   BENCH_SYSTEMS ("ceiling naive commit filter nofilter")   BENCH_WORKLOADS ("0 0.10 0.50" = repeat shares)
+#                              (also: filternj = ack=filter --journal=off, the in-memory write-behind)
 #   BENCH_SERVER_THREADS (2)   --threads of every server;   BENCH_NAIVE_POOL (16) naive_server --pool
 #   BENCH_SCALE_KEYS (10000000) rows preloaded for the scale run; BENCH_WARM_SMALL (1000000) first warm-start size
 #   BENCH_SUSTAIN (60)         seconds of the sustained (RSS) run; the issue asks for 300
@@ -149,7 +150,7 @@ truncate_keys() {  # empty scan_keys of DB (if it exists yet)
     >/dev/null || log "WARNING: truncate of $1.scan_keys failed"
 }
 
-is_scangate() { [[ $1 == commit || $1 == filter || $1 == nofilter ]]; }
+is_scangate() { [[ $1 == commit || $1 == filter || $1 == filternj || $1 == nofilter ]]; }
 
 # start_server SYSTEM LOGNAME -> sets SRV_PID, SRV_LOG, READY_S; returns non-zero when it never became ready
 start_server() {
@@ -162,7 +163,10 @@ start_server() {
     ceiling) exec "$CEILING_BIN" --port "$SRV_PORT" --threads "$THREADS" ;;
     naive) exec "$NAIVE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$NAIVE_URL" --pool "$NAIVE_POOL" ;;
     commit) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack commit --filter on $SG_EXTRA ;;
-    filter) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter on $SG_EXTRA ;;
+    filter) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter on \
+      --journal-dir "$OUT/journal" $SG_EXTRA ;;
+    filternj) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter on \
+      --journal off $SG_EXTRA ;;
     nofilter) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack commit --filter off $SG_EXTRA ;;
   esac >"$SRV_LOG" 2>&1 &
   SRV_PID=$!
@@ -407,7 +411,8 @@ fi
 label() {
   case $1 in
     ceiling) echo "ceiling (fixed 201)" ;; naive) echo "naive (1 INSERT/request)" ;;
-    commit) echo "scangate ack=commit" ;; filter) echo "scangate ack=filter" ;; nofilter) echo "scangate filter=off" ;;
+    commit) echo "scangate ack=commit" ;; filter) echo "scangate ack=filter (journal)" ;; nofilter) echo "scangate filter=off" ;;
+    filternj) echo "scangate ack=filter --journal=off" ;;
     *) echo "$1" ;;
   esac
 }

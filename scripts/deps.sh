@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libboost1.81-dev libboost-json1.81-dev libboost-program-options1.81-dev
   libpqxx-dev libpq-dev libssl-dev libabsl-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev
   postgresql-15 postgresql-client-15
   wrk curl python3 clang libclang-rt-14-dev
   libjs-dygraphs   # charting library inlined into GET /dashboard at build time (server/dashboard/)

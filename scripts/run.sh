@@ -22,5 +22,7 @@ if [[ -z "${SCANGATE_DATABASE_URL:-}" && $has_url_flag -eq 0 ]]; then
   SCANGATE_DATABASE_URL=$(bash scripts/pg.sh url .local/pg 5544)
   export SCANGATE_DATABASE_URL
   echo "scangate: using local PostgreSQL $SCANGATE_DATABASE_URL (data in .local/pg)" >&2
+  # --ack=filter's journal belongs to this database: keep it next to its data (flag or env still win).
+  export SCANGATE_JOURNAL_DIR=${SCANGATE_JOURNAL_DIR:-$PWD/.local/journal}
 fi
 exec build/release/server/scangate "$@"

@@ -143,6 +143,11 @@ po::options_description Options() {
       ("tokens-file", s(""), "file of lowercase hex SHA-256 hashes of accepted bearer tokens, one per line "
                              "(# comments, blank lines allowed); when set, /observe* need "
                              "'Authorization: Bearer <token>'")
+      ("journal", s("on"), "on|off (ack=filter): on = a filter negative is answered 'new' only once fsynced in a "
+                           "local journal; off = in-memory write-behind, which a crash can lose")
+      ("journal-dir", s("scangate-journal"), "journal directory (ack=filter); one per instance and database")
+      ("journal-max-bytes", s("67108864"), "journal bytes not yet committed in PostgreSQL; beyond it requests wait "
+                                           "(bounded), then 503")
       ("admin-listen", s(""), "ADDR:PORT of a separate plain-HTTP listener for /healthz, /readyz, /metrics, "
                               "/stats (then 404 on the main port; /observe* not served there)")
       ("cors-origins", s(""), "comma-separated web origins (e.g. https://pos.example.com,http://127.0.0.1:3000) "
@@ -296,6 +301,11 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
     }
     c.token_hashes = std::get<std::vector<TokenHash>>(std::move(parsed));
   }
+  c.journal = ParseOnOff(str("journal"), "journal");
+  c.journal_dir = str("journal-dir");
+  if (c.journal_dir.empty()) throw ConfigError("--journal-dir: must not be empty");
+  c.journal_max_bytes =
+      ParseUnsigned<std::uint64_t>(str("journal-max-bytes"), "journal-max-bytes", 1u << 16, std::uint64_t{1} << 40);
   c.admin_listen = str("admin-listen");
   if (c.admin_split()) ParseAdminListen(c);
   c.cors_origins = ParseCorsOrigins(str("cors-origins"));
@@ -331,6 +341,9 @@ boost::json::object Describe(const Config& c) {
   boost::json::array cors;
   for (const std::string& origin : c.cors_origins) cors.emplace_back(origin);
   o["cors_origins"] = std::move(cors);
+  o["journal"] = c.ack == AckMode::kFilter ? (c.journal ? "on" : "off") : "unused";
+  o["journal_dir"] = c.journal_dir;
+  o["journal_max_bytes"] = c.journal_max_bytes;
   return o;
 }
 

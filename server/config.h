@@ -53,6 +53,10 @@ struct Config {
   // call /observe, /observe/batch and /lookup from a browser. Empty = none (requests with any other Origin
   // than scangate's own get 403).
   std::vector<std::string> cors_origins;
+  // Durable fast path (ack=filter): filter negatives are journalled + fdatasync'ed before "new" (README).
+  bool journal = true;                     // --journal on|off; off = in-memory write-behind (loses on a crash)
+  std::string journal_dir = "scangate-journal";  // relative to the working directory unless absolute
+  std::uint64_t journal_max_bytes = 64ull << 20;  // beyond it requests wait (bounded), then 503
   bool tls() const { return !tls_cert.empty(); }
   bool admin_split() const { return !admin_listen.empty(); }
 };

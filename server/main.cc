@@ -18,6 +18,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <pqxx/except>
 
 #include "core/digest.h"
 #include "core/filter.h"
@@ -29,6 +30,7 @@
 #include "server/metrics.h"
 #include "server/service.h"
 #include "storage/lookup.h"
+#include "storage/journal_drain.h"
 #include "storage/store.h"
 
 namespace {
@@ -150,8 +152,44 @@ int main(int argc, char** argv) {
   }
   Log(LogLevel::kInfo, "pg_state", {{"state", "up"}});
 
+  // ack=filter durable fast path: open the journal (refusing a foreign or busy directory), replay what it
+  // holds past its checkpoint into the filter and PostgreSQL, before the first request is taken.
+  std::unique_ptr<storage::JournalDrain> journal;
+  if (config.ack == AckMode::kFilter && config.journal) {
+    try {
+      storage::JournalOptions jo;
+      jo.dir = config.journal_dir;
+      jo.max_bytes = config.journal_max_bytes;
+      // The identity of the database the journal belongs to; PostgreSQL answered Store::Start() a moment ago,
+      // so a failure here is retried like the start itself.
+      for (;;) {
+        try {
+          jo.identity = storage::JournalDrain::QueryIdentity(config.database_url);
+          break;
+        } catch (const pqxx::broken_connection& e) {
+          Log(LogLevel::kWarn, "pg_state", {{"state", "down"}, {"error", e.what()}});
+        }
+        main_ioc.poll();
+        if (stop_requested.load()) {
+          store->Shutdown();
+          return 0;
+        }
+        std::this_thread::sleep_for(kStartAttempt / 2);
+      }
+      journal = std::make_unique<storage::JournalDrain>(*store, jo, Service::JournalDeliver());
+      journal->Start([&](std::span<const Digest> digests) { filter->InsertBatchConcurrently(digests); });
+      const auto js = journal->Stats();
+      Log(LogLevel::kInfo, "journal", {{"dir", config.journal_dir}, {"recovered", js.recovered}});
+    } catch (const std::exception& e) {
+      Log(LogLevel::kError, "error", {{"where", "journal"}, {"what", e.what()}});
+      journal.reset();
+      store->Shutdown();
+      return kExitStartup;
+    }
+  }
+
   Metrics metrics(config.threads);
-  Service service(config, *digester, *filter, *store, metrics);
+  Service service(config, *digester, *filter, *store, metrics, journal.get());
   // POST /lookup reads on its own connection (never behind the writers); reconnects by itself.
   storage::Lookup lookups(storage::LookupOptions{config.database_url});
   lookups.Start();
@@ -163,6 +201,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     Log(LogLevel::kError, "error", {{"where", "listen"}, {"what", e.what()}});
     server.Stop();
+    if (journal) journal->StopAppends();
     store->Shutdown();
     return kExitStartup;
   }
@@ -229,7 +268,9 @@ int main(int argc, char** argv) {
   if (!drained) Log(LogLevel::kWarn, "shutdown", {{"phase", "drain deadline passed; closing remaining connections"}});
   stop_requested.store(true);
   warm.join();
+  if (journal) journal->StopAppends();  // flushes the last group, hands it to the store
   store->Shutdown();
+  if (journal) journal->Close();  // final checkpoint: what the store committed
   server.Stop();
   lookups.Shutdown();
   const storage::StoreStats st = store->Stats();

@@ -235,6 +235,30 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.Sample("scangate_commit_in_doubt_total", "resolution=\"committed\"", s.store.in_doubt_committed);
   w.Sample("scangate_commit_in_doubt_total", "resolution=\"aborted\"", s.store.in_doubt_aborted);
   w.Sample("scangate_commit_in_doubt_total", "resolution=\"unknown\"", s.store.in_doubt_unknown);
+  if (s.journal) {
+    const storage::JournalDrainStats& j = *s.journal;
+    w.Header("scangate_journal_group_size", "histogram", "Records per journal group commit (one fdatasync each).");
+    w.Histogram("scangate_journal_group_size", "", j.journal.group_size_buckets, j.journal.group_size_sum,
+                j.journal.group_size_count);
+    w.Header("scangate_journal_fsync_seconds", "histogram", "Duration of a journal group write + fdatasync.");
+    w.Histogram("scangate_journal_fsync_seconds", "", j.journal.fsync_seconds_buckets, j.journal.fsync_seconds_sum,
+                j.journal.fsync_seconds_count);
+    w.Header("scangate_journal_records_total", "counter", "Records made durable in the journal.");
+    w.Sample("scangate_journal_records_total", "", j.journal.appended);
+    w.Header("scangate_journal_rejected_total", "counter",
+             "Records never made durable (journal full past its bounded wait, I/O error): answered 503.");
+    w.Sample("scangate_journal_rejected_total", "", j.journal.rejected);
+    w.Header("scangate_journal_bytes", "gauge", "Journal bytes past the checkpoint (bounded by --journal-max-bytes).");
+    w.Sample("scangate_journal_bytes", "", j.journal.disk_bytes);
+    w.Header("scangate_journal_backlog", "gauge", "Journalled keys not yet committed in PostgreSQL.");
+    w.Sample("scangate_journal_backlog", "", j.pending);
+    w.Header("scangate_journal_waiting", "gauge", "Records waiting for journal space.");
+    w.Sample("scangate_journal_waiting", "", j.journal.parked);
+    w.Header("scangate_journal_replay_left", "gauge", "Recovered records not yet committed in PostgreSQL.");
+    w.Sample("scangate_journal_replay_left", "", j.replay_left);
+    w.Header("scangate_journal_failed", "gauge", "1 after a journal I/O error (restart needed).");
+    w.Sample("scangate_journal_failed", "", std::uint64_t{j.journal.failed ? 1u : 0u});
+  }
   return w.Take();
 }
 
@@ -321,6 +345,22 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
                          {"commit_in_doubt", json::object{{"committed", st.in_doubt_committed},
                                                           {"aborted", st.in_doubt_aborted},
                                                           {"unknown", st.in_doubt_unknown}}}};
+  if (s.journal) {
+    const storage::JournalDrainStats& j = *s.journal;
+    o["journal"] = json::object{
+        {"records", j.journal.appended},
+        {"groups", j.journal.groups},
+        {"group_size_mean", j.journal.group_size_count ? j.journal.group_size_sum / j.journal.group_size_count : 0.0},
+        {"fsync_seconds_mean",
+         j.journal.fsync_seconds_count ? j.journal.fsync_seconds_sum / j.journal.fsync_seconds_count : 0.0},
+        {"bytes", j.journal.disk_bytes},
+        {"backlog", j.pending},
+        {"waiting", j.journal.parked},
+        {"rejected", j.journal.rejected},
+        {"recovered", j.recovered},
+        {"replay_left", j.replay_left},
+        {"failed", j.journal.failed}};
+  }
   return json::serialize(o);
 }
 

@@ -9,11 +9,13 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/filter.h"
 #include "server/request.h"
+#include "storage/journal_drain.h"
 #include "storage/store.h"
 
 namespace scangate::server {
@@ -72,6 +74,7 @@ struct MetricsSnapshot {
   std::uint64_t filter_capacity_per_shard = 0;
   double filter_fp_target = 0;
   double uptime_seconds = 0;  // since the service started (a monotonic clock for rates)
+  std::optional<storage::JournalDrainStats> journal;  // ack=filter with the journal on
 };
 
 // Quantile q (0..1) of a latency histogram (per-bucket counts over kLatencyBuckets, + Inf last), by linear

@@ -24,6 +24,11 @@ constexpr std::string_view kBatchOutcomeUnknownDetail =
     "the connection to PostgreSQL broke while keys of this batch were committing and PostgreSQL could not "
     "tell whether they committed; a retry may report them as duplicates with a first_seen inside this attempt";
 
+std::uint64_t NextInstanceId() {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1);
+}
+
 // Store route of a digest: its first four bytes (uniform for SHA-256/HMAC output).
 std::uint32_t RouteOfDigest(const Digest& d) {
   std::uint32_t r = 0;
@@ -48,7 +53,7 @@ void CountUntrusted(bool filter_trusted, Probe probe, ThreadCounters& counters) 
 }  // namespace
 
 Service::Service(const Config& config, Digester digester, ShardedFilter& filter, storage::ExactStore& store,
-                 Metrics& metrics)
+                 Metrics& metrics, storage::JournalDrain* journal)
     : ack_(config.ack),
       filter_on_(config.filter),
       digester_(std::move(digester)),
@@ -57,7 +62,9 @@ Service::Service(const Config& config, Digester digester, ShardedFilter& filter,
       metrics_(metrics),
       window_seconds_(std::chrono::duration<double>(config.window).count()),
       fp_target_(config.fp_target),
-      filter_telemetry_(filter) {}
+      filter_telemetry_(filter),
+      journal_(journal),
+      instance_id_(NextInstanceId()) {}
 
 void Service::Decide(const Probed& p, const storage::Result& r, ThreadCounters& counters, Verdict& v) const {
   const bool filter_said_new = p.filter_trusted && p.probe == Probe::kDefinitelyNew;
@@ -110,9 +117,11 @@ void Service::Observe(const Observation& obs, const net::any_io_executor& ex, Th
     const std::lock_guard lock(stripes_[route & (kStripes - 1)]);
     p.probe = filter_.ObserveConcurrently(d);
     CountUntrusted(p.filter_trusted, p.probe, counters);
+    if (journal_ != nullptr && JournalKnown(d, v.digest_hex, ex, counters, done)) return;  // journal hook
     // An untrusted negative falls through to the exact path below: queued behind any write-behind row of
     // this digest (same route, FIFO), so a key the filter forgot within the window is answered duplicate.
     if (p.filter_trusted && p.probe == Probe::kDefinitelyNew) {
+      if (journal_ != nullptr) return JournalNew(d, obs.source, std::move(v), ex, counters, done);  // journal hook
       if (!store_.SubmitWriteBehind(route, d, obs.source)) {
         done(Problem::Unavailable(std::string(kUnavailableDetail)));
         return;
@@ -129,6 +138,7 @@ void Service::Observe(const Observation& obs, const net::any_io_executor& ex, Th
     // answer is not trusted and the key takes the exact path.
     if (filter_on_) p.probe = filter_.ObserveConcurrently(d);
     CountUntrusted(p.filter_trusted, p.probe, counters);
+    if (journal_ != nullptr && JournalKnown(d, v.digest_hex, ex, counters, done)) return;  // journal hook (filter off)
     queued = store_.Submit(route, d, obs.source, Complete(p, std::move(v), ex, counters, done));
   }
   if (!queued) done(Problem::Unavailable(std::string(kUnavailableDetail)));
@@ -192,6 +202,38 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
                          });
   };
 
+  // Journal hooks of the batch path: entry i answered from / recorded in the journal (see Observe).
+  auto entry_done = [st, finish_one](std::size_t i, bool is_new, const std::string& first_seen) {
+    return [st, finish_one, i, is_new, first_seen](storage::JournalFate fate) {
+      if (fate == storage::JournalFate::kIoError) {
+        st->unknown = true;  // the record may be on disk (and replayed): outcome-unknown
+      } else if (fate != storage::JournalFate::kDurable) {
+        st->unavailable = true;
+      } else {
+        st->verdicts[i].is_new = is_new;
+        st->verdicts[i].via_filter = is_new;
+        st->verdicts[i].first_seen = first_seen;
+      }
+      finish_one(st);
+    };
+  };
+  auto JournalKnownInBatch = [&](std::size_t i) {
+    auto first_seen = std::make_shared<std::string>();
+    auto r = journal_->Lookup(digests[i], JournalGroup(ex), [entry_done, i, first_seen](storage::JournalFate fate) {
+      entry_done(i, false, *first_seen)(fate);
+    });
+    *first_seen = r.first_seen;  // the follower runs later, on this thread (posted to `ex`)
+    if (r.state == storage::JournalDrain::LookupResult::kDurable) {
+      entry_done(i, false, r.first_seen)(storage::JournalFate::kDurable);
+    }
+    return r.state != storage::JournalDrain::LookupResult::kAbsent;
+  };
+  auto JournalNewInBatch = [&](std::size_t i) {
+    if (!journal_->Append(digests[i], batch.entries[i].source, JournalGroup(ex), entry_done(i, true, {}))) {
+      entry_done(i, true, {})(storage::JournalFate::kRefused);
+    }
+  };
+
   if (ack_ == AckMode::kFilter && filter_on_) {
     for (std::size_t i = 0; i < n; ++i) {
       if (st->unavailable) {
@@ -203,7 +245,12 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
       Probed& p = st->probed[i];
       p.probe = filter_.ObserveConcurrently(digests[i]);
       CountUntrusted(p.filter_trusted, p.probe, counters);  // untrusted: exact path, as in Observe
+      if (journal_ != nullptr && JournalKnownInBatch(i)) continue;  // journal hook
       if (p.filter_trusted && p.probe == Probe::kDefinitelyNew) {
+        if (journal_ != nullptr) {  // journal hook
+          JournalNewInBatch(i);
+          continue;
+        }
         if (store_.SubmitWriteBehind(route, digests[i], batch.entries[i].source)) {
           st->verdicts[i].is_new = true;
           st->verdicts[i].via_filter = true;
@@ -228,6 +275,7 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
     }
   }
   for (std::size_t i = 0; i < n; ++i) {
+    if (!st->unavailable && journal_ != nullptr && JournalKnownInBatch(i)) continue;  // journal hook (filter off)
     // After the first refusal the rest are not submitted: the whole batch is answered 503 anyway.
     if (st->unavailable || !submit(i)) {
       st->unavailable = true;
@@ -251,6 +299,7 @@ MetricsSnapshot Service::Snapshot() const {
   s.filter_memory_bytes = filter_.geometry().memory_bytes;
   s.warm = warm();
   s.store = store_.Stats();
+  if (journal_ != nullptr) s.journal = journal_->Stats();
   return s;
 }
 

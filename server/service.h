@@ -9,10 +9,12 @@
 #include <array>
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <variant>
 #include <vector>
 
+#include <absl/base/thread_annotations.h>
 #include <boost/asio/any_io_executor.hpp>
 
 #include "core/digest.h"
@@ -22,6 +24,7 @@
 #include "server/metrics.h"
 #include "server/request.h"
 #include "storage/exact_store.h"
+#include "storage/journal_drain.h"
 #include "storage/store.h"
 
 namespace scangate::server {
@@ -31,8 +34,10 @@ class Service {
   using ObserveDone = std::function<void(std::variant<Verdict, Problem>)>;
   using BatchDone = std::function<void(std::variant<std::vector<Verdict>, Problem>)>;
 
-  // All references must outlive the Service.
-  Service(const Config& config, Digester digester, ShardedFilter& filter, storage::ExactStore& store, Metrics& metrics);
+  // All references must outlive the Service. `journal` (ack=filter with --journal=on, else null): filter
+  // negatives are answered "new" only once durable in it, and its pending digests answer repeats.
+  Service(const Config& config, Digester digester, ShardedFilter& filter, storage::ExactStore& store,
+          Metrics& metrics, storage::JournalDrain* journal = nullptr);
 
   // Decide one observation. Call on the I/O thread that owns `ex` and `counters`; `done` runs on `ex`, either
   // inline (before Observe returns) or later, exactly once. Throws only on digest failure (-> 500).
@@ -45,8 +50,14 @@ class Service {
   // Warm start: before MarkWarm every key takes the exact path. Safe to call from any thread.
   void MarkWarm() { warm_.store(true, std::memory_order_release); }  // release: the warm-load inserts precede it
   bool warm() const { return warm_.load(std::memory_order_acquire); }  // acquire: pairs with MarkWarm
-  // /readyz: PostgreSQL up and warm start done.
-  bool ready() const { return warm() && store_.up(); }
+  // /readyz: PostgreSQL up, warm start done, and (journal) every recovered record replayed into PostgreSQL
+  // and the journal not failed.
+  bool ready() const {
+    return warm() && store_.up() && (journal_ == nullptr || (journal_->replayed() && !journal_->failed()));
+  }
+
+  // The journal's Deliver: posts one batch of waiter calls to the I/O thread of the group (service_journal.cc).
+  static storage::JournalDrain::Deliver JournalDeliver();
 
   // Every counter now; the filter's per-shard figures from the latest RefreshTelemetry() (age reported).
   MetricsSnapshot Snapshot() const;
@@ -69,6 +80,19 @@ class Service {
   storage::Completion Complete(const Probed& p, Verdict v, const boost::asio::any_io_executor& ex,
                                ThreadCounters& counters, ObserveDone done) const;
 
+  // Journal hooks (service_journal.cc), called under the digest's stripe lock in ack=filter.
+  // JournalKnown: the digest is journalled and not yet in PostgreSQL -> answers "duplicate" (now, or once its
+  // record is durable) and returns true. JournalNew: journals a definitely-new digest; "new" once durable.
+  bool JournalKnown(const Digest& d, const std::string& hex, const boost::asio::any_io_executor& ex,
+                    ThreadCounters& counters, const ObserveDone& done);
+  void JournalNew(const Digest& d, const std::string& source, Verdict v, const boost::asio::any_io_executor& ex,
+                  ThreadCounters& counters, const ObserveDone& done);
+  // This I/O thread's waiter group (its executor), created on first use.
+  void* JournalGroup(const boost::asio::any_io_executor& ex);
+  struct JournalGroupSlot {
+    boost::asio::any_io_executor ex;  // the I/O thread's executor
+  };
+
   const AckMode ack_;
   const bool filter_on_;
   const Digester digester_;
@@ -81,6 +105,10 @@ class Service {
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   FilterTelemetry filter_telemetry_;  // after filter_: samples it on construction
   std::array<std::mutex, kStripes> stripes_;
+  storage::JournalDrain* const journal_;
+  const std::uint64_t instance_id_;  // tells this Service's thread-local group apart from an earlier one's
+  std::mutex groups_mu_;             // taken once per I/O thread (first journalled request)
+  std::vector<std::unique_ptr<JournalGroupSlot>> groups_ ABSL_GUARDED_BY(groups_mu_);
 };
 
 }  // namespace scangate::server

@@ -147,9 +147,10 @@ std::vector<std::pair<double, std::uint64_t>> Cumulative(const std::array<double
 struct Store::Item {
   Digest digest;
   std::string source;
-  Completion done;            // empty for write-behind
+  Completion done;            // may be empty for write-behind (no commit hook)
   bool write_behind;
   Clock::time_point enqueued;
+  std::int64_t first_seen_us = 0;  // 0 = now() at insert; else the journal's time of first observation
   int rejected = 0;           // data-error rejections in a transaction of its own (dead letter at kMaxRowAttempts)
 };
 
@@ -242,7 +243,7 @@ void Store::Start() {
 }
 
 bool Store::Enqueue(std::uint32_t route, const Digest& d, std::string source, Completion done,
-                    bool write_behind) {
+                    bool write_behind, std::int64_t first_seen_us) {
   if (!accepting_.load() || writers_.empty()) return false;
   Writer& w = *writers_[route % writers_.size()];
   if (!write_behind && !w.up_flag.load()) return false;  // fail fast, without touching the lock
@@ -259,7 +260,7 @@ bool Store::Enqueue(std::uint32_t route, const Digest& d, std::string source, Co
       return false;
     }
     const bool was_empty = w.queue.empty();
-    w.queue.push_back(Item{d, std::move(source), std::move(done), write_behind, Clock::now()});
+    w.queue.push_back(Item{d, std::move(source), std::move(done), write_behind, Clock::now(), first_seen_us});
     if (!write_behind) ++w.waiting;
     // A write-behind item only needs to wake the writer to start its flush timer (queue was empty) or
     // when it completes a batch; otherwise the writer is already committing or timing the flush.
@@ -274,8 +275,9 @@ bool Store::Submit(std::uint32_t route, const Digest& d, std::string source, Com
   return Enqueue(route, d, std::move(source), std::move(done), false);
 }
 
-bool Store::SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source) {
-  return Enqueue(route, d, std::move(source), nullptr, true);
+bool Store::SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source, Completion committed,
+                              std::int64_t first_seen_us) {
+  return Enqueue(route, d, std::move(source), std::move(committed), true, first_seen_us);
 }
 
 bool Store::up() const {
@@ -353,7 +355,8 @@ void Store::RunWriter(Writer& w) {
 namespace {
 
 // One statement decides a whole batch. $1 = the batch's distinct digests concatenated (bytea, sent in
-// binary), $2 = their sources (text[]; NULL = none), element i of $2 belongs to bytes (i-1)*32 .. i*32-1.
+// binary), $2 = their sources (text[]; NULL = none), element i of $2 belongs to bytes (i-1)*32 .. i*32-1,
+// $3 = their first_seen as µs since the epoch (bigint[]; 0 = now(), i.e. the column default).
 // Returns (i, inserted, first_seen) per digest: rows this statement inserted, plus rows already present
 // in its snapshot; and one row (0, false, xid) with txid_current_if_assigned(), the id an in-doubt COMMIT
 // is settled by (no extra round trip; NULL when nothing was inserted — then the outcomes hold whether or
@@ -365,11 +368,12 @@ namespace {
 constexpr const char* kInsertBatchName = "scangate_insert_batch";
 constexpr const char* kInsertBatchSql = R"sql(
 WITH input AS (
-  SELECT s.i::int AS i, substring($1::bytea FROM (s.i::int - 1) * 32 + 1 FOR 32) AS digest, s.source
-  FROM unnest($2::text[]) WITH ORDINALITY AS s(source, i)
+  SELECT s.i::int AS i, substring($1::bytea FROM (s.i::int - 1) * 32 + 1 FOR 32) AS digest, s.source,
+         CASE WHEN s.us = 0 THEN now() ELSE timestamptz 'epoch' + s.us * interval '1 microsecond' END AS first_seen
+  FROM unnest($2::text[], $3::bigint[]) WITH ORDINALITY AS s(source, us, i)
 ), inserted AS (
-  INSERT INTO scan_keys (digest, source)
-  SELECT digest, source FROM input ORDER BY digest
+  INSERT INTO scan_keys (digest, source, first_seen)
+  SELECT digest, source, first_seen FROM input ORDER BY digest
   ON CONFLICT (digest) DO NOTHING
   RETURNING digest, first_seen
 )
@@ -430,16 +434,22 @@ void Store::WriteBatch(Writer& w, std::vector<Item>& batch, Attempt& att) {
   first_item.reserve(batch.size());
   std::string digests;
   std::string sources = "{";
+  std::string times = "{";  // $3: first_seen µs per distinct digest
   for (std::uint32_t i = 0; i < batch.size(); ++i) {
     auto [it, fresh] = unique_of.try_emplace(batch[i].digest, static_cast<std::uint32_t>(first_item.size()));
     slot[i] = it->second;
     if (!fresh) continue;
-    if (!first_item.empty()) sources += ',';
+    if (!first_item.empty()) {
+      sources += ',';
+      times += ',';
+    }
+    times += std::to_string(batch[i].first_seen_us);
     first_item.push_back(i);
     digests.append(reinterpret_cast<const char*>(batch[i].digest.data()), kDigestBytes);
     AppendArrayElement(sources, batch[i].source);
   }
   sources += '}';
+  times += '}';
   const std::size_t distinct = first_item.size();
   att.distinct = distinct;
 
@@ -454,7 +464,7 @@ void Store::WriteBatch(Writer& w, std::vector<Item>& batch, Attempt& att) {
     try {
       pqxx::work tx(*w.conn);
       const pqxx::result r =
-          tx.exec_prepared(kInsertBatchName, pqxx::binarystring(digests.data(), digests.size()), sources);
+          tx.exec_prepared(kInsertBatchName, pqxx::binarystring(digests.data(), digests.size()), sources, times);
       for (const auto& row : r) {
         const auto n = row[0].as<std::size_t>();
         if (n == 0) {  // the xid row
@@ -739,7 +749,7 @@ bool Store::RejectRow(Writer& w, Item& item, const std::string& error) {
 
 void Store::Finish(std::vector<Item>& items, const std::vector<Result>& results) {
   for (std::size_t i = 0; i < items.size(); ++i) {
-    if (items[i].write_behind || !items[i].done) continue;
+    if (!items[i].done) continue;  // write-behind items run theirs only when one was given
     try {
       items[i].done(results[i]);
     } catch (...) {

@@ -143,7 +143,16 @@ class Store final : public ExactStore {
   // ack=filter write-behind: recorded with lag <= flush_interval while the database is up, retried
   // across outages, never dropped once accepted (except at Shutdown() after shutdown_retry of outage).
   // Returns false when the queue is full or the store is shutting down. Safe to call concurrently.
-  bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source) override;
+  bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source) override {
+    return SubmitWriteBehind(route, d, std::move(source), Completion{}, 0);
+  }
+  // `committed` (optional; the journal drain's hook) runs once on a writer thread after the transaction
+  // holding the row committed (kInserted/kDuplicate), or with kUnavailable if it is dead-lettered or given up
+  // at Shutdown().
+  // `first_seen_us` (µs since the epoch, 0 = now() at insert): the journal's time of the first observation,
+  // so a replayed row keeps it and PostgreSQL's first_seen equals what the journal already answered.
+  bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source, Completion committed,
+                         std::int64_t first_seen_us);
 
   // True when every writer is connected and its last transaction succeeded. Safe to call concurrently.
   bool up() const override;
@@ -172,7 +181,8 @@ class Store final : public ExactStore {
   enum class PartEnd : std::uint8_t;
   enum class InDoubt : std::uint8_t;
 
-  bool Enqueue(std::uint32_t route, const Digest& d, std::string source, Completion done, bool write_behind);
+  bool Enqueue(std::uint32_t route, const Digest& d, std::string source, Completion done, bool write_behind,
+               std::int64_t first_seen_us = 0);
   void RunWriter(Writer& w);
   bool Connect(Writer& w, std::string* error);
   void ProcessBatch(Writer& w, std::vector<Item>& batch);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -206,6 +207,8 @@ ScangateProcess::~ScangateProcess() {
   } else if (!::testing::Test::HasFailure()) {
     std::remove(log_path_.c_str());
     std::remove(port_path_.c_str());
+    std::error_code ec;
+    std::filesystem::remove_all(dir_ + "/journal", ec);
     ::rmdir(dir_.c_str());
   }
 }
@@ -248,6 +251,8 @@ std::vector<boost::json::object> ScangateProcess::LogEvents(std::string_view eve
   args.push_back("--port=0");
   args.push_back("--port-file=" + port_path_);
   if (!has_flag("--threads")) args.push_back("--threads=2");
+  // ack=filter journals into a directory of its own per process unless the test names one (e.g. to restart on it).
+  if (!has_flag("--journal-dir")) args.push_back("--journal-dir=" + dir_ + "/journal");
   for (const auto& f : flags_) args.push_back(f);
 
   {  // a header line in the log file, so a reader knows which run it is

@@ -1,0 +1,616 @@
+#include "storage/journal.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <system_error>
+
+#include <boost/crc.hpp>
+
+namespace scangate::storage {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+static_assert(std::endian::native == std::endian::little, "the journal format is little endian");
+
+constexpr std::string_view kSegmentMagic = "SGJNL001";
+constexpr std::size_t kSegmentHeader = 16;            // magic + base LSN
+constexpr std::size_t kRecordHeader = 8;              // u32 length + u32 CRC32C
+constexpr std::size_t kFixedPayload = 32 + 8 + 1;     // digest, time, source length
+constexpr std::size_t kMaxPayload = kFixedPayload + kMaxJournalSource;
+constexpr std::string_view kMetaHeader = "scangate-journal 1\n";
+constexpr std::size_t kCheckpointBytes = 12;          // u64 LSN + u32 CRC32C
+
+// Group sizes (records per fdatasync) and fsync latency buckets for /metrics.
+constexpr std::array<double, 13> kGroupBounds = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
+constexpr std::array<double, 12> kFsyncBounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                                 0.01,   0.025,   0.05,   0.1,   0.25,   1};
+
+using Crc32cAlgo = boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true>;
+
+std::string NowRfc3339() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[80];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+  return buf;
+}
+
+// One JSON line on stderr (same shape as the server's log). `fields` starts with ',' and holds no key.
+void LogLine(std::string_view level, std::string_view event, const std::string& fields) {
+  std::string line = "{\"ts\":\"" + NowRfc3339() + "\",\"level\":\"" + std::string(level) + "\",\"event\":\"" +
+                     std::string(event) + "\"" + fields + "}\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+std::string Quote(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += (static_cast<unsigned char>(c) < 0x20) ? ' ' : c;
+  }
+  return out + "\"";
+}
+
+[[noreturn]] void ThrowErrno(const std::string& what) {
+  throw std::system_error(errno, std::generic_category(), "journal: " + what);
+}
+
+void WriteAll(int fd, const char* data, std::size_t n, const std::string& what) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, data, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      ThrowErrno("write " + what);
+    }
+    data += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+template <typename T>
+T Load(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <typename T>
+void Put(std::string& out, T v) {
+  char buf[sizeof v];
+  std::memcpy(buf, &v, sizeof v);
+  out.append(buf, sizeof v);
+}
+
+std::string SegmentName(std::uint64_t base) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016llx.seg", static_cast<unsigned long long>(base));
+  return buf;
+}
+
+// Parses "<16 hex>.seg"; false for any other name.
+bool ParseSegmentName(const std::string& name, std::uint64_t& base) {
+  if (name.size() != 20 || name.substr(16) != ".seg") return false;
+  base = 0;
+  for (std::size_t i = 0; i < 16; ++i) {
+    const char c = name[i];
+    int v;
+    if (c >= '0' && c <= '9') v = c - '0';
+    else if (c >= 'a' && c <= 'f') v = c - 'a' + 10;
+    else return false;
+    base = base << 4 | static_cast<std::uint64_t>(v);
+  }
+  return true;
+}
+
+std::string ReadWhole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::system_error(errno, std::generic_category(), "journal: cannot read " + path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Writes `data` to dir/name atomically and durably: temporary file, fdatasync, rename, fsync of the directory.
+void WriteFileDurably(int dir_fd, const std::string& dir, const std::string& name, const std::string& data) {
+  const std::string tmp = dir + "/" + name + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) ThrowErrno("open " + tmp);
+  try {
+    WriteAll(fd, data.data(), data.size(), tmp);
+    if (::fdatasync(fd) != 0) ThrowErrno("fdatasync " + tmp);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0) ThrowErrno("rename " + tmp);
+  if (::fsync(dir_fd) != 0) ThrowErrno("fsync " + dir);
+}
+
+template <std::size_t N>
+void Observe(const std::array<double, N>& bounds, std::array<std::uint64_t, N + 1>& counts, double v) {
+  std::size_t i = 0;
+  while (i < N && v > bounds[i]) ++i;
+  ++counts[i];
+}
+
+template <std::size_t N>
+std::vector<std::pair<double, std::uint64_t>> Cumulative(const std::array<double, N>& bounds,
+                                                         const std::array<std::uint64_t, N + 1>& counts) {
+  std::vector<std::pair<double, std::uint64_t>> out;
+  std::uint64_t sum = 0;
+  for (std::size_t i = 0; i < N; ++i) {
+    sum += counts[i];
+    out.emplace_back(bounds[i], sum);
+  }
+  out.emplace_back(std::numeric_limits<double>::infinity(), sum + counts[N]);
+  return out;
+}
+
+}  // namespace
+
+std::uint32_t Crc32c(std::string_view data) {
+  Crc32cAlgo crc;
+  crc.process_bytes(data.data(), data.size());
+  return crc.checksum();
+}
+
+struct Journal::Counters {
+  std::mutex mu;  // taken once per group by the flusher; Stats() copies under it
+  std::uint64_t appended = 0, groups = 0, syncs_failed = 0, rejected = 0, checkpoints = 0, segments_deleted = 0;
+  std::array<std::uint64_t, kGroupBounds.size() + 1> group_counts{};
+  double group_sum = 0;
+  std::array<std::uint64_t, kFsyncBounds.size() + 1> fsync_counts{};
+  double fsync_sum = 0;
+};
+
+Journal::Journal(JournalOptions options) : options_(std::move(options)), counters_(std::make_unique<Counters>()) {
+  if (options_.dir.empty()) throw JournalError("journal: no directory given (--journal-dir)");
+  if (options_.max_bytes < 2 * kMaxPayload) throw JournalError("journal: max_bytes is too small");
+  std::error_code ec;
+  fs::create_directories(options_.dir, ec);
+  if (ec) throw JournalError("journal: cannot create directory '" + options_.dir + "': " + ec.message());
+  dir_fd_ = ::open(options_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd_ < 0) ThrowErrno("open directory " + options_.dir);
+  const std::string lock_path = options_.dir + "/lock";
+  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) ThrowErrno("open " + lock_path);
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    std::string holder = ReadWhole(lock_path);
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\r')) holder.pop_back();
+    ::close(lock_fd_);
+    ::close(dir_fd_);
+    lock_fd_ = dir_fd_ = -1;
+    if (err == EWOULDBLOCK) {
+      throw JournalError("journal directory '" + options_.dir + "' is in use by another scangate process (pid " +
+                         (holder.empty() ? std::string("unknown") : holder) +
+                         "); every instance needs its own --journal-dir");
+    }
+    throw std::system_error(err, std::generic_category(), "journal: flock " + lock_path);
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(lock_fd_, 0) == 0) {
+    (void)!::pwrite(lock_fd_, pid.data(), pid.size(), 0);  // diagnostics only
+  }
+  try {
+    CheckMeta();
+    Recover();
+  } catch (...) {
+    ::close(lock_fd_);
+    ::close(dir_fd_);
+    lock_fd_ = dir_fd_ = -1;
+    throw;
+  }
+  last_checkpoint_ = Clock::now();
+}
+
+Journal::~Journal() {
+  Stop();
+  try {
+    Close();
+  } catch (const std::exception& e) {
+    LogLine("error", "journal", ",\"error\":" + Quote(e.what()));
+  }
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+  if (dir_fd_ >= 0) ::close(dir_fd_);
+}
+
+void Journal::CheckMeta() {
+  const std::string expected = std::string(kMetaHeader) + options_.identity + "\n";
+  const std::string path = options_.dir + "/meta";
+  if (fs::exists(path)) {
+    const std::string found = ReadWhole(path);
+    if (found != expected) {
+      std::string theirs = found.rfind(kMetaHeader, 0) == 0 ? found.substr(kMetaHeader.size()) : found;
+      while (!theirs.empty() && theirs.back() == '\n') theirs.pop_back();
+      throw JournalError("journal directory '" + options_.dir + "' belongs to another database (" + theirs +
+                         "), this instance uses " + options_.identity +
+                         "; its records must not be replayed here. Point --journal-dir at this database's "
+                         "journal or an empty directory.");
+    }
+    return;
+  }
+  for (const auto& e : fs::directory_iterator(options_.dir)) {
+    std::uint64_t base;
+    const std::string name = e.path().filename().string();
+    if (ParseSegmentName(name, base) || name == "checkpoint") {
+      throw JournalError("journal directory '" + options_.dir + "' holds journal files but no 'meta' file: "
+                         "cannot tell which database they belong to; refusing to replay them");
+    }
+  }
+  WriteFileDurably(dir_fd_, options_.dir, "meta", expected);
+}
+
+void Journal::Recover() {
+  std::uint64_t checkpoint = 0;
+  const std::string cp_path = options_.dir + "/checkpoint";
+  if (fs::exists(cp_path)) {
+    const std::string cp = ReadWhole(cp_path);
+    if (cp.size() != kCheckpointBytes || Load<std::uint32_t>(cp.data() + 8) != Crc32c(cp.substr(0, 8))) {
+      throw JournalError("journal: corrupt checkpoint file '" + cp_path + "'");
+    }
+    checkpoint = Load<std::uint64_t>(cp.data());
+  }
+  std::vector<std::pair<std::uint64_t, std::string>> found;
+  for (const auto& e : fs::directory_iterator(options_.dir)) {
+    std::uint64_t base;
+    if (ParseSegmentName(e.path().filename().string(), base)) found.emplace_back(base, e.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  std::uint64_t end = checkpoint;
+  for (std::size_t i = 0; i < found.size(); ++i) {
+    const auto& [base, path] = found[i];
+    const bool last = i + 1 == found.size();
+    if (!last && found[i + 1].first <= checkpoint) {  // every record of it is applied
+      if (::unlink(path.c_str()) != 0) ThrowErrno("unlink " + path);
+      continue;
+    }
+    const std::string data = ReadWhole(path);
+    if (data.size() < kSegmentHeader || data.compare(0, kSegmentMagic.size(), kSegmentMagic) != 0 ||
+        Load<std::uint64_t>(data.data() + 8) != base) {
+      if (last && data.size() < kSegmentHeader) {  // torn while being created: it holds no record
+        if (::unlink(path.c_str()) != 0) ThrowErrno("unlink " + path);
+        continue;
+      }
+      throw JournalError("journal: segment '" + path + "' has a bad header");
+    }
+    if (!segments_.empty() && base != end) {
+      throw JournalError("journal: segment '" + path + "' does not continue the previous one (gap in the log)");
+    }
+    std::size_t pos = kSegmentHeader;
+    std::uint64_t lsn = base;
+    std::size_t records = 0;
+    while (pos < data.size()) {
+      bool good = data.size() - pos >= kRecordHeader;
+      std::uint32_t len = 0;
+      if (good) {
+        len = Load<std::uint32_t>(data.data() + pos);
+        good = len >= kFixedPayload && len <= kMaxPayload && data.size() - pos - kRecordHeader >= len;
+      }
+      if (good) {
+        Crc32cAlgo crc;
+        crc.process_bytes(data.data() + pos, 4);
+        crc.process_bytes(data.data() + pos + kRecordHeader, len);
+        good = crc.checksum() == Load<std::uint32_t>(data.data() + pos + 4) &&
+               kFixedPayload + static_cast<unsigned char>(data[pos + kRecordHeader + 40]) == len;
+      }
+      if (!good) {
+        if (!last) {
+          throw JournalError("journal: corrupt record at byte " + std::to_string(pos) + " of segment '" + path +
+                             "' (not the last segment: this is not a torn write)");
+        }
+        // A torn tail: the crash hit the write of the last group, which was never acknowledged.
+        const std::size_t dropped = data.size() - pos;
+        const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+        if (fd < 0) ThrowErrno("open " + path);
+        const bool ok = ::ftruncate(fd, static_cast<off_t>(pos)) == 0 && ::fdatasync(fd) == 0;
+        const int err = errno;
+        ::close(fd);
+        if (!ok) throw std::system_error(err, std::generic_category(), "journal: truncate " + path);
+        LogLine("warn", "journal_truncated",
+                ",\"segment\":" + Quote(path) + ",\"offset\":" + std::to_string(pos) +
+                    ",\"bytes_dropped\":" + std::to_string(dropped));
+        break;
+      }
+      if (lsn >= checkpoint) {
+        JournalEntry e;
+        const char* p = data.data() + pos + kRecordHeader;
+        std::memcpy(e.record.digest.data(), p, 32);
+        e.record.time_us = Load<std::int64_t>(p + 32);
+        e.record.source.assign(p + kFixedPayload, static_cast<unsigned char>(p[40]));
+        e.lsn = lsn;
+        outstanding_.insert(lsn);
+        recovered_.push_back(std::move(e));
+      }
+      pos += kRecordHeader + len;
+      lsn += kRecordHeader + len;
+      ++records;
+    }
+    if (last && records == 0) {  // nothing in it: remove, so a new segment may take its name
+      if (::unlink(path.c_str()) != 0) ThrowErrno("unlink " + path);
+      end = std::max(end, lsn);
+      continue;
+    }
+    segments_.emplace_back(base, path);
+    end = lsn;
+  }
+  std::lock_guard lk(mu_);
+  checkpoint_lsn_ = checkpoint;
+  next_lsn_ = durable_lsn_ = std::max(end, checkpoint);
+}
+
+std::vector<JournalEntry> Journal::TakeRecovered() { return std::move(recovered_); }
+
+void Journal::Start() { flusher_ = std::thread([this] { RunFlusher(); }); }
+
+void Journal::EncodeLocked(JournalRecord&& record) {
+  if (record.source.size() > kMaxJournalSource) record.source.resize(kMaxJournalSource);
+  const auto len = static_cast<std::uint32_t>(kFixedPayload + record.source.size());
+  const std::size_t at = buffer_.size();
+  Put(buffer_, len);
+  Put(buffer_, std::uint32_t{0});  // CRC, filled below
+  buffer_.append(reinterpret_cast<const char*>(record.digest.data()), 32);
+  Put(buffer_, record.time_us);
+  buffer_.push_back(static_cast<char>(record.source.size()));
+  buffer_.append(record.source);
+  Crc32cAlgo crc;
+  crc.process_bytes(buffer_.data() + at, 4);
+  crc.process_bytes(buffer_.data() + at + kRecordHeader, len);
+  const std::uint32_t sum = crc.checksum();
+  std::memcpy(buffer_.data() + at + 4, &sum, 4);
+  outstanding_.insert(next_lsn_);
+  buffered_.push_back(JournalEntry{std::move(record), next_lsn_});
+  next_lsn_ += kRecordHeader + len;
+}
+
+bool Journal::Append(JournalRecord record) {
+  const std::size_t size = kRecordHeader + kFixedPayload + std::min(record.source.size(), kMaxJournalSource);
+  bool notify;
+  {
+    std::lock_guard lk(mu_);
+    if (stop_ || failed_) return false;
+    if (!parked_.empty() || next_lsn_ + size - checkpoint_lsn_ > options_.max_bytes) {
+      parked_.push_back(Parked{std::move(record), Clock::now() + options_.full_wait});
+      return true;
+    }
+    notify = buffer_.empty();  // otherwise the flusher is writing and takes the buffer when it returns
+    EncodeLocked(std::move(record));
+  }
+  if (notify) cv_.notify_one();
+  return true;
+}
+
+void Journal::Applied(std::uint64_t lsn) {
+  std::lock_guard lk(mu_);
+  outstanding_.erase(lsn);
+}
+
+std::uint64_t Journal::AppliedPosition() const {
+  return outstanding_.empty() ? durable_lsn_ : std::min(*outstanding_.begin(), durable_lsn_);
+}
+
+void Journal::RunFlusher() {
+  std::string bytes;
+  std::vector<JournalEntry> group, rejected;
+  for (;;) {
+    std::uint64_t group_end = 0;
+    bool stopping, parked;
+    {
+      std::unique_lock lk(mu_);
+      if (buffer_.empty() && !stop_) {
+        auto wake = Clock::now() + options_.checkpoint_interval;
+        if (!parked_.empty()) wake = std::min(wake, parked_.front().deadline);
+        cv_.wait_until(lk, wake, [this] { return !buffer_.empty() || stop_; });
+      }
+      // Admit parked records while there is room; reject those whose wait is over (or all at shutdown).
+      const auto now = Clock::now();
+      while (!parked_.empty()) {
+        Parked& p = parked_.front();
+        const std::size_t size = kRecordHeader + kFixedPayload + std::min(p.record.source.size(), kMaxJournalSource);
+        if (!stop_ && !failed_ && next_lsn_ + size - checkpoint_lsn_ <= options_.max_bytes) {
+          EncodeLocked(std::move(p.record));
+        } else if (stop_ || failed_ || now >= p.deadline) {
+          rejected.push_back(JournalEntry{std::move(p.record), 0});
+        } else {
+          break;
+        }
+        parked_.pop_front();
+      }
+      bytes.swap(buffer_);
+      group.swap(buffered_);
+      group_end = next_lsn_;
+      stopping = stop_;
+      parked = !parked_.empty();
+    }
+    if (!rejected.empty()) {
+      {
+        std::lock_guard lk(counters_->mu);
+        counters_->rejected += rejected.size();
+      }
+      options_.on_commit(rejected, JournalFate::kRefused);
+      rejected.clear();
+    }
+    if (!group.empty()) {
+      bool ok = true;
+      try {
+        WriteGroup(bytes, group.front().lsn);
+      } catch (const std::exception& e) {
+        ok = false;
+        LogLine("error", "journal", ",\"state\":\"failed\",\"error\":" + Quote(e.what()));
+      }
+      {
+        std::lock_guard lk(mu_);
+        if (ok) {
+          durable_lsn_ = group_end;
+        } else {
+          failed_ = true;
+          for (const auto& e : group) outstanding_.erase(e.lsn);
+        }
+      }
+      {
+        std::lock_guard lk(counters_->mu);
+        if (ok) {
+          counters_->appended += group.size();
+          ++counters_->groups;
+          Observe(kGroupBounds, counters_->group_counts, static_cast<double>(group.size()));
+          counters_->group_sum += static_cast<double>(group.size());
+        } else {
+          ++counters_->syncs_failed;
+          counters_->rejected += group.size();
+        }
+      }
+      options_.on_commit(group, ok ? JournalFate::kDurable : JournalFate::kIoError);
+      group.clear();
+      bytes.clear();
+    }
+    try {
+      MaybeCheckpoint(parked);
+    } catch (const std::exception& e) {
+      LogLine("warn", "journal", ",\"checkpoint_error\":" + Quote(e.what()));
+    }
+    if (stopping) {
+      std::lock_guard lk(mu_);
+      if (buffer_.empty() && parked_.empty()) return;
+    }
+  }
+}
+
+void Journal::OpenSegment(std::uint64_t base) {
+  if (seg_fd_ >= 0) {
+    ::close(seg_fd_);
+    seg_fd_ = -1;
+  }
+  const std::string path = options_.dir + "/" + SegmentName(base);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) ThrowErrno("create " + path);
+  std::string header(kSegmentMagic);
+  Put(header, base);
+  try {
+    WriteAll(fd, header.data(), header.size(), path);
+    if (::fdatasync(fd) != 0) ThrowErrno("fdatasync " + path);
+    if (::fsync(dir_fd_) != 0) ThrowErrno("fsync " + options_.dir);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  seg_fd_ = fd;
+  seg_base_ = base;
+  seg_bytes_ = header.size();
+  segments_.emplace_back(base, path);
+}
+
+void Journal::WriteGroup(const std::string& bytes, std::uint64_t first_lsn) {
+  if (seg_fd_ < 0 || seg_bytes_ >= options_.segment_bytes) OpenSegment(first_lsn);
+  const auto t0 = Clock::now();
+  WriteAll(seg_fd_, bytes.data(), bytes.size(), "segment");
+  if (::fdatasync(seg_fd_) != 0) ThrowErrno("fdatasync segment");
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  seg_bytes_ += bytes.size();
+  std::lock_guard lk(counters_->mu);
+  Observe(kFsyncBounds, counters_->fsync_counts, seconds);
+  counters_->fsync_sum += seconds;
+}
+
+void Journal::MaybeCheckpoint(bool force) {
+  std::uint64_t pos;
+  {
+    std::lock_guard lk(mu_);
+    pos = AppliedPosition();
+    if (pos <= checkpoint_lsn_) return;
+  }
+  const auto now = Clock::now();
+  if (!force && now - last_checkpoint_ < options_.checkpoint_interval) return;
+  last_checkpoint_ = now;
+  std::string data;
+  Put(data, pos);
+  Put(data, Crc32c(data));
+  WriteFileDurably(dir_fd_, options_.dir, "checkpoint", data);
+  {
+    std::lock_guard lk(mu_);
+    checkpoint_lsn_ = pos;
+  }
+  // Segments whose every record lies below the checkpoint (the next segment starts at or below it) are
+  // applied; the active (last) segment is never deleted.
+  std::size_t deleted = 0;
+  while (segments_.size() >= 2 && segments_[1].first <= pos) {
+    if (::unlink(segments_.front().second.c_str()) != 0 && errno != ENOENT) ThrowErrno("unlink segment");
+    segments_.erase(segments_.begin());
+    ++deleted;
+  }
+  std::lock_guard lk(counters_->mu);
+  ++counters_->checkpoints;
+  counters_->segments_deleted += deleted;
+}
+
+void Journal::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (flusher_.joinable()) flusher_.join();
+}
+
+void Journal::Close() {
+  if (closed_) return;
+  closed_ = true;
+  MaybeCheckpoint(true);
+  if (seg_fd_ >= 0) {
+    ::close(seg_fd_);
+    seg_fd_ = -1;
+  }
+}
+
+bool Journal::failed() const {
+  std::lock_guard lk(mu_);
+  return failed_;
+}
+
+JournalStats Journal::Stats() const {
+  JournalStats s;
+  {
+    std::lock_guard lk(mu_);
+    s.disk_bytes = next_lsn_ - checkpoint_lsn_;
+    s.outstanding = outstanding_.size();
+    s.parked = parked_.size();
+    s.failed = failed_;
+  }
+  std::lock_guard lk(counters_->mu);
+  const auto& c = *counters_;
+  s.appended = c.appended;
+  s.groups = c.groups;
+  s.syncs_failed = c.syncs_failed;
+  s.rejected = c.rejected;
+  s.checkpoints = c.checkpoints;
+  s.segments_deleted = c.segments_deleted;
+  s.group_size_buckets = Cumulative(kGroupBounds, c.group_counts);
+  s.group_size_sum = c.group_sum;
+  s.group_size_count = s.group_size_buckets.back().second;
+  s.fsync_seconds_buckets = Cumulative(kFsyncBounds, c.fsync_counts);
+  s.fsync_seconds_sum = c.fsync_sum;
+  s.fsync_seconds_count = s.fsync_seconds_buckets.back().second;
+  return s;
+}
+
+}  // namespace scangate::storage

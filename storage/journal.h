@@ -1,0 +1,182 @@
+// Journal: a local, group-committed, checksummed append-only log of "definitely new" keys (--ack=filter).
+// Invariant: a record is reported durable (on_commit(..., kDurable)) only after the write holding it returned
+// and fdatasync() of its segment succeeded; recovery applies only whole records whose CRC32C matches, and
+// truncates a torn tail. Use one Journal per directory (an exclusive flock enforces it); the drain that
+// feeds PostgreSQL and answers waiters is storage/journal_drain.h.
+//
+// Format. The directory holds `meta` (identity of the database it belongs to), `lock` (flock), `checkpoint`
+// and segments `<16 hex lsn>.seg`. An LSN is a byte offset in the logical record stream (segment headers
+// excluded); a segment's name is the LSN of its first record. Segment = 16-byte header ("SGJNL001" + base
+// LSN, little endian) then records: u32 payload length, u32 CRC32C over (length bytes, payload), payload =
+// 32-byte digest, i64 time in µs since the epoch, u8 source length, source bytes. CRC32C is Boost.CRC's
+// crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true> (check value of "123456789": 0xE3069283).
+// `checkpoint` = u64 LSN + u32 CRC32C: every record below it is committed in PostgreSQL. It is written to a
+// temporary file, fdatasync'ed, renamed over, and the directory fsync'ed; segments wholly below it are deleted.
+//
+// Group commit: Append() copies the encoded record into a shared buffer under a mutex and returns. One
+// flusher thread swaps the buffer out, write()s it to the active segment and fdatasync()s — so one sync
+// covers everything that arrived during the previous one, never one sync per key — then calls on_commit
+// with the group. A new segment is started between groups once the active one reaches segment_bytes, so a
+// torn record can only be in the last segment; a bad record anywhere else is corruption and Open() refuses.
+// Bounded: when LSN bytes past the checkpoint would exceed max_bytes, records wait (FIFO) up to full_wait
+// for the checkpoint to advance, then are reported not durable. An I/O error fails the journal for good
+// (a failed fdatasync leaves the page cache state unknown): every later record is reported not durable.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <absl/base/thread_annotations.h>
+
+#include "core/digest.h"
+
+namespace scangate::storage {
+
+struct JournalRecord {
+  Digest digest{};
+  std::int64_t time_us = 0;  // first observation, µs since the Unix epoch (UTC)
+  std::string source;        // at most kMaxJournalSource bytes (longer is cut)
+};
+
+inline constexpr std::size_t kMaxJournalSource = 255;
+
+// What became of an appended record, as on_commit reports it.
+enum class JournalFate : std::uint8_t {
+  kDurable,  // in a group whose write + fdatasync returned
+  kRefused,  // never written: the journal stayed full past full_wait, or it is stopping
+  kIoError,  // its group's write or fdatasync failed: it may or may not be on disk (and replayed later)
+};
+
+struct JournalEntry {
+  JournalRecord record;
+  std::uint64_t lsn = 0;  // start of the record in the logical stream; pass to Applied()
+};
+
+// Foreign, locked, or corrupt directory: Open() refuses with a message naming the cause and the fix.
+class JournalError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct JournalOptions {
+  std::string dir;
+  // Identity of the database the records belong to (e.g. "system_identifier=... database=scangate").
+  std::string identity;
+  std::uint64_t max_bytes = 64ull << 20;     // LSN bytes past the checkpoint; beyond it Append waits
+  std::uint64_t segment_bytes = 8ull << 20;  // rotate to a new segment at this size (between groups)
+  std::chrono::milliseconds full_wait{1000};  // bounded wait of a record while the journal is full
+  std::chrono::milliseconds checkpoint_interval{100};  // at most one checkpoint write per interval
+  // Runs on the flusher thread after each group with the group's fate (every record of `group` shares it).
+  // Must not block long.
+  std::function<void(std::vector<JournalEntry>& group, JournalFate fate)> on_commit;
+};
+
+struct JournalStats {
+  std::uint64_t appended = 0, groups = 0, syncs_failed = 0, rejected = 0, checkpoints = 0;
+  std::uint64_t segments_deleted = 0;
+  std::uint64_t disk_bytes = 0;        // LSN bytes from the checkpoint to the end (not yet applied + not yet checkpointed)
+  std::uint64_t outstanding = 0;       // records appended (or recovered) and not yet Applied()
+  std::uint64_t parked = 0;            // records waiting for space
+  bool failed = false;
+  std::vector<std::pair<double, std::uint64_t>> group_size_buckets;  // cumulative (le, count)
+  double group_size_sum = 0;
+  std::uint64_t group_size_count = 0;
+  std::vector<std::pair<double, std::uint64_t>> fsync_seconds_buckets;  // cumulative (le, count)
+  double fsync_seconds_sum = 0;
+  std::uint64_t fsync_seconds_count = 0;
+};
+
+class Journal {
+ public:
+  // Locks the directory (creating it), checks or writes `meta`, reads the checkpoint, scans the segments
+  // (truncating a torn tail of the last one) and keeps the records past the checkpoint for Recovered().
+  // Throws JournalError (foreign identity, locked by another process, corruption) or std::system_error.
+  explicit Journal(JournalOptions options);
+  ~Journal();  // Stop() + Close()
+  Journal(const Journal&) = delete;
+  Journal& operator=(const Journal&) = delete;
+
+  // Records found past the checkpoint at Open, in LSN order. They count as outstanding until Applied().
+  // Single call, before Start().
+  std::vector<JournalEntry> TakeRecovered();
+
+  void Start();  // starts the flusher thread
+
+  // Queues one record for the next group commit. Returns false (nothing queued, on_commit not called for
+  // it) when the journal failed or is stopping. Never blocks on I/O. Safe to call concurrently.
+  bool Append(JournalRecord record);
+
+  // The record at `lsn` is committed in PostgreSQL; the checkpoint may pass it. Safe to call concurrently.
+  void Applied(std::uint64_t lsn);
+
+  // Flushes what is queued (parked records are rejected), joins the flusher. Appends fail from now on.
+  // Applied() keeps working. Idempotent.
+  void Stop();
+  // After Stop(): writes the final checkpoint and deletes applied segments. Idempotent.
+  void Close();
+
+  JournalStats Stats() const;
+  // An I/O error failed the journal (every later Append is refused). Safe to call concurrently.
+  bool failed() const;
+  const std::string& dir() const { return options_.dir; }
+
+ private:
+  struct Parked {
+    JournalRecord record;
+    std::chrono::steady_clock::time_point deadline;
+  };
+
+  void RunFlusher();
+  void Recover();
+  void CheckMeta();
+  // Writes `group_bytes` to the active segment (rotating first when due) and fdatasyncs. Flusher thread only.
+  void WriteGroup(const std::string& bytes, std::uint64_t first_lsn);
+  void OpenSegment(std::uint64_t base_lsn);
+  // Writes a checkpoint when the applied position moved; deletes segments below it. Flusher thread (or Close).
+  void MaybeCheckpoint(bool force);
+  std::uint64_t AppliedPosition() const;  // mu_ held
+  void EncodeLocked(JournalRecord&& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  JournalOptions options_;
+  int lock_fd_ = -1;
+  int dir_fd_ = -1;
+  int seg_fd_ = -1;                    // active segment (flusher thread; Recover/Close before/after it)
+  std::uint64_t seg_base_ = 0;         // flusher thread
+  std::uint64_t seg_bytes_ = 0;        // file bytes written to the active segment (flusher thread)
+  std::vector<std::pair<std::uint64_t, std::string>> segments_;  // (base lsn, path), ascending; flusher thread
+  std::vector<JournalEntry> recovered_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::string buffer_ ABSL_GUARDED_BY(mu_);               // encoded records of the next group
+  std::vector<JournalEntry> buffered_ ABSL_GUARDED_BY(mu_);  // their entries
+  std::deque<Parked> parked_ ABSL_GUARDED_BY(mu_);
+  std::uint64_t next_lsn_ ABSL_GUARDED_BY(mu_) = 0;        // LSN of the next appended record
+  std::uint64_t durable_lsn_ ABSL_GUARDED_BY(mu_) = 0;     // end of the last durable group
+  std::uint64_t checkpoint_lsn_ ABSL_GUARDED_BY(mu_) = 0;  // last written checkpoint
+  std::set<std::uint64_t> outstanding_ ABSL_GUARDED_BY(mu_);  // LSNs appended/recovered, not yet Applied
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool failed_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ = false, closed_ = false;  // Stop/Close caller thread only
+  std::chrono::steady_clock::time_point last_checkpoint_;  // flusher thread
+  std::thread flusher_;
+
+  struct Counters;
+  std::unique_ptr<Counters> counters_;
+};
+
+// CRC32C (Castagnoli) of `data` (Boost.CRC, see the format above).
+std::uint32_t Crc32c(std::string_view data);
+
+}  // namespace scangate::storage

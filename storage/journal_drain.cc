@@ -1,0 +1,240 @@
+#include "storage/journal_drain.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <utility>
+
+#include <pqxx/pqxx>
+
+namespace scangate::storage {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kRetryPause = std::chrono::milliseconds(10);  // Store queue full: retry the backlog after this
+
+std::int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The Store route of a digest: its first four bytes, as the server routes its own Submit()s.
+std::uint32_t RouteOf(const Digest& d) {
+  std::uint32_t r = 0;
+  std::memcpy(&r, d.data(), sizeof r);
+  return r;
+}
+
+constexpr const char* kIdentitySql =
+    "SELECT (SELECT system_identifier FROM pg_control_system())::text, current_database()";
+
+}  // namespace
+
+std::string FormatTimeUs(std::int64_t time_us) {
+  const std::time_t t = static_cast<std::time_t>(time_us / 1'000'000);
+  const auto us = static_cast<int>(time_us % 1'000'000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, us);
+  return buf;
+}
+
+std::size_t JournalDrain::DigestHash::operator()(const Digest& d) const noexcept {
+  std::uint64_t h;
+  std::memcpy(&h, d.data() + 8, sizeof h);  // digests are uniform; bytes 0..4 pick route and shard
+  return static_cast<std::size_t>(h);
+}
+
+std::string JournalDrain::QueryIdentity(const std::string& url) {
+  pqxx::connection conn(url);
+  pqxx::nontransaction tx(conn);
+  const pqxx::result r = tx.exec(kIdentitySql);
+  return "system_identifier=" + std::string(r[0][0].c_str()) + " database=" + r[0][1].c_str();
+}
+
+JournalDrain::JournalDrain(Store& store, JournalOptions options, Deliver deliver)
+    : store_(store), options_(std::move(options)), deliver_(std::move(deliver)) {
+  options_.on_commit = [this](std::vector<JournalEntry>& group, JournalFate fate) { OnCommit(group, fate); };
+}
+
+JournalDrain::~JournalDrain() {
+  StopAppends();
+  Close();
+}
+
+void JournalDrain::Start(const std::function<void(std::span<const Digest>)>& recovered) {
+  journal_ = std::make_unique<Journal>(options_);
+  std::vector<JournalEntry> entries = journal_->TakeRecovered();
+  recovered_ = entries.size();
+  replay_left_.store(entries.size());
+  std::vector<Digest> digests;
+  digests.reserve(entries.size());
+  for (const auto& e : entries) {
+    digests.push_back(e.record.digest);
+    Shard& s = ShardOf(e.record.digest);
+    std::lock_guard lk(s.mu);
+    Pending& p = s.map[e.record.digest];
+    // A digest journalled twice (filter forgot it between): the first record's time is the first sighting.
+    if (p.durable && p.time_us <= e.record.time_us) continue;
+    p.time_us = e.record.time_us;
+    p.lsn = e.lsn;
+    p.durable = true;
+  }
+  if (!digests.empty() && recovered) recovered(digests);
+  retry_ = std::thread([this] { RunRetry(); });
+  HandOff(entries, true);
+  journal_->Start();
+}
+
+bool JournalDrain::Append(const Digest& d, std::string source, void* group, Waiter done) {
+  const std::int64_t now = NowUs();
+  Shard& s = ShardOf(d);
+  {
+    std::lock_guard lk(s.mu);
+    Pending& p = s.map[d];
+    p.time_us = now;
+    p.durable = false;
+    p.waiters.emplace_back(group, std::move(done));
+  }
+  if (journal_->Append(JournalRecord{d, now, std::move(source)})) return true;
+  std::lock_guard lk(s.mu);
+  s.map.erase(d);
+  return false;
+}
+
+JournalDrain::LookupResult JournalDrain::Lookup(const Digest& d, void* group, Waiter done) {
+  LookupResult r;
+  Shard& s = ShardOf(d);
+  std::lock_guard lk(s.mu);
+  const auto it = s.map.find(d);
+  if (it == s.map.end()) return r;
+  r.first_seen = FormatTimeUs(it->second.time_us);
+  if (it->second.durable) {
+    r.state = LookupResult::kDurable;
+  } else {
+    r.state = LookupResult::kFollowing;
+    it->second.waiters.emplace_back(group, std::move(done));
+  }
+  return r;
+}
+
+void JournalDrain::OnCommit(std::vector<JournalEntry>& group, JournalFate fate) {
+  const bool durable = fate == JournalFate::kDurable;
+  // Wake the waiters, batched per group (executor): one post per I/O thread per commit.
+  std::vector<std::pair<void*, std::vector<std::function<void()>>>> batches;
+  for (const auto& e : group) {
+    std::vector<std::pair<void*, Waiter>> waiters;
+    {
+      Shard& s = ShardOf(e.record.digest);
+      std::lock_guard lk(s.mu);
+      const auto it = s.map.find(e.record.digest);
+      if (it == s.map.end()) continue;
+      waiters.swap(it->second.waiters);
+      if (durable) {
+        it->second.durable = true;
+        it->second.lsn = e.lsn;
+      } else {
+        s.map.erase(it);
+      }
+    }
+    for (auto& [g, w] : waiters) {
+      auto b = std::find_if(batches.begin(), batches.end(), [g = g](const auto& x) { return x.first == g; });
+      if (b == batches.end()) b = batches.insert(batches.end(), {g, {}});
+      b->second.push_back([w = std::move(w), fate] { w(fate); });
+    }
+  }
+  for (auto& [g, calls] : batches) deliver_(g, std::move(calls));
+  if (durable) HandOff(group, false);
+}
+
+void JournalDrain::HandOff(std::vector<JournalEntry>& entries, bool recovered) {
+  std::vector<Backlogged> refused;
+  for (auto& e : entries) {
+    if (!refused.empty()) {  // the Store's queue is full: keep order, do not retry each record now
+      refused.push_back(Backlogged{std::move(e), recovered});
+      continue;
+    }
+    const Digest d = e.record.digest;
+    const std::uint64_t lsn = e.lsn;
+    auto committed = [this, d, lsn, recovered](const Result& r) {
+      // kUnavailable for a write-behind row: given up at Shutdown() (PostgreSQL down too long) -> it stays in
+      // the journal and is replayed at the next start; or dead-lettered while running (PostgreSQL rejected the
+      // row repeatedly, logged by the Store) -> applied, or it would hold the checkpoint back for ever.
+      if (r.outcome == Outcome::kUnavailable && stopping_.load()) return;
+      {
+        Shard& s = ShardOf(d);
+        std::lock_guard lk(s.mu);
+        const auto it = s.map.find(d);
+        if (it != s.map.end() && it->second.durable && it->second.lsn == lsn) s.map.erase(it);
+      }
+      journal_->Applied(lsn);
+      if (recovered) replay_left_.fetch_sub(1);
+    };
+    if (!store_.SubmitWriteBehind(RouteOf(d), d, e.record.source, std::move(committed), e.record.time_us)) {
+      refused.push_back(Backlogged{std::move(e), recovered});
+    }
+  }
+  if (refused.empty()) return;
+  {
+    std::lock_guard lk(retry_mu_);
+    for (auto& b : refused) backlog_.push_back(std::move(b));
+  }
+  retry_cv_.notify_one();
+}
+
+void JournalDrain::RunRetry() {
+  std::unique_lock lk(retry_mu_);
+  for (;;) {
+    retry_cv_.wait(lk, [this] { return retry_stop_ || !backlog_.empty(); });
+    if (retry_stop_) return;
+    std::vector<JournalEntry> fresh, replay;
+    for (auto& b : backlog_) (b.recovered ? replay : fresh).push_back(std::move(b.entry));
+    backlog_.clear();
+    lk.unlock();
+    HandOff(replay, true);  // refused ones (from the first refusal on) come back into backlog_
+    HandOff(fresh, false);
+    lk.lock();
+    if (!backlog_.empty()) retry_cv_.wait_for(lk, kRetryPause, [this] { return retry_stop_; });
+  }
+}
+
+void JournalDrain::StopAppends() {
+  if (stopped_) return;
+  stopped_ = true;
+  stopping_.store(true);  // from here on a kUnavailable hand-off is the Store giving up at shutdown
+  if (journal_) journal_->Stop();
+  {
+    std::lock_guard lk(retry_mu_);
+    retry_stop_ = true;
+  }
+  retry_cv_.notify_all();
+  if (retry_.joinable()) retry_.join();
+}
+
+void JournalDrain::Close() {
+  if (closed_) return;
+  closed_ = true;
+  if (journal_) journal_->Close();
+}
+
+JournalDrainStats JournalDrain::Stats() const {
+  JournalDrainStats s;
+  if (journal_) s.journal = journal_->Stats();
+  for (auto& shard : shards_) {
+    std::lock_guard lk(shard.mu);
+    s.pending += shard.map.size();
+  }
+  {
+    std::lock_guard lk(retry_mu_);
+    s.backlog = backlog_.size();
+  }
+  s.replay_left = replay_left_.load();
+  s.recovered = recovered_;
+  return s;
+}
+
+}  // namespace scangate::storage
