@@ -102,7 +102,16 @@ TEST(ServiceOverload, AckFilterPastCapacityForgottenKeyIsDuplicate) {
     EXPECT_EQ(r.status, 200) << "key " << i << ": " << r;
   }
 
-  const std::string m = c.Get("/metrics").body;
+  // Filter figures in /metrics come from the telemetry sample the 1 s maintenance timer refreshes: poll
+  // until a sample taken after the rotations above is served.
+  std::string m;
+  const auto sample_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  do {
+    m = c.Get("/metrics").body;
+    const auto rot = Sample(m, R"(scangate_filter_rotations_total{cause="capacity"})");
+    if (rot.has_value() && *rot >= 2.0 && Sample(m, "scangate_filter_distrusting_shards") == 1.0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  } while (std::chrono::steady_clock::now() < sample_deadline);
   const auto capacity_rotations = Sample(m, R"(scangate_filter_rotations_total{cause="capacity"})");
   ASSERT_TRUE(capacity_rotations.has_value()) << m;
   EXPECT_GE(*capacity_rotations, 2.0) << "3000 keys through a 1000-key filter rotate it at least twice";
