@@ -222,6 +222,9 @@ Problem Problem::Unauthorized(bool credentials_presented) {
 Problem Problem::Unavailable(std::string detail) {
   return Make(503, "unavailable", "Service unavailable", std::move(detail));
 }
+Problem Problem::OutcomeUnknown(std::string detail) {
+  return Make(503, "outcome-unknown", "Outcome unknown", std::move(detail));
+}
 Problem Problem::Internal() {
   return Make(500, "internal", "Internal server error", "an unexpected error occurred; see the server log");
 }

@@ -74,6 +74,8 @@ struct Problem {
   static Problem HeaderTooLarge();
   static Problem Unauthorized(bool credentials_presented);  // 401 unauthorized (+ WWW-Authenticate)
   static Problem Unavailable(std::string detail);
+  // 503 outcome-unknown (+ Retry-After like unavailable): the attempt may have recorded the key.
+  static Problem OutcomeUnknown(std::string detail);
   static Problem Internal();                              // never carries exception text to the client
 };
 

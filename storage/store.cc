@@ -18,6 +18,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "storage/conninfo.h"
 #include "storage/migrations.h"
 
 namespace scangate::storage {
@@ -33,7 +34,6 @@ constexpr std::size_t kWarmChunkKeys = 65536;   // digests per sink() call in Wa
 constexpr std::size_t kMaxErrorChars = 300;    // pg_state log lines keep only the first line, truncated
 constexpr std::size_t kDigestBytes = std::tuple_size_v<Digest>;
 static_assert(kDigestBytes == 32);
-
 struct DigestHash {
   std::size_t operator()(const Digest& d) const noexcept {
     std::uint64_t h;
@@ -104,6 +104,45 @@ void LogPgState(bool up, unsigned writer, const std::string& error) {
     AppendJsonString(fields, error);
   }
   LogLine(up ? "info" : "warn", "pg_state", fields);
+}
+
+// Start(): what a failure means. libpq reports connection-phase errors as text only (no SQLSTATE), so
+// those are recognised by PostgreSQL's message (lc_messages must be English for the permanent ones; any
+// other text just keeps backing off). SQL errors carry their SQLSTATE.
+struct StartFailure {
+  std::string sqlstate;  // "" when unknown
+  bool permanent = false;
+  std::string note;      // said in the log next to the cause
+};
+
+StartFailure ClassifyConnectError(std::string_view what) {
+  const auto has = [what](std::string_view s) { return what.find(s) != std::string_view::npos; };
+  if (has("password authentication failed")) return {"28P01", true, "authentication failed"};
+  if (has("no password supplied")) return {"28P01", true, "the server wants a password and none was given"};
+  if (has("authentication failed") || has("no pg_hba.conf entry") || has("is not permitted to log in") ||
+      (has("role \"") && has("does not exist"))) {
+    return {"28000", true, "authentication / authorization failed"};
+  }
+  if (has("permission denied")) return {"42501", true, "permission denied"};
+  if (has("database \"") && has("does not exist")) {
+    return {"3D000", false, "the database does not exist; create it — retrying until it does"};
+  }
+  return {"", false, ""};
+}
+
+StartFailure ClassifySqlError(const std::string& sqlstate) {
+  // Class 28: invalid authorization; class 42: syntax error or access rule violation (42501 permission
+  // denied, e.g. no CREATE on schema public — PostgreSQL 15's default for non-owners). Neither heals.
+  const bool permanent = sqlstate.rfind("28", 0) == 0 || sqlstate.rfind("42", 0) == 0;
+  return {sqlstate, permanent, permanent ? "retrying cannot help; fix the role or the database" : ""};
+}
+
+std::string StartCause(const StartFailure& f, std::string_view what) {
+  std::string cause = f.sqlstate.empty() ? std::string("connection") : f.sqlstate;
+  cause += ": ";
+  cause += ErrorSummary(what);
+  if (!f.note.empty()) cause += " (" + f.note + ")";
+  return cause;
 }
 
 // Sources go into a text[] literal; invalid UTF-8 or NUL would fail the whole batch (and a write-behind
@@ -180,6 +219,7 @@ struct Store::Item {
   Completion done;            // empty for write-behind
   bool write_behind;
   Clock::time_point enqueued;
+  std::shared_ptr<Ticket> ticket;  // Submit items only, optional
 };
 
 struct Store::Writer {
@@ -210,6 +250,12 @@ Store::Store(StoreOptions options) : options_(std::move(options)), metrics_(std:
   if (options_.batch_limit == 0) throw std::invalid_argument("StoreOptions.batch_limit must be at least 1");
   if (options_.queue_limit == 0) throw std::invalid_argument("StoreOptions.queue_limit must be at least 1");
   if (options_.reconnect_backoff_max < kBackoffMin) options_.reconnect_backoff_max = kBackoffMin;
+  ConnectionDefaults defaults;
+  defaults.statement_timeout = options_.statement_timeout;
+  defaults.tcp_user_timeout = options_.tcp_user_timeout;
+  writer_conninfo_ = WithConnectionDefaults(options_.url, defaults);  // throws std::invalid_argument
+  defaults.statement_timeout = options_.warm_statement_timeout;
+  warm_conninfo_ = WithConnectionDefaults(options_.url, defaults);
 }
 
 Store::~Store() { Shutdown(); }
@@ -220,15 +266,22 @@ void Store::Start() {
   auto backoff = kBackoffMin;
   for (;;) {
     try {
-      pqxx::connection conn(options_.url);
+      pqxx::connection conn(writer_conninfo_);
       ApplyMigrations(conn);
       break;
     } catch (const pqxx::broken_connection& e) {
-      if (Clock::now() + backoff > deadline) {
-        throw std::runtime_error("scangate storage: cannot connect to PostgreSQL: " + ErrorSummary(e.what()));
+      const StartFailure f = ClassifyConnectError(e.what());
+      if (f.permanent || Clock::now() + backoff > deadline) {
+        throw StartError(StartCause(f, e.what()), f.sqlstate, f.permanent);
       }
       std::this_thread::sleep_for(backoff);
       backoff = std::min<std::chrono::milliseconds>(backoff * 2, options_.reconnect_backoff_max);
+    } catch (const pqxx::sql_error& e) {
+      const StartFailure f = ClassifySqlError(e.sqlstate());
+      throw StartError(StartCause(f, e.what()), f.sqlstate, f.permanent);
+    } catch (const std::exception& e) {
+      const StartFailure f;
+      throw StartError(StartCause(f, e.what()), "", false);
     }
   }
   for (unsigned i = 0; i < options_.writers; ++i) {
@@ -249,7 +302,7 @@ void Store::Start() {
 }
 
 bool Store::Enqueue(std::uint32_t route, const Digest& d, std::string source, Completion done,
-                    bool write_behind) {
+                    bool write_behind, std::shared_ptr<Ticket> ticket) {
   if (!accepting_.load() || writers_.empty()) return false;
   Writer& w = *writers_[route % writers_.size()];
   if (!write_behind && !w.up_flag.load()) return false;  // fail fast, without touching the lock
@@ -266,7 +319,7 @@ bool Store::Enqueue(std::uint32_t route, const Digest& d, std::string source, Co
       return false;
     }
     const bool was_empty = w.queue.empty();
-    w.queue.push_back(Item{d, std::move(source), std::move(done), write_behind, Clock::now()});
+    w.queue.push_back(Item{d, std::move(source), std::move(done), write_behind, Clock::now(), std::move(ticket)});
     if (!write_behind) ++w.waiting;
     // A write-behind item only needs to wake the writer to start its flush timer (queue was empty) or
     // when it completes a batch; otherwise the writer is already committing or timing the flush.
@@ -276,13 +329,14 @@ bool Store::Enqueue(std::uint32_t route, const Digest& d, std::string source, Co
   return true;
 }
 
-bool Store::Submit(std::uint32_t route, const Digest& d, std::string source, Completion done) {
+bool Store::Submit(std::uint32_t route, const Digest& d, std::string source, Completion done,
+                   std::shared_ptr<Ticket> ticket) {
   if (!done) done = [](const Result&) {};
-  return Enqueue(route, d, std::move(source), std::move(done), false);
+  return Enqueue(route, d, std::move(source), std::move(done), false, std::move(ticket));
 }
 
 bool Store::SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source) {
-  return Enqueue(route, d, std::move(source), nullptr, true);
+  return Enqueue(route, d, std::move(source), nullptr, true, nullptr);
 }
 
 bool Store::up() const {
@@ -345,13 +399,23 @@ void Store::RunWriter(Writer& w) {
         if (Clock::now() >= deadline) break;
         w.cv.wait_until(lk, deadline);
       }
-      const std::size_t n = std::min(w.queue.size(), options_.batch_limit);
-      for (std::size_t i = 0; i < n; ++i) {
-        if (!w.queue.front().write_behind) --w.waiting;
-        batch.push_back(std::move(w.queue.front()));
+      std::size_t skipped = 0;
+      while (!w.queue.empty() && batch.size() < options_.batch_limit) {
+        Item& front = w.queue.front();
+        if (!front.write_behind) --w.waiting;
+        if (front.ticket && !front.ticket->Take()) {
+          ++skipped;  // cancelled by its submitter (deadline passed while queued): never written
+        } else {
+          batch.push_back(std::move(front));
+        }
         w.queue.pop_front();
       }
+      if (skipped > 0) {
+        cancelled_.fetch_add(skipped);
+        pending_.fetch_sub(skipped);
+      }
     }
+    if (batch.empty()) continue;  // everything taken was cancelled
 
     try {
       try {
@@ -424,7 +488,7 @@ JOIN scan_keys k ON k.digest = substring($1::bytea FROM (g.i - 1) * 32 + 1 FOR 3
 // Every writer connection prepares the batch statements once.
 bool Store::Connect(Writer& w, std::string* error) {
   try {
-    auto conn = std::make_unique<pqxx::connection>(options_.url);
+    auto conn = std::make_unique<pqxx::connection>(writer_conninfo_);
     // pqxx 6 would otherwise reconnect silently inside the next transaction; the writer owns
     // reconnection (backoff, up/down state), so a lost connection must surface as an exception.
 #pragma GCC diagnostic push
@@ -537,6 +601,9 @@ void Store::WriteBatch(Writer& w, std::vector<Item>& batch, std::vector<Result>&
 void Store::Finish(std::vector<Item>& items, const std::vector<Result>& results) {
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (items[i].write_behind || !items[i].done) continue;
+    // Queued items failed by an outage were never taken: the one that wins here completes, a cancelled
+    // one stays silent (its submitter already answered).
+    if (items[i].ticket && !items[i].ticket->Take()) continue;
     try {
       items[i].done(results[i]);
     } catch (...) {
@@ -803,7 +870,7 @@ constexpr const char* kWarmPlanSql =
 std::uint64_t Store::WarmLoad(std::chrono::seconds window,
                               const std::function<void(std::span<const Digest>)>& sink) {
   const unsigned streams = std::clamp(options_.warm_streams, 1u, kMaxWarmStreams);
-  PgConnPtr coord = WarmConnect(options_.url);
+  PgConnPtr coord = WarmConnect(warm_conninfo_);
   if (streams == 1) {
     const std::string sql = kWarmCopySqlPrefix + std::to_string(window.count()) + kWarmCopySqlSuffix;
     const std::uint64_t n = RunWarmCopy(coord.get(), sql, sink, nullptr);
@@ -862,7 +929,7 @@ std::uint64_t Store::WarmLoad(std::chrono::seconds window,
   std::vector<std::uint64_t> counts(n_streams, 0);
   const auto run_stream = [&](unsigned i) {
     try {
-      PgConnPtr conn = WarmConnect(options_.url);
+      PgConnPtr conn = WarmConnect(warm_conninfo_);
       WarmExec(conn.get(), "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
       WarmExec(conn.get(), "SET TRANSACTION SNAPSHOT '" + snapshot + "'");
       counts[i] = RunWarmCopy(conn.get(), copy_sql(i), sink, &abort);
@@ -902,6 +969,7 @@ StoreStats Store::Stats() const {
   s.batch_failures = m.batch_failures;
   s.write_behind_lost = m.write_behind_lost;
   s.last_warm_streams = last_warm_streams_.load();
+  s.cancelled = cancelled_.load();
   s.batch_size_buckets = Cumulative(kBatchBounds, m.batch_counts);
   s.batch_size_sum = m.batch_sum;
   s.batch_size_count = s.batch_size_buckets.back().second;

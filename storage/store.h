@@ -13,6 +13,9 @@
 // A failed transaction completes its waiting items with kUnavailable, keeps its write-behind items
 // at the front of the queue, marks the writer down (Submit on its routes fails fast) and reconnects
 // with exponential backoff. Shutdown() flushes everything (bounded retry while the database is down).
+// A waiting item carries a Ticket: its submitter may give up (request deadline) while the item is still
+// queued — then it is never written and its completion never runs — but not once a writer has taken it.
+// Every connection gets storage/conninfo.h's defaults (timeouts, keepalives, application_name=scangate).
 #pragma once
 
 #include <array>
@@ -23,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +45,46 @@ struct Result {
 // Runs on a writer thread after the commit (or failure): must not block; post to your own executor.
 using Completion = std::function<void(const Result&)>;
 
+// The cancellation handle of one Submit item: one atomic state, queued -> taken (a writer put the item
+// into a transaction, or is completing it as kUnavailable) or queued -> cancelled (the submitter gave up:
+// the item is never written and its completion never runs). Exactly one transition ever succeeds.
+// The submitter owns it (a shared_ptr, so it can live inside the submitter's own request state).
+class Ticket {
+ public:
+  // True when the item was still queued: it is now cancelled for good. False when a writer already took
+  // it: the outcome will be delivered (possibly committed). Safe to call concurrently with the writer.
+  bool Cancel() {
+    std::uint8_t expected = kQueued;
+    return state_.compare_exchange_strong(expected, kCancelled, std::memory_order_relaxed);  // see Take
+  }
+
+ private:
+  friend class Store;
+  static constexpr std::uint8_t kQueued = 0, kTaken = 1, kCancelled = 2;
+  // True when the item may be written / completed. Relaxed: the state is the only datum the two sides
+  // exchange (the item itself is published by the queue mutex), and the CAS alone decides the winner.
+  bool Take() {
+    std::uint8_t expected = kQueued;
+    return state_.compare_exchange_strong(expected, kTaken, std::memory_order_relaxed) || expected == kTaken;
+  }
+  std::atomic<std::uint8_t> state_{kQueued};
+};
+
+// Store::Start() failed. `permanent`: a misconfiguration retrying cannot heal (authentication failed,
+// permission denied, a migration PostgreSQL rejects as invalid) — exit instead of retrying. `cause` is
+// "<SQLSTATE or kind>: <first line of the message>" (never the password).
+class StartError : public std::runtime_error {
+ public:
+  StartError(const std::string& cause, std::string sqlstate, bool permanent)
+      : std::runtime_error(cause), sqlstate_(std::move(sqlstate)), permanent_(permanent) {}
+  const std::string& sqlstate() const { return sqlstate_; }  // "" when libpq gave none (connection phase)
+  bool permanent() const { return permanent_; }
+
+ private:
+  std::string sqlstate_;
+  bool permanent_;
+};
+
 struct StoreOptions {
   std::string url;                                  // libpq URL
   unsigned writers = 2;                             // writer threads, one connection each
@@ -52,6 +96,13 @@ struct StoreOptions {
   std::chrono::milliseconds shutdown_retry{30000};
   // Added: how long Start() retries the first connection before throwing.
   std::chrono::milliseconds start_timeout{30000};
+  // Connection safety (storage/conninfo.h), applied unless the URL sets them. statement_timeout bounds a
+  // writer's (and the migrations') statements: the server sets it a little above --request-timeout, so a
+  // statement outliving every waiting request is cancelled (nothing of its batch commits). 0 = none.
+  std::chrono::milliseconds statement_timeout{0};
+  // The warm load's COPY legitimately runs for seconds (10 M keys: 5-26 s measured): its own, long bound.
+  std::chrono::milliseconds warm_statement_timeout{600000};
+  std::chrono::milliseconds tcp_user_timeout{10000};  // unacknowledged data this long: connection dropped
   // Added: WarmLoad parallelism. 1 = one COPY over one connection. N > 1 = when the window is estimated
   // to hold at least warm_parallel_min_fraction of the table's rows, the heap is split into N block
   // ranges by ctid, one connection + thread + COPY per range, all reading one exported snapshot.
@@ -79,6 +130,7 @@ struct StoreStats {
   std::uint64_t batch_failures;       // batch transactions that failed (each marks its writer down)
   std::uint64_t write_behind_lost;    // write-behind items given up at Shutdown() (database down too long)
   std::uint32_t last_warm_streams;    // COPY streams the last finished WarmLoad used (0 = none yet)
+  std::uint64_t cancelled;            // Submit items withdrawn by Ticket::Cancel (never written)
 };
 
 class Store {
@@ -88,14 +140,17 @@ class Store {
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
-  // Connects (retrying until start_timeout, then throws), applies migrations, starts the writers.
-  // Call once, from one thread, before anything else.
+  // Connects (retrying connection failures until start_timeout), applies migrations, starts the writers.
+  // Throws StartError (permanent() when retrying cannot help). Call once, from one thread, first.
   void Start();
 
   // Exact insert-if-absent of `d`; `done` runs once on a writer thread with the committed outcome (or
   // kUnavailable). Returns false — nothing queued, `done` never runs — when the route's writer is down,
   // the queue is full, or the store is shutting down. Safe to call concurrently; never blocks on I/O.
-  bool Submit(std::uint32_t route, const Digest& d, std::string source, Completion done);
+  // With a `ticket`, `ticket->Cancel()` withdraws the item while it is still queued (then `done` never
+  // runs); a cancelled item still counts against queue_limit until a writer skips it.
+  bool Submit(std::uint32_t route, const Digest& d, std::string source, Completion done,
+              std::shared_ptr<Ticket> ticket = nullptr);
 
   // ack=filter write-behind: recorded with lag <= flush_interval while the database is up, retried
   // across outages, never dropped once accepted (except at Shutdown() after shutdown_retry of outage).
@@ -126,7 +181,8 @@ class Store {
   struct Writer;
   struct Metrics;
 
-  bool Enqueue(std::uint32_t route, const Digest& d, std::string source, Completion done, bool write_behind);
+  bool Enqueue(std::uint32_t route, const Digest& d, std::string source, Completion done, bool write_behind,
+               std::shared_ptr<Ticket> ticket);
   void RunWriter(Writer& w);
   bool Connect(Writer& w, std::string* error);
   void WriteBatch(Writer& w, std::vector<Item>& batch, std::vector<Result>& results);
@@ -135,6 +191,8 @@ class Store {
   void Finish(std::vector<Item>& items, const std::vector<Result>& results);
 
   StoreOptions options_;
+  std::string writer_conninfo_;  // options_.url + conninfo defaults (writers, migrations)
+  std::string warm_conninfo_;    // the same with warm_statement_timeout
   std::vector<std::unique_ptr<Writer>> writers_;
   std::unique_ptr<Metrics> metrics_;
   std::atomic<std::size_t> pending_{0};     // accepted, unfinished items (bounded by queue_limit)
@@ -142,6 +200,7 @@ class Store {
   std::once_flag shutdown_once_;
   std::atomic<bool> started_{false};
   std::atomic<std::uint32_t> last_warm_streams_{0};
+  std::atomic<std::uint64_t> cancelled_{0};
 };
 
 }  // namespace scangate::storage
