@@ -130,6 +130,24 @@ StartFailure ClassifyConnectError(std::string_view what) {
   return {"", false, ""};
 }
 
+// pqxx 6.4 passes the SQLSTATE only to a plain sql_error; its specialised classes carry none, so the
+// class stands for it (the most specific code the class implies).
+std::string SqlStateOf(const pqxx::sql_error& e) {
+  if (!e.sqlstate().empty()) return e.sqlstate();
+  if (dynamic_cast<const pqxx::insufficient_privilege*>(&e) != nullptr) return "42501";
+  if (dynamic_cast<const pqxx::undefined_table*>(&e) != nullptr) return "42P01";
+  if (dynamic_cast<const pqxx::undefined_column*>(&e) != nullptr) return "42703";
+  if (dynamic_cast<const pqxx::undefined_function*>(&e) != nullptr) return "42883";
+  if (dynamic_cast<const pqxx::syntax_error*>(&e) != nullptr) return "42601";
+  if (dynamic_cast<const pqxx::feature_not_supported*>(&e) != nullptr) return "0A000";
+  if (dynamic_cast<const pqxx::disk_full*>(&e) != nullptr) return "53100";
+  if (dynamic_cast<const pqxx::out_of_memory*>(&e) != nullptr) return "53200";
+  if (dynamic_cast<const pqxx::insufficient_resources*>(&e) != nullptr) return "53000";
+  if (dynamic_cast<const pqxx::data_exception*>(&e) != nullptr) return "22000";
+  if (dynamic_cast<const pqxx::integrity_constraint_violation*>(&e) != nullptr) return "23000";
+  return "";
+}
+
 StartFailure ClassifySqlError(const std::string& sqlstate) {
   // Class 28: invalid authorization; class 42: syntax error or access rule violation (42501 permission
   // denied, e.g. no CREATE on schema public — PostgreSQL 15's default for non-owners). Neither heals.
@@ -277,7 +295,7 @@ void Store::Start() {
       std::this_thread::sleep_for(backoff);
       backoff = std::min<std::chrono::milliseconds>(backoff * 2, options_.reconnect_backoff_max);
     } catch (const pqxx::sql_error& e) {
-      const StartFailure f = ClassifySqlError(e.sqlstate());
+      const StartFailure f = ClassifySqlError(SqlStateOf(e));
       throw StartError(StartCause(f, e.what()), f.sqlstate, f.permanent);
     } catch (const std::exception& e) {
       const StartFailure f;
