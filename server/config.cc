@@ -210,9 +210,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
     throw ConfigError("--database-url (or SCANGATE_DATABASE_URL) is required, e.g. "
                       "postgresql://postgres@127.0.0.1:5544/scangate");
   }
-  if (const std::string why = storage::ConninfoParseError(c.database_url); !why.empty()) {
-    throw ConfigError("--database-url: not a valid libpq URI or keyword=value string: " + why);
-  }
+
   c.capacity = ParseUnsigned<std::uint64_t>(str("capacity"), "capacity", 1, std::uint64_t{1} << 40);
   c.fp_target = ParseFraction(str("fp-target"), "fp-target");
   const auto window = ParseDuration(str("window"), {"s", "m", "h", "d"}, "window");
@@ -260,6 +258,10 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   }
   c.admin_listen = str("admin-listen");
   if (c.admin_split()) ParseAdminListen(c);
+  // Checked last, so a placeholder URL does not hide the other options' errors.
+  if (const std::string why = storage::ConninfoParseError(c.database_url); !why.empty()) {
+    throw ConfigError("--database-url: not a valid libpq URI or keyword=value string: " + why);
+  }
   out.config = std::move(c);
   return out;
 }

@@ -23,14 +23,19 @@ OptionsPtr Parse(std::string_view conninfo, std::string* error) {
   if (!opts) {
     std::string msg = err != nullptr ? err : "out of memory";
     if (err != nullptr) PQfreemem(err);
-    // libpq quotes the offending fragment ("missing \"=\" after \"hunter2\" ..."): never echo it.
+    // libpq quotes the offending fragment ("missing \"=\" after \"hunter2\" ..."): never echo it (a
+    // quoted "=" alone is libpq's own syntax and is kept).
     std::string clean;
+    std::string fragment;
     bool quoted = false;
     for (const char c : msg) {
       if (c == '"') {
-        if (!quoted) clean += "\"...\"";
+        if (quoted) clean += fragment == "=" ? "\"=\"" : "\"...\"";
+        fragment.clear();
         quoted = !quoted;
-      } else if (!quoted && c != '\n') {
+      } else if (quoted) {
+        fragment += c;
+      } else if (c != '\n') {
         clean += c;
       }
     }
