@@ -284,7 +284,8 @@ void Store::Start() {
   auto backoff = kBackoffMin;
   for (;;) {
     try {
-      pqxx::connection conn(writer_conninfo_);
+      // The long statement bound: a future migration may build an index over millions of rows.
+      pqxx::connection conn(warm_conninfo_);
       ApplyMigrations(conn);
       break;
     } catch (const pqxx::broken_connection& e) {

@@ -97,10 +97,11 @@ struct StoreOptions {
   // Added: how long Start() retries the first connection before throwing.
   std::chrono::milliseconds start_timeout{30000};
   // Connection safety (storage/conninfo.h), applied unless the URL sets them. statement_timeout bounds a
-  // writer's (and the migrations') statements: the server sets it a little above --request-timeout, so a
-  // statement outliving every waiting request is cancelled (nothing of its batch commits). 0 = none.
+  // writer's statements: the server sets it a little above --request-timeout, so a statement outliving
+  // every waiting request is cancelled (nothing of its batch commits). 0 = none.
   std::chrono::milliseconds statement_timeout{0};
-  // The warm load's COPY legitimately runs for seconds (10 M keys: 5-26 s measured): its own, long bound.
+  // Warm load and migrations: the COPY legitimately runs for seconds (10 M keys: 5-26 s measured) and a
+  // migration may build an index over the whole table: their own, long bound.
   std::chrono::milliseconds warm_statement_timeout{600000};
   std::chrono::milliseconds tcp_user_timeout{10000};  // unacknowledged data this long: connection dropped
   // Added: WarmLoad parallelism. 1 = one COPY over one connection. N > 1 = when the window is estimated
@@ -191,8 +192,8 @@ class Store {
   void Finish(std::vector<Item>& items, const std::vector<Result>& results);
 
   StoreOptions options_;
-  std::string writer_conninfo_;  // options_.url + conninfo defaults (writers, migrations)
-  std::string warm_conninfo_;    // the same with warm_statement_timeout
+  std::string writer_conninfo_;  // options_.url + conninfo defaults (writers)
+  std::string warm_conninfo_;    // the same with warm_statement_timeout (warm load, migrations)
   std::vector<std::unique_ptr<Writer>> writers_;
   std::unique_ptr<Metrics> metrics_;
   std::atomic<std::size_t> pending_{0};     // accepted, unfinished items (bounded by queue_limit)
