@@ -136,6 +136,10 @@ TEST(Deadline, QueuedIsWithdrawnInFlightIsOutcomeUnknown) {
   EXPECT_EQ(retry_in_flight.status, 200) << retry_in_flight;
   EXPECT_EQ(retry_in_flight.json().at("verdict"), "duplicate") << retry_in_flight;
   EXPECT_EQ(pg.CountDigest(Sha256Hex(queued)), 0) << "a key answered 'unavailable' was written";
+  // The writer skipped the withdrawn item; /metrics counts it.
+  const auto cancelled = MetricValue(c1.Get("/metrics").body, "scangate_pg_cancelled_total");
+  ASSERT_TRUE(cancelled.has_value());
+  EXPECT_EQ(*cancelled, 1.0);
   HttpResponse retry_queued = c2.Post("/observe", ObserveBody(queued));
   EXPECT_EQ(retry_queued.status, 201) << retry_queued;
   EXPECT_EQ(retry_queued.json().at("digest").as_string(), Sha256Hex(queued)) << retry_queued;
