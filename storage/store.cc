@@ -20,6 +20,7 @@
 
 #include "storage/conninfo.h"
 #include "storage/migrations.h"
+#include "storage/start_error.h"
 
 namespace scangate::storage {
 namespace {
@@ -34,6 +35,7 @@ constexpr std::size_t kWarmChunkKeys = 65536;   // digests per sink() call in Wa
 constexpr std::size_t kMaxErrorChars = 300;    // pg_state log lines keep only the first line, truncated
 constexpr std::size_t kDigestBytes = std::tuple_size_v<Digest>;
 static_assert(kDigestBytes == 32);
+
 struct DigestHash {
   std::size_t operator()(const Digest& d) const noexcept {
     std::uint64_t h;
@@ -104,63 +106,6 @@ void LogPgState(bool up, unsigned writer, const std::string& error) {
     AppendJsonString(fields, error);
   }
   LogLine(up ? "info" : "warn", "pg_state", fields);
-}
-
-// Start(): what a failure means. libpq reports connection-phase errors as text only (no SQLSTATE), so
-// those are recognised by PostgreSQL's message (lc_messages must be English for the permanent ones; any
-// other text just keeps backing off). SQL errors carry their SQLSTATE.
-struct StartFailure {
-  std::string sqlstate;  // "" when unknown
-  bool permanent = false;
-  std::string note;      // said in the log next to the cause
-};
-
-StartFailure ClassifyConnectError(std::string_view what) {
-  const auto has = [what](std::string_view s) { return what.find(s) != std::string_view::npos; };
-  if (has("password authentication failed")) return {"28P01", true, "authentication failed"};
-  if (has("no password supplied")) return {"28P01", true, "the server wants a password and none was given"};
-  if (has("authentication failed") || has("no pg_hba.conf entry") || has("is not permitted to log in") ||
-      (has("role \"") && has("does not exist"))) {
-    return {"28000", true, "authentication / authorization failed"};
-  }
-  if (has("permission denied")) return {"42501", true, "permission denied"};
-  if (has("database \"") && has("does not exist")) {
-    return {"3D000", false, "the database does not exist; create it — retrying until it does"};
-  }
-  return {"", false, ""};
-}
-
-// pqxx 6.4 passes the SQLSTATE only to a plain sql_error; its specialised classes carry none, so the
-// class stands for it (the most specific code the class implies).
-std::string SqlStateOf(const pqxx::sql_error& e) {
-  if (!e.sqlstate().empty()) return e.sqlstate();
-  if (dynamic_cast<const pqxx::insufficient_privilege*>(&e) != nullptr) return "42501";
-  if (dynamic_cast<const pqxx::undefined_table*>(&e) != nullptr) return "42P01";
-  if (dynamic_cast<const pqxx::undefined_column*>(&e) != nullptr) return "42703";
-  if (dynamic_cast<const pqxx::undefined_function*>(&e) != nullptr) return "42883";
-  if (dynamic_cast<const pqxx::syntax_error*>(&e) != nullptr) return "42601";
-  if (dynamic_cast<const pqxx::feature_not_supported*>(&e) != nullptr) return "0A000";
-  if (dynamic_cast<const pqxx::disk_full*>(&e) != nullptr) return "53100";
-  if (dynamic_cast<const pqxx::out_of_memory*>(&e) != nullptr) return "53200";
-  if (dynamic_cast<const pqxx::insufficient_resources*>(&e) != nullptr) return "53000";
-  if (dynamic_cast<const pqxx::data_exception*>(&e) != nullptr) return "22000";
-  if (dynamic_cast<const pqxx::integrity_constraint_violation*>(&e) != nullptr) return "23000";
-  return "";
-}
-
-StartFailure ClassifySqlError(const std::string& sqlstate) {
-  // Class 28: invalid authorization; class 42: syntax error or access rule violation (42501 permission
-  // denied, e.g. no CREATE on schema public — PostgreSQL 15's default for non-owners). Neither heals.
-  const bool permanent = sqlstate.rfind("28", 0) == 0 || sqlstate.rfind("42", 0) == 0;
-  return {sqlstate, permanent, permanent ? "retrying cannot help; fix the role or the database" : ""};
-}
-
-std::string StartCause(const StartFailure& f, std::string_view what) {
-  std::string cause = f.sqlstate.empty() ? std::string("connection") : f.sqlstate;
-  cause += ": ";
-  cause += ErrorSummary(what);
-  if (!f.note.empty()) cause += " (" + f.note + ")";
-  return cause;
 }
 
 // Sources go into a text[] literal; invalid UTF-8 or NUL would fail the whole batch (and a write-behind
@@ -288,19 +233,15 @@ void Store::Start() {
       pqxx::connection conn(warm_conninfo_);
       ApplyMigrations(conn);
       break;
-    } catch (const pqxx::broken_connection& e) {
-      const StartFailure f = ClassifyConnectError(e.what());
-      if (f.permanent || Clock::now() + backoff > deadline) {
-        throw StartError(StartCause(f, e.what()), f.sqlstate, f.permanent);
+    } catch (const std::exception& e) {
+      StartError error = ClassifyStartError(e);
+      // Only a connection failure that may heal is retried here (until start_timeout).
+      if (error.permanent() || dynamic_cast<const pqxx::broken_connection*>(&e) == nullptr ||
+          Clock::now() + backoff > deadline) {
+        throw error;
       }
       std::this_thread::sleep_for(backoff);
       backoff = std::min<std::chrono::milliseconds>(backoff * 2, options_.reconnect_backoff_max);
-    } catch (const pqxx::sql_error& e) {
-      const StartFailure f = ClassifySqlError(SqlStateOf(e));
-      throw StartError(StartCause(f, e.what()), f.sqlstate, f.permanent);
-    } catch (const std::exception& e) {
-      const StartFailure f;
-      throw StartError(StartCause(f, e.what()), "", false);
     }
   }
   for (unsigned i = 0; i < options_.writers; ++i) {
@@ -622,7 +563,10 @@ void Store::Finish(std::vector<Item>& items, const std::vector<Result>& results)
     if (items[i].write_behind || !items[i].done) continue;
     // Queued items failed by an outage were never taken: the one that wins here completes, a cancelled
     // one stays silent (its submitter already answered).
-    if (items[i].ticket && !items[i].ticket->Take()) continue;
+    if (items[i].ticket && !items[i].ticket->Take()) {
+      cancelled_.fetch_add(1);
+      continue;
+    }
     try {
       items[i].done(results[i]);
     } catch (...) {
