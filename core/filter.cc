@@ -9,10 +9,13 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+
+#include <absl/base/thread_annotations.h>
 
 namespace scangate {
 namespace {
@@ -36,11 +39,45 @@ constexpr std::uint32_t kMaxCountBatch = 16;
 static_assert(kMaxCountBatch <= 255);
 
 // Per-thread insert counts not yet added to their shard's counter, for one filter instance at a time.
+// Written only by the owning thread; Stats() reads them from another thread through the registry below
+// and folds them into ShardStats::inserted. Single writer, so the owner's increments are relaxed
+// load + relaxed store (a plain byte load and store on x86, no locked instruction); relaxed is enough
+// because the reader only wants some recent value and nothing else is published through these.
 struct ThreadCounts {
-  std::uint64_t filter_id = 0;  // 0: none
-  std::uint8_t pending[kMaxShards] = {};
+  std::atomic<std::uint64_t> filter_id{0};  // 0: none
+  std::atomic<std::uint8_t> pending[kMaxShards] = {};
 };
-thread_local ThreadCounts t_counts;
+// Every live thread's ThreadCounts, so Stats() can fold pending counts in. Registration and removal
+// happen once per thread (first insert, thread exit), never on the per-insert path. Leaked on purpose:
+// threads may still exit (and unregister) while static destructors run.
+struct CountRegistry {
+  std::mutex mu;
+  std::vector<ThreadCounts*> live ABSL_GUARDED_BY(mu);
+};
+CountRegistry& Registry() {
+  static auto* r = new CountRegistry;
+  return *r;
+}
+// Owns the calling thread's ThreadCounts; its destructor (thread exit) unregisters and frees them.
+struct ThreadRegistration {
+  ThreadCounts* counts = new ThreadCounts;
+  ThreadRegistration() {
+    std::lock_guard lock(Registry().mu);
+    Registry().live.push_back(counts);
+  }
+  ~ThreadRegistration() {
+    std::lock_guard lock(Registry().mu);
+    std::erase(Registry().live, counts);
+    delete counts;
+  }
+};
+// Trivially constructed, so the per-insert access needs no TLS guard check; set by RegisterThread().
+thread_local ThreadCounts* t_counts = nullptr;
+ThreadCounts& RegisterThread() {
+  thread_local ThreadRegistration registration;  // constructed on the first call of this thread only
+  t_counts = registration.counts;
+  return *t_counts;
+}
 std::atomic<std::uint64_t> g_next_filter_id{1};
 
 std::uint64_t Load64(const std::uint8_t* p) {
@@ -198,13 +235,19 @@ FilterGeometry FilterGeometry::For(const FilterOptions& o) {
 struct alignas(64) ShardedFilter::Shard {
   std::atomic<std::uint64_t> epoch{0};          // 2 x rotations, +1 mid-rotation; gen ((epoch>>1)&1) active
   std::atomic<std::uint64_t>* gen[2] = {};      // immutable after construction
+  // Filter-clock ns until which "new" verdicts are kDefinitelyNewUntrusted; 0 = trusted. Raised by rotations
+  // (under the try-lock), reset to 0 lazily by observers (CAS). Read only by observations about to say "new".
+  std::atomic<std::int64_t> distrust_until_ns{0};
   alignas(64) std::atomic<std::uint64_t> inserted{0};  // keys that set a bit in the active generation
   std::atomic<std::int64_t> birth_ns{0};        // steady_clock ns of the active generation's birth
   std::atomic<bool> rotating{false};            // try-lock serialising rotations of this shard
+  std::atomic<std::uint64_t> rotations_by_cause[3] = {};  // indexed by RotationCause; written under the try-lock
 };
 
 ShardedFilter::ShardedFilter(const FilterOptions& options)
-    : geometry_(FilterGeometry::For(options)), window_(options.window) {
+    : geometry_(FilterGeometry::For(options)),
+      window_(options.window),
+      clock_(options.clock ? options.clock : [] { return std::chrono::steady_clock::now(); }) {
   const int shard_bits = std::countr_zero(geometry_.shards);
   shard_shift_ = static_cast<std::uint32_t>(64 - shard_bits);
   const std::size_t W = geometry_.words_per_generation_per_shard;
@@ -224,8 +267,7 @@ ShardedFilter::ShardedFilter(const FilterOptions& options)
   std::uninitialized_value_construct_n(words_, n);
 
   shards_ = std::make_unique<Shard[]>(geometry_.shards);
-  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                       std::chrono::steady_clock::now().time_since_epoch()).count();
+  const std::int64_t now = NowNs();
   for (std::uint32_t s = 0; s < geometry_.shards; ++s) {
     shards_[s].gen[0] = words_ + (std::size_t{s} * 2 + 0) * W;
     shards_[s].gen[1] = words_ + (std::size_t{s} * 2 + 1) * W;
@@ -243,6 +285,10 @@ ShardedFilter::ShardedFilter(const FilterOptions& options)
 }
 
 ShardedFilter::~ShardedFilter() { std::free(words_); }  // atomics are trivially destructible
+
+std::int64_t ShardedFilter::NowNs() const {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_().time_since_epoch()).count();
+}
 
 std::uint32_t ShardedFilter::ShardOf(const Digest& d) const {
   if (shard_shift_ == 64) return 0;
@@ -299,49 +345,97 @@ Probe ShardedFilter::Apply(const Location& loc, bool want_verdict) {
     const bool in_previous = maybe_new && (previous.load() & mask) == mask;
     const std::uint64_t e1 = s.epoch.load();
     if (set_last_bit) CountInsert(s, static_cast<std::uint32_t>(loc.shard - shards_.get()));
-    if (e1 == e0) return (maybe_new && !in_previous) ? Probe::kDefinitelyNew : Probe::kPossiblySeen;
+    if (e1 == e0) return (maybe_new && !in_previous) ? NewVerdict(s) : Probe::kPossiblySeen;
     // Overlapped a rotation: redo it against the new active generation so the key is in a generation that
     // has a full lifetime ahead, and answer conservatively.
     retried = true;
   }
 }
 
+Probe ShardedFilter::NewVerdict(Shard& s) {
+  // relaxed: the observer's opening seq_cst epoch load synchronized with the bump of every rotation it can
+  // have been shortened by, and those rotations stored this value before their bump (see "Trust after a
+  // shortened window" in filter.h), so coherence alone makes this load see their value or a later one.
+  const std::int64_t until = s.distrust_until_ns.load(std::memory_order_relaxed);
+  if (until == 0) return Probe::kDefinitelyNew;
+  if (NowNs() < until) return Probe::kDefinitelyNewUntrusted;
+  // Expired: clear it so later observers skip the clock read. relaxed: the value publishes nothing else; a
+  // failed CAS means a rotation raised it (or another observer cleared it), and is then simply dropped.
+  std::int64_t expected = until;
+  s.distrust_until_ns.compare_exchange_strong(expected, 0, std::memory_order_relaxed);
+  return Probe::kDefinitelyNew;
+}
+
 void ShardedFilter::CountInsert(Shard& s, std::uint32_t shard_index) {
   std::uint64_t add = 1;
   if (count_batch_ > 1) {
-    ThreadCounts& tc = t_counts;
-    if (tc.filter_id != id_) {  // first insert of this thread into this filter instance
-      std::memset(tc.pending, 0, sizeof tc.pending);
-      tc.filter_id = id_;
+    ThreadCounts& tc = t_counts != nullptr ? *t_counts : RegisterThread();
+    // relaxed (all pending/filter_id accesses here): this thread is the only writer; see ThreadCounts.
+    if (tc.filter_id.load(std::memory_order_relaxed) != id_) {  // first insert of this thread into this filter
+      for (auto& p : tc.pending) p.store(0, std::memory_order_relaxed);
+      tc.filter_id.store(id_, std::memory_order_relaxed);
     }
-    if (++tc.pending[shard_index] < count_batch_) return;
-    add = tc.pending[shard_index];
-    tc.pending[shard_index] = 0;
+    std::atomic<std::uint8_t>& pending = tc.pending[shard_index];
+    const auto v = static_cast<std::uint8_t>(pending.load(std::memory_order_relaxed) + 1);
+    if (v < count_batch_) {
+      pending.store(v, std::memory_order_relaxed);
+      return;
+    }
+    add = v;
+    pending.store(0, std::memory_order_relaxed);
   }
   // relaxed: a trigger count only; rotation re-checks it under the try-lock.
   const std::uint64_t n = s.inserted.fetch_add(add, std::memory_order_relaxed) + add;
   if (n >= geometry_.capacity_per_shard) {
-    TryRotate(s, std::chrono::steady_clock::now(), /*require_expired=*/false, /*require_full=*/true);
+    TryRotate(s, clock_(), RotationCause::kCapacity);
   }
 }
 
-bool ShardedFilter::TryRotate(Shard& s, std::chrono::steady_clock::time_point now, bool require_expired,
-                              bool require_full) {
+void ShardedFilter::PublishPendingInserts() {
+  ThreadCounts* tc = t_counts;
+  // relaxed (pending/filter_id): this thread is their only writer; see ThreadCounts.
+  if (tc == nullptr || tc->filter_id.load(std::memory_order_relaxed) != id_) return;
+  for (std::uint32_t i = 0; i < geometry_.shards; ++i) {
+    const std::uint64_t add = tc->pending[i].load(std::memory_order_relaxed);
+    if (add == 0) continue;
+    tc->pending[i].store(0, std::memory_order_relaxed);
+    // relaxed: a trigger count only, as in CountInsert.
+    if (shards_[i].inserted.fetch_add(add, std::memory_order_relaxed) + add >= geometry_.capacity_per_shard) {
+      TryRotate(shards_[i], clock_(), RotationCause::kCapacity);
+    }
+  }
+}
+
+bool ShardedFilter::TryRotate(Shard& s, std::chrono::steady_clock::time_point now, RotationCause cause) {
   // relaxed: a hint that avoids bouncing the line with a failing exchange; the exchange decides.
   if (s.rotating.load(std::memory_order_relaxed)) return false;
   // acquire: pairs with the release unlock below so this rotator sees the previous rotation's writes.
   if (s.rotating.exchange(true, std::memory_order_acquire)) return false;
   const std::int64_t now_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+  // relaxed: written only by lock holders, ordered by the lock's acquire/release. The birth of the active
+  // generation is the time the generation this rotation clears stopped receiving inserts (T_{r-1}).
+  const std::int64_t birth_ns = s.birth_ns.load(std::memory_order_relaxed);
   bool go = true;
-  // relaxed (both): written only by lock holders, ordered by the lock's acquire/release.
-  if (require_expired && now_ns - s.birth_ns.load(std::memory_order_relaxed) < window_.count()) go = false;
+  if (cause == RotationCause::kWindow && now_ns - birth_ns < window_.count()) go = false;
   // relaxed: trigger count only.
-  if (require_full && s.inserted.load(std::memory_order_relaxed) < geometry_.capacity_per_shard) go = false;
+  if (cause == RotationCause::kCapacity && s.inserted.load(std::memory_order_relaxed) < geometry_.capacity_per_shard) {
+    go = false;
+  }
   if (go) {
     // relaxed: only lock holders store the epoch; the lock orders those stores.
     const std::uint64_t e = s.epoch.load(std::memory_order_relaxed);  // even: no rotation in progress
     std::atomic<std::uint64_t>* retiring = s.gen[((e >> 1) + 1) & 1];
+    // Clearing a generation that was active (e >= 2) less than a window after it retired forgets keys
+    // observed within the window: distrust negatives until they would have aged out ("Trust after a
+    // shortened window" in filter.h). relaxed (load and store): only lock holders raise it (observers
+    // only reset an expired value to 0); the store is published by the seq_cst epoch stores below.
+    if (e >= 2 && now_ns - birth_ns < window_.count()) {
+      const std::int64_t until = birth_ns + window_.count();
+      if (until > s.distrust_until_ns.load(std::memory_order_relaxed)) {
+        s.distrust_until_ns.store(until, std::memory_order_relaxed);
+      }
+    }
     s.epoch.store(e + 1);  // seq_cst: "rotation started", ordered before the clear (see filter.h)
     const std::uint64_t W = geometry_.words_per_generation_per_shard;
     for (std::uint64_t w = 0; w < W; ++w) {
@@ -349,11 +443,15 @@ bool ShardedFilter::TryRotate(Shard& s, std::chrono::steady_clock::time_point no
       // at least e + 1 (stored before this clear) and that observer retries; see filter.h.
       retiring[w].store(0, std::memory_order_release);
     }
-    // relaxed: read under the lock (RotateExpired) or as telemetry (Stats).
-    s.birth_ns.store(now_ns, std::memory_order_relaxed);
     // relaxed: trigger count only; in-flight inserts of the old epoch may still add a few.
     s.inserted.store(0, std::memory_order_relaxed);
     s.epoch.store(e + 2);  // seq_cst: the bump observers compare against (see filter.h)
+    // The clock read after the bump bounds the retired generation's last insert (T_r in filter.h); never
+    // before the caller's `now`. relaxed: read under the lock (TryRotate) or as telemetry (Stats).
+    s.birth_ns.store(std::max(now_ns, NowNs()), std::memory_order_relaxed);
+    // relaxed: only lock holders write the count (no lost update, no locked add); readers want a count.
+    auto& count = s.rotations_by_cause[static_cast<int>(cause)];
+    count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
   // release: publish this rotation's writes to the next lock holder.
   s.rotating.store(false, std::memory_order_release);
@@ -408,14 +506,27 @@ void ShardedFilter::RotateExpired(std::chrono::steady_clock::time_point now) {
     Shard& s = shards_[i];
     // relaxed: a pre-check only; TryRotate re-checks the age under the lock.
     if (now_ns - s.birth_ns.load(std::memory_order_relaxed) >= window_.count()) {
-      TryRotate(s, now, /*require_expired=*/true, /*require_full=*/false);
+      TryRotate(s, now, RotationCause::kWindow);
     }
   }
 }
 
 bool ShardedFilter::ForceRotate(std::uint32_t shard, std::chrono::steady_clock::time_point now) {
   if (shard >= geometry_.shards) throw std::out_of_range("ForceRotate: no such shard");
-  return TryRotate(shards_[shard], now, false, false);
+  return TryRotate(shards_[shard], now, RotationCause::kForced);
+}
+
+ShardRotations ShardedFilter::RotationsOf(std::uint32_t shard) const {
+  if (shard >= geometry_.shards) throw std::out_of_range("RotationsOf: no such shard");
+  const Shard& s = shards_[shard];
+  ShardRotations r;
+  // relaxed (all): counters and a deadline for reporting; nothing else is read through them.
+  r.capacity = s.rotations_by_cause[static_cast<int>(RotationCause::kCapacity)].load(std::memory_order_relaxed);
+  r.window = s.rotations_by_cause[static_cast<int>(RotationCause::kWindow)].load(std::memory_order_relaxed);
+  r.forced = s.rotations_by_cause[static_cast<int>(RotationCause::kForced)].load(std::memory_order_relaxed);
+  const std::int64_t until = s.distrust_until_ns.load(std::memory_order_relaxed);
+  if (until != 0) r.distrust_until = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(until));
+  return r;
 }
 
 std::uint64_t ShardedFilter::EpochOf(std::uint32_t shard) const {
@@ -426,8 +537,17 @@ std::uint64_t ShardedFilter::EpochOf(std::uint32_t shard) const {
 std::vector<ShardStats> ShardedFilter::Stats() const {
   const std::uint64_t W = geometry_.words_per_generation_per_shard;
   const std::uint64_t samples = std::min(W, kStatsSampleWords);
-  const auto now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::steady_clock::now().time_since_epoch()).count();
+  const std::int64_t now_ns = NowNs();
+  // Insert counts still pending in live threads (see "Insert counting"), folded into `inserted`.
+  std::vector<std::uint64_t> pending(geometry_.shards, 0);
+  if (count_batch_ > 1) {
+    std::lock_guard lock(Registry().mu);
+    for (const ThreadCounts* tc : Registry().live) {
+      // relaxed (here and below): telemetry; any recent value of another thread's counts will do.
+      if (tc->filter_id.load(std::memory_order_relaxed) != id_) continue;
+      for (std::uint32_t i = 0; i < geometry_.shards; ++i) pending[i] += tc->pending[i].load(std::memory_order_relaxed);
+    }
+  }
   std::vector<ShardStats> out;
   out.reserve(geometry_.shards);
   for (std::uint32_t i = 0; i < geometry_.shards; ++i) {
@@ -449,11 +569,15 @@ std::vector<ShardStats> ShardedFilter::Stats() const {
       fp[g] = sum / static_cast<double>(samples);
     }
     ShardStats st;
-    st.inserted = s.inserted.load(std::memory_order_relaxed);  // relaxed: telemetry
+    st.inserted = s.inserted.load(std::memory_order_relaxed) + pending[i];  // relaxed: telemetry
     st.fill_ratio = static_cast<double>(active_bits) / static_cast<double>(samples * kBitsPerWord);
     st.age_seconds = static_cast<double>(now_ns - s.birth_ns.load(std::memory_order_relaxed)) * 1e-9;  // relaxed: telemetry
     st.estimated_fp = 1.0 - (1.0 - fp[0]) * (1.0 - fp[1]);
     st.rotations = gnum;
+    const ShardRotations rot = RotationsOf(i);
+    st.capacity_rotations = rot.capacity;
+    st.window_rotations = rot.window;
+    st.distrust_until = rot.distrust_until;
     out.push_back(st);
   }
   return out;

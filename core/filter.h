@@ -60,20 +60,45 @@
 // see the generation as active; queries with stable epoch 2g+2 see it as previous, untouched, and by the
 // seq_cst argument see the bits. So x is found until the rotation g+1 -> g+2 starts. That rotation happens
 // no earlier than the birth of generation g+1 plus the window (time-based retirement). Generation g+1 is
-// born by the rotation g -> g+1, which had not started before x's final attempt (e even) or was clearing
-// while it ran (e odd); its birth is that rotation's `now`. Therefore x survives at least one full window,
-// less the lag between that `now` and x's observation (the RotateExpired caller's clock read and loop,
-// microseconds for a 1 s timer). Capacity retirements can make a generation shorter than the window:
-// that is the documented overload behaviour (the window shrinks, the exact store still answers correctly).
-// Corollary used by the tests: two kDefinitelyNew verdicts for one digest need >= 2 completed rotations of
-// its shard between them.
+// born by the rotation g -> g+1, whose closing bump 2g+2 follows x's fetch_or in S; its birth is the
+// filter clock read after that bump (and not before the rotation's `now`), so it is no earlier than x's
+// observation. Therefore x survives at least one full window under time-based retirement. Capacity
+// retirements can make a generation shorter than the window; see "Trust after a shortened window" for how
+// the filter then stops vouching for its negatives.
+// Corollary used by the tests: two "definitely new" verdicts (kDefinitelyNew or kDefinitelyNewUntrusted) for
+// one digest need >= 2 completed rotations of its shard between them.
+//
+// Trust after a shortened window. Each rotation records, as the new active generation's birth T, the
+// filter clock read after its closing epoch bump: the old active generation (now previous) receives no
+// insert after that bump (an insert that passes the e1 == e0 check is ordered before it in S), so T bounds
+// the insert times of every key it holds. The rotation r at time now_r clears the generation retired by
+// rotation r-1 at T_{r-1} (the current birth); its keys were observed at or before T_{r-1}. If
+// now_r >= T_{r-1} + window (every time-based rotation: RotateExpired requires exactly that age) nothing
+// younger than the window is forgotten. Otherwise (a capacity rotation, or ForceRotate, under overload)
+// keys observed within the last window may be forgotten, so the shard distrusts its negatives until
+//   distrust_until = T_{r-1} + window        (kept as a maximum over such rotations)
+// An observation that would be kDefinitelyNew reads distrust_until after its opening epoch load and, while
+// the filter clock is before it, answers kDefinitelyNewUntrusted instead: the caller must then ask the
+// exact store. The first rotation of a shard (epoch 0) clears a generation that was never active and
+// shortens nothing. Why it is exact: a key x last observed at t_x <= T_{r-1} and forgotten by rotation r is
+// answered "trusted new" only at clock t >= T_{r-1} + window >= t_x + window, i.e. outside its window.
+// Why the distrust store is seen: it is made (relaxed, under the rotation try-lock) before the rotation's
+// "started" epoch store; an observer whose opening seq_cst epoch load reads the completed epoch (or any
+// later one) synchronizes with the rotator's bump, which is sequenced after the distrust store, so its
+// later relaxed load of distrust_until reads that value or a later one (read-write coherence). Observers
+// that read the odd "started" epoch never answer "new". distrust_until goes back to 0 lazily: an observer
+// that finds the clock past it clears it with a CAS (a failed CAS means a rotation raised it), so in steady
+// state the observe path reads no clock. Rotations are counted per shard and cause (capacity, window,
+// forced) so the server can report them.
 //
 // Insert counting. A locked fetch_add per insert would double the cost of an L2-resident observe (two
 // locked instructions at ~7 ns each on the benchmark machine). Each thread instead accumulates up to
 // count_batch = clamp(capacity_per_shard / 256, 1, 16) inserts per shard in a thread_local array and
 // publishes them with one fetch_add. A capacity rotation can therefore fire late by at most
-// (count_batch - 1) x threads keys per shard (<= threads/256 of the capacity), and ShardStats::inserted
-// lags by as much. Counts pending in a thread that switches to another filter instance are dropped.
+// (count_batch - 1) x threads keys per shard (<= threads/256 of the capacity). Stats() folds the counts
+// still pending in live threads into ShardStats::inserted (each thread's counts sit in a registry that
+// only Stats() and thread start/exit lock), so telemetry shows every insert: three new keys read as
+// three. Counts pending in a thread that exits or switches to another filter instance are dropped.
 //
 // Telemetry is per shard (alignas(64), no counter shared by all threads); Stats() estimates fill and FP
 // from a sample of words (see ShardStats).
@@ -83,6 +108,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -105,6 +131,10 @@ struct FilterOptions {
   double fp_target = 0.01;                    // FP target of a query against the whole filter (all live generations)
   std::chrono::nanoseconds window = std::chrono::hours(24);  // a generation retires after this long (or at capacity)
   std::uint32_t shards = 64;                  // power of two
+  // The filter's clock (rotation times, distrust, ages); empty = std::chrono::steady_clock::now. Tests inject a
+  // fake one. Called by rotations, by observations of a distrusting shard and by Stats(), from any thread: it
+  // must be thread-safe and monotone.
+  std::function<std::chrono::steady_clock::time_point()> clock;
 };
 
 struct FilterGeometry {                       // derived by FilterGeometry::For(options); throws std::invalid_argument
@@ -128,7 +158,14 @@ double BlockedBloomFp(double keys_per_word, std::uint32_t k);
 // Standard (unblocked) Bloom approximation (1 - e^{-k/b})^k at b bits per key. Threading: pure function.
 double StandardBloomFp(double bits_per_key, std::uint32_t k);
 
-enum class Probe : std::uint8_t { kDefinitelyNew, kPossiblySeen };
+// What an observation found. kDefinitelyNewUntrusted: the key was not in the filter, but its shard has
+// forgotten keys observed within the last window (a capacity rotation, see "Trust after a shortened window"),
+// so the negative must be confirmed by the exact store. Both "new" values are given to at most one of
+// concurrent observers of a digest, exactly like kDefinitelyNew alone was.
+enum class Probe : std::uint8_t { kDefinitelyNew, kPossiblySeen, kDefinitelyNewUntrusted };
+
+// Why a shard rotated. kForced: ForceRotate (tests, operations).
+enum class RotationCause : std::uint8_t { kCapacity, kWindow, kForced };
 
 // One shard's telemetry. fill_ratio and estimated_fp come from a sample of up to kStatsSampleWords evenly
 // spaced words per generation (exact when the shard has fewer words). estimated_fp is the mean over sampled
@@ -136,12 +173,22 @@ enum class Probe : std::uint8_t { kDefinitelyNew, kPossiblySeen };
 // hashed uniformly this is the expected FP of a fresh query; validated in filter_test against a measured
 // rate (within 10 % relative at design load). Used for metrics, never for decisions.
 struct ShardStats {
-  std::uint64_t inserted;      // keys that set a bit in the active generation since it became active (lags by
-                               // up to count_batch - 1 per inserting thread, see "Insert counting")
+  std::uint64_t inserted;      // keys that set a bit in the active generation since it became active,
+                               // pending per-thread counts included (see "Insert counting")
   double fill_ratio;           // fraction of set bits in the active generation
   double age_seconds;          // age of the active generation
   double estimated_fp;         // FP of a query against this shard (both generations), from fill
   std::uint64_t rotations;     // rotations of this shard since construction
+  std::uint64_t capacity_rotations;  // of which triggered by the active generation reaching capacity
+  std::uint64_t window_rotations;    // of which triggered by age (RotateExpired)
+  // Until when this shard's negatives are kDefinitelyNewUntrusted; time_point{} (epoch) = trusted now.
+  std::chrono::steady_clock::time_point distrust_until;
+};
+
+// Rotation counters and trust state of one shard, cheap to read (no word sampling), for a poller.
+struct ShardRotations {
+  std::uint64_t capacity = 0, window = 0, forced = 0;
+  std::chrono::steady_clock::time_point distrust_until;  // time_point{} = trusted (may lag: cleared lazily)
 };
 
 inline constexpr std::uint64_t kStatsSampleWords = 4096;  // words per generation per shard read by Stats()
@@ -155,10 +202,11 @@ class ShardedFilter {
   ShardedFilter(const ShardedFilter&) = delete;
   ShardedFilter& operator=(const ShardedFilter&) = delete;
 
-  // Atomic test-and-set: among concurrent observers of one digest, at most one gets kDefinitelyNew (exactly
-  // one unless the key is a false positive or an observation overlapped a rotation). May rotate the shard
-  // inline when the active generation reaches capacity. Threading: safe to call concurrently with every
-  // member function; lock-free except for the inline rotation, which only the try-lock winner performs.
+  // Atomic test-and-set: among concurrent observers of one digest, at most one gets a "new" verdict
+  // (kDefinitelyNew, or kDefinitelyNewUntrusted while its shard distrusts its negatives; exactly one unless
+  // the key is a false positive or an observation overlapped a rotation). May rotate the shard inline when
+  // the active generation reaches capacity. Threading: safe to call concurrently with every member
+  // function; lock-free except for the inline rotation, which only the try-lock winner performs.
   Probe ObserveConcurrently(const Digest& d);
   // Same verdicts as calling ObserveConcurrently on each digest in order; prefetches the words of a chunk
   // of digests first, then does the atomic ops. Throws std::invalid_argument if out.size() < in.size().
@@ -169,6 +217,11 @@ class ShardedFilter {
   void InsertConcurrently(const Digest& d);
   // Batch form of InsertConcurrently with the same prefetching. Threading: as above.
   void InsertBatchConcurrently(std::span<const Digest> in);
+  // Adds the calling thread's pending insert counts for this filter to their shards now (see "Insert
+  // counting"): for a thread about to exit after inserting, such as a warm-load stream, whose pending
+  // counts would otherwise be dropped. O(shards). Threading: safe to call concurrently; acts on the
+  // calling thread's counts only.
+  void PublishPendingInserts();
   // Read-only query of both live generations (tests, diagnostics). Threading: safe to call concurrently.
   bool MayContain(const Digest& d) const;
   // Shard index of a digest, stable for the process lifetime. Threading: pure function of the geometry.
@@ -179,11 +232,16 @@ class ShardedFilter {
   // Rotates one shard now regardless of age or load (tests, operations). Returns false if another thread
   // was rotating it. Threading: safe to call concurrently.
   bool ForceRotate(std::uint32_t shard, std::chrono::steady_clock::time_point now);
+  // Rotation counts by cause and the distrust deadline of one shard (see "Trust after a shortened window").
+  // Threading: safe to call concurrently; the fields are read one by one, not as a snapshot.
+  ShardRotations RotationsOf(std::uint32_t shard) const;
   // Raw epoch of a shard: 2 x rotations completed, +1 while a rotation is in progress (tests, diagnostics).
   // Threading: safe to call concurrently.
   std::uint64_t EpochOf(std::uint32_t shard) const;
-  // Per-shard telemetry, O(shards x kStatsSampleWords). Threading: safe to call concurrently; figures from
-  // different shards are not a snapshot of one instant.
+  // Per-shard telemetry, O(shards x (kStatsSampleWords + threads)); takes the per-thread count registry's
+  // mutex (also taken once per thread at its first insert and at its exit). Servers call it from a timer,
+  // not per scrape. Threading: safe to call concurrently; figures from different shards are not a
+  // snapshot of one instant.
   std::vector<ShardStats> Stats() const;
   // Threading: immutable after construction.
   const FilterGeometry& geometry() const { return geometry_; }
@@ -204,10 +262,15 @@ class ShardedFilter {
   // Batch body shared by the two batch APIs; out == nullptr means insert without verdicts.
   void ApplyBatch(std::span<const Digest> in, Probe* out);
   void CountInsert(Shard& s, std::uint32_t shard_index);
-  bool TryRotate(Shard& s, std::chrono::steady_clock::time_point now, bool require_expired, bool require_full);
+  bool TryRotate(Shard& s, std::chrono::steady_clock::time_point now, RotationCause cause);
+  // kDefinitelyNew, or kDefinitelyNewUntrusted while the shard distrusts its negatives (clears an expired
+  // distrust lazily). Call after the observation's opening epoch load.
+  Probe NewVerdict(Shard& s);
+  std::int64_t NowNs() const;
 
   FilterGeometry geometry_;
   std::chrono::nanoseconds window_;
+  std::function<std::chrono::steady_clock::time_point()> clock_;  // never empty after construction
   std::uint32_t shard_shift_;               // 64 - log2(shards); shard = h1 >> shift (0 shards bits: 0)
   std::unique_ptr<Shard[]> shards_;
   std::atomic<std::uint64_t>* words_ = nullptr;  // shards x 2 generations x W, huge-page advised

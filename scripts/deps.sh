@@ -10,6 +10,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   postgresql-15 postgresql-client-15
   wrk curl python3 clang libclang-rt-14-dev
+  libjs-dygraphs   # charting library inlined into GET /dashboard at build time (server/dashboard/)
+  chromium         # headless browser for tests/server/dashboard_test
 )
 
 missing=()

@@ -10,9 +10,11 @@
 #include <thread>
 
 #include <boost/asio/ip/address.hpp>
+#include <boost/json/array.hpp>
 #include <boost/program_options.hpp>
 
 #include "storage/conninfo.h"
+#include "core/filter.h"  // kMaxShards: one limit for the filter and the --shards check
 
 namespace scangate::server {
 namespace po = boost::program_options;
@@ -23,7 +25,6 @@ constexpr std::string_view kEnvPrefix = "SCANGATE_";
 constexpr unsigned kMaxThreads = 1024;
 constexpr unsigned kMaxWriters = 64;
 constexpr std::size_t kMaxBatchLimit = 100'000;
-constexpr std::uint32_t kMaxShards = 1u << 16;
 constexpr auto kMinWindow = std::chrono::seconds(1);
 constexpr auto kMaxFlushInterval = std::chrono::seconds(10);
 // --request-timeout bounds: below 100 ms a healthy group commit (one fsync, ~7-10 ms here, more under
@@ -93,6 +94,30 @@ void ParseAdminListen(Config& c) {
   c.admin_port = ParseUnsigned<std::uint16_t>(s.substr(colon + 1), "admin-listen", 0, 65535);
 }
 
+// --cors-origins: each entry an exact serialized origin "http(s)://host[:port]" (no path, no '*').
+std::vector<std::string> ParseCorsOrigins(const std::string& list) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    std::size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    std::string o = list.substr(start, end - start);
+    start = end + 1;
+    o.erase(0, o.find_first_not_of(" \t"));
+    o.erase(o.find_last_not_of(" \t") + 1);
+    if (o.empty()) continue;
+    for (char& c : o) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const bool scheme_ok = o.rfind("http://", 0) == 0 || o.rfind("https://", 0) == 0;
+    const std::size_t host = o.find("://") + 3;
+    if (!scheme_ok || host >= o.size() || o.find_first_of("/?#*@ ", host) != std::string::npos) {
+      throw ConfigError("--cors-origins: expected origins like https://pos.example.com or http://127.0.0.1:3000 "
+                        "(scheme://host[:port], no path, no '*'), got '" + o + "'");
+    }
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
 po::options_description Options() {
   po::options_description d("scangate options (each also read from env SCANGATE_<NAME>, e.g. SCANGATE_DATABASE_URL;"
                             " the command line wins)");
@@ -127,7 +152,10 @@ po::options_description Options() {
                              "(# comments, blank lines allowed); when set, /observe* need "
                              "'Authorization: Bearer <token>'")
       ("admin-listen", s(""), "ADDR:PORT of a separate plain-HTTP listener for /healthz, /readyz, /metrics, "
-                              "/stats (then 404 on the main port; /observe* not served there)");
+                              "/stats (then 404 on the main port; /observe* not served there)")
+      ("cors-origins", s(""), "comma-separated web origins (e.g. https://pos.example.com,http://127.0.0.1:3000) "
+                              "allowed to call /observe, /observe/batch, /lookup from a browser; requests with "
+                              "any other Origin header (except scangate's own) get 403");
   return d;
 }
 
@@ -216,7 +244,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   const auto window = ParseDuration(str("window"), {"s", "m", "h", "d"}, "window");
   if (window < kMinWindow) throw ConfigError("--window: must be at least 1s");
   c.window = std::chrono::duration_cast<std::chrono::seconds>(window);
-  c.shards = ParseUnsigned<std::uint32_t>(str("shards"), "shards", 1, kMaxShards);
+  c.shards = ParseUnsigned<std::uint32_t>(str("shards"), "shards", 1, scangate::kMaxShards);
   if ((c.shards & (c.shards - 1)) != 0) {
     throw ConfigError("--shards: must be a power of two, got " + std::to_string(c.shards));
   }
@@ -258,6 +286,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   }
   c.admin_listen = str("admin-listen");
   if (c.admin_split()) ParseAdminListen(c);
+  c.cors_origins = ParseCorsOrigins(str("cors-origins"));
   // Checked last, so a placeholder URL does not hide the other options' errors.
   if (const std::string why = storage::ConninfoParseError(c.database_url); !why.empty()) {
     throw ConfigError("--database-url: not a valid libpq URI or keyword=value string: " + why);
@@ -292,6 +321,9 @@ boost::json::object Describe(const Config& c) {
   o["tokens"] = c.token_hashes.size();   // how many, never which
   o["tokens_file"] = c.tokens_file;
   o["admin_listen"] = c.admin_listen;
+  boost::json::array cors;
+  for (const std::string& origin : c.cors_origins) cors.emplace_back(origin);
+  o["cors_origins"] = std::move(cors);
   return o;
 }
 

@@ -53,6 +53,10 @@ struct Config {
   std::string admin_listen;
   std::string admin_address;               // parsed from admin_listen
   std::uint16_t admin_port = 0;            // 0 = ephemeral (the "listening" log line names it)
+  // --cors-origins: web origins ("scheme://host[:port]", lower case, no default port elision) allowed to
+  // call /observe, /observe/batch and /lookup from a browser. Empty = none (requests with any other Origin
+  // than scangate's own get 403).
+  std::vector<std::string> cors_origins;
   bool tls() const { return !tls_cert.empty(); }
   bool admin_split() const { return !admin_listen.empty(); }
 };

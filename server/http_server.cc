@@ -24,7 +24,6 @@
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <openssl/ssl.h>
 
-#include "server/auth.h"
 #include "server/log.h"
 
 namespace scangate::server {
@@ -40,9 +39,6 @@ constexpr std::size_t kFirstReadBytes = 4096;      // first read of an idle conn
 constexpr std::size_t kLingerDrainBytes = 1 << 20;  // bytes discarded after an error response, then close
 constexpr auto kLingerTimeout = std::chrono::seconds(2);
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-constexpr std::string_view kJson = "application/json";
-constexpr std::string_view kProblemJson = "application/problem+json";
-constexpr std::string_view kPrometheusText = "text/plain; version=0.0.4; charset=utf-8";
 
 using ReusePort = net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
 
@@ -56,10 +52,6 @@ bool IsPeerGone(const beast::error_code& ec) {
          ec == http::error::end_of_stream || ec == http::error::partial_message;
 }
 
-// Which listener accepted a connection: the main one (/observe*, plus the operational routes unless
-// --admin-listen is set) or the admin one (operational routes only, plain HTTP).
-enum class Listener : std::uint8_t { kMain, kAdmin };
-
 // What the worker's session registry needs of a session, whatever its stream type.
 class SessionBase {
  public:
@@ -71,11 +63,10 @@ class SessionBase {
 
 struct HttpServer::Shared {
   const Config& config;
-  Service& service;
+  Router& router;                         // everything about a request but its transport
   std::atomic<bool> stopping{false};      // set once by BeginShutdown; read by sessions between requests
   std::atomic<std::size_t> sessions{0};   // open sessions (all threads), for WaitDrained and kMaxConnections
   std::unique_ptr<net::ssl::context> tls; // set by Start() when config.tls(); read-only afterwards
-  TokenVerifier tokens;                   // from config.token_hashes; disabled when there are none
 };
 
 struct HttpServer::Worker {
@@ -149,7 +140,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   }
 
   const HttpServer::Shared& shared() const { return w_.shared; }
-  Service& service() { return w_.shared.service; }
+  Router& router() { return w_.shared.router; }
 
   void WaitForRequest() {
     phase_ = Phase::kWaiting;
@@ -185,35 +176,18 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     if (ec) return OnReadError(ec, "read header");
     first_request_ = false;
     const auto& req = parser_->get();
-    route_ = RouteOf(req.target());
-    // With --admin-listen the operational routes live only there, and /observe* never do.
-    if (listener_ == Listener::kAdmin ? !IsAdminRoute(route_) : shared().config.admin_split() && IsAdminRoute(route_)) {
-      route_ = Route::kNotFound;
-    }
     version_ = req.version();
     keep_alive_ = req.keep_alive();
-    const std::size_t limit = BodyLimitFor(route_);
-    if (const auto len = parser_->content_length(); len && *len > limit) {
-      return ReplyProblem(Problem::BodyTooLarge(limit), /*close=*/true);
+    // Route, Origin policy, size limit, preflight and token: all decided before any body byte is read; a
+    // refused request with a body closes the connection (the body is drained by Linger, never buffered).
+    Router::Admission ad = router().Admit(req.base(), listener_, kTls);
+    route_ = ad.route;
+    body_limit_ = ad.body_limit;
+    if (ad.answer) {
+      ad.answer->close = ad.answer->close || !parser_->is_done();
+      return Send(std::move(*ad.answer));
     }
-    // Access control before any body byte is read; a rejected request with a body closes the connection
-    // (the body is drained by Linger, never buffered).
-    if ((route_ == Route::kObserve || route_ == Route::kObserveBatch) && shared().tokens.enabled()) {
-      const std::string_view authorization = req[http::field::authorization];
-      const auto token = BearerToken(authorization);
-      bool ok = false;
-      try {
-        ok = token && shared().tokens.Verify(*token);
-      } catch (const std::exception& e) {
-        Log(LogLevel::kError, "error", {{"where", "token check"}, {"what", e.what()}});
-        return ReplyProblem(Problem::Internal(), true);
-      }
-      if (!ok) {
-        credentials_presented_ = !authorization.empty();
-        return ReplyProblem(Problem::Unauthorized(credentials_presented_), /*close=*/!parser_->is_done());
-      }
-    }
-    parser_->body_limit(limit);  // enforced while reading a chunked body
+    parser_->body_limit(body_limit_);  // enforced while reading a chunked body
     if (parser_->is_done()) return Handle();
     phase_ = Phase::kBody;
     Lowest().expires_after(kBodyReadTimeout);
@@ -248,10 +222,12 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     if (ec == beast::error::timeout) return;
     // Shutdown closed an idle connection.
     if (ec == net::error::operation_aborted) return;
-    if (ec == http::error::header_limit) return ReplyProblem(Problem::HeaderTooLarge(), true);
-    if (ec == http::error::body_limit) return ReplyProblem(Problem::BodyTooLarge(BodyLimitFor(route_)), true);
+    if (ec == http::error::header_limit) return ReplyProblem(Problem::HeaderTooLarge());
+    if (ec == http::error::body_limit) {
+      return Send(router().ProblemAnswer(Problem::BodyTooLarge(body_limit_), route_, &parser_->get().base(), true));
+    }
     if (IsHttpParseError(ec) && ec != http::error::partial_message) {
-      return ReplyProblem(Problem::BadRequest("the request is not valid HTTP/1.1: " + ec.message()), true);
+      return ReplyProblem(Problem::BadRequest("the request is not valid HTTP/1.1: " + ec.message()));
     }
     Fail(ec, what);
   }
@@ -259,81 +235,19 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   void Handle() {
     phase_ = Phase::kHandling;
     Lowest().expires_never();
-    awaiting_reply_ = true;
-    try {
-      Dispatch();
-    } catch (const std::exception& e) {
-      // Exceptions stop here: a 500 problem, the reason only in the log (digest/JSON errors carry no key).
-      Log(LogLevel::kError, "error", {{"where", "request handler"}, {"what", e.what()}});
-      if (awaiting_reply_) ReplyProblem(Problem::Internal(), true);
-    }
+    // The router answers exactly once, on this session's executor (inline or after the Store/Lookup).
+    router().Handle(route_, parser_->get(), stream_.get_executor(), w_.counters,
+                    [self = Self()](Router::Answer a) { self->Send(std::move(a)); });
   }
 
-  void Dispatch() {
-    auto& req = parser_->get();
-    if (route_ == Route::kNotFound) return ReplyProblem(Problem::NotFound(req.target()));
-    if (req.method_string() != AllowedMethod(route_)) {
-      return ReplyProblem(Problem::MethodNotAllowed(req.method_string(), route_));
-    }
-    switch (route_) {
-      case Route::kHealthz:
-        return Reply(http::status::ok, R"({"status":"ok"})", kJson);
-      case Route::kReadyz:
-        if (service().ready()) return Reply(http::status::ok, R"({"status":"ready"})", kJson);
-        return ReplyProblem(Problem::Unavailable(!service().warm() ? "warm start from PostgreSQL still running"
-                                                                   : "PostgreSQL is unavailable"));
-      case Route::kMetrics:
-        return Reply(http::status::ok, RenderPrometheus(service().Snapshot()), kPrometheusText);
-      case Route::kStats:
-        return Reply(http::status::ok, RenderStatsJson(service().Snapshot()), kJson);
-      case Route::kObserve:
-      case Route::kObserveBatch:
-        break;
-      case Route::kNotFound:
-        return;  // handled above
-    }
-    if (auto p = CheckContentType(req[http::field::content_type])) return ReplyProblem(*p);
-    if (route_ == Route::kObserve) {
-      auto parsed = ParseObserve(req.body());
-      if (auto* p = std::get_if<Problem>(&parsed)) return ReplyProblem(*p);
-      service().Observe(std::get<Observation>(parsed), stream_.get_executor(), w_.counters,
-                        [self = Self()](std::variant<Verdict, Problem> r) {
-                          if (auto* p = std::get_if<Problem>(&r)) return self->ReplyProblem(*p);
-                          const Verdict& v = std::get<Verdict>(r);
-                          self->Reply(v.is_new ? http::status::created : http::status::ok, VerdictBody(v), kJson);
-                        });
-      return;
-    }
-    auto parsed = ParseBatch(req.body());
-    if (auto* p = std::get_if<Problem>(&parsed)) return ReplyProblem(*p);
-    service().ObserveBatch(std::get<BatchRequest>(parsed), stream_.get_executor(), w_.counters,
-                           [self = Self()](std::variant<std::vector<Verdict>, Problem> r) {
-                             if (auto* p = std::get_if<Problem>(&r)) return self->ReplyProblem(*p);
-                             self->Reply(http::status::ok, BatchBody(std::get<std::vector<Verdict>>(r)), kJson);
-                           });
-  }
+  // A transport-level problem (bad HTTP, 431): the connection closes after it.
+  void ReplyProblem(const Problem& p) { Send(router().ProblemAnswer(p, route_, nullptr, /*close=*/true)); }
 
-  void ReplyProblem(const Problem& p, bool close = false) {
-    res_ = {};
-    if (p.status == 503) res_.set(http::field::retry_after, "1");
-    if (p.status == 405) res_.set(http::field::allow, AllowedMethod(route_));
-    if (p.status == 401) res_.set(http::field::www_authenticate, WwwAuthenticate(credentials_presented_));
-    Send(static_cast<http::status>(p.status), ProblemBody(p), kProblemJson, close);
-  }
-
-  void Reply(http::status status, std::string body, std::string_view content_type) {
-    res_ = {};
-    Send(status, std::move(body), content_type, false);
-  }
-
-  void Send(http::status status, std::string body, std::string_view content_type, bool close) {
-    awaiting_reply_ = false;
+  void Send(Router::Answer a) {
     phase_ = Phase::kWriting;
+    res_ = std::move(a.res);
     res_.version(version_);
-    res_.result(status);
-    res_.set(http::field::content_type, content_type);
-    res_.body() = std::move(body);
-    res_.keep_alive(keep_alive_ && !close && !shared().stopping.load());
+    res_.keep_alive(keep_alive_ && !a.close && !shared().stopping.load());
     res_.prepare_payload();
     Lowest().expires_after(kWriteTimeout);
     http::async_write(stream_, res_, beast::bind_front_handler(&Session::OnWrite, Self()));
@@ -389,16 +303,15 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   Stream stream_;
   HttpServer::Worker& w_;
   const Listener listener_;
-  bool credentials_presented_ = false;  // of the request being answered 401
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> res_;
   Phase phase_ = Phase::kWaiting;
   Route route_ = Route::kNotFound;
+  std::size_t body_limit_ = kMaxOtherBodyBytes;  // of route_, from Router::Admit
   unsigned version_ = 11;
   bool keep_alive_ = false;
   bool first_request_ = true;
-  bool awaiting_reply_ = false;
   std::size_t drained_ = 0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
@@ -461,8 +374,8 @@ std::unique_ptr<net::ssl::context> MakeTlsContext(const Config& config) {
 
 }  // namespace
 
-HttpServer::HttpServer(const Config& config, Service& service, Metrics& metrics)
-    : metrics_(metrics), shared_(new Shared{config, service, {}, {}, {}, TokenVerifier(config.token_hashes)}) {}
+HttpServer::HttpServer(const Config& config, Router& router, Metrics& metrics)
+    : metrics_(metrics), shared_(new Shared{config, router, {}, {}, {}}) {}
 
 HttpServer::~HttpServer() { Stop(); }
 

@@ -6,8 +6,9 @@
 // Shutdown: BeginShutdown() closes acceptors and idle connections; busy ones close after their response;
 // WaitDrained() waits for the last session; Stop() stops the io_contexts and joins the threads.
 // Optional: HTTPS on the main port (--tls-cert/--tls-key; one Session template over tcp_stream or
-// ssl_stream<tcp_stream>), bearer-token access control of /observe*, and a separate plain-HTTP admin
-// listener (--admin-listen) that alone serves the operational routes.
+// ssl_stream<tcp_stream>) and a separate plain-HTTP admin listener (--admin-listen) that alone serves the
+// operational routes. This unit is transport only: what a request means (routes, Origin/CORS, tokens,
+// verdicts, response bodies) is server/router.h, asked once after the header and once after the body.
 #pragma once
 
 #include <atomic>
@@ -18,7 +19,7 @@
 
 #include "server/config.h"
 #include "server/metrics.h"
-#include "server/service.h"
+#include "server/router.h"
 
 namespace scangate::server {
 
@@ -33,8 +34,8 @@ inline constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(50);  // aft
 
 class HttpServer {
  public:
-  // `service` and `metrics` must outlive the server.
-  HttpServer(const Config& config, Service& service, Metrics& metrics);
+  // `router` and `metrics` must outlive the server.
+  HttpServer(const Config& config, Router& router, Metrics& metrics);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -54,7 +55,7 @@ class HttpServer {
   // Stops the io_contexts (abandoning what is left) and joins the I/O threads. Idempotent.
   void Stop();
 
-  struct Shared;  // what every session reads: config, service, the stopping flag, the session count
+  struct Shared;  // what every session reads: config, router, the stopping flag, the session count
   struct Worker;  // one I/O thread: io_context, acceptor, its sessions
 
  private:

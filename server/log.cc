@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 #include <mutex>
+#include <memory>
 #include <string>
 
 #include <boost/json/serialize.hpp>
@@ -45,5 +46,19 @@ void Log(LogLevel level, std::string_view event, boost::json::object fields) {
     left -= static_cast<std::size_t>(w);
   }
 }
+
+namespace {
+class StorageAdapter final : public storage::LogSink {
+ public:
+  void Write(storage::LogSeverity severity, std::string_view event, boost::json::object fields) override {
+    Log(severity == storage::LogSeverity::kInfo   ? LogLevel::kInfo
+        : severity == storage::LogSeverity::kWarn ? LogLevel::kWarn
+                                                  : LogLevel::kError,
+        event, std::move(fields));
+  }
+};
+}  // namespace
+
+std::shared_ptr<storage::LogSink> StorageLogSink() { return std::make_shared<StorageAdapter>(); }
 
 }  // namespace scangate::server

@@ -9,11 +9,16 @@
 
 #include <boost/json/object.hpp>
 
+#include "storage/log_sink.h"
+
 namespace scangate::server {
 
 enum class LogLevel { kInfo, kWarn, kError };
 
 void Log(LogLevel level, std::string_view event, boost::json::object fields = {});
+
+// storage/'s events (pg_state, commit_in_doubt, dead_letter, ...) through Log: pass as StoreOptions::log.
+std::shared_ptr<storage::LogSink> StorageLogSink();
 
 // RFC 3339 UTC timestamp with microseconds of the current wall-clock time.
 std::string NowRfc3339();

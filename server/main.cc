@@ -23,10 +23,13 @@
 #include "core/digest.h"
 #include "core/filter.h"
 #include "server/config.h"
+#include "server/filter_telemetry.h"
+#include "server/filter_rotation_log.h"
 #include "server/http_server.h"
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/service.h"
+#include "storage/lookup.h"
 #include "storage/store.h"
 
 namespace {
@@ -38,7 +41,8 @@ using namespace scangate::server;
 constexpr int kExitConfig = 2;
 constexpr int kExitStartup = 1;
 constexpr auto kDrainDeadline = std::chrono::seconds(10);        // in-flight requests at shutdown
-constexpr auto kMaintenancePeriod = std::chrono::seconds(1);     // filter rotation, pg_state check
+constexpr auto kMaintenancePeriod = std::chrono::seconds(1);     // filter rotation, pg_state check, telemetry
+static_assert(kMaintenancePeriod == FilterTelemetry::kRefreshPeriod, "/stats promises this staleness bound");
 constexpr auto kWarmRetryDelay = std::chrono::seconds(1);        // after a failed warm load
 // Start-up retry of a transient cause (PostgreSQL down or starting, database missing): one attempt, one
 // log line, then wait 250 ms, 500 ms, ... up to 8 s (a cluster restart takes seconds; 8 s caps the extra
@@ -140,6 +144,7 @@ int main(int argc, char** argv) {
   store_options.batch_limit = config.batch_limit;
   store_options.flush_interval = config.flush_interval;
   store_options.queue_limit = config.queue_limit;
+  store_options.log = StorageLogSink();  // one log stream: storage's events go through server::Log
   store_options.statement_timeout = config.request_timeout + kStatementTimeoutMargin;
   store_options.tcp_user_timeout = std::max<std::chrono::milliseconds>(
       kTcpUserTimeoutMin, store_options.statement_timeout);
@@ -176,7 +181,11 @@ int main(int argc, char** argv) {
 
   Metrics metrics(config.threads);
   Service service(config, *digester, *filter, *store, metrics);
-  HttpServer server(config, service, metrics);
+  // POST /lookup reads on its own connection (never behind the writers); reconnects by itself.
+  storage::Lookup lookups(storage::LookupOptions{config.database_url});
+  lookups.Start();
+  Router router(config, service, &lookups);
+  HttpServer server(config, router, metrics);
   try {
     server.Start();
     if (!config.port_file.empty()) WritePortFile(config.port_file, server.port());
@@ -205,6 +214,7 @@ int main(int argc, char** argv) {
         const std::uint64_t keys = store->WarmLoad(config.window, [&](std::span<const Digest> chunk) {
           if (stop_requested.load()) throw WarmAborted{};
           filter->InsertBatchConcurrently(chunk);
+          filter->PublishPendingInserts();  // a stream thread's pending counts die with it otherwise
         });
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         service.MarkWarm();
@@ -219,14 +229,18 @@ int main(int argc, char** argv) {
     }
   });
 
-  // Maintenance: filter rotation and pg_state transitions, once a second on the main thread.
+  // Maintenance: filter rotation, pg_state transitions and the filter telemetry sample, once a second on
+  // the main thread.
   net::steady_timer tick(main_ioc);
   bool pg_up = true;
+  FilterRotationLog rotation_log(*filter);
   std::function<void()> schedule = [&] {
     tick.expires_after(kMaintenancePeriod);
     tick.async_wait([&](const boost::system::error_code& ec) {
       if (ec) return;
       filter->RotateExpired(std::chrono::steady_clock::now());
+      service.RefreshTelemetry();  // after rotating: the sample shows the new generations
+      rotation_log.Poll();  // one filter_rotation line per shard that rotated for capacity
       const bool up = store->up();
       if (up != pg_up) {
         pg_up = up;
@@ -246,6 +260,7 @@ int main(int argc, char** argv) {
   warm.join();
   store->Shutdown();
   server.Stop();
+  lookups.Shutdown();
   const storage::StoreStats st = store->Stats();
   Log(LogLevel::kInfo, "shutdown",
       {{"phase", "done"}, {"keys_written", st.keys_written}, {"write_behind_lost", st.write_behind_lost}});

@@ -1,10 +1,13 @@
 #include "server/metrics.h"
 
+#include <algorithm>
 #include <charconv>
 #include <string_view>
 
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
+
+#include "server/filter_telemetry.h"
 
 namespace scangate::server {
 namespace {
@@ -109,7 +112,25 @@ void Metrics::Collect(MetricsSnapshot& out) const {
     out.duplicate_via_exact += b->duplicate_via_exact.Get();
     out.false_positives += b->false_positives.Get();
     out.stale += b->stale.Get();
+    out.untrusted_negatives += b->untrusted_negatives.Get();
   }
+}
+
+double LatencyQuantile(const std::array<std::uint64_t, kLatencySlots>& per_bucket, double q) {
+  std::uint64_t total = 0;
+  for (const std::uint64_t c : per_bucket) total += c;
+  if (total == 0) return 0.0;
+  const double rank = std::clamp(q, 0.0, 1.0) * static_cast<double>(total);
+  std::uint64_t below = 0;
+  for (std::size_t b = 0; b < kLatencyBuckets.size(); ++b) {
+    if (per_bucket[b] != 0 && static_cast<double>(below + per_bucket[b]) >= rank) {
+      const double lo = b == 0 ? 0.0 : kLatencyBuckets[b - 1];
+      const double within = (rank - static_cast<double>(below)) / static_cast<double>(per_bucket[b]);
+      return lo + (kLatencyBuckets[b] - lo) * within;
+    }
+    below += per_bucket[b];
+  }
+  return kLatencyBuckets.back();  // the rank lies in the +Inf bucket
 }
 
 std::string RenderPrometheus(const MetricsSnapshot& s) {
@@ -148,6 +169,25 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.Header("scangate_filter_stale_total", "counter",
            "Filter said definitely new, PostgreSQL already had the key (ack=commit, after warm start).");
   w.Sample("scangate_filter_stale_total", "", s.stale);
+  std::uint64_t capacity_rotations = 0, window_rotations = 0, distrusting = 0;
+  for (const ShardStats& st : s.shards) {
+    capacity_rotations += st.capacity_rotations;
+    window_rotations += st.window_rotations;
+    distrusting += st.distrust_until != std::chrono::steady_clock::time_point{};
+  }
+  w.Header("scangate_filter_rotations_total", "counter",
+           "Filter generation rotations, by cause: capacity (the generation filled up before --window: "
+           "--capacity is too small) or window (age).");
+  w.Sample("scangate_filter_rotations_total", "cause=\"capacity\"", capacity_rotations);
+  w.Sample("scangate_filter_rotations_total", "cause=\"window\"", window_rotations);
+  w.Header("scangate_filter_untrusted_negatives_total", "counter",
+           "Filter said definitely new, but its shard forgot keys within the window (capacity rotation): "
+           "the key took the exact path (after warm start).");
+  w.Sample("scangate_filter_untrusted_negatives_total", "", s.untrusted_negatives);
+  w.Header("scangate_filter_distrusting_shards", "gauge",
+           "Shards whose negatives are not trusted now (a capacity rotation forgot keys within the window; "
+           "may lag by up to a few negatives, cleared lazily).");
+  w.Sample("scangate_filter_distrusting_shards", "", distrusting);
   w.Header("scangate_write_behind_conflicts_total", "counter",
            "Write-behind rows (ack=filter) that PostgreSQL already held.");
   w.Sample("scangate_write_behind_conflicts_total", "", s.store.write_behind_conflicts);
@@ -163,6 +203,9 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   for (std::size_t i = 0; i < s.shards.size(); ++i) {
     w.Sample("scangate_filter_keys", "shard=\"" + std::to_string(i) + "\"", s.shards[i].inserted);
   }
+  w.Header("scangate_filter_snapshot_age_seconds", "gauge",
+           "Age of the cached filter sample behind the scangate_filter_* gauges (refreshed every second).");
+  w.Sample("scangate_filter_snapshot_age_seconds", "", s.filter_snapshot_age_seconds);
   w.Header("scangate_filter_memory_bytes", "gauge", "Memory of the filter bit arrays, all shards and generations.");
   w.Sample("scangate_filter_memory_bytes", "", static_cast<std::uint64_t>(s.filter_memory_bytes));
   w.Header("scangate_filter_warm", "gauge", "1 once the warm start from PostgreSQL has finished.");
@@ -180,6 +223,21 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.Header("scangate_pg_commit_seconds", "histogram", "Duration of a PostgreSQL write transaction.");
   w.Histogram("scangate_pg_commit_seconds", "", s.store.commit_seconds_buckets, s.store.commit_seconds_sum,
               s.store.commit_seconds_count);
+  // Lost or uncertain acknowledgements (storage/README.md "Outages", "In-doubt COMMIT", "Dead letter").
+  w.Header("scangate_write_behind_lost_total", "counter",
+           "Write-behind rows (ack=filter) answered new but given up at shutdown while PostgreSQL was down.");
+  w.Sample("scangate_write_behind_lost_total", "", s.store.write_behind_lost);
+  w.Header("scangate_write_behind_dead_lettered_total", "counter",
+           "Write-behind rows (ack=filter) answered new that PostgreSQL rejected repeatedly; dropped and logged.");
+  w.Sample("scangate_write_behind_dead_lettered_total", "", s.store.dead_lettered);
+  w.Header("scangate_batch_failures_total", "counter",
+           "PostgreSQL batch transactions that failed and took their writer down.");
+  w.Sample("scangate_batch_failures_total", "", s.store.batch_failures);
+  w.Header("scangate_commit_in_doubt_total", "counter",
+           "COMMITs whose answer was lost, by how txid_status() settled them.");
+  w.Sample("scangate_commit_in_doubt_total", "resolution=\"committed\"", s.store.in_doubt_committed);
+  w.Sample("scangate_commit_in_doubt_total", "resolution=\"aborted\"", s.store.in_doubt_aborted);
+  w.Sample("scangate_commit_in_doubt_total", "resolution=\"unknown\"", s.store.in_doubt_unknown);
   return w.Take();
 }
 
@@ -195,24 +253,57 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
     if (!codes.empty()) http[RouteLabel(static_cast<Route>(r))] = std::move(codes);
   }
   o["http_requests"] = std::move(http);
+  // Request latency per route: cumulative bucket counts (aligned with "le", +Inf last) and p50/p99
+  // estimates (linear inside a bucket: accurate to one bucket width).
+  json::object latency;
+  json::array le;
+  for (const double b : kLatencyBuckets) le.push_back(b);
+  latency["le"] = std::move(le);
+  for (std::size_t r = 0; r < kRouteCount; ++r) {
+    std::uint64_t count = 0;
+    json::array cumulative;
+    for (const std::uint64_t c : s.latency[r]) cumulative.push_back(count += c);
+    if (count == 0) continue;
+    latency[RouteLabel(static_cast<Route>(r))] =
+        json::object{{"count", count},
+                     {"sum_seconds", s.latency_sum_seconds[r]},
+                     {"p50_seconds", LatencyQuantile(s.latency[r], 0.50)},
+                     {"p99_seconds", LatencyQuantile(s.latency[r], 0.99)},
+                     {"buckets", std::move(cumulative)}};
+  }
+  o["latency"] = std::move(latency);
+  o["uptime_seconds"] = s.uptime_seconds;
   o["verdicts"] = json::object{{"new_via_filter", s.new_via_filter},
                                {"new_via_exact", s.new_via_exact},
                                {"duplicate_via_exact", s.duplicate_via_exact}};
   json::array shards;
-  std::uint64_t keys = 0;
+  std::uint64_t keys = 0, capacity_rotations = 0, window_rotations = 0;
   for (const ShardStats& st : s.shards) {
     keys += st.inserted;
+    capacity_rotations += st.capacity_rotations;
+    window_rotations += st.window_rotations;
     shards.push_back(json::object{{"keys", st.inserted},
                                   {"fill_ratio", st.fill_ratio},
                                   {"estimated_fp", st.estimated_fp},
                                   {"age_seconds", st.age_seconds},
-                                  {"rotations", st.rotations}});
+                                  {"rotations", st.rotations},
+                                  {"capacity_rotations", st.capacity_rotations},
+                                  {"window_rotations", st.window_rotations}});
   }
   o["filter"] = json::object{{"warm", s.warm},
                              {"memory_bytes", s.filter_memory_bytes},
                              {"keys", keys},
                              {"false_positives", s.false_positives},
                              {"stale", s.stale},
+                             // keys, fill, FP and ages come from a sample refreshed every
+                             // snapshot_period_seconds; snapshot_age_seconds says how old it is now.
+                             {"snapshot_age_seconds", s.filter_snapshot_age_seconds},
+                             {"snapshot_period_seconds", FilterTelemetry::kRefreshPeriod.count()},
+                             {"window_seconds", s.filter_window_seconds},
+                             {"capacity_per_shard", s.filter_capacity_per_shard},
+                             {"fp_target", s.filter_fp_target},
+                             {"untrusted_negatives", s.untrusted_negatives},
+                             {"rotations", json::object{{"capacity", capacity_rotations}, {"window", window_rotations}}},
                              {"shards", std::move(shards)}};
   const storage::StoreStats& st = s.store;
   o["pg"] = json::object{{"up", st.up},
@@ -226,7 +317,14 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
                          {"cancelled", st.cancelled},
                          {"batch_size_mean", st.batch_size_count ? st.batch_size_sum / st.batch_size_count : 0.0},
                          {"commit_seconds_mean",
-                          st.commit_seconds_count ? st.commit_seconds_sum / st.commit_seconds_count : 0.0}};
+                          st.commit_seconds_count ? st.commit_seconds_sum / st.commit_seconds_count : 0.0},
+                         // Lost or uncertain acknowledgements.
+                         {"write_behind_lost", st.write_behind_lost},
+                         {"write_behind_dead_lettered", st.dead_lettered},
+                         {"batch_failures", st.batch_failures},
+                         {"commit_in_doubt", json::object{{"committed", st.in_doubt_committed},
+                                                          {"aborted", st.in_doubt_aborted},
+                                                          {"unknown", st.in_doubt_unknown}}}};
   return json::serialize(o);
 }
 

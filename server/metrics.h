@@ -19,7 +19,8 @@
 namespace scangate::server {
 
 // Status codes with their own label value; anything else is counted under "other".
-inline constexpr std::array<unsigned, 11> kCountedStatuses = {200, 201, 400, 404, 405, 413, 415, 431, 500, 503, 401};
+inline constexpr std::array<unsigned, 13> kCountedStatuses = {200, 201, 400, 404, 405, 413, 415, 431, 500, 503, 401,
+                                                          403, 204};  // 403 origin-not-allowed, 204 CORS preflight
 inline constexpr std::size_t kStatusSlots = kCountedStatuses.size() + 1;  // + other
 // Request latency buckets (seconds, upper bounds; +Inf implied). Spans 50 us (in-memory filter answer)
 // to 2.5 s (PostgreSQL stall), roughly x2-x2.5 per step.
@@ -50,6 +51,7 @@ struct alignas(64) ThreadCounters {
   SingleWriterCounter new_via_filter, new_via_exact, duplicate_via_exact;
   SingleWriterCounter false_positives;  // filter said "possibly seen", PostgreSQL inserted
   SingleWriterCounter stale;            // filter said "definitely new", PostgreSQL had it (ack=commit)
+  SingleWriterCounter untrusted_negatives;  // filter said "definitely new" but its shard forgot within the window
 };
 
 // Aggregated values of one scrape.
@@ -58,12 +60,24 @@ struct MetricsSnapshot {
   std::array<std::array<std::uint64_t, kLatencySlots>, kRouteCount> latency{};  // per bucket, not cumulative
   std::array<double, kRouteCount> latency_sum_seconds{};
   std::uint64_t new_via_filter = 0, new_via_exact = 0, duplicate_via_exact = 0;
-  std::uint64_t false_positives = 0, stale = 0;
+  std::uint64_t false_positives = 0, stale = 0, untrusted_negatives = 0;
   std::vector<ShardStats> shards;
   std::size_t filter_memory_bytes = 0;
   bool warm = false;
   storage::StoreStats store{};
+  // Filter context for /stats and the dashboard. `shards` is a cached sample (server/filter_telemetry.h),
+  // filter_snapshot_age_seconds old (<= its 1 s refresh period while the maintenance timer runs).
+  double filter_snapshot_age_seconds = 0;
+  double filter_window_seconds = 0;
+  std::uint64_t filter_capacity_per_shard = 0;
+  double filter_fp_target = 0;
+  double uptime_seconds = 0;  // since the service started (a monotonic clock for rates)
 };
+
+// Quantile q (0..1) of a latency histogram (per-bucket counts over kLatencyBuckets, + Inf last), by linear
+// interpolation inside the bucket that holds it, as Prometheus' histogram_quantile does: accurate to one
+// bucket width (x2-x2.5); the +Inf bucket reports the last finite bound. 0 when the histogram is empty.
+double LatencyQuantile(const std::array<std::uint64_t, kLatencySlots>& per_bucket, double q);
 
 // Owns one ThreadCounters per I/O thread.
 class Metrics {

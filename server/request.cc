@@ -115,6 +115,8 @@ Route RouteOf(std::string_view target) {
   if (target == "/readyz") return Route::kReadyz;
   if (target == "/metrics") return Route::kMetrics;
   if (target == "/stats") return Route::kStats;
+  if (target == "/dashboard") return Route::kDashboard;
+  if (target == "/lookup") return Route::kLookup;
   return Route::kNotFound;
 }
 
@@ -126,25 +128,31 @@ std::string_view RouteLabel(Route route) {
     case Route::kReadyz: return "/readyz";
     case Route::kMetrics: return "/metrics";
     case Route::kStats: return "/stats";
+    case Route::kDashboard: return "/dashboard";
+    case Route::kLookup: return "/lookup";
     case Route::kNotFound: break;
   }
   return "other";
 }
 
-std::string_view AllowedMethod(Route route) {
-  return (route == Route::kObserve || route == Route::kObserveBatch) ? "POST" : "GET";
+bool IsClientRoute(Route route) {
+  return route == Route::kObserve || route == Route::kObserveBatch || route == Route::kLookup;
 }
+
+std::string_view AllowedMethod(Route route) { return IsClientRoute(route) ? "POST" : "GET"; }
 
 std::size_t BodyLimitFor(Route route) {
   switch (route) {
-    case Route::kObserve: return kMaxObserveBodyBytes;
+    case Route::kObserve:
+    case Route::kLookup: return kMaxObserveBodyBytes;
     case Route::kObserveBatch: return kMaxBatchBodyBytes;
     default: return kMaxOtherBodyBytes;
   }
 }
 
 bool IsAdminRoute(Route route) {
-  return route == Route::kHealthz || route == Route::kReadyz || route == Route::kMetrics || route == Route::kStats;
+  return route == Route::kHealthz || route == Route::kReadyz || route == Route::kMetrics || route == Route::kStats ||
+         route == Route::kDashboard;
 }
 
 std::optional<std::string_view> BearerToken(std::string_view authorization) {
@@ -189,7 +197,8 @@ Problem Problem::NotFound(std::string_view target) {
   // The target may carry a key in its query string: it is never echoed.
   (void)target;
   return Make(404, "not-found", "Not found",
-              "no such resource; routes: POST /observe, POST /observe/batch, GET /healthz, /readyz, /metrics, /stats");
+              "no such resource; routes: POST /observe, POST /observe/batch, POST /lookup, GET /healthz, /readyz, "
+              "/metrics, /stats");
 }
 Problem Problem::MethodNotAllowed(std::string_view method, Route route) {
   std::string m(method.substr(0, 16));
@@ -218,6 +227,16 @@ Problem Problem::Unauthorized(bool credentials_presented) {
   return Make(401, "unauthorized", "Unauthorized",
               credentials_presented ? "the bearer token is not valid for this service"
                                     : "this route requires an Authorization: Bearer <token> header");
+}
+Problem Problem::OriginNotAllowed() {
+  return Make(403, "origin-not-allowed", "Origin not allowed",
+              "requests from this web origin are not allowed; the operator lists allowed origins with --cors-origins");
+}
+Problem Problem::NotRecorded() {
+  return Make(404, "not-recorded", "Key not recorded", "PostgreSQL holds no record of this key");
+}
+Problem Problem::MalformedForm(std::string detail) {
+  return Make(400, "malformed-form", "Malformed form", std::move(detail));
 }
 Problem Problem::Unavailable(std::string detail) {
   return Make(503, "unavailable", "Service unavailable", std::move(detail));
@@ -250,6 +269,109 @@ std::optional<Problem> CheckContentType(std::string_view content_type) {
     return std::nullopt;
   }
   return Problem::UnsupportedMediaType(content_type);
+}
+
+bool IsFormContentType(std::string_view content_type) {
+  return Lower(Trim(content_type.substr(0, content_type.find(';')))) == "application/x-www-form-urlencoded";
+}
+
+namespace {
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// WHATWG application/x-www-form-urlencoded percent-decoding of one name or value; nullopt on a bad escape
+// (stricter than WHATWG, which passes it through: a client sending one has a bug worth reporting).
+std::optional<std::string> FormDecode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '+') {
+      out.push_back(' ');
+    } else if (c == '%') {
+      if (i + 2 >= s.size()) return std::nullopt;
+      const int hi = HexValue(s[i + 1]);
+      const int lo = HexValue(s[i + 2]);
+      if (hi < 0 || lo < 0) return std::nullopt;
+      out.push_back(static_cast<char>(hi * 16 + lo));
+      i += 2;
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+// Strict UTF-8 check of a decoded form value (JSON strings get Boost.JSON's; form bytes arrive raw).
+bool ValidUtf8(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::size_t n = 0;
+    std::uint32_t cp = 0;
+    if (c < 0x80) { ++i; continue; }
+    if ((c & 0xE0) == 0xC0) { n = 1; cp = c & 0x1F; }
+    else if ((c & 0xF0) == 0xE0) { n = 2; cp = c & 0x0F; }
+    else if ((c & 0xF8) == 0xF0) { n = 3; cp = c & 0x07; }
+    else return false;
+    if (i + n >= s.size()) return false;
+    for (std::size_t k = 1; k <= n; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    // Overlong forms, surrogates and values above U+10FFFF are invalid UTF-8.
+    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+}  // namespace
+
+std::variant<Observation, Problem> ParseObserveForm(std::string_view body) {
+  std::optional<std::string> key;
+  std::optional<std::string> source;
+  std::size_t start = 0;
+  while (start <= body.size()) {
+    std::size_t end = body.find('&', start);
+    if (end == std::string_view::npos) end = body.size();
+    const std::string_view pair = body.substr(start, end - start);
+    start = end + 1;
+    if (pair.empty()) continue;
+    const std::size_t eq = pair.find('=');
+    const auto name = FormDecode(pair.substr(0, eq));
+    const auto value = FormDecode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1));
+    if (!name || !value) return Problem::MalformedForm("the form body has an invalid %-escape");
+    std::optional<std::string>* slot = *name == "key" ? &key : *name == "source" ? &source : nullptr;
+    if (slot == nullptr) continue;
+    if (slot->has_value()) return Problem::MalformedForm("form field \"" + *name + "\" is given more than once");
+    if (!ValidUtf8(*value)) return Problem::MalformedForm("form field \"" + *name + "\" is not valid UTF-8");
+    *slot = *value;
+  }
+  if (!key) return Problem::InvalidKey("form field \"key\" is required");
+  if (auto p = ValidateKey(*key, "")) return *std::move(p);
+  Observation o;
+  o.key = *std::move(key);
+  if (source) {
+    if (auto p = ValidateSource(*source, "")) return *std::move(p);
+    o.source = *std::move(source);
+  }
+  return o;
+}
+
+std::variant<Observation, Problem> ParseObservation(std::string_view body, std::string_view content_type) {
+  if (IsFormContentType(content_type)) {
+    const std::size_t first = body.find_first_not_of(" \t\r\n");
+    if (first == std::string_view::npos || body[first] != '{') return ParseObserveForm(body);
+  }
+  return ParseObserve(body);
 }
 
 std::variant<Observation, Problem> ParseObserve(std::string_view body) {
@@ -322,6 +444,16 @@ std::string BatchBody(std::span<const Verdict> verdicts) {
   for (const Verdict& v : verdicts) results.emplace_back(VerdictObject(v, &mr));
   json::object o(&mr);
   o["results"] = std::move(results);
+  return json::serialize(o);
+}
+
+std::string LookupBody(std::string_view digest_hex, std::string_view first_seen,
+                       const std::optional<std::string>& source) {
+  json::object o;
+  o["digest"] = digest_hex;
+  o["first_seen"] = first_seen;
+  if (source) o["source"] = *source;
+  else o["source"] = nullptr;
   return json::serialize(o);
 }
 

@@ -1,8 +1,10 @@
 // The pure request/response layer of the HTTP service: routing, content-type policy, body parsing and
-// validation with Boost.JSON, and the JSON bodies of answers and RFC 9457 problems. No I/O, no clock, no
-// global state, so it can be unit-tested and fuzzed. Invariant: every rejected input yields a Problem with
+// validation with Boost.JSON (and application/x-www-form-urlencoded for /observe and /lookup), and the JSON
+// bodies of answers and RFC 9457 problems. No I/O, no clock, no global state, so it can be unit-tested and
+// fuzzed. Invariant: every rejected input yields a Problem with
 // a 4xx status and a stable slug; nothing here ever throws for any byte string given as a body.
-// The I/O side lives in server/http_server.h, the verdict logic in server/service.h.
+// The I/O side lives in server/http_server.h, routing/dispatch in server/router.h, the verdict logic in
+// server/service.h.
 #pragma once
 
 #include <cstddef>
@@ -17,7 +19,7 @@
 namespace scangate::server {
 
 // Request limits (the HTTP contract in openapi.yaml).
-inline constexpr std::size_t kMaxObserveBodyBytes = 16 * 1024;    // POST /observe: 413 above
+inline constexpr std::size_t kMaxObserveBodyBytes = 16 * 1024;    // POST /observe and /lookup: 413 above
 inline constexpr std::size_t kMaxBatchBodyBytes = 1024 * 1024;    // POST /observe/batch: 413 above
 inline constexpr std::size_t kMaxOtherBodyBytes = 16 * 1024;      // any other route: 413 above
 inline constexpr std::size_t kMaxHeaderBytes = 8 * 1024;          // request line + fields: 431 above
@@ -32,18 +34,21 @@ static_assert(kMaxBatchEntries * (kMinKeyBytes + 3) <= kMaxBatchBodyBytes,
 static_assert(kMaxKeyBytes * 6 + kMaxSourceChars * 12 + 64 <= kMaxObserveBodyBytes,
               "a maximal key and source, fully \\u-escaped, must fit in the /observe body limit");
 
-enum class Route : std::uint8_t { kObserve, kObserveBatch, kHealthz, kReadyz, kMetrics, kStats, kNotFound };
-inline constexpr std::size_t kRouteCount = 7;
+enum class Route : std::uint8_t { kObserve, kObserveBatch, kHealthz, kReadyz, kMetrics, kStats, kDashboard, kLookup, kNotFound };
+inline constexpr std::size_t kRouteCount = 9;
 
 // Maps a request target (path plus optional query) to its route; the query string is ignored.
 Route RouteOf(std::string_view target);
 // Label used in metrics and logs, e.g. "/observe", "other" for kNotFound.
 std::string_view RouteLabel(Route route);
+// Routes a browser may call (CORS, --cors-origins): POST /observe, /observe/batch, /lookup. They also take a
+// bearer token when --tokens-file is set.
+bool IsClientRoute(Route route);
 // The one method each route accepts ("POST" or "GET"); the Allow header of a 405.
 std::string_view AllowedMethod(Route route);
 // Body size limit applied once the header of a request to `route` has been read.
 std::size_t BodyLimitFor(Route route);
-// Operational routes (/healthz, /readyz, /metrics, /stats): never need a token; with --admin-listen they are
+// Operational routes (/healthz, /readyz, /metrics, /stats, /dashboard): never need a token; with --admin-listen they are
 // served only on the admin listener, and /observe* only on the main one.
 bool IsAdminRoute(Route route);
 
@@ -63,6 +68,7 @@ struct Problem {
   std::string detail;
 
   static Problem MalformedJson(std::string detail);
+  static Problem MalformedForm(std::string detail);       // 400 malformed-form (urlencoded body)
   static Problem InvalidKey(std::string detail);
   static Problem InvalidSource(std::string detail);
   static Problem InvalidBatch(std::string detail);
@@ -73,8 +79,11 @@ struct Problem {
   static Problem UnsupportedMediaType(std::string_view content_type);
   static Problem HeaderTooLarge();
   static Problem Unauthorized(bool credentials_presented);  // 401 unauthorized (+ WWW-Authenticate)
+  static Problem OriginNotAllowed();                      // 403 origin-not-allowed (Origin header, CORS)
+  static Problem NotRecorded();                           // 404 not-recorded (POST /lookup)
   static Problem Unavailable(std::string detail);
-  // 503 outcome-unknown (+ Retry-After like unavailable): the attempt may have recorded the key.
+  // 503 outcome-unknown (+ Retry-After like unavailable): the attempt MAY have recorded the key (in-doubt
+  // COMMIT, or the request deadline passed while its transaction was in flight).
   static Problem OutcomeUnknown(std::string detail);
   static Problem Internal();                              // never carries exception text to the client
 };
@@ -83,9 +92,11 @@ struct Problem {
 std::string ProblemBody(const Problem& p);
 
 // Content-Type policy: application/json (any parameters), application/*+json,
-// application/x-www-form-urlencoded (curl -d's default) and an absent/empty header are read as JSON;
-// anything else is a 415 problem.
+// application/x-www-form-urlencoded (curl -d's default) and an absent/empty header are accepted;
+// anything else (text/plain, multipart/form-data, ...) is a 415 problem.
 std::optional<Problem> CheckContentType(std::string_view content_type);
+// True for application/x-www-form-urlencoded (any parameters, any case).
+bool IsFormContentType(std::string_view content_type);
 
 // One observation: the raw key (never logged) and its optional source tag ("" when absent).
 struct Observation {
@@ -98,6 +109,14 @@ struct BatchRequest {
 
 // POST /observe body {"key": "...", "source": "..."}; unknown members are ignored.
 std::variant<Observation, Problem> ParseObserve(std::string_view body);
+// POST /observe or /lookup body under `content_type` (already accepted by CheckContentType). Under
+// application/x-www-form-urlencoded a body whose first non-whitespace byte is '{' is JSON (curl -d '{...}'
+// sends that type), any other body is the form it claims to be: ParseObserveForm. Otherwise JSON.
+std::variant<Observation, Problem> ParseObservation(std::string_view body, std::string_view content_type);
+// application/x-www-form-urlencoded body "key=...&source=...": '&'-separated pairs, '+' is a space, %XX
+// percent-decoded (a bad escape is 400 malformed-form); "key" required once, "source" optional (at most
+// once; empty = absent); other names ignored; same key/source validation as JSON (valid UTF-8 required).
+std::variant<Observation, Problem> ParseObserveForm(std::string_view body);
 // POST /observe/batch body {"keys": ["k", {"key": "k", "source": "s"}, ...]}; any invalid entry rejects
 // the whole batch and the detail names its index.
 std::variant<BatchRequest, Problem> ParseBatch(std::string_view body);
@@ -113,5 +132,7 @@ struct Verdict {
 std::string VerdictBody(const Verdict& v);
 // 200 body of POST /observe/batch: {"results": [...]} in request order.
 std::string BatchBody(std::span<const Verdict> verdicts);
+// 200 body of POST /lookup: {"digest", "first_seen", "source"} (source null when none was recorded).
+std::string LookupBody(std::string_view digest_hex, std::string_view first_seen, const std::optional<std::string>& source);
 
 }  // namespace scangate::server

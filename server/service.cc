@@ -29,6 +29,13 @@ constexpr std::string_view kBatchDeadlineQueuedDetail =
 constexpr std::string_view kBatchDeadlineInFlightDetail =
     "PostgreSQL did not answer within the request timeout while keys of this batch were in a transaction: "
     "they may have been recorded, and a retry may answer duplicate with a first_seen inside this attempt";
+constexpr std::string_view kOutcomeUnknownDetail =
+    "the connection to PostgreSQL broke while this key's transaction was committing and PostgreSQL could not "
+    "tell whether it committed; the key may be recorded: a retry may be answered duplicate with a first_seen "
+    "inside this attempt";
+constexpr std::string_view kBatchOutcomeUnknownDetail =
+    "the connection to PostgreSQL broke while keys of this batch were committing and PostgreSQL could not "
+    "tell whether they committed; a retry may report them as duplicates with a first_seen inside this attempt";
 
 // Store route of a digest: its first four bytes (uniform for SHA-256/HMAC output).
 std::uint32_t RouteOfDigest(const Digest& d) {
@@ -39,10 +46,19 @@ std::uint32_t RouteOfDigest(const Digest& d) {
 }  // namespace
 
 // What the filter said about one digest, and whether the filter's answer counts (filter on and warm).
+// Only kDefinitelyNew is a filter verdict; kDefinitelyNewUntrusted (the shard forgot keys within the window,
+// core/filter.h) takes the exact path like kPossiblySeen and is labelled `via: exact` in both ack modes.
 struct Service::Probed {
   bool filter_trusted = false;
   Probe probe = Probe::kPossiblySeen;
 };
+
+namespace {
+// Counts a "definitely new" the filter could not vouch for (after warm start, when the filter counts).
+void CountUntrusted(bool filter_trusted, Probe probe, ThreadCounters& counters) {
+  if (filter_trusted && probe == Probe::kDefinitelyNewUntrusted) counters.untrusted_negatives.Inc();
+}
+}  // namespace
 
 // One observation waiting for the Store. Touched on the request's executor only (one thread), except the
 // ticket (atomic, shared with the writer). `done` is emptied by whichever of deadline and completion
@@ -57,7 +73,7 @@ struct Service::Waiting {
   ObserveDone done;
 };
 
-Service::Service(const Config& config, Digester digester, ShardedFilter& filter, storage::Store& store,
+Service::Service(const Config& config, Digester digester, ShardedFilter& filter, storage::ExactStore& store,
                  Metrics& metrics)
     : ack_(config.ack),
       request_timeout_(config.request_timeout),
@@ -65,7 +81,10 @@ Service::Service(const Config& config, Digester digester, ShardedFilter& filter,
       digester_(std::move(digester)),
       filter_(filter),
       store_(store),
-      metrics_(metrics) {}
+      metrics_(metrics),
+      window_seconds_(std::chrono::duration<double>(config.window).count()),
+      fp_target_(config.fp_target),
+      filter_telemetry_(filter) {}
 
 void Service::Decide(const Probed& p, const storage::Result& r, ThreadCounters& counters, Verdict& v) const {
   const bool filter_said_new = p.filter_trusted && p.probe == Probe::kDefinitelyNew;
@@ -94,6 +113,10 @@ void Service::SubmitWaiting(std::uint32_t route, const Digest& d, const std::str
       w->timer.cancel();
       if (r.outcome == storage::Outcome::kUnavailable) {
         answer(Problem::Unavailable(std::string(kUnavailableDetail)));
+        return;
+      }
+      if (r.outcome == storage::Outcome::kUnknown) {  // in-doubt COMMIT PostgreSQL could not settle
+        answer(Problem::OutcomeUnknown(std::string(kOutcomeUnknownDetail)));
         return;
       }
       Decide(w->probed, r, counters, w->verdict);
@@ -135,6 +158,9 @@ void Service::Observe(const Observation& obs, const net::any_io_executor& ex, Th
     // Submit is queued after our write-behind row (same store route, FIFO) and so gets "duplicate".
     const std::lock_guard lock(stripes_[route & (kStripes - 1)]);
     p.probe = filter_.ObserveConcurrently(d);
+    CountUntrusted(p.filter_trusted, p.probe, counters);
+    // An untrusted negative falls through to the exact path below: queued behind any write-behind row of
+    // this digest (same route, FIFO), so a key the filter forgot within the window is answered duplicate.
     if (p.filter_trusted && p.probe == Probe::kDefinitelyNew) {
       if (!store_.SubmitWriteBehind(route, d, obs.source)) {
         done(Problem::Unavailable(std::string(kUnavailableDetail)));
@@ -152,6 +178,7 @@ void Service::Observe(const Observation& obs, const net::any_io_executor& ex, Th
     // Before warm start the probe still sets the key's bits (so the filter is complete once warm), but its
     // answer is not trusted and the key takes the exact path.
     if (filter_on_) p.probe = filter_.ObserveConcurrently(d);
+    CountUntrusted(p.filter_trusted, p.probe, counters);
     SubmitWaiting(route, d, obs.source, p, std::move(v), ex, counters, std::move(done));
   }
 }
@@ -167,6 +194,7 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
     std::vector<Probed> probed;
     std::size_t pending = 0;
     bool unavailable = false;
+    bool unknown = false;  // some entry's outcome is unknown: answered outcome-unknown (the weaker claim)
     BatchDone done;
     std::vector<storage::Ticket> tickets;  // one per entry; only those submitted are used
     std::vector<char> in_store;            // submitted and not completed yet
@@ -192,6 +220,10 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
     BatchDone answer = std::move(s->done);
     s->done = nullptr;
     s->timer.cancel();
+    if (s->unknown) {
+      answer(Problem::OutcomeUnknown(std::string(kBatchOutcomeUnknownDetail)));
+      return;
+    }
     if (s->unavailable) {
       answer(Problem::Unavailable(std::string(kBatchUnavailableDetail)));
       return;
@@ -208,6 +240,8 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
                                           st->in_store[i] = 0;
                                           if (r.outcome == storage::Outcome::kUnavailable) {
                                             st->unavailable = true;
+                                          } else if (r.outcome == storage::Outcome::kUnknown) {
+                                            st->unknown = true;
                                           } else {
                                             Decide(st->probed[i], r, counters, st->verdicts[i]);
                                           }
@@ -245,6 +279,7 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
       const std::lock_guard lock(stripes_[route & (kStripes - 1)]);  // see Observe
       Probed& p = st->probed[i];
       p.probe = filter_.ObserveConcurrently(digests[i]);
+      CountUntrusted(p.filter_trusted, p.probe, counters);  // untrusted: exact path, as in Observe
       if (p.filter_trusted && p.probe == Probe::kDefinitelyNew) {
         if (store_.SubmitWriteBehind(route, digests[i], batch.entries[i].source)) {
           st->verdicts[i].is_new = true;
@@ -265,7 +300,10 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
   if (filter_on_) {
     std::vector<Probe> probes(n);
     filter_.ObserveBatchConcurrently(digests, probes);
-    for (std::size_t i = 0; i < n; ++i) st->probed[i].probe = probes[i];
+    for (std::size_t i = 0; i < n; ++i) {
+      st->probed[i].probe = probes[i];
+      CountUntrusted(st->probed[i].filter_trusted, probes[i], counters);
+    }
   }
   for (std::size_t i = 0; i < n; ++i) {
     // After the first refusal the rest are not submitted: the whole batch is answered 503 anyway.
@@ -280,7 +318,15 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
 MetricsSnapshot Service::Snapshot() const {
   MetricsSnapshot s;
   metrics_.Collect(s);
-  s.shards = filter_.Stats();
+  const auto now = std::chrono::steady_clock::now();
+  const auto sample = filter_telemetry_.Latest();
+  s.filter_snapshot_age_seconds = std::chrono::duration<double>(now - sample->taken).count();
+  s.shards = sample->shards;
+  for (ShardStats& st : s.shards) st.age_seconds += s.filter_snapshot_age_seconds;  // generation age now
+  s.filter_window_seconds = window_seconds_;
+  s.filter_capacity_per_shard = filter_.geometry().capacity_per_shard;
+  s.filter_fp_target = fp_target_;
+  s.uptime_seconds = std::chrono::duration<double>(now - started_).count();
   s.filter_memory_bytes = filter_.geometry().memory_bytes;
   s.warm = warm();
   s.store = store_.Stats();

@@ -23,8 +23,10 @@
 #include "core/digest.h"
 #include "core/filter.h"
 #include "server/config.h"
+#include "server/filter_telemetry.h"
 #include "server/metrics.h"
 #include "server/request.h"
+#include "storage/exact_store.h"
 #include "storage/store.h"
 
 namespace scangate::server {
@@ -35,7 +37,7 @@ class Service {
   using BatchDone = std::function<void(std::variant<std::vector<Verdict>, Problem>)>;
 
   // All references must outlive the Service.
-  Service(const Config& config, Digester digester, ShardedFilter& filter, storage::Store& store, Metrics& metrics);
+  Service(const Config& config, Digester digester, ShardedFilter& filter, storage::ExactStore& store, Metrics& metrics);
 
   // Decide one observation. Call on the I/O thread that owns `ex` and `counters`; `done` runs on `ex`, either
   // inline (before Observe returns) or later, exactly once. Throws only on digest failure (-> 500).
@@ -51,7 +53,14 @@ class Service {
   // /readyz: PostgreSQL up and warm start done.
   bool ready() const { return warm() && store_.up(); }
 
+  // Every counter now; the filter's per-shard figures from the latest RefreshTelemetry() (age reported).
   MetricsSnapshot Snapshot() const;
+  // Re-samples the filter for Snapshot(). Call from the maintenance timer (one thread), every
+  // FilterTelemetry::kRefreshPeriod.
+  void RefreshTelemetry() { filter_telemetry_.Refresh(); }
+
+  // The digest of `key` (SHA-256 or HMAC-SHA256, as for observations): POST /lookup. Thread-safe.
+  Digest DigestOf(std::string_view key) const { return digester_(key); }
 
  private:
   // ack=filter: probe+enqueue of one digest happen under its stripe's mutex (uncontended in practice:
@@ -72,9 +81,13 @@ class Service {
   const bool filter_on_;
   const Digester digester_;
   ShardedFilter& filter_;
-  storage::Store& store_;
+  storage::ExactStore& store_;
   Metrics& metrics_;
   std::atomic<bool> warm_{false};
+  const double window_seconds_;
+  const double fp_target_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  FilterTelemetry filter_telemetry_;  // after filter_: samples it on construction
   std::array<std::mutex, kStripes> stripes_;
 };
 

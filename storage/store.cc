@@ -2,14 +2,13 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <deque>
 #include <exception>
 #include <limits>
 #include <libpq-fe.h>
+#include <sys/socket.h>
 
 #include <optional>
 #include <pqxx/pqxx>
@@ -19,6 +18,7 @@
 #include <unordered_map>
 
 #include "storage/conninfo.h"
+#include "storage/batch_errors.h"
 #include "storage/migrations.h"
 #include "storage/start_error.h"
 
@@ -31,6 +31,15 @@ constexpr std::chrono::milliseconds kBackoffMin{50};  // first reconnect delay; 
 // deadlock_detected / serialization_failure are retried on the same connection this many times before the
 // batch counts as failed. Inserts are sorted by digest, so concurrent batches should never deadlock.
 constexpr int kMaxRollbackRetries = 3;
+// An in-doubt COMMIT that txid_status() says was rolled back is run again at most this often per batch
+// part (each such round already cost a lost connection); beyond it the writer goes down as in an outage.
+constexpr int kMaxAbortedRetries = 2;
+// txid_status() polling while the lost COMMIT is still "in progress" (and reconnect pauses while
+// settling): 10, 20, 40 .. 200 ms, within kInDoubtResolveFor.
+constexpr std::chrono::milliseconds kInDoubtPollMin{10};
+constexpr std::chrono::milliseconds kInDoubtPollMax{200};
+// Pause before a rejected write-behind row's next single-row attempt (see kMaxRowAttempts).
+constexpr std::chrono::milliseconds kRowRetryPause{20};
 constexpr std::size_t kWarmChunkKeys = 65536;   // digests per sink() call in WarmLoad (2 MiB)
 constexpr std::size_t kMaxErrorChars = 300;    // pg_state log lines keep only the first line, truncated
 constexpr std::size_t kDigestBytes = std::tuple_size_v<Digest>;
@@ -44,40 +53,6 @@ struct DigestHash {
   }
 };
 
-std::string NowRfc3339() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[80];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
-  return buf;
-}
-
-void AppendJsonString(std::string& out, std::string_view s) {
-  out += '"';
-  for (const char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
-
 // First line of a libpq/pqxx message (DETAIL lines can quote row values), bounded.
 std::string ErrorSummary(std::string_view what) {
   what = what.substr(0, what.find('\n'));
@@ -85,27 +60,22 @@ std::string ErrorSummary(std::string_view what) {
   return std::string(what);
 }
 
-// One JSON line on stderr. Never carries a key or digest: only state and libpq's error summary.
-void LogLine(std::string_view level, std::string_view event, std::string_view fields) {
-  std::string line = "{\"ts\":\"" + NowRfc3339() + "\",\"level\":\"";
-  line += level;
-  line += "\",\"event\":\"";
-  line += event;
-  line += '"';
-  line += fields;
-  line += "}\n";
-  std::fwrite(line.data(), 1, line.size(), stderr);
+// Never carries a key or digest: only state and libpq's error summary.
+void LogPgState(LogSink& log, bool up, unsigned writer, const std::string& error) {
+  boost::json::object fields{{"state", up ? "up" : "down"}, {"writer", writer}};
+  if (!up) fields["error"] = error;
+  log.Write(up ? LogSeverity::kInfo : LogSeverity::kWarn, "pg_state", std::move(fields));
 }
 
-void LogPgState(bool up, unsigned writer, const std::string& error) {
-  std::string fields = ",\"state\":\"";
-  fields += up ? "up" : "down";
-  fields += "\",\"writer\":" + std::to_string(writer);
-  if (!up) {
-    fields += ",\"error\":";
-    AppendJsonString(fields, error);
+std::string DigestHex(const Digest& d) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s;
+  s.reserve(2 * d.size());
+  for (const auto b : d) {
+    s += kHex[b >> 4];
+    s += kHex[b & 15];
   }
-  LogLine(up ? "info" : "warn", "pg_state", fields);
+  return s;
 }
 
 // Sources go into a text[] literal; invalid UTF-8 or NUL would fail the whole batch (and a write-behind
@@ -183,7 +153,26 @@ struct Store::Item {
   bool write_behind;
   Clock::time_point enqueued;
   std::shared_ptr<Ticket> ticket;  // Submit items only, optional
+  int rejected = 0;           // data-error rejections in a transaction of its own (dead letter at kMaxRowAttempts)
 };
+
+// What one batch transaction established before its COMMIT: the outcomes it would deliver and the
+// transaction id to settle an in-doubt COMMIT with.
+struct Store::Attempt {
+  std::vector<Result> results;
+  std::optional<std::int64_t> xid;  // txid_current_if_assigned(): empty = the transaction wrote nothing
+  bool xid_trusted = false;         // false: no xid although rows were inserted (cannot settle: kUnknown)
+  std::size_t distinct = 0;
+  double seconds = 0;
+};
+
+enum class Store::PartEnd : std::uint8_t {
+  kDone,       // every item finished (or, outcome unknown, write-behind items re-queued)
+  kDataError,  // PostgreSQL rejected a row of the part; nothing of it committed, the connection is fine
+  kFailed,     // outage: hand the part (and what is left of the batch) to FailBatch
+};
+
+enum class Store::InDoubt : std::uint8_t { kCommitted, kAborted, kUnknown };
 
 struct Store::Writer {
   unsigned index = 0;
@@ -202,13 +191,17 @@ struct Store::Metrics {
   mutable std::mutex mu;  // taken once per batch by a writer; Stats() copies under it
   std::uint64_t batches = 0, keys_written = 0, inserted = 0, duplicates = 0, unavailable = 0;
   std::uint64_t write_behind_conflicts = 0, batch_failures = 0, write_behind_lost = 0;
+  std::uint64_t dead_lettered = 0, in_doubt_committed = 0, in_doubt_aborted = 0, in_doubt_unknown = 0;
   std::array<std::uint64_t, kBatchBounds.size() + 1> batch_counts{};
   double batch_sum = 0;
   std::array<std::uint64_t, kCommitBounds.size() + 1> commit_counts{};
   double commit_sum = 0;
 };
 
-Store::Store(StoreOptions options) : options_(std::move(options)), metrics_(std::make_unique<Metrics>()) {
+Store::Store(StoreOptions options)
+    : options_(std::move(options)),
+      metrics_(std::make_unique<Metrics>()),
+      log_(options_.log ? options_.log : StderrLogSink()) {
   if (options_.writers == 0) throw std::invalid_argument("StoreOptions.writers must be at least 1");
   if (options_.batch_limit == 0) throw std::invalid_argument("StoreOptions.batch_limit must be at least 1");
   if (options_.queue_limit == 0) throw std::invalid_argument("StoreOptions.queue_limit must be at least 1");
@@ -311,7 +304,6 @@ void Store::RunWriter(Writer& w) {
   auto backoff = kBackoffMin;
   std::optional<Clock::time_point> give_up_at;  // set once shutdown is seen while the database is down
   std::vector<Item> batch;
-  std::vector<Result> results;
   batch.reserve(options_.batch_limit);
   for (;;) {
     if (!w.conn) {
@@ -342,7 +334,7 @@ void Store::RunWriter(Writer& w) {
         w.up = true;
         w.up_flag.store(true);
       }
-      LogPgState(true, w.index, "");
+      LogPgState(*log_, true, w.index, "");
       continue;
     }
 
@@ -377,31 +369,8 @@ void Store::RunWriter(Writer& w) {
     }
     if (batch.empty()) continue;  // everything taken was cancelled
 
-    try {
-      try {
-        WriteBatch(w, batch, results);
-      } catch (const pqxx::in_doubt_error&) {
-        throw;  // COMMIT was sent and the connection lost: the outcome is unknown, never retry blindly
-      } catch (const std::exception&) {
-        // Any other failure happened before COMMIT or was a definite COMMIT failure, so nothing of this
-        // batch committed and running it again cannot turn an insert into a "duplicate". If the
-        // connection is gone (typically: the server restarted while it sat idle), reconnect at once and
-        // retry the batch once; only if that fails does the writer go down.
-        if (w.conn && w.conn->is_open()) throw;
-        w.conn.reset();
-        std::string error;
-        if (!Connect(w, &error)) throw std::runtime_error("connection lost; reconnect failed: " + error);
-        WriteBatch(w, batch, results);
-      }
-    } catch (const std::exception& e) {
-      FailBatch(w, batch, ErrorSummary(e.what()));
-      batch.clear();
-      results.clear();
-      continue;
-    }
-    Finish(batch, results);
+    ProcessBatch(w, batch);
     batch.clear();
-    results.clear();
   }
 }
 
@@ -410,7 +379,11 @@ namespace {
 // One statement decides a whole batch. $1 = the batch's distinct digests concatenated (bytea, sent in
 // binary), $2 = their sources (text[]; NULL = none), element i of $2 belongs to bytes (i-1)*32 .. i*32-1.
 // Returns (i, inserted, first_seen) per digest: rows this statement inserted, plus rows already present
-// in its snapshot. A row committed by another transaction after the snapshot is neither (ON CONFLICT
+// in its snapshot; and one row (0, false, xid) with txid_current_if_assigned(), the id an in-doubt COMMIT
+// is settled by (no extra round trip; NULL when nothing was inserted — then the outcomes hold whether or
+// not the COMMIT happened, and no xid is assigned just to be noted). UNION ALL runs its branches in
+// order, so the xid is read after the inserts; an xid NULL beside an inserted row is distrusted anyway.
+// A row committed by another transaction after the snapshot is neither (ON CONFLICT
 // skips it, the snapshot cannot see it): the caller resolves those with kSelectExistingSql.
 // Rows are inserted in digest order so that concurrent batches wait on each other without deadlocks.
 constexpr const char* kInsertBatchName = "scangate_insert_batch";
@@ -431,6 +404,8 @@ UNION ALL
 SELECT input.i, false,
        to_char(k.first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
 FROM input JOIN scan_keys k USING (digest)
+UNION ALL
+SELECT 0, false, txid_current_if_assigned()::text
 )sql";
 
 // Follow-up in the same transaction (a new statement, so a new READ COMMITTED snapshot) for digests the
@@ -455,6 +430,9 @@ bool Store::Connect(Writer& w, std::string* error) {
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
     conn->inhibit_reactivation(true);
 #pragma GCC diagnostic pop
+    // Sources are validated UTF-8: say so, or a non-UTF-8 database would store them as mojibake (and one
+    // it cannot convert is rejected per row: see ProcessBatch).
+    conn->set_client_encoding("UTF8");
     conn->prepare(kInsertBatchName, kInsertBatchSql);
     conn->prepare(kSelectExistingName, kSelectExistingSql);
     w.conn = std::move(conn);
@@ -465,7 +443,9 @@ bool Store::Connect(Writer& w, std::string* error) {
   }
 }
 
-void Store::WriteBatch(Writer& w, std::vector<Item>& batch, std::vector<Result>& results) {
+// Runs `batch` as one transaction and commits it. Fills `att` before the COMMIT (outcomes, xid), so an
+// in-doubt COMMIT can still deliver them. Throws on any failure; records metrics on success.
+void Store::WriteBatch(Writer& w, std::vector<Item>& batch, Attempt& att) {
   // De-duplicate: the first queued item of each digest is the candidate for insertion.
   std::unordered_map<Digest, std::uint32_t, DigestHash> unique_of;
   unique_of.reserve(batch.size() * 2);
@@ -485,6 +465,7 @@ void Store::WriteBatch(Writer& w, std::vector<Item>& batch, std::vector<Result>&
   }
   sources += '}';
   const std::size_t distinct = first_item.size();
+  att.distinct = distinct;
 
   std::vector<std::string> first_seen(distinct);
   std::vector<char> inserted(distinct, 0);
@@ -492,17 +473,26 @@ void Store::WriteBatch(Writer& w, std::vector<Item>& batch, std::vector<Result>&
   for (int attempt = 0;; ++attempt) {
     std::vector<char> answered(distinct, 0);
     std::fill(inserted.begin(), inserted.end(), 0);
+    att.xid.reset();
+    bool xid_row = false;
     try {
       pqxx::work tx(*w.conn);
       const pqxx::result r =
           tx.exec_prepared(kInsertBatchName, pqxx::binarystring(digests.data(), digests.size()), sources);
       for (const auto& row : r) {
-        const auto i = row[0].as<std::size_t>() - 1;
+        const auto n = row[0].as<std::size_t>();
+        if (n == 0) {  // the xid row
+          xid_row = true;
+          if (!row[2].is_null()) att.xid = row[2].as<std::int64_t>();
+          continue;
+        }
+        const auto i = n - 1;
         if (i >= distinct) throw std::runtime_error("batch statement returned an index out of range");
         answered[i] = 1;
         inserted[i] = row[1].as<bool>() ? 1 : 0;
         first_seen[i] = row[2].c_str();
       }
+      if (!xid_row) throw std::runtime_error("batch statement returned no xid row");
       std::vector<std::uint32_t> missing;
       for (std::uint32_t i = 0; i < distinct; ++i) {
         if (!answered[i]) missing.push_back(i);
@@ -525,6 +515,35 @@ void Store::WriteBatch(Writer& w, std::vector<Item>& batch, std::vector<Result>&
           if (!answered[i]) throw std::runtime_error("a digest was neither inserted nor found");
         }
       }
+      // Outcomes are final once COMMIT succeeds; computed now so that an in-doubt COMMIT settled as
+      // committed can deliver them.
+      att.results.assign(batch.size(), Result{Outcome::kUnavailable, {}});
+      bool any_inserted = false;
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        const std::uint32_t u = slot[i];
+        const bool won = inserted[u] && first_item[u] == i;
+        any_inserted = any_inserted || won;
+        att.results[i].outcome = won ? Outcome::kInserted : Outcome::kDuplicate;
+        att.results[i].first_seen = first_seen[u];
+      }
+      att.xid_trusted = att.xid.has_value() || !any_inserted;
+      if (options_.fault_hook) {
+        switch (options_.fault_hook()) {
+          case StoreFault::kNone:
+            break;
+          case StoreFault::kXidUnknowable:
+            if (att.xid) *att.xid += std::int64_t{1} << 32;  // one xid epoch ahead: "in the future"
+            [[fallthrough]];
+          case StoreFault::kCommitAnswerLost:
+            tx.commit();
+            throw pqxx::in_doubt_error("fault hook: COMMIT answer lost");
+          case StoreFault::kLostBeforeCommit:
+            throw pqxx::in_doubt_error("fault hook: connection lost before COMMIT");  // ~tx rolls back
+          case StoreFault::kSocketShutBeforeCommit:
+            ::shutdown(w.conn->sock(), SHUT_RDWR);
+            break;
+        }
+      }
       tx.commit();
       break;
     } catch (const pqxx::deadlock_detected&) {
@@ -533,29 +552,213 @@ void Store::WriteBatch(Writer& w, std::vector<Item>& batch, std::vector<Result>&
       if (attempt + 1 >= kMaxRollbackRetries) throw;
     }
   }
-  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  att.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  RecordBatch(batch, att);
+}
 
-  results.resize(batch.size());
+void Store::RecordBatch(const std::vector<Item>& batch, const Attempt& att) {
   std::uint64_t n_inserted = 0, n_duplicates = 0, n_conflicts = 0;
   for (std::size_t i = 0; i < batch.size(); ++i) {
-    const std::uint32_t u = slot[i];
-    const bool won = inserted[u] && first_item[u] == i;
-    results[i].outcome = won ? Outcome::kInserted : Outcome::kDuplicate;
-    results[i].first_seen = first_seen[u];
+    const bool won = att.results[i].outcome == Outcome::kInserted;
     (won ? n_inserted : n_duplicates) += 1;
     if (!won && batch[i].write_behind) ++n_conflicts;
   }
   std::lock_guard lk(metrics_->mu);
   auto& m = *metrics_;
   ++m.batches;
-  m.keys_written += distinct;
+  m.keys_written += att.distinct;
   m.inserted += n_inserted;
   m.duplicates += n_duplicates;
   m.write_behind_conflicts += n_conflicts;
   Observe(kBatchBounds, m.batch_counts, static_cast<double>(batch.size()));
   m.batch_sum += static_cast<double>(batch.size());
-  Observe(kCommitBounds, m.commit_counts, seconds);
-  m.commit_sum += seconds;
+  Observe(kCommitBounds, m.commit_counts, att.seconds);
+  m.commit_sum += att.seconds;
+}
+
+// A batch runs as one transaction while it can. A data error (a row PostgreSQL rejects) splits the
+// failing part in halves until the row is alone; every other part commits normally, in queue order.
+// ~2·log2(n) extra transactions per bad row (a batch of 1024: ~20), instead of n one-row transactions.
+void Store::ProcessBatch(Writer& w, std::vector<Item>& batch) {
+  std::deque<std::vector<Item>> todo;
+  todo.push_back(std::move(batch));
+  while (!todo.empty()) {
+    std::vector<Item> part = std::move(todo.front());
+    todo.pop_front();
+    std::string error;
+    switch (RunPart(w, part, error)) {
+      case PartEnd::kDone:
+        break;
+      case PartEnd::kDataError:
+        if (part.size() > 1) {
+          const std::size_t mid = part.size() / 2;
+          std::vector<Item> second(std::make_move_iterator(part.begin() + static_cast<std::ptrdiff_t>(mid)),
+                                   std::make_move_iterator(part.end()));
+          part.erase(part.begin() + static_cast<std::ptrdiff_t>(mid), part.end());
+          todo.push_front(std::move(second));
+          todo.push_front(std::move(part));
+        } else if (RejectRow(w, part.front(), error)) {
+          todo.push_front(std::move(part));  // a write-behind row gets another attempt, in place
+        }
+        break;
+      case PartEnd::kFailed:
+        for (auto& rest : todo) {
+          for (auto& item : rest) part.push_back(std::move(item));
+        }
+        FailBatch(w, part, error);
+        return;
+    }
+  }
+}
+
+// One transaction for `part`. A connection lost before COMMIT: reconnect once at once and run it again
+// (nothing of it committed). A COMMIT whose answer was lost: ResolveInDoubt.
+Store::PartEnd Store::RunPart(Writer& w, std::vector<Item>& part, std::string& error) {
+  bool reconnected = false;
+  int aborted_retries = 0;
+  for (;;) {
+    Attempt att;
+    try {
+      if (!w.conn) throw pqxx::broken_connection("not connected");
+      WriteBatch(w, part, att);
+      Finish(part, att.results);
+      return PartEnd::kDone;
+    } catch (const pqxx::in_doubt_error& e) {
+      error = ErrorSummary(e.what());
+    } catch (const pqxx::statement_completion_unknown& e) {
+      error = ErrorSummary(e.what());
+    } catch (const pqxx::sql_error& e) {
+      error = ErrorSummary(e.what());
+      if (w.conn && w.conn->is_open()) return IsDataError(e) ? PartEnd::kDataError : PartEnd::kFailed;
+      if (reconnected) return PartEnd::kFailed;
+      reconnected = true;
+      w.conn.reset();
+      std::string why;
+      if (!Connect(w, &why)) {
+        error = "connection lost; reconnect failed: " + why;
+        return PartEnd::kFailed;
+      }
+      continue;
+    } catch (const std::exception& e) {
+      // Failed before COMMIT, or a definite COMMIT failure: nothing of this part committed, so running
+      // it again cannot turn an insert into a "duplicate". If the connection is gone (typically: the
+      // server restarted while it sat idle), reconnect at once and retry once; only if that fails does
+      // the writer go down.
+      error = ErrorSummary(e.what());
+      if (w.conn && w.conn->is_open()) return PartEnd::kFailed;
+      if (reconnected) return PartEnd::kFailed;
+      reconnected = true;
+      w.conn.reset();
+      std::string why;
+      if (!Connect(w, &why)) {
+        error = "connection lost; reconnect failed: " + why;
+        return PartEnd::kFailed;
+      }
+      continue;
+    }
+
+    // The COMMIT was sent and its answer lost. Never retried blindly: ask PostgreSQL what became of it.
+    std::string why;
+    const InDoubt r = ResolveInDoubt(w, att, why);
+    {
+      std::lock_guard lk(metrics_->mu);
+      (r == InDoubt::kCommitted ? metrics_->in_doubt_committed
+       : r == InDoubt::kAborted ? metrics_->in_doubt_aborted
+                                : metrics_->in_doubt_unknown) += 1;
+    }
+    boost::json::object fields{
+        {"writer", w.index},
+        {"resolution", r == InDoubt::kCommitted ? "committed" : r == InDoubt::kAborted ? "aborted" : "unknown"},
+        {"items", part.size()},
+        {"error", error}};
+    if (!why.empty()) fields["detail"] = why;
+    log_->Write(r == InDoubt::kUnknown ? LogSeverity::kError : LogSeverity::kWarn, "commit_in_doubt",
+                std::move(fields));
+    if (r == InDoubt::kCommitted) {
+      RecordBatch(part, att);
+      Finish(part, att.results);
+      return PartEnd::kDone;
+    }
+    if (r == InDoubt::kAborted) {
+      // Nothing of it happened: run it again, like a batch whose connection broke before COMMIT.
+      if (w.conn && ++aborted_retries <= kMaxAbortedRetries) continue;
+      error = "COMMIT lost and rolled back; " + error;
+      return PartEnd::kFailed;
+    }
+    // Unknown: waiting items are told so; write-behind items stay queued (re-inserting is idempotent).
+    std::vector<Item> waiting, behind;
+    for (auto& item : part) (item.write_behind ? behind : waiting).push_back(std::move(item));
+    part = std::move(behind);
+    {
+      std::lock_guard lk(metrics_->mu);
+      metrics_->unavailable += waiting.size();
+    }
+    Finish(waiting, std::vector<Result>(waiting.size(), Result{Outcome::kUnknown, {}}));
+    if (!w.conn) {
+      error = "COMMIT outcome unknown; " + (why.empty() ? error : why);
+      return PartEnd::kFailed;  // FailBatch re-queues the write-behind items and marks the writer down
+    }
+    if (!part.empty()) {
+      std::lock_guard lk(w.mu);
+      for (auto it = part.rbegin(); it != part.rend(); ++it) w.queue.push_front(std::move(*it));
+    }
+    return PartEnd::kDone;
+  }
+}
+
+// Settles an in-doubt COMMIT on a fresh writer connection (left in w.conn when one was made).
+Store::InDoubt Store::ResolveInDoubt(Writer& w, const Attempt& att, std::string& why) {
+  w.conn.reset();  // broken (or, under the fault hook, to be treated as broken)
+  if (!att.xid_trusted) {
+    why = "no transaction id was noted";
+    return InDoubt::kUnknown;
+  }
+  if (!att.xid) return InDoubt::kCommitted;  // wrote nothing: its outcomes are rows others committed
+  const auto deadline = Clock::now() + kInDoubtResolveFor;
+  auto pause = kInDoubtPollMin;
+  for (;;) {
+    if (w.conn || Connect(w, &why)) {
+      try {
+        switch (QueryTxidStatus(*w.conn, *att.xid, &why)) {
+          case TxStatus::kCommitted: return InDoubt::kCommitted;
+          case TxStatus::kAborted: return InDoubt::kAborted;
+          case TxStatus::kUnknown: return InDoubt::kUnknown;
+          case TxStatus::kInProgress: why = "transaction still in progress"; break;  // COMMIT still running
+        }
+      } catch (const std::exception& e) {
+        why = ErrorSummary(e.what());
+        w.conn.reset();
+      }
+    }
+    if (Clock::now() + pause > deadline) {
+      why = "not settled within " + std::to_string(kInDoubtResolveFor.count()) + " ms: " + why;
+      return InDoubt::kUnknown;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, kInDoubtPollMax);
+  }
+}
+
+// A row PostgreSQL rejected in a transaction of its own. Returns true when it should be tried again.
+bool Store::RejectRow(Writer& w, Item& item, const std::string& error) {
+  ++item.rejected;
+  if (item.write_behind && item.rejected < kMaxRowAttempts) {
+    std::this_thread::sleep_for(kRowRetryPause);
+    return true;
+  }
+  std::vector<Item> one;
+  one.push_back(std::move(item));
+  const bool behind = one.front().write_behind;
+  // Digest hex only (never the key); the reason is libpq's first line, which names no row value.
+  log_->Write(behind ? LogSeverity::kError : LogSeverity::kWarn, behind ? "dead_letter" : "row_rejected",
+              {{"writer", w.index}, {"digest", DigestHex(one.front().digest)}, {"attempts", one.front().rejected},
+               {"error", error}});
+  {
+    std::lock_guard lk(metrics_->mu);
+    (behind ? metrics_->dead_lettered : metrics_->unavailable) += 1;
+  }
+  Finish(one, {Result{Outcome::kUnavailable, {}}});
+  return false;
 }
 
 void Store::Finish(std::vector<Item>& items, const std::vector<Result>& results) {
@@ -602,7 +805,7 @@ void Store::FailBatch(Writer& w, std::vector<Item>& batch, const std::string& er
     w.queue.swap(keep);
     w.waiting = 0;
   }
-  LogPgState(false, w.index, error);
+  LogPgState(*log_, false, w.index, error);
   const Result unavailable{Outcome::kUnavailable, {}};
   std::vector<Result> results(failed.size(), unavailable);
   {
@@ -624,8 +827,7 @@ void Store::GiveUp(Writer& w) {
   std::uint64_t lost = 0;
   for (const auto& item : items) lost += item.write_behind ? 1 : 0;
   if (lost > 0) {
-    LogLine("error", "write_behind_lost",
-            ",\"writer\":" + std::to_string(w.index) + ",\"items\":" + std::to_string(lost));
+    log_->Write(LogSeverity::kError, "write_behind_lost", {{"writer", w.index}, {"items", lost}});
   }
   const Result unavailable{Outcome::kUnavailable, {}};
   std::vector<Result> results(items.size(), unavailable);
@@ -931,6 +1133,10 @@ StoreStats Store::Stats() const {
   s.write_behind_conflicts = m.write_behind_conflicts;
   s.batch_failures = m.batch_failures;
   s.write_behind_lost = m.write_behind_lost;
+  s.dead_lettered = m.dead_lettered;
+  s.in_doubt_committed = m.in_doubt_committed;
+  s.in_doubt_aborted = m.in_doubt_aborted;
+  s.in_doubt_unknown = m.in_doubt_unknown;
   s.last_warm_streams = last_warm_streams_.load();
   s.cancelled = cancelled_.load();
   s.batch_size_buckets = Cumulative(kBatchBounds, m.batch_counts);

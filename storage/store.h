@@ -13,6 +13,11 @@
 // A failed transaction completes its waiting items with kUnavailable, keeps its write-behind items
 // at the front of the queue, marks the writer down (Submit on its routes fails fast) and reconnects
 // with exponential backoff. Shutdown() flushes everything (bounded retry while the database is down).
+// A COMMIT whose answer was lost is settled by txid_status() of the transaction's id (noted by the batch
+// statement): committed -> the computed outcomes, aborted -> the batch runs again, otherwise kUnknown.
+// A row PostgreSQL rejects (data error) is isolated by bisecting its batch; the good rows commit, the
+// row's waiting item gets kUnavailable, a write-behind row is dead-lettered after kMaxRowAttempts.
+// Details and the reasoning: storage/README.md.
 // A waiting item carries a Ticket: its submitter may give up (request deadline) while the item is still
 // queued — then it is never written and its completion never runs — but not once a writer has taken it.
 // Every connection gets storage/conninfo.h's defaults (timeouts, keepalives, application_name=scangate).
@@ -32,43 +37,45 @@
 #include <vector>
 
 #include "core/digest.h"
+#include "storage/log_sink.h"
+#include "storage/exact_store.h"
 
 namespace scangate::storage {
 
-enum class Outcome : std::uint8_t { kInserted, kDuplicate, kUnavailable };
+// kUnavailable: nothing was recorded by this attempt (definite). kUnknown: the attempt MAY have recorded
+// the digest — its COMMIT was sent, the answer lost, and PostgreSQL could not say (txid_status NULL or
+// error, or no reconnect within kInDoubtResolveFor); a retry may then get kDuplicate.
+enum class Outcome : std::uint8_t { kInserted, kDuplicate, kUnavailable, kUnknown };
 
 struct Result {
   Outcome outcome;
-  std::string first_seen;  // RFC 3339 UTC with microseconds, "2026-11-29T21:43:09.123456Z"; empty for kUnavailable
+  std::string first_seen;  // RFC 3339 UTC with microseconds, "2026-11-29T21:43:09.123456Z"; empty unless
+                           // kInserted/kDuplicate
+};
+
+// A write-behind row that PostgreSQL rejects with a data error (SQLSTATE class 22/23) in a transaction
+// of its own this many times is dead-lettered (logged by digest, counted, dropped). Such errors are
+// deterministic in practice, so 1 would do; 3 (each retry after kRowRetryPause in store.cc) absorbs a
+// misclassified momentary error at the cost of two extra single-row transactions per bad row.
+inline constexpr int kMaxRowAttempts = 3;
+// How long a writer tries to settle an in-doubt COMMIT (reconnect, then poll txid_status while "in
+// progress") before answering kUnknown. Below common HTTP client timeouts (5-10 s) so the client still
+// gets an answer; long enough for a connection blip or a fast PostgreSQL restart.
+inline constexpr std::chrono::milliseconds kInDoubtResolveFor{3000};
+
+// Test-only faults injected by StoreOptions::fault_hook just before a batch's COMMIT.
+enum class StoreFault : std::uint8_t {
+  kNone,
+  kCommitAnswerLost,    // COMMIT succeeds, then the writer behaves as if the connection broke during it
+  kLostBeforeCommit,    // the transaction is rolled back instead, then the same "connection broke in COMMIT"
+  kXidUnknowable,       // as kCommitAnswerLost, with the noted xid moved 2^32 into the future (PostgreSQL
+                        // then answers "transaction ID ... is in the future", as a replaced server would)
+  kSocketShutBeforeCommit,  // shutdown(2) the connection's socket, then COMMIT for real: libpq/pqxx's own
+                            // failure path (pqxx::in_doubt_error); the server aborts the transaction
 };
 
 // Runs on a writer thread after the commit (or failure): must not block; post to your own executor.
 using Completion = std::function<void(const Result&)>;
-
-// The cancellation handle of one Submit item: one atomic state, queued -> taken (a writer put the item
-// into a transaction, or is completing it as kUnavailable) or queued -> cancelled (the submitter gave up:
-// the item is never written and its completion never runs). Exactly one transition ever succeeds.
-// The submitter owns it (a shared_ptr, so it can live inside the submitter's own request state).
-class Ticket {
- public:
-  // True when the item was still queued: it is now cancelled for good. False when a writer already took
-  // it: the outcome will be delivered (possibly committed). Safe to call concurrently with the writer.
-  bool Cancel() {
-    std::uint8_t expected = kQueued;
-    return state_.compare_exchange_strong(expected, kCancelled, std::memory_order_relaxed);  // see Take
-  }
-
- private:
-  friend class Store;
-  static constexpr std::uint8_t kQueued = 0, kTaken = 1, kCancelled = 2;
-  // True when the item may be written / completed. Relaxed: the state is the only datum the two sides
-  // exchange (the item itself is published by the queue mutex), and the CAS alone decides the winner.
-  bool Take() {
-    std::uint8_t expected = kQueued;
-    return state_.compare_exchange_strong(expected, kTaken, std::memory_order_relaxed) || expected == kTaken;
-  }
-  std::atomic<std::uint8_t> state_{kQueued};
-};
 
 // Store::Start() failed. `permanent`: a misconfiguration retrying cannot heal (authentication failed,
 // permission denied, a migration PostgreSQL rejects as invalid) — exit instead of retrying. `cause` is
@@ -112,6 +119,12 @@ struct StoreOptions {
   // 8: 4.5 s (storage/README.md "Figures"); 4 is the default, more mostly takes CPU from neighbours.
   unsigned warm_streams = 4;
   double warm_parallel_min_fraction = 0.5;  // estimated rows-in-window / reltuples; 0 = always split
+  // Where storage reports events (pg_state, commit_in_doubt, dead_letter, write_behind_lost). Empty =
+  // StderrLogSink(). The server passes an adapter to server::Log (one writer, one format).
+  std::shared_ptr<LogSink> log;
+  // TESTS ONLY. Called on the writer thread once per batch transaction, just before COMMIT; its answer
+  // injects a fault (see StoreFault). Empty (the default) costs one branch per batch.
+  std::function<StoreFault()> fault_hook;
 };
 
 struct StoreStats {
@@ -119,7 +132,8 @@ struct StoreStats {
   std::uint64_t queue_depth;   // accepted items not yet finished (queued or in a transaction)
   std::uint64_t batches;       // committed batch transactions
   std::uint64_t keys_written;  // distinct digests sent in committed batches
-  std::uint64_t inserted, duplicates, unavailable;  // outcomes delivered (write-behind included in inserted/duplicates)
+  std::uint64_t inserted, duplicates, unavailable;  // outcomes delivered (write-behind included in inserted/duplicates;
+                                                    // kUnknown counted in unavailable)
   std::uint64_t write_behind_conflicts;             // write-behind rows that were already present
   std::vector<std::pair<double, std::uint64_t>> batch_size_buckets;  // cumulative (le, count), le = 1,2,4..1024,+Inf
   double batch_size_sum;
@@ -131,10 +145,14 @@ struct StoreStats {
   std::uint64_t batch_failures;       // batch transactions that failed (each marks its writer down)
   std::uint64_t write_behind_lost;    // write-behind items given up at Shutdown() (database down too long)
   std::uint32_t last_warm_streams;    // COPY streams the last finished WarmLoad used (0 = none yet)
+  std::uint64_t dead_lettered;        // write-behind rows PostgreSQL rejected kMaxRowAttempts times: dropped
+  // COMMITs whose answer was lost, by how txid_status() settled them (committed also counts a batch that
+  // wrote nothing, whose outcomes hold either way).
+  std::uint64_t in_doubt_committed, in_doubt_aborted, in_doubt_unknown;
   std::uint64_t cancelled;            // Submit items withdrawn by Ticket::Cancel (never written)
 };
 
-class Store {
+class Store final : public ExactStore {
  public:
   explicit Store(StoreOptions options);
   ~Store();  // calls Shutdown()
@@ -151,15 +169,15 @@ class Store {
   // With a `ticket`, `ticket->Cancel()` withdraws the item while it is still queued (then `done` never
   // runs); a cancelled item still counts against queue_limit until a writer skips it.
   bool Submit(std::uint32_t route, const Digest& d, std::string source, Completion done,
-              std::shared_ptr<Ticket> ticket = nullptr);
+              std::shared_ptr<Ticket> ticket = nullptr) override;
 
   // ack=filter write-behind: recorded with lag <= flush_interval while the database is up, retried
   // across outages, never dropped once accepted (except at Shutdown() after shutdown_retry of outage).
   // Returns false when the queue is full or the store is shutting down. Safe to call concurrently.
-  bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source);
+  bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source) override;
 
   // True when every writer is connected and its last transaction succeeded. Safe to call concurrently.
-  bool up() const;
+  bool up() const override;
 
   // Streams digests with first_seen > now() - window to `sink` in chunks of <= 65536 over its own
   // connection(s); returns the count. Every digest visible in one snapshot (taken at the start) is
@@ -175,18 +193,26 @@ class Store {
   void Shutdown();
 
   // Snapshot of counters and histograms. Safe to call concurrently.
-  StoreStats Stats() const;
+  StoreStats Stats() const override;
 
  private:
   struct Item;
   struct Writer;
   struct Metrics;
+  struct Attempt;
+  enum class PartEnd : std::uint8_t;
+  enum class InDoubt : std::uint8_t;
 
   bool Enqueue(std::uint32_t route, const Digest& d, std::string source, Completion done, bool write_behind,
                std::shared_ptr<Ticket> ticket);
   void RunWriter(Writer& w);
   bool Connect(Writer& w, std::string* error);
-  void WriteBatch(Writer& w, std::vector<Item>& batch, std::vector<Result>& results);
+  void ProcessBatch(Writer& w, std::vector<Item>& batch);
+  PartEnd RunPart(Writer& w, std::vector<Item>& part, std::string& error);
+  void WriteBatch(Writer& w, std::vector<Item>& batch, Attempt& att);
+  void RecordBatch(const std::vector<Item>& batch, const Attempt& att);
+  InDoubt ResolveInDoubt(Writer& w, const Attempt& att, std::string& why);
+  bool RejectRow(Writer& w, Item& item, const std::string& error);
   void FailBatch(Writer& w, std::vector<Item>& batch, const std::string& error);
   void GiveUp(Writer& w);
   void Finish(std::vector<Item>& items, const std::vector<Result>& results);
@@ -202,6 +228,7 @@ class Store {
   std::atomic<bool> started_{false};
   std::atomic<std::uint32_t> last_warm_streams_{0};
   std::atomic<std::uint64_t> cancelled_{0};
+  std::shared_ptr<LogSink> log_;  // options_.log or StderrLogSink()
 };
 
 }  // namespace scangate::storage

@@ -1,5 +1,6 @@
 // libFuzzer target over scangate's pure request layer (server/request.h) and the tokens-file parser
-// (server/auth.h): content-type policy, routing, /observe and /observe/batch body parsing and validation,
+// (server/auth.h): content-type policy, routing, /observe and /observe/batch body parsing and validation
+// (JSON and application/x-www-form-urlencoded),
 // bearer-credential parsing, problem/verdict/batch JSON building. Invariant checked: nothing throws or
 // crashes for any input, every rejection is a 4xx problem with a slug, every accepted observation obeys
 // the key/source limits, and every JSON this layer builds parses back. Built by tests/fuzz/CMakeLists.txt
@@ -86,7 +87,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   CheckProblem(Problem::MethodNotAllowed(content_type, route));
   CheckProblem(Problem::NotFound(target));
 
-  switch (selector % 4) {
+  switch (selector % 5) {
     case 0: {
       auto r = ParseObserve(body);
       if (auto* p = std::get_if<Problem>(&r)) CheckProblem(*p);
@@ -118,6 +119,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (auto* e = std::get_if<TokenFileError>(&r)) Check(e->line >= 1 && !e->message.empty());
       else Check(!std::get<std::vector<TokenHash>>(r).empty());
       CheckVerdictBodies(body);
+      break;
+    }
+    case 4: {  // /observe and /lookup bodies by content type: JSON or application/x-www-form-urlencoded
+      auto r = ParseObservation(body, content_type);
+      if (auto* p = std::get_if<Problem>(&r)) {
+        CheckProblem(*p);
+      } else {
+        const auto& o = std::get<Observation>(r);
+        CheckObservation(o);
+        // Accepted form values are valid UTF-8: the lookup answer (source) must serialize and parse back.
+        boost::json::error_code ec;
+        boost::json::parse(LookupBody("00", "t", o.source), ec);
+        Check(!ec);
+      }
       break;
     }
   }

@@ -97,9 +97,21 @@ it::HttpResponse Verdict(int status, const std::string& key, const std::string& 
   return r;
 }
 
+it::HttpResponse Problem503(std::string_view type) {
+  it::HttpResponse r;
+  r.status = 503;
+  r.body = std::string("{\"type\":\"") + std::string(type) + "\",\"title\":\"t\",\"status\":503,\"detail\":\"d\"}";
+  return r;
+}
+
 // The checker itself: fabricated histories with each kind of violation are caught, so the tests above
 // can fail when the server breaks a promise.
 TEST(HardeningLedger, CheckerDetectsEachViolation) {
+  {
+    it::ScangateProcess migrate;  // applies the migrations: scan_keys exists for the checker's queries
+    ASSERT_TRUE(migrate.Start());
+    ASSERT_EQ(migrate.Stop(), 0);
+  }
   Ledger l;
   const auto t0 = Clock::now();
   auto at = [&](int ms) { return t0 + std::chrono::milliseconds(ms); };
@@ -122,18 +134,45 @@ TEST(HardeningLedger, CheckerDetectsEachViolation) {
   it::HttpResponse r500;
   r500.status = 500;
   l.Record(odd, &r500, at(0), at(1), 0);  // violation: a status other than 201/200/503
+
+  // Strict 503s: "unavailable" recorded nothing (definite); only "outcome-unknown" may have recorded the key.
+  const std::string definite_dup = it::UniqueKey("self-definite-dup"), unknown_dup = it::UniqueKey("self-unknown-dup"),
+                    recorded503 = it::UniqueKey("self-recorded503"), absent503 = it::UniqueKey("self-absent503"),
+                    untyped503 = it::UniqueKey("self-untyped503");
+  const auto unavailable = Problem503(kProblemUnavailable), unknown = Problem503(kProblemOutcomeUnknown);
+  auto dd200 = Verdict(200, definite_dup), ud200 = Verdict(200, unknown_dup);
+  l.Record(definite_dup, &unavailable, at(0), at(1), 0);
+  l.Record(definite_dup, &dd200, at(2), at(3), 0);  // violation: the definite 503 recorded the key after all
+  l.Record(unknown_dup, &unknown, at(0), at(1), 0);
+  l.Record(unknown_dup, &ud200, at(2), at(3), 0);  // fine: the outcome-unknown attempt committed
+  l.Record(recorded503, &unavailable, at(0), at(1), 0);  // violation: only definite 503s, yet in PostgreSQL
+  l.Record(absent503, &unavailable, at(0), at(1), 0);    // fine: not in PostgreSQL
+  it::HttpResponse bare503;
+  bare503.status = 503;
+  bare503.body = "overloaded";
+  l.Record(untyped503, &bare503, at(0), at(1), 0);  // violation: a 503 that is neither problem type
+
   it::Pg pg;
-  const LedgerCheck c = l.Check(pg);  // none of these keys is in PostgreSQL
+  for (const std::string* k : {&unknown_dup, &recorded503}) {
+    pqxx::nontransaction tx(pg.conn());
+    tx.exec_params("INSERT INTO scan_keys (digest) VALUES (decode($1, 'hex')) ON CONFLICT DO NOTHING",
+                   it::Sha256Hex(*k));
+  }
+  const LedgerCheck c = l.Check(pg);  // of these keys only unknown_dup and recorded503 are in PostgreSQL
   Report("ledger self-test: " + c.Summary());
   EXPECT_FALSE(c.ok());
   EXPECT_EQ(c.keys_new_twice, 1u);
-  EXPECT_EQ(c.duplicates_without_witness, 2u);
-  EXPECT_EQ(c.definitive_keys_without_new, 1u);
-  EXPECT_EQ(c.ambiguous_then_duplicate, 1u);
+  EXPECT_EQ(c.duplicates_without_witness, 3u);   // lone_dup, early_dup, definite_dup
+  EXPECT_EQ(c.duplicate_after_definite_503, 1u);  // definite_dup
+  EXPECT_EQ(c.definitive_keys_without_new, 2u);  // lone_dup, definite_dup
+  EXPECT_EQ(c.ambiguous_then_duplicate, 2u);     // lost, unknown_dup
   EXPECT_EQ(c.bad_bodies, 1u);
-  EXPECT_EQ(c.other, 1u);
-  EXPECT_EQ(c.verdict_keys_missing_in_pg, 5u);
-  EXPECT_EQ(c.keys_without_verdict, 1u);
+  EXPECT_EQ(c.other, 2u);  // odd (500), untyped503
+  EXPECT_EQ(c.unavailable, 3u);  // definite_dup, recorded503, absent503
+  EXPECT_EQ(c.outcome_unknown, 1u);
+  EXPECT_EQ(c.definite_503_keys_in_pg, 1u);      // recorded503
+  EXPECT_EQ(c.verdict_keys_missing_in_pg, 6u);   // all verdict keys but unknown_dup
+  EXPECT_EQ(c.keys_without_verdict, 4u);         // odd, recorded503, absent503, untyped503
 }
 
 }  // namespace

@@ -53,7 +53,9 @@ const char* OutcomeName(AttemptOutcome o) {
     case AttemptOutcome::kDuplicate:
       return "200";
     case AttemptOutcome::kUnavailable:
-      return "503";
+      return "503-unavailable";
+    case AttemptOutcome::kOutcomeUnknown:
+      return "503-outcome-unknown";
     case AttemptOutcome::kConnectionError:
       return "conn-error";
     case AttemptOutcome::kOther:
@@ -62,7 +64,19 @@ const char* OutcomeName(AttemptOutcome o) {
   return "?";
 }
 
-bool Ambiguous(AttemptOutcome o) { return o == AttemptOutcome::kUnavailable || o == AttemptOutcome::kConnectionError; }
+// May have recorded the key: a cut-off connection or a 503 outcome-unknown. A 503 unavailable is definite.
+bool Ambiguous(AttemptOutcome o) {
+  return o == AttemptOutcome::kOutcomeUnknown || o == AttemptOutcome::kConnectionError;
+}
+
+// The problem "type" of a 503 body; "" when the body is not a problem object.
+std::string ProblemType(const std::string& body) {
+  boost::system::error_code ec;
+  const boost::json::value v = boost::json::parse(body, ec);
+  if (ec || !v.is_object()) return "";
+  const auto* t = v.as_object().if_contains("type");
+  return t != nullptr && t->is_string() ? std::string(t->as_string()) : "";
+}
 
 std::string DescribeAttempts(const std::vector<Attempt>& attempts, Clock::time_point origin) {
   std::ostringstream os;
@@ -138,13 +152,15 @@ std::string TlsClientHello() {
 std::string LedgerCheck::Summary() const {
   std::ostringstream os;
   os << "keys=" << keys << " attempts=" << attempts << " answered_201=" << answered_new
-     << " answered_200=" << answered_duplicate << " answered_503=" << unavailable
+     << " answered_200=" << answered_duplicate << " answered_503_unavailable=" << unavailable
+     << " answered_503_outcome_unknown=" << outcome_unknown
      << " connection_errors=" << connection_errors << " other_status=" << other
      << " | ambiguous_then_200=" << ambiguous_then_duplicate << " ambiguous_then_201=" << ambiguous_then_new
      << " keys_without_verdict=" << keys_without_verdict << " | violations: new_twice=" << keys_new_twice
      << " dup_without_earlier_send=" << duplicates_without_witness
      << " only_dups_no_new=" << definitive_keys_without_new << " verdict_missing_in_pg=" << verdict_keys_missing_in_pg
-     << " bad_bodies=" << bad_bodies;
+     << " bad_bodies=" << bad_bodies << " dup_after_only_definite_503=" << duplicate_after_definite_503
+     << " definite_503_in_pg=" << definite_503_keys_in_pg;
   return os.str();
 }
 
@@ -174,8 +190,10 @@ void Ledger::Record(const std::string& key, const it::HttpResponse* response, Cl
           bad = "duplicate without first_seen: " + response->body;
         }
       }
-    } else if (response->status == 503) {
+    } else if (response->status == 503 && ProblemType(response->body) == kProblemUnavailable) {
       a.outcome = AttemptOutcome::kUnavailable;
+    } else if (response->status == 503 && ProblemType(response->body) == kProblemOutcomeUnknown) {
+      a.outcome = AttemptOutcome::kOutcomeUnknown;
     } else {
       a.outcome = AttemptOutcome::kOther;
       a.detail = "HTTP " + std::to_string(response->status) + " " + response->body.substr(0, 200);
@@ -230,10 +248,10 @@ LedgerCheck Ledger::Check(it::Pg& pg) const {
       c.examples.push_back(what + " digest=" + it::Sha256Hex(key) + DescribeAttempts(v, origin));
     }
   };
-  std::vector<const std::string*> with_verdict;
+  std::vector<const std::string*> with_verdict, only_definite_503;
   for (const auto& [key, attempts] : by_key_) {
     ++c.keys;
-    std::uint64_t n_new = 0, n_dup = 0, n_amb = 0;
+    std::uint64_t n_new = 0, n_dup = 0, n_amb = 0, n_unavailable = 0;
     for (const auto& a : attempts) {
       ++c.attempts;
       switch (a.outcome) {
@@ -245,9 +263,13 @@ LedgerCheck Ledger::Check(it::Pg& pg) const {
           ++n_dup;
           ++c.answered_duplicate;
           break;
-        case AttemptOutcome::kUnavailable:
-          ++n_amb;
+        case AttemptOutcome::kUnavailable:  // definite: this attempt recorded nothing
+          ++n_unavailable;
           ++c.unavailable;
+          break;
+        case AttemptOutcome::kOutcomeUnknown:
+          ++n_amb;
+          ++c.outcome_unknown;
           break;
         case AttemptOutcome::kConnectionError:
           ++n_amb;
@@ -267,15 +289,22 @@ LedgerCheck Ledger::Check(it::Pg& pg) const {
     // whose fate is unknown) had started before this 200 was delivered.
     for (std::size_t i = 0; i < attempts.size(); ++i) {
       if (attempts[i].outcome != AttemptOutcome::kDuplicate) continue;
-      bool witness = false;
+      bool witness = false, definite_503_before = false;
       for (std::size_t j = 0; j < attempts.size() && !witness; ++j) {
         if (j == i) continue;
         const auto& b = attempts[j];
         witness = (b.outcome == AttemptOutcome::kNew || Ambiguous(b.outcome)) && b.start < attempts[i].end;
+        definite_503_before = definite_503_before ||
+                              (b.outcome == AttemptOutcome::kUnavailable && b.start < attempts[i].end);
       }
       if (!witness) {
         ++c.duplicates_without_witness;
-        example("answered 200 without an earlier send:", key, attempts);
+        if (definite_503_before) {
+          ++c.duplicate_after_definite_503;
+          example("answered 200 after only definite 503s (a 503 unavailable recorded the key):", key, attempts);
+        } else {
+          example("answered 200 without an earlier send:", key, attempts);
+        }
       }
     }
     if (n_new == 0 && n_amb == 0 && n_dup > 0) {
@@ -286,6 +315,7 @@ LedgerCheck Ledger::Check(it::Pg& pg) const {
     if (n_amb > 0 && n_new > 0) ++c.ambiguous_then_new;
     if (n_new + n_dup == 0) {
       ++c.keys_without_verdict;
+      if (n_amb == 0 && n_unavailable > 0) only_definite_503.push_back(&key);
     } else {
       with_verdict.push_back(&key);
     }
@@ -301,6 +331,20 @@ LedgerCheck Ledger::Check(it::Pg& pg) const {
       if (pg.CountDigest(hexes[j - i]) == 0) {
         ++c.verdict_keys_missing_in_pg;
         example("answered but not in PostgreSQL:", *with_verdict[j], by_key_.at(*with_verdict[j]));
+      }
+    }
+  }
+  // A definite 503 (unavailable) recorded nothing: a key whose every attempt was one must be absent.
+  for (std::size_t i = 0; i < only_definite_503.size(); i += kPgCheckChunk) {
+    std::vector<std::string> hexes;
+    const std::size_t end = std::min(only_definite_503.size(), i + kPgCheckChunk);
+    for (std::size_t j = i; j < end; ++j) hexes.push_back(it::Sha256Hex(*only_definite_503[j]));
+    if (pg.CountDigests(hexes) == 0) continue;
+    for (std::size_t j = i; j < end; ++j) {
+      if (pg.CountDigest(hexes[j - i]) != 0) {
+        ++c.definite_503_keys_in_pg;
+        example("in PostgreSQL although every attempt was a definite 503:", *only_definite_503[j],
+                by_key_.at(*only_definite_503[j]));
       }
     }
   }

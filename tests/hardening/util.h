@@ -47,9 +47,14 @@ std::string HmacSha256Hex(std::string_view secret, std::string_view key);
 
 // -------------------------------------------------------------------------------------------------
 // Ledger: every attempt to observe a key and what came back. A response is "definitive" when it is a
-// verdict (201 new / 200 duplicate); everything else (connection error after the request may have been
-// sent, 503) is "ambiguous": the key may or may not have been committed.
-enum class AttemptOutcome : std::uint8_t { kNew, kDuplicate, kUnavailable, kConnectionError, kOther };
+// verdict (201 new / 200 duplicate) or a 503 of type urn:scangate:problem:unavailable (the attempt recorded
+// nothing). Only a connection cut off after the request may have been sent, and a 503 of type
+// urn:scangate:problem:outcome-unknown, are "ambiguous": the key may or may not have been committed. Any
+// other 503 (no or another problem type) counts as kOther, a violation.
+enum class AttemptOutcome : std::uint8_t { kNew, kDuplicate, kUnavailable, kConnectionError, kOther, kOutcomeUnknown };
+inline constexpr std::size_t kAttemptOutcomes = 6;
+inline constexpr std::string_view kProblemUnavailable = "urn:scangate:problem:unavailable";
+inline constexpr std::string_view kProblemOutcomeUnknown = "urn:scangate:problem:outcome-unknown";
 
 struct Attempt {
   AttemptOutcome outcome;
@@ -63,6 +68,7 @@ struct Attempt {
 struct LedgerCheck {
   std::uint64_t keys = 0, attempts = 0;
   std::uint64_t answered_new = 0, answered_duplicate = 0, unavailable = 0, connection_errors = 0, other = 0;
+  std::uint64_t outcome_unknown = 0;              // 503 outcome-unknown answers (ambiguous)
   std::uint64_t keys_new_twice = 0;               // violation: a key answered 201 more than once
   std::uint64_t duplicates_without_witness = 0;   // violation: 200 with no earlier 201/ambiguous attempt
   std::uint64_t definitive_keys_without_new = 0;  // violation: only definitive answers, none 201
@@ -71,10 +77,15 @@ struct LedgerCheck {
   std::uint64_t ambiguous_then_duplicate = 0;     // keys with an ambiguous attempt resolved as duplicate later
   std::uint64_t ambiguous_then_new = 0;           // keys with an ambiguous attempt resolved as new later
   std::uint64_t bad_bodies = 0;                   // violation: verdict body malformed / wrong digest
+  // violation: a 200 whose only earlier attempts were definite 503s (unavailable: "recorded nothing")
+  std::uint64_t duplicate_after_definite_503 = 0;
+  // violation: a key in PostgreSQL whose every attempt was a definite 503
+  std::uint64_t definite_503_keys_in_pg = 0;
   std::vector<std::string> examples;              // up to 20 human-readable violations (digests only)
   bool ok() const {
     return keys_new_twice == 0 && duplicates_without_witness == 0 && definitive_keys_without_new == 0 &&
-           verdict_keys_missing_in_pg == 0 && bad_bodies == 0 && other == 0;
+           verdict_keys_missing_in_pg == 0 && bad_bodies == 0 && other == 0 && duplicate_after_definite_503 == 0 &&
+           definite_503_keys_in_pg == 0;
   }
   std::string Summary() const;
 };
@@ -96,7 +107,7 @@ class Ledger {
  private:
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::vector<Attempt>> by_key_;
-  std::uint64_t outcome_counts_[5] = {0, 0, 0, 0, 0};
+  std::uint64_t outcome_counts_[kAttemptOutcomes] = {};
   std::uint64_t bad_bodies_ = 0;
   std::vector<std::string> body_examples_;
 };

@@ -2,6 +2,8 @@
 // secret-file handling and redaction of the start-up description.
 #include "server/config.h"
 
+#include "core/filter.h"
+
 #include <gtest/gtest.h>
 
 #include <stdlib.h>
@@ -135,6 +137,19 @@ TEST(Config, EnvironmentOverride) {
   EXPECT_EQ(c.window, 7 * 24h);
   ScopedEnv bad("SCANGATE_ACK", "maybe");
   EXPECT_NE(ParseError({}).find("--ack"), std::string::npos);
+}
+
+// --shards is bounded by the filter's own limit (core/filter.h kMaxShards), so a value the filter would refuse
+// at start-up is rejected by validation with a message naming the option and the range.
+TEST(Config, ShardsAboveFilterLimitRejected) {
+  static_assert(kMaxShards == 4096, "update the expected message below");
+  const std::string err = ParseError({"--database-url", kUrl, "--shards", "8192"});
+  EXPECT_NE(err.find("--shards"), std::string::npos) << err;
+  EXPECT_NE(err.find("1..4096"), std::string::npos) << err;
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--shards", "4096"}).shards, kMaxShards);
+  FilterOptions o;
+  o.shards = ParseOk({"--database-url", kUrl, "--shards", "4096"}).shards;
+  EXPECT_NO_THROW(FilterGeometry::For(o));  // every accepted value is one the filter takes
 }
 
 // Invalid values are rejected with a message naming the option.
@@ -283,6 +298,29 @@ TEST(Config, RequestTimeout) {
   EXPECT_NE(Parse({"--help"}).help.find("--request-timeout"), std::string::npos);
   EXPECT_NE(boost::json::serialize(Describe(ParseOk({"--database-url", kUrl}))).find("\"request_timeout_ms\":5000"),
             std::string::npos);
+}
+
+}  // namespace
+}  // namespace scangate::server
+
+namespace scangate::server {
+namespace {
+
+// --cors-origins / SCANGATE_CORS_ORIGINS: comma-separated exact origins, lower-cased; default none.
+TEST(Config, CorsOrigins) {
+  const std::string url = std::string("--database-url=") + kUrl;
+  EXPECT_TRUE(ParseOk({url}).cors_origins.empty());
+  Config c = ParseOk({url, "--cors-origins", " HTTPS://Pos.Example.com , http://127.0.0.1:3000,"});
+  EXPECT_EQ(c.cors_origins, (std::vector<std::string>{"https://pos.example.com", "http://127.0.0.1:3000"}));
+  EXPECT_EQ(Describe(c).at("cors_origins").as_array().size(), 2u);
+  {
+    ScopedEnv env("SCANGATE_CORS_ORIGINS", "http://a.test:8080");
+    EXPECT_EQ(ParseOk({url}).cors_origins, std::vector<std::string>{"http://a.test:8080"});
+  }
+  for (const char* bad : {"*", "pos.example.com", "https://pos.example.com/", "ftp://x", "https://", "http://a b",
+                          "https://u@host"}) {
+    EXPECT_NE(ParseError({url, std::string("--cors-origins=") + bad}).find("--cors-origins"), std::string::npos) << bad;
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Black-box integration harness for the scangate service (see harness.h).
 #include "harness.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -313,12 +314,22 @@ std::vector<boost::json::object> ScangateProcess::LogEvents(std::string_view eve
     std::this_thread::sleep_for(kPollInterval);
   }
 
-  // 2. readiness: PostgreSQL up and the filter warm
+  // 2. readiness: PostgreSQL up and the filter warm (asked on the admin listener with --admin-listen:
+  //    the main port answers /readyz with 404 then)
+  const bool admin_split = std::any_of(flags_.begin(), flags_.end(),
+                                       [](const std::string& f) { return f.rfind("--admin-listen", 0) == 0; });
+  admin_port_ = 0;
   std::string last;
   while (true) {
     if (auto st = exited()) return failure("process exited with status " + std::to_string(*st));
+    if (admin_split && admin_port_ == 0) {
+      for (const auto& e : LogEvents("listening")) {
+        if (e.contains("admin_port")) admin_port_ = static_cast<std::uint16_t>(e.at("admin_port").to_number<int>());
+      }
+    }
     try {
-      HttpClient client(port_);
+      if (admin_split && admin_port_ == 0) throw std::runtime_error("no admin_port in the listening log line yet");
+      HttpClient client(admin_split ? admin_port_ : port_);
       HttpResponse r = client.Get("/readyz");
       if (r.status == 200) return ::testing::AssertionSuccess();
       last = "GET /readyz -> " + std::to_string(r.status) + " " + r.body;

@@ -62,6 +62,7 @@ class ScangateProcess {
   void Kill();  // SIGKILL and reap
   bool running() const { return pid_ > 0; }
   std::uint16_t port() const { return port_; }
+  std::uint16_t admin_port() const { return admin_port_; }  // with --admin-listen (from the log), else 0
   const std::string& log_path() const { return log_path_; }
   std::string Log() const { return ReadFile(log_path_); }
   std::string LogTail(std::size_t max_bytes = 8000) const;
@@ -75,6 +76,7 @@ class ScangateProcess {
   std::string port_path_;
   pid_t pid_ = -1;
   std::uint16_t port_ = 0;
+  std::uint16_t admin_port_ = 0;
   bool log_printed_ = false;
 };
 

@@ -32,6 +32,8 @@ std::map<std::string, std::string> Samples(const std::string& text) {
 MetricsSnapshot SampleSnapshot() {
   Metrics m(2);
   m.ForThread(0).CountRequest(Route::kObserve, 201, 30us);
+  m.ForThread(0).untrusted_negatives.Inc();
+  m.ForThread(1).untrusted_negatives.Inc(3);
   m.ForThread(1).CountRequest(Route::kObserve, 201, 2ms);
   m.ForThread(1).CountRequest(Route::kObserve, 200, 10s);  // beyond the last bucket: +Inf only
   m.ForThread(0).CountRequest(Route::kNotFound, 404, 1us);
@@ -43,7 +45,9 @@ MetricsSnapshot SampleSnapshot() {
   m.ForThread(0).stale.Inc(2);
   MetricsSnapshot s;
   m.Collect(s);
-  s.shards = {ShardStats{10, 0.25, 1.0, 0.001, 0}, ShardStats{20, 0.5, 2.0, 0.002, 1}};
+  // Shard 1: 5 rotations (3 for capacity, 1 by age, 1 forced), distrusting its negatives.
+  s.shards = {ShardStats{10, 0.25, 1.0, 0.001, 0, 0, 0, {}},
+              ShardStats{20, 0.5, 2.0, 0.002, 5, 3, 1, std::chrono::steady_clock::time_point(1h)}};
   s.filter_memory_bytes = 4096;
   s.warm = true;
   s.store.up = true;
@@ -56,6 +60,12 @@ MetricsSnapshot SampleSnapshot() {
   s.store.commit_seconds_buckets = {{0.0005, 1}, {1, 6}};  // no +Inf bucket given: the renderer adds it
   s.store.commit_seconds_sum = 0.5;
   s.store.commit_seconds_count = 6;
+  s.store.write_behind_lost = 7;
+  s.store.dead_lettered = 8;
+  s.store.batch_failures = 9;
+  s.store.in_doubt_committed = 10;
+  s.store.in_doubt_aborted = 11;
+  s.store.in_doubt_unknown = 12;
   return s;
 }
 
@@ -105,10 +115,14 @@ TEST(Metrics, PrometheusText) {
        {"scangate_http_requests_total counter", "scangate_http_request_duration_seconds histogram",
         "scangate_verdicts_total counter", "scangate_filter_false_positives_total counter",
         "scangate_filter_stale_total counter", "scangate_write_behind_conflicts_total counter",
+        "scangate_filter_rotations_total counter", "scangate_filter_untrusted_negatives_total counter",
+        "scangate_filter_distrusting_shards gauge",
         "scangate_filter_fill_ratio gauge", "scangate_filter_estimated_fp gauge", "scangate_filter_keys gauge",
         "scangate_filter_memory_bytes gauge", "scangate_pg_up gauge", "scangate_pg_queue_depth gauge",
         "scangate_pg_cancelled_total counter", "scangate_pg_batch_size histogram",
-        "scangate_pg_commit_seconds histogram"}) {
+        "scangate_pg_commit_seconds histogram", "scangate_write_behind_lost_total counter",
+        "scangate_write_behind_dead_lettered_total counter", "scangate_batch_failures_total counter",
+        "scangate_commit_in_doubt_total counter"}) {
     EXPECT_NE(text.find(std::string("# TYPE ") + family + "\n"), std::string::npos) << family;
   }
   const auto s = Samples(text);
@@ -134,6 +148,10 @@ TEST(Metrics, PrometheusText) {
   EXPECT_EQ(at("scangate_filter_false_positives_total"), "1");
   EXPECT_EQ(at("scangate_filter_stale_total"), "2");
   EXPECT_EQ(at("scangate_write_behind_conflicts_total"), "4");
+  EXPECT_EQ(at(R"(scangate_filter_rotations_total{cause="capacity"})"), "3");
+  EXPECT_EQ(at(R"(scangate_filter_rotations_total{cause="window"})"), "1");
+  EXPECT_EQ(at("scangate_filter_untrusted_negatives_total"), "4");
+  EXPECT_EQ(at("scangate_filter_distrusting_shards"), "1");
   EXPECT_EQ(at(R"(scangate_filter_fill_ratio{shard="1"})"), "0.5");
   EXPECT_EQ(at(R"(scangate_filter_estimated_fp{shard="0"})"), "0.001");
   EXPECT_EQ(at(R"(scangate_filter_keys{shard="1"})"), "20");
@@ -146,6 +164,12 @@ TEST(Metrics, PrometheusText) {
   EXPECT_EQ(at("scangate_pg_batch_size_sum"), "9");
   EXPECT_EQ(at(R"(scangate_pg_commit_seconds_bucket{le="+Inf"})"), "6");
   EXPECT_EQ(at("scangate_pg_commit_seconds_count"), "6");
+  EXPECT_EQ(at("scangate_write_behind_lost_total"), "7");
+  EXPECT_EQ(at("scangate_write_behind_dead_lettered_total"), "8");
+  EXPECT_EQ(at("scangate_batch_failures_total"), "9");
+  EXPECT_EQ(at(R"(scangate_commit_in_doubt_total{resolution="committed"})"), "10");
+  EXPECT_EQ(at(R"(scangate_commit_in_doubt_total{resolution="aborted"})"), "11");
+  EXPECT_EQ(at(R"(scangate_commit_in_doubt_total{resolution="unknown"})"), "12");
   // Every sample line is "name[{labels}] value" with a parseable value; the text ends with a newline.
   EXPECT_EQ(text.back(), '\n');
   for (const auto& [series, value] : s) {
@@ -162,10 +186,55 @@ TEST(Metrics, StatsJson) {
   EXPECT_EQ(v.at("filter").at("keys").to_number<std::uint64_t>(), 30u);
   EXPECT_EQ(v.at("filter").at("shards").as_array().size(), 2u);
   EXPECT_EQ(v.at("filter").at("false_positives").to_number<std::uint64_t>(), 1u);
+  EXPECT_EQ(v.at("filter").at("untrusted_negatives").to_number<std::uint64_t>(), 4u);
+  EXPECT_EQ(v.at("filter").at("rotations").at("capacity").to_number<std::uint64_t>(), 3u);
+  EXPECT_EQ(v.at("filter").at("rotations").at("window").to_number<std::uint64_t>(), 1u);
+  EXPECT_EQ(v.at("filter").at("shards").at(1).at("capacity_rotations").to_number<std::uint64_t>(), 3u);
   EXPECT_TRUE(v.at("filter").at("warm").as_bool());
   EXPECT_TRUE(v.at("pg").at("up").as_bool());
   EXPECT_EQ(v.at("pg").at("write_behind_conflicts").to_number<std::uint64_t>(), 4u);
   EXPECT_DOUBLE_EQ(v.at("pg").at("batch_size_mean").as_double(), 1.5);
+  EXPECT_EQ(v.at("pg").at("write_behind_lost").to_number<std::uint64_t>(), 7u);
+  EXPECT_EQ(v.at("pg").at("write_behind_dead_lettered").to_number<std::uint64_t>(), 8u);
+  EXPECT_EQ(v.at("pg").at("batch_failures").to_number<std::uint64_t>(), 9u);
+  EXPECT_EQ(v.at("pg").at("commit_in_doubt").at("committed").to_number<std::uint64_t>(), 10u);
+  EXPECT_EQ(v.at("pg").at("commit_in_doubt").at("aborted").to_number<std::uint64_t>(), 11u);
+  EXPECT_EQ(v.at("pg").at("commit_in_doubt").at("unknown").to_number<std::uint64_t>(), 12u);
+}
+
+// p50/p99 estimates interpolate inside the bucket holding the rank; /stats carries them with the buckets,
+// and the filter sample's age and context.
+TEST(Metrics, LatencyQuantilesInStats) {
+  std::array<std::uint64_t, kLatencySlots> h{};
+  EXPECT_EQ(LatencyQuantile(h, 0.5), 0.0);  // empty
+  h[4] = 100;                                // 100 requests in (0.0005, 0.001]
+  EXPECT_NEAR(LatencyQuantile(h, 0.5), 0.00075, 1e-12);
+  EXPECT_NEAR(LatencyQuantile(h, 0.99), 0.000995, 1e-12);
+  h[kLatencySlots - 1] = 100;  // as many beyond the last bucket: p99 reports the last finite bound
+  EXPECT_EQ(LatencyQuantile(h, 0.99), kLatencyBuckets.back());
+  EXPECT_NEAR(LatencyQuantile(h, 0.25), 0.00075, 1e-12);
+
+  MetricsSnapshot s = SampleSnapshot();
+  s.filter_snapshot_age_seconds = 0.25;
+  s.filter_window_seconds = 86400;
+  s.filter_capacity_per_shard = 1000;
+  s.filter_fp_target = 0.01;
+  const boost::json::value v = boost::json::parse(RenderStatsJson(s));
+  const auto& observe = v.at("latency").at("/observe");
+  EXPECT_EQ(observe.at("count").to_number<std::uint64_t>(), 3u);
+  // 30 us, 2 ms, 10 s: the median is in (0.001, 0.0025], p99 in +Inf.
+  EXPECT_GT(observe.at("p50_seconds").to_number<double>(), 0.001);
+  EXPECT_LE(observe.at("p50_seconds").to_number<double>(), 0.0025);
+  EXPECT_EQ(observe.at("p99_seconds").to_number<double>(), kLatencyBuckets.back());
+  EXPECT_EQ(observe.at("buckets").as_array().size(), kLatencySlots);
+  EXPECT_EQ(observe.at("buckets").as_array().back().to_number<std::uint64_t>(), 3u);  // cumulative
+  EXPECT_EQ(v.at("latency").at("le").as_array().size(), kLatencyBuckets.size());
+  EXPECT_EQ(v.at("filter").at("snapshot_age_seconds").to_number<double>(), 0.25);
+  EXPECT_EQ(v.at("filter").at("snapshot_period_seconds").to_number<double>(), 1.0);
+  EXPECT_EQ(v.at("filter").at("capacity_per_shard").to_number<std::uint64_t>(), 1000u);
+  EXPECT_EQ(v.at("filter").at("fp_target").to_number<double>(), 0.01);
+  const std::string text = RenderPrometheus(s);
+  EXPECT_NE(text.find("\nscangate_filter_snapshot_age_seconds 0.25\n"), std::string::npos);
 }
 
 }  // namespace

@@ -40,6 +40,7 @@ TEST(Request, RouteOf) {
   EXPECT_EQ(RouteOf("/readyz"), Route::kReadyz);
   EXPECT_EQ(RouteOf("/metrics"), Route::kMetrics);
   EXPECT_EQ(RouteOf("/stats"), Route::kStats);
+  EXPECT_EQ(RouteOf("/dashboard"), Route::kDashboard);
   EXPECT_EQ(RouteOf("/observe/"), Route::kNotFound);
   EXPECT_EQ(RouteOf("/"), Route::kNotFound);
   EXPECT_EQ(RouteOf(""), Route::kNotFound);
@@ -202,6 +203,9 @@ TEST(Request, ProblemBody) {
   EXPECT_EQ(Problem::BodyTooLarge(16384).status, 413u);
   EXPECT_EQ(Problem::HeaderTooLarge().status, 431u);
   EXPECT_EQ(Problem::Unavailable("x").status, 503u);
+  EXPECT_EQ(Problem::OutcomeUnknown("x").status, 503u);  // http_server adds Retry-After to every 503
+  EXPECT_EQ(json::parse(ProblemBody(Problem::OutcomeUnknown("x"))).at("type").as_string(),
+            "urn:scangate:problem:outcome-unknown");
   EXPECT_EQ(Problem::Internal().status, 500u);
   // A hostile method string is not echoed verbatim.
   EXPECT_EQ(Problem::MethodNotAllowed("P\"{<", Route::kObserve).detail.find('"'), std::string::npos);
@@ -224,6 +228,99 @@ TEST(Request, VerdictBodies) {
   v = json::parse(BatchBody(both));
   ASSERT_EQ(v.at("results").as_array().size(), 2u);
   EXPECT_EQ(v.at("results").as_array()[1].at("verdict").as_string(), "duplicate");
+}
+
+}  // namespace
+}  // namespace scangate::server
+
+namespace scangate::server {
+namespace {
+
+Observation FormOk(std::string_view body) {
+  auto r = ParseObserveForm(body);
+  EXPECT_TRUE(std::holds_alternative<Observation>(r))
+      << body << " -> " << (std::holds_alternative<Problem>(r) ? std::get<Problem>(r).detail : "");
+  return std::holds_alternative<Observation>(r) ? std::get<Observation>(r) : Observation{};
+}
+std::string FormSlug(std::string_view body) {
+  auto r = ParseObserveForm(body);
+  EXPECT_TRUE(std::holds_alternative<Problem>(r)) << "accepted: " << body;
+  return std::holds_alternative<Problem>(r) ? std::get<Problem>(r).slug : "";
+}
+
+TEST(Request, LookupRoute) {
+  EXPECT_EQ(RouteOf("/lookup"), Route::kLookup);
+  EXPECT_EQ(RouteOf("/lookup?key=x"), Route::kLookup);
+  EXPECT_EQ(AllowedMethod(Route::kLookup), "POST");
+  EXPECT_EQ(RouteLabel(Route::kLookup), "/lookup");
+  EXPECT_EQ(BodyLimitFor(Route::kLookup), kMaxObserveBodyBytes);
+  EXPECT_TRUE(IsClientRoute(Route::kLookup));
+  EXPECT_FALSE(IsAdminRoute(Route::kLookup));
+}
+
+// application/x-www-form-urlencoded: '+' is a space, %XX decoded, other names ignored.
+TEST(Request, FormValid) {
+  Observation o = FormOk("key=a+b%21%2B%26%3D&source=lane+3");
+  EXPECT_EQ(o.key, "a b!+&=");
+  EXPECT_EQ(o.source, "lane 3");
+  o = FormOk("other=1&&key=%C3%A9t%C3%A9&");
+  EXPECT_EQ(o.key, "\xC3\xA9t\xC3\xA9");
+  EXPECT_EQ(o.source, "");
+  o = FormOk("source=&key=x");
+  EXPECT_EQ(o.key, "x");
+  EXPECT_EQ(o.source, "");
+  EXPECT_EQ(FormOk("key=" + std::string(kMaxKeyBytes, 'k')).key.size(), kMaxKeyBytes);
+}
+
+TEST(Request, FormInvalid) {
+  EXPECT_EQ(FormSlug(""), "invalid-key");
+  EXPECT_EQ(FormSlug("source=x"), "invalid-key");
+  EXPECT_EQ(FormSlug("key="), "invalid-key");
+  EXPECT_EQ(FormSlug("key"), "invalid-key");
+  EXPECT_EQ(FormSlug("key=%00"), "invalid-key");
+  EXPECT_EQ(FormSlug("key=" + std::string(kMaxKeyBytes + 1, 'k')), "invalid-key");
+  EXPECT_EQ(FormSlug("key=a&source=" + std::string(kMaxSourceChars + 1, 's')), "invalid-source");
+  EXPECT_EQ(FormSlug("key=%4"), "malformed-form");
+  EXPECT_EQ(FormSlug("key=%"), "malformed-form");
+  EXPECT_EQ(FormSlug("key=%zz"), "malformed-form");
+  EXPECT_EQ(FormSlug("key=a&key=b"), "malformed-form");
+  EXPECT_EQ(FormSlug("key=%FF"), "malformed-form");         // not UTF-8
+  EXPECT_EQ(FormSlug("key=%C0%AF"), "malformed-form");      // overlong
+  EXPECT_EQ(FormSlug("key=%ED%A0%80"), "malformed-form");   // surrogate
+  EXPECT_EQ(FormSlug("key=%E2%82"), "malformed-form");      // truncated
+}
+
+// Under the form type a body starting with '{' (after whitespace) is JSON; under JSON types always JSON.
+TEST(Request, ObservationByContentType) {
+  constexpr std::string_view kForm = "application/x-www-form-urlencoded; charset=UTF-8";
+  EXPECT_TRUE(IsFormContentType(kForm));
+  EXPECT_TRUE(IsFormContentType("Application/X-WWW-Form-Urlencoded"));
+  EXPECT_FALSE(IsFormContentType("application/json"));
+  auto r = ParseObservation(" \n{\"key\":\"j\"}", kForm);
+  ASSERT_TRUE(std::holds_alternative<Observation>(r));
+  EXPECT_EQ(std::get<Observation>(r).key, "j");
+  r = ParseObservation("key=f", kForm);
+  ASSERT_TRUE(std::holds_alternative<Observation>(r));
+  EXPECT_EQ(std::get<Observation>(r).key, "f");
+  r = ParseObservation("key=f", "application/json");
+  ASSERT_TRUE(std::holds_alternative<Problem>(r));
+  EXPECT_EQ(std::get<Problem>(r).slug, "malformed-json");
+  r = ParseObservation("key=f", "");
+  ASSERT_TRUE(std::holds_alternative<Problem>(r));
+  // The no-cors fetch default (text/plain) and multipart stay refused.
+  EXPECT_TRUE(CheckContentType("text/plain;charset=UTF-8").has_value());
+  EXPECT_TRUE(CheckContentType("multipart/form-data; boundary=x").has_value());
+}
+
+TEST(Request, LookupAndNewProblems) {
+  const json::object o = json::parse(LookupBody("ab", "2026-11-30T10:00:00.000000Z", std::nullopt)).as_object();
+  EXPECT_EQ(o.at("digest"), "ab");
+  EXPECT_TRUE(o.at("source").is_null());
+  EXPECT_EQ(json::parse(LookupBody("ab", "t", std::string("s"))).at("source"), "s");
+  EXPECT_EQ(Problem::OriginNotAllowed().status, 403u);
+  EXPECT_EQ(Problem::OriginNotAllowed().slug, "origin-not-allowed");
+  EXPECT_EQ(Problem::NotRecorded().status, 404u);
+  EXPECT_EQ(Problem::NotRecorded().slug, "not-recorded");
 }
 
 }  // namespace

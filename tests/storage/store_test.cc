@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <boost/json/serialize.hpp>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <map>
 #include <mutex>
@@ -866,6 +868,215 @@ TEST_F(PgTest, ShutdownDuringOutageIsBounded) {
   store.Shutdown();
   EXPECT_EQ(store.Stats().write_behind_lost, 5u);
   EXPECT_EQ(store.Stats().queue_depth, 0u);
+}
+
+// ---- In-doubt COMMIT (StoreOptions::fault_hook) and dead letter -------------------------------------
+
+// A fault hook that injects `fault` into the first batch transaction only.
+std::function<StoreFault()> FaultOnce(StoreFault fault) {
+  auto fired = std::make_shared<std::atomic<bool>>(false);
+  return [fired, fault] { return fired->exchange(true) ? StoreFault::kNone : fault; };
+}
+
+// (a) The COMMIT happened but its answer was lost: txid_status says committed, so the waiting
+// observation is told kInserted (before: kUnavailable, and its retry "duplicate"), and one row exists.
+TEST_F(PgTest, InDoubtCommitSettledCommitted) {
+  auto opts = Options(1);
+  opts.fault_hook = FaultOnce(StoreFault::kCommitAnswerLost);
+  Store store(opts);
+  store.Start();
+  const Digest d = RandomDigest();
+  const auto r = SubmitAndWait(store, d);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->outcome, Outcome::kInserted);
+  EXPECT_FALSE(r->first_seen.empty());
+  pqxx::connection c(Url());
+  EXPECT_EQ(CountRows(c, {d}), 1);
+  const auto again = SubmitAndWait(store, d);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->outcome, Outcome::kDuplicate);
+  EXPECT_EQ(again->first_seen, r->first_seen);
+  const auto s = store.Stats();
+  EXPECT_EQ(s.in_doubt_committed, 1u);
+  EXPECT_EQ(s.in_doubt_aborted + s.in_doubt_unknown, 0u);
+  EXPECT_EQ(s.batch_failures, 0u);
+  EXPECT_TRUE(store.up());
+}
+
+// (b) The connection broke before the COMMIT reached the server: txid_status says aborted, so the batch
+// runs again transparently and the observation is told kInserted.
+TEST_F(PgTest, InDoubtCommitSettledAbortedIsRetried) {
+  auto opts = Options(1);
+  opts.fault_hook = FaultOnce(StoreFault::kLostBeforeCommit);
+  Store store(opts);
+  store.Start();
+  const Digest d = RandomDigest();
+  const auto r = SubmitAndWait(store, d);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->outcome, Outcome::kInserted);
+  pqxx::connection c(Url());
+  EXPECT_EQ(CountRows(c, {d}), 1);
+  const auto s = store.Stats();
+  EXPECT_EQ(s.in_doubt_aborted, 1u);
+  EXPECT_EQ(s.in_doubt_committed + s.in_doubt_unknown, 0u);
+  EXPECT_EQ(s.batch_failures, 0u);
+  EXPECT_EQ(s.inserted, 1u);
+}
+
+// (b, for real) The socket breaks just before COMMIT: pqxx itself raises in_doubt_error, the server
+// rolls the transaction back (txid_status may say "in progress" until its backend notices: polled), and
+// the batch runs again: kInserted, one row.
+TEST_F(PgTest, InDoubtCommitBrokenSocketIsRetried) {
+  auto opts = Options(1);
+  opts.fault_hook = FaultOnce(StoreFault::kSocketShutBeforeCommit);
+  Store store(opts);
+  store.Start();
+  const Digest d = RandomDigest();
+  const auto r = SubmitAndWait(store, d);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->outcome, Outcome::kInserted);
+  pqxx::connection c(Url());
+  EXPECT_EQ(CountRows(c, {d}), 1);
+  const auto s = store.Stats();
+  EXPECT_EQ(s.in_doubt_aborted, 1u);
+  EXPECT_EQ(s.in_doubt_committed + s.in_doubt_unknown, 0u);
+  EXPECT_EQ(s.batch_failures, 0u);
+  EXPECT_TRUE(store.up());
+}
+
+// (c) PostgreSQL cannot tell (the noted xid lies in its future, as after a server replacement): the
+// waiting observation gets kUnknown, never a verdict; a write-behind row of the same batch stays queued
+// and lands; the writer stays up.
+TEST_F(PgTest, InDoubtCommitUnknowable) {
+  auto opts = Options(1);
+  opts.flush_interval = 10s;  // the write-behind row waits for the Submit, so both share one batch
+  opts.fault_hook = FaultOnce(StoreFault::kXidUnknowable);
+  Store store(opts);
+  store.Start();
+  const Digest behind = RandomDigest();
+  const Digest d = RandomDigest();
+  ASSERT_TRUE(store.SubmitWriteBehind(RouteOf(behind), behind, "wb"));
+  const auto r = SubmitAndWait(store, d);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->outcome, Outcome::kUnknown);
+  EXPECT_TRUE(r->first_seen.empty());
+  const auto s = store.Stats();
+  EXPECT_EQ(s.in_doubt_unknown, 1u);
+  EXPECT_EQ(s.in_doubt_committed + s.in_doubt_aborted, 0u);
+  EXPECT_TRUE(store.up());
+  // The commit did happen here: the retry is answered duplicate (the documented meaning of kUnknown).
+  const auto again = SubmitAndWait(store, d);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->outcome, Outcome::kDuplicate);
+  store.Shutdown();
+  pqxx::connection c(Url());
+  EXPECT_EQ(CountRows(c, {behind, d}), 2);
+  EXPECT_EQ(store.Stats().queue_depth, 0u);
+}
+
+// A database whose encoding cannot hold every source (LATIN1): a source with "€" is a row PostgreSQL
+// always rejects (SQLSTATE 22P05). Dropped when the test ends.
+struct Latin1Db {
+  std::string name = "scangate_latin1_" + std::to_string(std::random_device{}() % 1000000);
+  std::string url;
+  Latin1Db() {
+    pqxx::connection c(Url());
+    pqxx::nontransaction tx(c);
+    tx.exec("CREATE DATABASE " + name + " ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0");
+    url = Url();
+    const auto slash = url.rfind('/'), query = url.find('?', slash);
+    // No client_encoding here: the store itself must declare its sources UTF-8 (else "€" is stored as
+    // three LATIN1 characters and nothing fails).
+    url = url.substr(0, slash + 1) + name + (query == std::string::npos ? "" : url.substr(query));
+  }
+  ~Latin1Db() {
+    try {
+      pqxx::connection c(Url());
+      pqxx::nontransaction tx(c);
+      tx.exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+    } catch (...) {
+    }
+  }
+};
+
+// A write-behind row PostgreSQL always rejects is dead-lettered after kMaxRowAttempts: the good rows of
+// its batch commit, the writer keeps serving other keys (waiting items get verdicts, not 503) and the
+// counter moves. A waiting item with such a row gets kUnavailable at once.
+TEST_F(PgTest, RejectedRowIsDeadLettered) {
+  Latin1Db db;
+  auto opts = Options(1);
+  opts.url = db.url;
+  Store store(opts);
+  store.Start();
+  const Digest bad = RandomDigest();
+  const auto good = RandomDigests(50);
+  ASSERT_TRUE(store.SubmitWriteBehind(RouteOf(good[0]), good[0], "till-1"));
+  ASSERT_TRUE(store.SubmitWriteBehind(RouteOf(bad), bad, "till-\xE2\x82\xAC"));  // "till-€"
+  for (std::size_t i = 1; i < 25; ++i) ASSERT_TRUE(store.SubmitWriteBehind(RouteOf(good[i]), good[i], "till-1"));
+  for (std::size_t i = 25; i < good.size(); ++i) {
+    const auto r = SubmitAndWait(store, good[i], "till-2");
+    ASSERT_TRUE(r.has_value()) << "Submit refused: the writer is down";
+    EXPECT_EQ(r->outcome, Outcome::kInserted);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kEventually;
+  while (store.Stats().dead_lettered == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(store.Stats().dead_lettered, 1u);
+
+  // A waiting item whose row is rejected: kUnavailable, and the writer keeps going.
+  const Digest bad_waiting = RandomDigest();
+  const auto r = SubmitAndWait(store, bad_waiting, "\xE2\x82\xAC");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->outcome, Outcome::kUnavailable);
+  const Digest after = RandomDigest();
+  const auto ok = SubmitAndWait(store, after, "till-3");
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_EQ(ok->outcome, Outcome::kInserted);
+  EXPECT_TRUE(store.up());
+
+  store.Shutdown();
+  const auto s = store.Stats();
+  EXPECT_EQ(s.dead_lettered, 1u);
+  EXPECT_EQ(s.batch_failures, 0u);
+  EXPECT_EQ(s.write_behind_lost, 0u);
+  EXPECT_EQ(s.queue_depth, 0u);
+  pqxx::connection c(db.url);
+  EXPECT_EQ(CountRows(c, good), static_cast<std::int64_t>(good.size()));
+  EXPECT_EQ(CountRows(c, {bad, bad_waiting}), 0);
+  EXPECT_EQ(CountRows(c, {after}), 1);
+}
+
+// Storage reports through StoreOptions::log: a sink set there receives the events (here the dead
+// letter, carrying the digest hex and never the source) and nothing is written to stderr by storage.
+TEST_F(PgTest, EventsGoToTheLogSink) {
+  struct Capture : LogSink {
+    std::mutex mu;
+    std::vector<std::pair<std::string, boost::json::object>> events;
+    void Write(LogSeverity, std::string_view event, boost::json::object fields) override {
+      std::lock_guard lk(mu);
+      events.emplace_back(std::string(event), std::move(fields));
+    }
+  };
+  auto sink = std::make_shared<Capture>();
+  Latin1Db db;
+  auto opts = Options(1);
+  opts.url = db.url;
+  opts.log = sink;
+  Store store(opts);
+  store.Start();
+  const Digest bad = RandomDigest();
+  ASSERT_TRUE(store.SubmitWriteBehind(RouteOf(bad), bad, "secret-\xE2\x82\xAC"));
+  store.Shutdown();
+  std::lock_guard lk(sink->mu);
+  bool found = false;
+  for (const auto& [event, fields] : sink->events) {
+    if (event != "dead_letter") continue;
+    found = true;
+    EXPECT_EQ(fields.at("digest").as_string(), HexBytea(bad).substr(2));
+    EXPECT_EQ(boost::json::serialize(fields).find("secret"), std::string::npos);
+  }
+  EXPECT_TRUE(found);
 }
 
 }  // namespace

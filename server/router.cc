@@ -1,0 +1,287 @@
+#include "server/router.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <memory>
+#include <utility>
+
+#include <boost/asio/post.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/field.hpp>
+
+#include "server/dashboard.h"
+#include "server/log.h"
+
+namespace scangate::server {
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+namespace {
+
+// Runs a completion body; an exception (bad_alloc while serializing, say) becomes a 500 instead of escaping
+// into Asio.
+template <typename Fn>
+void Guarded(const Router& router, Route route, const Router::Header* h, const Router::Respond& done, Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    Log(LogLevel::kError, "error", {{"where", "request completion"}, {"what", e.what()}});
+    done(router.ProblemAnswer(Problem::Internal(), route, h, /*close=*/true));
+  }
+}
+
+constexpr std::string_view kJson = "application/json";
+constexpr std::string_view kProblemJson = "application/problem+json";
+constexpr std::string_view kPrometheusText = "text/plain; version=0.0.4; charset=utf-8";
+constexpr std::string_view kCorsMethods = "POST, OPTIONS";
+constexpr std::string_view kCorsHeaders = "Content-Type, Authorization";
+constexpr std::string_view kCorsExposed = "Retry-After";  // not CORS-safelisted: a page needs it after a 503
+constexpr std::string_view kLookupUnavailable = "PostgreSQL is unavailable for lookups; retry after the Retry-After delay";
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Drops ":80" from http://… and ":443" from https://… (a serialized Origin never carries a default port).
+std::string ElideDefaultPort(std::string s) {
+  auto strip = [&s](std::string_view scheme, std::string_view port) {
+    if (s.starts_with(scheme) && s.ends_with(port) && s.size() > scheme.size() + port.size()) {
+      s.resize(s.size() - port.size());
+    }
+  };
+  strip("http://", ":80");
+  strip("https://", ":443");
+  return s;
+}
+
+}  // namespace
+
+std::string NormalizeOrigin(std::string_view origin) { return ElideDefaultPort(Lower(origin)); }
+
+std::string OwnOrigin(std::string_view host, bool tls) {
+  return ElideDefaultPort((tls ? "https://" : "http://") + Lower(host));
+}
+
+Router::Router(const Config& config, Service& service, storage::DigestReader* lookups)
+    : config_(config), service_(service), lookups_(lookups), tokens_(config.token_hashes) {
+  for (const std::string& o : config.cors_origins) cors_origins_.push_back(NormalizeOrigin(o));
+}
+
+bool Router::OriginListed(std::string_view normalized) const {
+  return std::find(cors_origins_.begin(), cors_origins_.end(), normalized) != cors_origins_.end();
+}
+
+void Router::AddCors(Response& res, Route route, const Header* h) const {
+  if (h == nullptr || !IsClientRoute(route)) return;
+  const auto it = h->find(http::field::origin);
+  if (it == h->end() || !OriginListed(NormalizeOrigin(it->value()))) return;
+  res.set(http::field::access_control_allow_origin, it->value());
+  res.set(http::field::access_control_expose_headers, kCorsExposed);
+  res.set(http::field::vary, "Origin");
+}
+
+Router::Answer Router::ProblemAnswer(const Problem& p, Route route, const Header* h, bool close) const {
+  Answer a;
+  a.close = close;
+  a.res.result(static_cast<http::status>(p.status));
+  if (p.status == 503) a.res.set(http::field::retry_after, "1");
+  if (p.status == 405) a.res.set(http::field::allow, AllowedMethod(route));
+  if (p.status == 401) {
+    const bool presented = h != nullptr && !(*h)[http::field::authorization].empty();
+    a.res.set(http::field::www_authenticate, WwwAuthenticate(presented));
+  }
+  a.res.set(http::field::content_type, kProblemJson);
+  a.res.body() = ProblemBody(p);
+  AddCors(a.res, route, h);
+  return a;
+}
+
+Router::Answer Router::Ok(http::status status, std::string body, std::string_view content_type, Route route,
+                          const Header* h) const {
+  Answer a;
+  a.res.result(status);
+  a.res.set(http::field::content_type, content_type);
+  a.res.body() = std::move(body);
+  AddCors(a.res, route, h);
+  return a;
+}
+
+Router::Admission Router::Admit(const Header& h, Listener listener, bool tls) const {
+  Admission ad;
+  // A body follows (a refused request then closes: its body is never read).
+  const auto length = h[http::field::content_length];
+  const bool has_body = !length.empty() ? length != "0" : !h[http::field::transfer_encoding].empty();
+  try {
+    ad.route = RouteOf(h.target());
+    // With --admin-listen the operational routes live only there, and the client routes never do.
+    if (listener == Listener::kAdmin ? !IsAdminRoute(ad.route) : config_.admin_split() && IsAdminRoute(ad.route)) {
+      ad.route = Route::kNotFound;
+    }
+    ad.body_limit = BodyLimitFor(ad.route);
+    // Origin policy, for every route: a browser names the page's origin; only scangate's own and the
+    // --cors-origins list may call. Closes the no-preflight "simple request" hole (a form POST or
+    // fetch(no-cors) from any web page). Clients that send no Origin (terminals, curl) are unaffected.
+    if (const auto it = h.find(http::field::origin); it != h.end()) {
+      const std::string origin = NormalizeOrigin(it->value());
+      if (!OriginListed(origin) && origin != OwnOrigin(h[http::field::host], tls)) {
+        ad.answer = ProblemAnswer(Problem::OriginNotAllowed(), ad.route, nullptr, has_body);
+        return ad;
+      }
+    }
+    if (!length.empty()) {  // already validated as a number by the HTTP parser
+      std::size_t n = 0;
+      const auto [p, ec] = std::from_chars(length.data(), length.data() + length.size(), n);
+      if (ec == std::errc::result_out_of_range || (ec == std::errc() && n > ad.body_limit)) {
+        ad.answer = ProblemAnswer(Problem::BodyTooLarge(ad.body_limit), ad.route, &h, /*close=*/true);
+        return ad;
+      }
+    }
+    // CORS preflight from a listed origin: no token needed (browsers send none on a preflight).
+    if (h.method() == http::verb::options && IsClientRoute(ad.route) && h.find(http::field::origin) != h.end() &&
+        OriginListed(NormalizeOrigin(h[http::field::origin]))) {
+      Answer a;
+      a.close = has_body;
+      a.res.result(http::status::no_content);
+      a.res.set(http::field::access_control_allow_origin, h[http::field::origin]);
+      a.res.set(http::field::access_control_allow_methods, kCorsMethods);
+      a.res.set(http::field::access_control_allow_headers, kCorsHeaders);
+      a.res.set(http::field::access_control_max_age, std::to_string(kCorsMaxAgeSeconds));
+      a.res.set(http::field::vary, "Origin");
+      ad.answer = std::move(a);
+      return ad;
+    }
+    if (IsClientRoute(ad.route) && tokens_.enabled()) {
+      const auto token = BearerToken(h[http::field::authorization]);
+      if (!(token && tokens_.Verify(*token))) {
+        const bool presented = !h[http::field::authorization].empty();
+        ad.answer = ProblemAnswer(Problem::Unauthorized(presented), ad.route, &h, has_body);
+        return ad;
+      }
+    }
+  } catch (const std::exception& e) {
+    Log(LogLevel::kError, "error", {{"where", "request admission"}, {"what", e.what()}});
+    ad.answer = ProblemAnswer(Problem::Internal(), ad.route, nullptr, /*close=*/true);
+  }
+  return ad;
+}
+
+Router::Answer Router::AdminAnswer(Route route, const Header& h) {
+  switch (route) {
+    case Route::kHealthz:
+      return Ok(http::status::ok, R"({"status":"ok"})", kJson, route, &h);
+    case Route::kReadyz:
+      if (service_.ready()) return Ok(http::status::ok, R"({"status":"ready"})", kJson, route, &h);
+      return ProblemAnswer(Problem::Unavailable(!service_.warm() ? "warm start from PostgreSQL still running"
+                                                                 : "PostgreSQL is unavailable"),
+                           route, &h);
+    case Route::kMetrics:
+      return Ok(http::status::ok, RenderPrometheus(service_.Snapshot()), kPrometheusText, route, &h);
+    case Route::kStats:
+      return Ok(http::status::ok, RenderStatsJson(service_.Snapshot()), kJson, route, &h);
+    case Route::kDashboard: {  // static page (server/dashboard.h); it polls /stats from the same origin
+      Answer a = Ok(http::status::ok, std::string(DashboardHtml()), kDashboardContentType, route, &h);
+      a.res.set("Content-Security-Policy", kDashboardCsp);
+      a.res.set(http::field::cache_control, "no-store");
+      return a;
+    }
+    default:
+      return ProblemAnswer(Problem::NotFound(h.target()), Route::kNotFound, &h);
+  }
+}
+
+void Router::Handle(Route route, const Request& req, const net::any_io_executor& ex, ThreadCounters& counters,
+                    Respond done) {
+  // `done` is shared so that an exception after a completion was handed to the Service cannot answer twice.
+  auto answered = std::make_shared<bool>(false);
+  Respond once = [answered, done = std::move(done)](Answer a) {
+    if (*answered) return;
+    *answered = true;
+    done(std::move(a));
+  };
+  try {
+    if (route == Route::kNotFound) return once(ProblemAnswer(Problem::NotFound(req.target()), route, &req));
+    if (req.method_string() != AllowedMethod(route)) {
+      return once(ProblemAnswer(Problem::MethodNotAllowed(req.method_string(), route), route, &req));
+    }
+    if (!IsClientRoute(route)) return once(AdminAnswer(route, req));
+    if (auto p = CheckContentType(req[http::field::content_type])) return once(ProblemAnswer(*p, route, &req));
+    switch (route) {
+      case Route::kObserve: return HandleObserve(req, ex, counters, once);
+      case Route::kObserveBatch: return HandleBatch(req, ex, counters, once);
+      case Route::kLookup: return HandleLookup(req, ex, once);
+      default: return once(ProblemAnswer(Problem::NotFound(req.target()), Route::kNotFound, &req));
+    }
+  } catch (const std::exception& e) {
+    // Exceptions stop here: a 500 problem, the reason only in the log (digest/JSON errors carry no key).
+    Log(LogLevel::kError, "error", {{"where", "request handler"}, {"what", e.what()}});
+    once(ProblemAnswer(Problem::Internal(), route, &req, /*close=*/true));
+  }
+}
+
+void Router::HandleObserve(const Request& req, const net::any_io_executor& ex, ThreadCounters& counters,
+                           const Respond& done) {
+  auto parsed = ParseObservation(req.body(), req[http::field::content_type]);
+  if (auto* p = std::get_if<Problem>(&parsed)) return done(ProblemAnswer(*p, Route::kObserve, &req));
+  auto header = std::make_shared<Header>(req.base());  // for the CORS headers of the later answer
+  service_.Observe(std::get<Observation>(parsed), ex, counters,
+                   [this, header, done](std::variant<Verdict, Problem> r) {
+                     Guarded(*this, Route::kObserve, header.get(), done, [&] {
+                       if (auto* p = std::get_if<Problem>(&r)) {
+                         return done(ProblemAnswer(*p, Route::kObserve, header.get()));
+                       }
+                       const Verdict& v = std::get<Verdict>(r);
+                       done(Ok(v.is_new ? http::status::created : http::status::ok, VerdictBody(v), kJson,
+                               Route::kObserve, header.get()));
+                     });
+                   });
+}
+
+void Router::HandleBatch(const Request& req, const net::any_io_executor& ex, ThreadCounters& counters,
+                         const Respond& done) {
+  auto parsed = ParseBatch(req.body());
+  if (auto* p = std::get_if<Problem>(&parsed)) return done(ProblemAnswer(*p, Route::kObserveBatch, &req));
+  auto header = std::make_shared<Header>(req.base());
+  service_.ObserveBatch(std::get<BatchRequest>(parsed), ex, counters,
+                        [this, header, done](std::variant<std::vector<Verdict>, Problem> r) {
+                          Guarded(*this, Route::kObserveBatch, header.get(), done, [&] {
+                            if (auto* p = std::get_if<Problem>(&r)) {
+                              return done(ProblemAnswer(*p, Route::kObserveBatch, header.get()));
+                            }
+                            done(Ok(http::status::ok, BatchBody(std::get<std::vector<Verdict>>(r)), kJson,
+                                    Route::kObserveBatch, header.get()));
+                          });
+                        });
+}
+
+void Router::HandleLookup(const Request& req, const net::any_io_executor& ex, const Respond& done) {
+  auto parsed = ParseObservation(req.body(), req[http::field::content_type]);
+  if (auto* p = std::get_if<Problem>(&parsed)) return done(ProblemAnswer(*p, Route::kLookup, &req));
+  const Digest d = service_.DigestOf(std::get<Observation>(parsed).key);
+  auto header = std::make_shared<Header>(req.base());
+  auto on_result = [this, ex, header, done, hex = ToHex(d)](const storage::LookupResult& r) {
+    // Runs on the reader's thread: hop back to the session's executor, never block here.
+    net::post(ex, [this, header, done, hex, r] {
+      Guarded(*this, Route::kLookup, header.get(), done, [&] {
+        switch (r.status) {
+          case storage::LookupResult::Status::kFound:
+            return done(Ok(http::status::ok, LookupBody(hex, r.first_seen, r.source), kJson, Route::kLookup,
+                           header.get()));
+          case storage::LookupResult::Status::kNotFound:
+            return done(ProblemAnswer(Problem::NotRecorded(), Route::kLookup, header.get()));
+          case storage::LookupResult::Status::kUnavailable:
+            return done(ProblemAnswer(Problem::Unavailable(std::string(kLookupUnavailable)), Route::kLookup,
+                                      header.get()));
+        }
+      });
+    });
+  };
+  if (lookups_ == nullptr || !lookups_->Find(d, std::move(on_result))) {
+    done(ProblemAnswer(Problem::Unavailable(std::string(kLookupUnavailable)), Route::kLookup, &req));
+  }
+}
+
+}  // namespace scangate::server

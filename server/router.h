@@ -1,0 +1,102 @@
+// Router: everything between "a request was parsed" and "this response goes out", with no sockets — the
+// route table, method and content-type checks, Origin/CORS policy, bearer-token check, dispatch to the
+// Service (verdicts) and the DigestReader (POST /lookup), and response building (problem+json, Allow,
+// WWW-Authenticate, Retry-After, CORS headers). The transport (server/http_server.cc: sessions, TLS,
+// timeouts, limits) calls Admit() once the header is read and Handle() once the body is. Invariant: every
+// request gets exactly one Answer; a request refused by Admit (Origin, token, size) is refused before any
+// body byte is read; exceptions stop here and become 500. Unit-tested without sockets in
+// tests/server/router_test.cc.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include "server/auth.h"
+#include "server/config.h"
+#include "server/metrics.h"
+#include "server/request.h"
+#include "server/service.h"
+#include "storage/lookup.h"
+
+namespace scangate::server {
+
+// Which listener accepted a connection: the main one (/observe*, /lookup, plus the operational routes unless
+// --admin-listen is set) or the admin one (operational routes only, plain HTTP).
+enum class Listener : std::uint8_t { kMain, kAdmin };
+
+// CORS preflight cache lifetime (Access-Control-Max-Age): browsers cap it (Chromium at 2 h).
+inline constexpr int kCorsMaxAgeSeconds = 600;
+
+// The scheme://host[:port] of scangate itself as a browser would name it from a Host header; default
+// ports (80 for http, 443 for https) are elided as in a serialized Origin. Lower case.
+std::string OwnOrigin(std::string_view host, bool tls);
+// `origin` (an Origin header value) with the default port elided and lower-cased, for comparison.
+std::string NormalizeOrigin(std::string_view origin);
+
+class Router {
+ public:
+  using Request = boost::beast::http::request<boost::beast::http::string_body>;
+  using Header = boost::beast::http::request_header<>;
+  using Response = boost::beast::http::response<boost::beast::http::string_body>;
+
+  // Status, headers and body of a response; the transport sets version, keep-alive and Content-Length.
+  struct Answer {
+    Response res;
+    bool close = false;  // close the connection after this answer (a refused body is never read)
+  };
+  using Respond = std::function<void(Answer)>;
+
+  // What the transport needs once the header is read.
+  struct Admission {
+    Route route = Route::kNotFound;
+    std::size_t body_limit = kMaxOtherBodyBytes;
+    std::optional<Answer> answer;  // set: send it now and do not read the body (close when a body follows)
+  };
+
+  // All references must outlive the Router. `lookups` may be null: POST /lookup then answers 503.
+  Router(const Config& config, Service& service, storage::DigestReader* lookups);
+
+  // Header stage, before any body byte: route (with the --admin-listen split), Origin policy (403),
+  // Content-Length against the route's limit (413), CORS preflight (204), bearer token (401).
+  // `tls`: the connection is HTTPS (for scangate's own origin). Never throws.
+  Admission Admit(const Header& h, Listener listener, bool tls) const;
+
+  // The whole request, `route` from Admit. `done` runs exactly once on `ex` (inline or later). Call on the
+  // thread that owns `ex` and `counters`.
+  void Handle(Route route, const Request& req, const boost::asio::any_io_executor& ex, ThreadCounters& counters,
+              Respond done);
+
+  // A problem answer for `route` (transport errors too: 400 bad HTTP, 413, 431, 500). `h`, when known,
+  // adds the CORS headers an allowed origin needs to read it.
+  Answer ProblemAnswer(const Problem& p, Route route, const Header* h, bool close = false) const;
+
+ private:
+  bool OriginListed(std::string_view normalized) const;
+  // Access-Control-Allow-Origin + Vary for an allowed origin on a client route.
+  void AddCors(Response& res, Route route, const Header* h) const;
+  Answer Ok(boost::beast::http::status status, std::string body, std::string_view content_type, Route route,
+            const Header* h) const;
+  // Operational GET routes (/healthz, /readyz, /metrics, /stats): one entry each. Add new admin routes
+  // (e.g. GET /dashboard) here and in RouteOf/IsAdminRoute (request.cc).
+  Answer AdminAnswer(Route route, const Header& h);
+  void HandleObserve(const Request& req, const boost::asio::any_io_executor& ex, ThreadCounters& counters,
+                     const Respond& done);
+  void HandleBatch(const Request& req, const boost::asio::any_io_executor& ex, ThreadCounters& counters,
+                   const Respond& done);
+  void HandleLookup(const Request& req, const boost::asio::any_io_executor& ex, const Respond& done);
+
+  const Config& config_;
+  Service& service_;
+  storage::DigestReader* const lookups_;
+  const TokenVerifier tokens_;
+  std::vector<std::string> cors_origins_;  // normalized
+};
+
+}  // namespace scangate::server

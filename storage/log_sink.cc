@@ -1,0 +1,58 @@
+#include "storage/log_sink.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+#include <string>
+
+#include <boost/json/serialize.hpp>
+
+namespace scangate::storage {
+namespace {
+
+// Same line format as server::Log (which the server plugs in instead of this sink).
+class StderrSink final : public LogSink {
+ public:
+  void Write(LogSeverity severity, std::string_view event, boost::json::object fields) override {
+    const auto now = std::chrono::system_clock::now();
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count();
+    const std::time_t secs = static_cast<std::time_t>(us / 1'000'000);
+    std::tm tm{};
+    gmtime_r(&secs, &tm);
+    char ts[40];
+    const std::size_t n = std::strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+    std::snprintf(ts + n, sizeof ts - n, ".%06lldZ", static_cast<long long>(us % 1'000'000));
+    boost::json::object line;
+    line.reserve(fields.size() + 3);
+    line["ts"] = ts;
+    line["level"] = severity == LogSeverity::kInfo ? "info" : severity == LogSeverity::kWarn ? "warn" : "error";
+    line["event"] = event;
+    for (auto& kv : fields) line[kv.key()] = std::move(kv.value());
+    std::string text = boost::json::serialize(line);
+    text.push_back('\n');
+    const std::lock_guard lock(mu_);  // keeps a line whole when write(2) is short
+    const char* p = text.data();
+    std::size_t left = text.size();
+    while (left > 0) {
+      const ssize_t w = ::write(STDERR_FILENO, p, left);
+      if (w <= 0) break;
+      p += w;
+      left -= static_cast<std::size_t>(w);
+    }
+  }
+
+ private:
+  std::mutex mu_;
+};
+
+}  // namespace
+
+std::shared_ptr<LogSink> StderrLogSink() {
+  static const std::shared_ptr<LogSink> sink = std::make_shared<StderrSink>();
+  return sink;
+}
+
+}  // namespace scangate::storage

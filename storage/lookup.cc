@@ -1,0 +1,137 @@
+#include "storage/lookup.h"
+
+#include <utility>
+#include <vector>
+
+#include <pqxx/pqxx>
+
+namespace scangate::storage {
+
+namespace {
+constexpr auto kBackoffMin = std::chrono::milliseconds(50);
+constexpr const char* kLookupName = "scangate_lookup";
+// One digest's row; first_seen in the same RFC 3339 shape as the writers' verdicts.
+constexpr const char* kLookupSql = R"sql(
+SELECT to_char(first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), source
+FROM scan_keys WHERE digest = $1
+)sql";
+}  // namespace
+
+struct Lookup::Conn {
+  pqxx::connection c;
+  explicit Conn(const std::string& url) : c(url) {}
+};
+
+Lookup::Lookup(LookupOptions options) : options_(std::move(options)) {}
+
+Lookup::~Lookup() { Shutdown(); }
+
+bool Lookup::Connect() {
+  try {
+    auto conn = std::make_unique<Conn>(options_.url);
+    // As in store.cc: a lost connection must surface as an exception, not a silent reconnect.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    conn->c.inhibit_reactivation(true);
+#pragma GCC diagnostic pop
+    conn->c.prepare(kLookupName, kLookupSql);
+    conn_ = std::move(conn);
+    up_.store(true, std::memory_order_release);  // release: pairs with up()
+    return true;
+  } catch (const std::exception&) {
+    conn_.reset();
+    up_.store(false, std::memory_order_release);
+    return false;
+  }
+}
+
+void Lookup::Start() {
+  Connect();
+  thread_ = std::thread([this] { Run(); });
+}
+
+bool Lookup::Find(const Digest& d, LookupDone done) {
+  if (!up()) return false;
+  const std::lock_guard lock(mu_);
+  if (stopping_ || queue_.size() >= options_.queue_limit) return false;
+  queue_.push_back(Item{d, std::move(done)});
+  cv_.notify_one();
+  return true;
+}
+
+LookupResult Lookup::Read(const Digest& d) {
+  pqxx::nontransaction tx(conn_->c);  // one SELECT: atomic on its own, no BEGIN/COMMIT round trips
+  const pqxx::result r = tx.exec_prepared(kLookupName, pqxx::binarystring(d.data(), d.size()));
+  LookupResult out;
+  if (r.empty()) {
+    out.status = LookupResult::Status::kNotFound;
+    return out;
+  }
+  out.status = LookupResult::Status::kFound;
+  out.first_seen = r[0][0].c_str();
+  if (!r[0][1].is_null()) out.source = r[0][1].c_str();
+  return out;
+}
+
+void Lookup::Run() {
+  auto backoff = kBackoffMin;
+  for (;;) {
+    std::vector<Item> batch;
+    {
+      std::unique_lock lock(mu_);
+      if (conn_ == nullptr) {
+        // Down: wait the backoff (or for shutdown), then try again.
+        cv_.wait_for(lock, backoff, [this] { return stopping_; });
+      } else {
+        cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      }
+      if (stopping_) break;
+      while (!queue_.empty()) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+    }
+    if (conn_ == nullptr) {
+      // Reads queued just before the connection broke: answered unavailable, not held across the outage.
+      for (Item& item : batch) item.done(LookupResult{});
+      if (Connect()) {
+        backoff = kBackoffMin;
+      } else {
+        backoff = std::min(backoff * 2, options_.reconnect_backoff_max);
+      }
+      continue;
+    }
+    for (Item& item : batch) {
+      LookupResult result;  // kUnavailable unless the query succeeds
+      if (conn_ != nullptr) {
+        try {
+          result = Read(item.digest);
+        } catch (const std::exception&) {
+          // Broken connection or a server error: this read (and the rest of the batch) get 503; reconnect.
+          conn_.reset();
+          up_.store(false, std::memory_order_release);  // release: pairs with up()
+          backoff = kBackoffMin;
+        }
+      }
+      item.done(result);
+    }
+  }
+  // Stopping: whatever is still queued is answered unavailable.
+  std::deque<Item> rest;
+  {
+    const std::lock_guard lock(mu_);
+    rest.swap(queue_);
+  }
+  for (Item& item : rest) item.done(LookupResult{});
+}
+
+void Lookup::Shutdown() {
+  {
+    const std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace scangate::storage

@@ -1,0 +1,83 @@
+// Lookup: read-only answers to "what does PostgreSQL hold for this digest?" (POST /lookup), on its own
+// connection and thread so operator reads never queue behind (or slow) the group-commit writers of
+// storage/store.h. Invariant: it never writes; kFound/kNotFound come only from a query that succeeded, any
+// failure is kUnavailable (-> 503), never "not found". It reconnects by itself with exponential backoff.
+// Use one Lookup per process; completions run on its thread and must post to the caller's executor.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <absl/base/thread_annotations.h>
+
+#include "core/digest.h"
+
+namespace scangate::storage {
+
+struct LookupResult {
+  enum class Status : std::uint8_t { kFound, kNotFound, kUnavailable };
+  Status status = Status::kUnavailable;
+  std::string first_seen;             // RFC 3339 UTC with microseconds (kFound only)
+  std::optional<std::string> source;  // kFound: the recorded source, nullopt when none
+};
+using LookupDone = std::function<void(const LookupResult&)>;
+
+// What the HTTP side needs: tests substitute an in-memory fake.
+class DigestReader {
+ public:
+  virtual ~DigestReader() = default;
+  // Queues a read of `d`; `done` runs exactly once on another thread. Returns false — `done` never runs —
+  // when PostgreSQL is known to be down, the queue is full or the reader is stopping. Thread-safe.
+  virtual bool Find(const Digest& d, LookupDone done) = 0;
+};
+
+struct LookupOptions {
+  std::string url;                                        // libpq URL
+  std::size_t queue_limit = 1024;                         // queued reads; beyond it Find refuses (503)
+  std::chrono::milliseconds reconnect_backoff_max{2000};  // backoff doubles from 50 ms up to this
+};
+
+class Lookup final : public DigestReader {
+ public:
+  explicit Lookup(LookupOptions options);
+  ~Lookup() override;  // calls Shutdown()
+  Lookup(const Lookup&) = delete;
+  Lookup& operator=(const Lookup&) = delete;
+
+  // One connection attempt now (failure is not fatal: the thread keeps retrying), then starts the thread.
+  void Start();
+  bool Find(const Digest& d, LookupDone done) override;
+  // Completes what is queued with kUnavailable and joins the thread. Idempotent.
+  void Shutdown();
+  bool up() const { return up_.load(std::memory_order_acquire); }  // acquire: pairs with the thread's store
+
+ private:
+  struct Item {
+    Digest digest;
+    LookupDone done;
+  };
+  struct Conn;
+  void Run();
+  bool Connect();
+  LookupResult Read(const Digest& d);  // throws on database errors
+
+  const LookupOptions options_;
+  std::unique_ptr<Conn> conn_;  // the thread's (and Start()'s, before the thread exists) only
+  std::atomic<bool> up_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace scangate::storage

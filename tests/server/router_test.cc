@@ -1,0 +1,366 @@
+// Unit tests of server/router.h with no sockets and no PostgreSQL: requests are built in memory, answered on
+// an io_context run by the test, against an in-memory ExactStore (the verdict logic of server/service.h runs
+// for real) and an in-memory DigestReader (POST /lookup).
+#include "server/router.h"
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/json/parse.hpp>
+#include <gtest/gtest.h>
+
+#include "core/filter.h"
+#include "storage/store.h"
+
+namespace scangate::server {
+namespace {
+
+namespace http = boost::beast::http;
+namespace json = boost::json;
+
+// Exact insert-if-absent in memory; completions inline (the Service posts them to the session executor).
+class FakeStore final : public storage::ExactStore {
+ public:
+  bool Submit(std::uint32_t, const Digest& d, std::string source, storage::Completion done,
+              std::shared_ptr<storage::Ticket>) override {
+    storage::Result r;
+    {
+      const std::lock_guard lock(mu_);
+      ++submits;
+      if (throws) throw std::runtime_error("fake store failure");
+      if (down) return false;
+      auto [it, inserted] = rows.try_emplace(ToHex(d), std::move(source));
+      r.outcome = inserted ? storage::Outcome::kInserted : storage::Outcome::kDuplicate;
+      r.first_seen = "2026-11-30T10:00:00.000000Z";
+    }
+    done(r);
+    return true;
+  }
+  bool SubmitWriteBehind(std::uint32_t, const Digest& d, std::string source) override {
+    const std::lock_guard lock(mu_);
+    rows.try_emplace(ToHex(d), std::move(source));
+    return true;
+  }
+  bool up() const override { return !down; }
+  storage::StoreStats Stats() const override { return storage::StoreStats{}; }
+
+  std::mutex mu_;
+  std::map<std::string, std::string> rows;  // digest hex -> source
+  int submits = 0;
+  bool down = false;
+  bool throws = false;
+};
+
+// Lookups answered from a FakeStore's rows (inline), or refused / unavailable on demand.
+class FakeReader final : public storage::DigestReader {
+ public:
+  explicit FakeReader(FakeStore& s) : store_(s) {}
+  bool Find(const Digest& d, storage::LookupDone done) override {
+    ++finds;
+    if (refuse) return false;
+    storage::LookupResult r;
+    if (unavailable) {
+      r.status = storage::LookupResult::Status::kUnavailable;
+    } else if (auto it = store_.rows.find(ToHex(d)); it != store_.rows.end()) {
+      r.status = storage::LookupResult::Status::kFound;
+      r.first_seen = "2026-11-30T10:00:00.000000Z";
+      if (!it->second.empty()) r.source = it->second;
+    } else {
+      r.status = storage::LookupResult::Status::kNotFound;
+    }
+    done(r);
+    return true;
+  }
+  int finds = 0;
+  bool refuse = false;
+  bool unavailable = false;
+
+ private:
+  FakeStore& store_;
+};
+
+FilterOptions SmallFilter() {
+  FilterOptions o;
+  o.capacity = 10'000;
+  o.shards = 1;
+  return o;
+}
+
+class RouterTest : public ::testing::Test {
+ protected:
+  explicit RouterTest(Config c = Config{}) : config_(std::move(c)) {}
+
+  void SetUp() override {
+    config_.cors_origins = cors_;
+    filter_ = std::make_unique<ShardedFilter>(SmallFilter());
+    service_ = std::make_unique<Service>(config_, Digester::Sha256(), *filter_, store_, metrics_);
+    service_->MarkWarm();
+    router_ = std::make_unique<Router>(config_, *service_, &reader_);
+  }
+
+  static Router::Request Make(http::verb method, std::string target, std::string body = "",
+                              std::string content_type = "application/json",
+                              std::vector<std::pair<http::field, std::string>> headers = {}) {
+    Router::Request req(method, target, 11);
+    req.set(http::field::host, "scangate.test:8080");
+    if (!content_type.empty()) req.set(http::field::content_type, content_type);
+    for (auto& [f, v] : headers) req.set(f, v);
+    req.body() = std::move(body);
+    req.prepare_payload();
+    return req;
+  }
+
+  // Admit, then (when admitted) Handle on the test's io_context; the one answer.
+  Router::Answer Exchange(const Router::Request& req, Listener listener = Listener::kMain) {
+    Router::Admission ad = router_->Admit(req.base(), listener, false);
+    if (ad.answer) return std::move(*ad.answer);
+    std::optional<Router::Answer> out;
+    int calls = 0;
+    router_->Handle(ad.route, req, ioc_.get_executor(), metrics_.ForThread(0), [&](Router::Answer a) {
+      ++calls;
+      out = std::move(a);
+    });
+    ioc_.restart();
+    ioc_.run();
+    EXPECT_EQ(calls, 1) << "exactly one answer per request";
+    if (!out) return Router::Answer{};
+    return std::move(*out);
+  }
+
+  static std::string Slug(const Router::Answer& a) {
+    const json::object o = json::parse(a.res.body()).as_object();
+    return std::string(o.at("type").as_string());
+  }
+
+  Config config_;
+  std::vector<std::string> cors_;
+  boost::asio::io_context ioc_;
+  Metrics metrics_{1};
+  FakeStore store_;
+  FakeReader reader_{store_};
+  std::unique_ptr<ShardedFilter> filter_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<Router> router_;
+};
+
+constexpr const char* kAllowed = "http://127.0.0.1:3000";
+
+class CorsRouterTest : public RouterTest {
+ protected:
+  CorsRouterTest() { cors_ = {kAllowed}; }
+};
+
+TEST_F(RouterTest, ObserveNewThenDuplicate) {
+  auto a = Exchange(Make(http::verb::post, "/observe", R"({"key":"k1"})"));
+  EXPECT_EQ(a.res.result_int(), 201u) << a.res.body();
+  EXPECT_EQ(json::parse(a.res.body()).at("verdict"), "new");
+  a = Exchange(Make(http::verb::post, "/observe", R"({"key":"k1"})"));
+  EXPECT_EQ(a.res.result_int(), 200u) << a.res.body();
+  EXPECT_EQ(json::parse(a.res.body()).at("verdict"), "duplicate");
+  EXPECT_EQ(store_.rows.size(), 1u);
+}
+
+TEST_F(RouterTest, BatchInOrder) {
+  auto a = Exchange(Make(http::verb::post, "/observe/batch", R"({"keys":["b1","b2","b1"]})"));
+  ASSERT_EQ(a.res.result_int(), 200u) << a.res.body();
+  const json::value v = json::parse(a.res.body());
+  const json::array& r = v.at("results").as_array();
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].at("verdict"), "new");
+  EXPECT_EQ(r[2].at("verdict"), "duplicate");
+}
+
+TEST_F(RouterTest, StoreRefusalIs503WithRetryAfter) {
+  store_.down = true;
+  auto a = Exchange(Make(http::verb::post, "/observe", R"({"key":"k-down"})"));
+  EXPECT_EQ(a.res.result_int(), 503u);
+  EXPECT_EQ(a.res[http::field::retry_after], "1");
+  EXPECT_EQ(Slug(a), "urn:scangate:problem:unavailable");
+}
+
+// Exceptions stop at the router: one 500 problem, the connection closed, the reason only in the log.
+TEST_F(RouterTest, ExceptionBecomesOne500) {
+  store_.throws = true;
+  auto a = Exchange(Make(http::verb::post, "/observe", R"({"key":"boom"})"));
+  EXPECT_EQ(a.res.result_int(), 500u);
+  EXPECT_TRUE(a.close);
+  EXPECT_EQ(a.res.body().find("fake store failure"), std::string::npos);
+}
+
+TEST_F(RouterTest, FormBodyIsParsedAsForm) {
+  auto a = Exchange(Make(http::verb::post, "/observe", "key=a+b%21%C3%A9&source=till+7",
+                         "application/x-www-form-urlencoded"));
+  ASSERT_EQ(a.res.result_int(), 201u) << a.res.body();
+  const std::string hex = ToHex(Digester::Sha256()("a b!\xC3\xA9"));
+  ASSERT_EQ(store_.rows.count(hex), 1u);
+  EXPECT_EQ(store_.rows[hex], "till 7");
+}
+
+TEST_F(RouterTest, JsonUnderFormTypeStillJson) {  // curl -d '{"key":...}' sends the form type
+  auto a = Exchange(Make(http::verb::post, "/observe", R"(  {"key":"curl-key"})", "application/x-www-form-urlencoded"));
+  ASSERT_EQ(a.res.result_int(), 201u) << a.res.body();
+  EXPECT_EQ(store_.rows.count(ToHex(Digester::Sha256()("curl-key"))), 1u);
+}
+
+TEST_F(RouterTest, TextPlainIs415AndRecordsNothing) {
+  auto a = Exchange(Make(http::verb::post, "/observe", R"({"key":"tp"})", "text/plain;charset=UTF-8"));
+  EXPECT_EQ(a.res.result_int(), 415u);
+  EXPECT_EQ(store_.submits, 0);
+}
+
+TEST_F(RouterTest, MethodAndRouteErrors) {
+  auto a = Exchange(Make(http::verb::get, "/observe"));
+  EXPECT_EQ(a.res.result_int(), 405u);
+  EXPECT_EQ(a.res[http::field::allow], "POST");
+  a = Exchange(Make(http::verb::get, "/lookup"));
+  EXPECT_EQ(a.res.result_int(), 405u);
+  a = Exchange(Make(http::verb::get, "/nope?key=secret"));
+  EXPECT_EQ(a.res.result_int(), 404u);
+  EXPECT_EQ(a.res.body().find("secret"), std::string::npos);
+  a = Exchange(Make(http::verb::get, "/healthz", "", ""));
+  EXPECT_EQ(a.res.result_int(), 200u);
+}
+
+TEST_F(RouterTest, ContentLengthAboveLimitRefusedAtAdmission) {
+  Router::Request req = Make(http::verb::post, "/observe", std::string(kMaxObserveBodyBytes + 1, 'x'));
+  const auto ad = router_->Admit(req.base(), Listener::kMain, false);
+  ASSERT_TRUE(ad.answer);
+  EXPECT_EQ(ad.answer->res.result_int(), 413u);
+  EXPECT_TRUE(ad.answer->close);
+}
+
+TEST_F(RouterTest, LookupFoundNotFoundAndNeverRecords) {
+  Exchange(Make(http::verb::post, "/observe", R"({"key":"seen-key","source":"lane 3"})"));
+  const int submits = store_.submits;
+  auto a = Exchange(Make(http::verb::post, "/lookup", R"({"key":"seen-key"})"));
+  ASSERT_EQ(a.res.result_int(), 200u) << a.res.body();
+  const json::object o = json::parse(a.res.body()).as_object();
+  EXPECT_EQ(o.at("digest"), ToHex(Digester::Sha256()("seen-key")).c_str());
+  EXPECT_EQ(o.at("source"), "lane 3");
+  EXPECT_EQ(o.at("first_seen"), "2026-11-30T10:00:00.000000Z");
+  a = Exchange(Make(http::verb::post, "/lookup", "key=never-seen", "application/x-www-form-urlencoded"));
+  EXPECT_EQ(a.res.result_int(), 404u);
+  EXPECT_EQ(Slug(a), "urn:scangate:problem:not-recorded");
+  EXPECT_EQ(store_.submits, submits) << "a lookup must never record";
+  EXPECT_EQ(store_.rows.count(ToHex(Digester::Sha256()("never-seen"))), 0u);
+}
+
+TEST_F(RouterTest, LookupUnavailableIs503) {
+  reader_.refuse = true;
+  auto a = Exchange(Make(http::verb::post, "/lookup", R"({"key":"x"})"));
+  EXPECT_EQ(a.res.result_int(), 503u);
+  EXPECT_EQ(a.res[http::field::retry_after], "1");
+  reader_.refuse = false;
+  reader_.unavailable = true;
+  a = Exchange(Make(http::verb::post, "/lookup", R"({"key":"x"})"));
+  EXPECT_EQ(a.res.result_int(), 503u);
+  EXPECT_EQ(Slug(a), "urn:scangate:problem:unavailable");
+}
+
+TEST_F(RouterTest, ForeignOriginRefusedBeforeBody) {
+  Router::Request req = Make(http::verb::post, "/observe", R"({"key":"evil"})", "application/x-www-form-urlencoded",
+                             {{http::field::origin, "http://evil.example"}});
+  const auto ad = router_->Admit(req.base(), Listener::kMain, false);
+  ASSERT_TRUE(ad.answer) << "a foreign Origin must be refused at admission (before the body)";
+  EXPECT_EQ(ad.answer->res.result_int(), 403u);
+  EXPECT_TRUE(ad.answer->close);
+  EXPECT_EQ(Slug(*ad.answer), "urn:scangate:problem:origin-not-allowed");
+  EXPECT_EQ(ad.answer->res.find(http::field::access_control_allow_origin), ad.answer->res.end());
+  // "null" (sandboxed frames, file:) and any route are refused too.
+  req = Make(http::verb::get, "/healthz", "", "", {{http::field::origin, "null"}});
+  EXPECT_EQ(Exchange(req).res.result_int(), 403u);
+  EXPECT_EQ(store_.submits, 0);
+}
+
+TEST_F(RouterTest, OwnOriginAndNoOriginServed) {
+  auto a = Exchange(Make(http::verb::post, "/observe", R"({"key":"own"})", "application/json",
+                         {{http::field::origin, "http://SCANGATE.test:8080"}}));
+  EXPECT_EQ(a.res.result_int(), 201u) << a.res.body();
+  EXPECT_EQ(a.res.find(http::field::access_control_allow_origin), a.res.end());
+  a = Exchange(Make(http::verb::post, "/observe", R"({"key":"no-origin"})"));
+  EXPECT_EQ(a.res.result_int(), 201u);
+  // Same host, other port or scheme: another origin.
+  a = Exchange(Make(http::verb::post, "/observe", R"({"key":"own2"})", "application/json",
+                    {{http::field::origin, "https://scangate.test:8080"}}));
+  EXPECT_EQ(a.res.result_int(), 403u);
+}
+
+TEST(RouterOrigin, Normalization) {
+  EXPECT_EQ(OwnOrigin("Example.com:80", false), "http://example.com");
+  EXPECT_EQ(OwnOrigin("example.com:443", true), "https://example.com");
+  EXPECT_EQ(OwnOrigin("example.com:8443", true), "https://example.com:8443");
+  EXPECT_EQ(NormalizeOrigin("HTTP://Example.com:80"), "http://example.com");
+  EXPECT_EQ(NormalizeOrigin("http://example.com:8080"), "http://example.com:8080");
+}
+
+TEST_F(CorsRouterTest, PreflightFromAllowedOrigin) {
+  Router::Request req = Make(http::verb::options, "/observe", "", "",
+                             {{http::field::origin, kAllowed}, {http::field::access_control_request_method, "POST"},
+                              {http::field::access_control_request_headers, "content-type"}});
+  auto a = Exchange(req);
+  EXPECT_EQ(a.res.result_int(), 204u);
+  EXPECT_EQ(a.res[http::field::access_control_allow_origin], kAllowed);
+  EXPECT_EQ(a.res[http::field::access_control_allow_methods], "POST, OPTIONS");
+  EXPECT_EQ(a.res[http::field::access_control_allow_headers], "Content-Type, Authorization");
+  EXPECT_EQ(a.res[http::field::access_control_max_age], std::to_string(kCorsMaxAgeSeconds));
+  EXPECT_EQ(a.res[http::field::vary], "Origin");
+  for (const char* target : {"/observe/batch", "/lookup"}) {
+    req.target(target);
+    EXPECT_EQ(Exchange(req).res.result_int(), 204u) << target;
+  }
+  // A preflight from a foreign origin: 403, no CORS headers.
+  req.set(http::field::origin, "http://127.0.0.1:3001");
+  a = Exchange(req);
+  EXPECT_EQ(a.res.result_int(), 403u);
+  EXPECT_EQ(a.res.find(http::field::access_control_allow_origin), a.res.end());
+}
+
+TEST_F(CorsRouterTest, AnswersToAllowedOriginCarryCors) {
+  auto a = Exchange(Make(http::verb::post, "/observe", R"({"key":"cors-ok"})", "application/json",
+                         {{http::field::origin, kAllowed}}));
+  EXPECT_EQ(a.res.result_int(), 201u) << a.res.body();
+  EXPECT_EQ(a.res[http::field::access_control_allow_origin], kAllowed);
+  EXPECT_EQ(a.res[http::field::vary], "Origin");
+  // Problems too, so the page can read them.
+  a = Exchange(Make(http::verb::post, "/lookup", R"({"key":"never"})", "application/json",
+                    {{http::field::origin, kAllowed}}));
+  EXPECT_EQ(a.res.result_int(), 404u);
+  EXPECT_EQ(a.res[http::field::access_control_allow_origin], kAllowed);
+}
+
+class TokenRouterTest : public RouterTest {
+ protected:
+  TokenRouterTest() {
+    // SHA-256("secret-token")
+    TokenHash h{};
+    const Digest d = Digester::Sha256()("secret-token");
+    std::copy(d.begin(), d.end(), h.begin());
+    config_.token_hashes = {h};
+    cors_ = {kAllowed};
+  }
+};
+
+TEST_F(TokenRouterTest, TokenRequiredButNotOnPreflight) {
+  auto a = Exchange(Make(http::verb::post, "/lookup", R"({"key":"x"})"));
+  EXPECT_EQ(a.res.result_int(), 401u);
+  EXPECT_EQ(a.res[http::field::www_authenticate], R"(Bearer realm="scangate")");
+  a = Exchange(Make(http::verb::post, "/lookup", R"({"key":"x"})", "application/json",
+                    {{http::field::authorization, "Bearer secret-token"}}));
+  EXPECT_EQ(a.res.result_int(), 404u);
+  a = Exchange(Make(http::verb::options, "/lookup", "", "", {{http::field::origin, kAllowed}}));
+  EXPECT_EQ(a.res.result_int(), 204u);
+}
+
+TEST_F(RouterTest, AdminListenerSplit) {
+  config_.admin_listen = "127.0.0.1:0";
+  EXPECT_EQ(Exchange(Make(http::verb::get, "/healthz", "", "")).res.result_int(), 404u);
+  EXPECT_EQ(Exchange(Make(http::verb::get, "/healthz", "", ""), Listener::kAdmin).res.result_int(), 200u);
+  EXPECT_EQ(Exchange(Make(http::verb::post, "/lookup", R"({"key":"x"})"), Listener::kAdmin).res.result_int(), 404u);
+}
+
+}  // namespace
+}  // namespace scangate::server
