@@ -13,6 +13,7 @@
 #include <boost/json/array.hpp>
 #include <boost/program_options.hpp>
 
+#include "storage/conninfo.h"
 #include "core/filter.h"  // kMaxShards: one limit for the filter and the --shards check
 
 namespace scangate::server {
@@ -26,6 +27,10 @@ constexpr unsigned kMaxWriters = 64;
 constexpr std::size_t kMaxBatchLimit = 100'000;
 constexpr auto kMinWindow = std::chrono::seconds(1);
 constexpr auto kMaxFlushInterval = std::chrono::seconds(10);
+// --request-timeout bounds: below 100 ms a healthy group commit (one fsync, ~7-10 ms here, more under
+// load) would start to time out; above 10 min a client is better served by its own timeout.
+constexpr auto kMinRequestTimeout = std::chrono::milliseconds(100);
+constexpr auto kMaxRequestTimeout = std::chrono::minutes(10);
 
 template <typename T>
 T ParseUnsigned(const std::string& text, std::string_view option, T min, T max) {
@@ -134,6 +139,9 @@ po::options_description Options() {
       ("batch-limit", s("1024"), "max keys per PostgreSQL transaction")
       ("flush-interval", s("2ms"), "max write-behind lag (ack=filter); units us ms s")
       ("queue-limit", s("65536"), "max queued PostgreSQL items; beyond it requests get 503")
+      ("request-timeout", s("5s"), "a request waiting for PostgreSQL longer than this gets 503 + Retry-After "
+                                   "(unavailable, or outcome-unknown if its transaction was in flight); "
+                                   "units ms s m, 100ms..10m")
       ("digest-secret-file", s(""), "HMAC-SHA256 digests keyed with this file's bytes (one trailing newline "
                                     "stripped); default plain SHA-256")
       ("filter", s("on"), "on|off; off = every key takes the exact path (benchmarks)")
@@ -187,33 +195,7 @@ std::chrono::nanoseconds ParseDuration(std::string_view text, const std::vector<
   return std::chrono::nanoseconds(static_cast<std::int64_t>(n * ns_per_unit));
 }
 
-std::string RedactDatabaseUrl(std::string_view url) {
-  std::string s(url);
-  // URL form: scheme://user:password@host...
-  if (auto scheme = s.find("://"); scheme != std::string::npos) {
-    const std::size_t auth_begin = scheme + 3;
-    const std::size_t at = s.find('@', auth_begin);
-    const std::size_t slash = s.find('/', auth_begin);
-    if (at != std::string::npos && (slash == std::string::npos || at < slash)) {
-      const std::size_t colon = s.find(':', auth_begin);
-      if (colon != std::string::npos && colon < at) s.replace(colon + 1, at - colon - 1, "***");
-    }
-  }
-  // Query parameter or keyword/value form: password=...
-  for (std::size_t pos = 0; (pos = s.find("password=", pos)) != std::string::npos;) {
-    const bool at_boundary = pos == 0 || s[pos - 1] == '?' || s[pos - 1] == '&' || s[pos - 1] == ' ';
-    const std::size_t value = pos + 9;
-    if (!at_boundary) {
-      pos = value;
-      continue;
-    }
-    std::size_t end = s.find_first_of("& ", value);
-    if (end == std::string::npos) end = s.size();
-    s.replace(value, end - value, "***");
-    pos = value + 3;
-  }
-  return s;
-}
+std::string RedactDatabaseUrl(std::string_view url) { return storage::RedactConninfo(url); }
 
 ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   const po::options_description desc = Options();
@@ -261,6 +243,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
     throw ConfigError("--database-url (or SCANGATE_DATABASE_URL) is required, e.g. "
                       "postgresql://postgres@127.0.0.1:5544/scangate");
   }
+
   c.capacity = ParseUnsigned<std::uint64_t>(str("capacity"), "capacity", 1, std::uint64_t{1} << 40);
   c.fp_target = ParseFraction(str("fp-target"), "fp-target");
   const auto window = ParseDuration(str("window"), {"s", "m", "h", "d"}, "window");
@@ -282,6 +265,11 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   }
   c.flush_interval = std::chrono::duration_cast<std::chrono::microseconds>(flush);
   c.queue_limit = ParseUnsigned<std::size_t>(str("queue-limit"), "queue-limit", 1, std::size_t{1} << 30);
+  const auto request_timeout = ParseDuration(str("request-timeout"), {"ms", "s", "m"}, "request-timeout");
+  if (request_timeout < kMinRequestTimeout || request_timeout > kMaxRequestTimeout) {
+    throw ConfigError("--request-timeout: must be in 100ms..10m, got '" + str("request-timeout") + "'");
+  }
+  c.request_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(request_timeout);
   c.digest_secret_file = str("digest-secret-file");
   if (!c.digest_secret_file.empty()) c.digest_secret = ReadSecretFile(c.digest_secret_file);
   c.filter = ParseOnOff(str("filter"), "filter");
@@ -309,6 +297,10 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   c.admin_listen = str("admin-listen");
   if (c.admin_split()) ParseAdminListen(c);
   c.cors_origins = ParseCorsOrigins(str("cors-origins"));
+  // Checked last, so a placeholder URL does not hide the other options' errors.
+  if (const std::string why = storage::ConninfoParseError(c.database_url); !why.empty()) {
+    throw ConfigError("--database-url: not a valid libpq URI or keyword=value string: " + why);
+  }
   out.config = std::move(c);
   return out;
 }
@@ -329,6 +321,7 @@ boost::json::object Describe(const Config& c) {
   o["batch_limit"] = c.batch_limit;
   o["flush_interval_us"] = c.flush_interval.count();
   o["queue_limit"] = c.queue_limit;
+  o["request_timeout_ms"] = c.request_timeout.count();
   o["digest"] = c.digest_secret.empty() ? "sha256" : "hmac-sha256";
   o["digest_secret"] = c.digest_secret.empty() ? "unset" : "set";
   o["filter"] = c.filter ? "on" : "off";

@@ -35,6 +35,10 @@ struct Config {
   std::size_t batch_limit = 1024;
   std::chrono::microseconds flush_interval{2000};
   std::size_t queue_limit = 65536;
+  // A request waiting for PostgreSQL longer than this gets 503 (unavailable if its key was still queued
+  // and is now withdrawn, outcome-unknown if its transaction was in flight). Also sets the writers'
+  // statement_timeout (this + 2 s) and tcp_user_timeout (server/main.cc).
+  std::chrono::milliseconds request_timeout{5000};
   std::string digest_secret_file;
   std::string digest_secret;               // file bytes, one trailing newline stripped; never printed
   bool filter = true;
@@ -81,7 +85,8 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]);
 std::chrono::nanoseconds ParseDuration(std::string_view text, const std::vector<std::string_view>& units,
                                        std::string_view option);
 
-// The libpq URL (or keyword/value string) with any password replaced by "***".
+// The libpq URL (or keyword/value string) as parsed by libpq, rendered "keyword=value ..." with password
+// and sslpassword replaced by "***"; "<unparsable>" (nothing of the input) when libpq cannot parse it.
 std::string RedactDatabaseUrl(std::string_view url);
 
 // Effective configuration for the start-up log line (password redacted, secret only as "set"/"unset").

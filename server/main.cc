@@ -5,6 +5,7 @@
 // (<= kDrainDeadline), Store::Shutdown() (flushes write-behind), stop the I/O threads, exit 0.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -29,6 +30,7 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/service.h"
+#include "storage/conninfo.h"
 #include "storage/lookup.h"
 #include "storage/journal_drain.h"
 #include "storage/store.h"
@@ -45,7 +47,18 @@ constexpr auto kDrainDeadline = std::chrono::seconds(10);        // in-flight re
 constexpr auto kMaintenancePeriod = std::chrono::seconds(1);     // filter rotation, pg_state check, telemetry
 static_assert(kMaintenancePeriod == FilterTelemetry::kRefreshPeriod, "/stats promises this staleness bound");
 constexpr auto kWarmRetryDelay = std::chrono::seconds(1);        // after a failed warm load
-constexpr auto kStartAttempt = std::chrono::seconds(2);          // one Store::Start() attempt
+// Start-up retry of a transient cause (PostgreSQL down or starting, database missing): one attempt, one
+// log line, then wait 250 ms, 500 ms, ... up to 8 s (a cluster restart takes seconds; 8 s caps the extra
+// wait after it is back). A permanent cause (StartError::permanent) exits kExitStartup at once.
+constexpr auto kStartBackoffMin = std::chrono::milliseconds(250);
+constexpr auto kStartBackoffMax = std::chrono::seconds(8);
+// The writers' statement_timeout is this much above --request-timeout: a statement still running when
+// every request in its batch has been answered (deadline) is cancelled soon after, freeing the writer;
+// cancelling earlier would turn a slow-but-working database into errors the deadline already covers.
+constexpr auto kStatementTimeoutMargin = std::chrono::seconds(2);
+// tcp_user_timeout: at least this, and never below the statement_timeout (a slow statement is not a
+// dead peer; unacknowledged data for this long is).
+constexpr auto kTcpUserTimeoutMin = std::chrono::seconds(10);
 
 // Open-file limit: one descriptor per connection; raise the soft limit to the hard one.
 void RaiseNoFileLimit() {
@@ -135,26 +148,44 @@ int main(int argc, char** argv) {
   store_options.flush_interval = config.flush_interval;
   store_options.queue_limit = config.queue_limit;
   store_options.log = StorageLogSink();  // one log stream: storage's events go through server::Log
-  // Short connect attempts, so a SIGTERM while PostgreSQL is unreachable is honoured within ~2 s.
-  store_options.start_timeout = kStartAttempt;
+  store_options.statement_timeout = config.request_timeout + kStatementTimeoutMargin;
+  store_options.tcp_user_timeout = std::max<std::chrono::milliseconds>(
+      kTcpUserTimeoutMin, store_options.statement_timeout);
+  // One connection attempt per Store::Start(); the backoff and the log line per attempt are here.
+  store_options.start_timeout = std::chrono::milliseconds(0);
   std::unique_ptr<storage::Store> store;
-  for (;;) {
-    store = std::make_unique<storage::Store>(store_options);
+  auto backoff = std::chrono::milliseconds(kStartBackoffMin);
+  for (int attempt = 1;; ++attempt) {
+    std::string cause, sqlstate;
     try {
+      store = std::make_unique<storage::Store>(store_options);
       store->Start();
       break;
+    } catch (const storage::StartError& e) {
+      if (e.permanent()) {
+        Log(LogLevel::kError, "startup_failed",
+            {{"error", e.what()}, {"sqlstate", e.sqlstate()}, {"attempt", attempt}, {"exit_code", kExitStartup}});
+        return kExitStartup;
+      }
+      cause = e.what();
+      sqlstate = e.sqlstate();
     } catch (const std::exception& e) {
-      Log(LogLevel::kWarn, "pg_state", {{"state", "down"}, {"error", e.what()}});
+      cause = e.what();
     }
+    Log(LogLevel::kWarn, "pg_state",
+        {{"state", "down"}, {"error", cause}, {"sqlstate", sqlstate}, {"attempt", attempt},
+         {"retry_in_ms", backoff.count()}});
     store.reset();
-    main_ioc.poll();
+    main_ioc.run_for(backoff);  // returns early when SIGTERM/SIGINT stops it
     if (stop_requested.load()) return 0;
+    backoff = std::min<std::chrono::milliseconds>(backoff * 2, kStartBackoffMax);
   }
   Log(LogLevel::kInfo, "pg_state", {{"state", "up"}});
 
   // ack=filter durable fast path: open the journal (refusing a foreign or busy directory), replay what it
   // holds past its checkpoint into the filter and PostgreSQL, before the first request is taken.
   std::unique_ptr<storage::JournalDrain> journal;
+  constexpr auto kIdentityRetryPause = std::chrono::seconds(1);  // QueryIdentity after a lost connection
   if (config.ack == AckMode::kFilter && config.journal) {
     try {
       storage::JournalOptions jo;
@@ -174,7 +205,7 @@ int main(int argc, char** argv) {
           store->Shutdown();
           return 0;
         }
-        std::this_thread::sleep_for(kStartAttempt / 2);
+        std::this_thread::sleep_for(kIdentityRetryPause);
       }
       journal = std::make_unique<storage::JournalDrain>(*store, jo, Service::JournalDeliver());
       journal->Start([&](std::span<const Digest> digests) { filter->InsertBatchConcurrently(digests); });
@@ -191,7 +222,12 @@ int main(int argc, char** argv) {
   Metrics metrics(config.threads);
   Service service(config, *digester, *filter, *store, metrics, journal.get());
   // POST /lookup reads on its own connection (never behind the writers); reconnects by itself.
-  storage::Lookup lookups(storage::LookupOptions{config.database_url});
+  storage::ConnectionDefaults lookup_defaults;
+  lookup_defaults.statement_timeout = store_options.statement_timeout;
+  lookup_defaults.tcp_user_timeout = store_options.tcp_user_timeout;
+  lookup_defaults.application_name = "scangate-lookup";
+  storage::Lookup lookups(
+      storage::LookupOptions{storage::WithConnectionDefaults(config.database_url, lookup_defaults)});
   lookups.Start();
   Router router(config, service, &lookups);
   HttpServer server(config, router, metrics);

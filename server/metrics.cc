@@ -214,6 +214,9 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.Sample("scangate_pg_up", "", std::uint64_t{s.store.up ? 1u : 0u});
   w.Header("scangate_pg_queue_depth", "gauge", "Items queued for the PostgreSQL writers.");
   w.Sample("scangate_pg_queue_depth", "", s.store.queue_depth);
+  w.Header("scangate_pg_cancelled_total", "counter",
+           "Queued items withdrawn unwritten because their request deadline passed (--request-timeout).");
+  w.Sample("scangate_pg_cancelled_total", "", s.store.cancelled);
   w.Header("scangate_pg_batch_size", "histogram", "Keys per PostgreSQL transaction.");
   w.Histogram("scangate_pg_batch_size", "", s.store.batch_size_buckets, s.store.batch_size_sum,
               s.store.batch_size_count);
@@ -335,6 +338,7 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
                          {"duplicates", st.duplicates},
                          {"unavailable", st.unavailable},
                          {"write_behind_conflicts", st.write_behind_conflicts},
+                         {"cancelled", st.cancelled},
                          {"batch_size_mean", st.batch_size_count ? st.batch_size_sum / st.batch_size_count : 0.0},
                          {"commit_seconds_mean",
                           st.commit_seconds_count ? st.commit_seconds_sum / st.commit_seconds_count : 0.0},

@@ -82,7 +82,8 @@ struct Problem {
   static Problem OriginNotAllowed();                      // 403 origin-not-allowed (Origin header, CORS)
   static Problem NotRecorded();                           // 404 not-recorded (POST /lookup)
   static Problem Unavailable(std::string detail);
-  // 503 outcome-unknown (+ Retry-After): the attempt MAY have recorded the key (in-doubt COMMIT).
+  // 503 outcome-unknown (+ Retry-After like unavailable): the attempt MAY have recorded the key (in-doubt
+  // COMMIT, or the request deadline passed while its transaction was in flight).
   static Problem OutcomeUnknown(std::string detail);
   static Problem Internal();                              // never carries exception text to the client
 };

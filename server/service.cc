@@ -5,6 +5,7 @@
 #include <utility>
 
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 namespace scangate::server {
 namespace net = boost::asio;
@@ -16,6 +17,18 @@ constexpr std::string_view kBatchUnavailableDetail =
     "PostgreSQL is unavailable or the write queue is full; keys of this batch that were already inserted "
     "stay inserted, so a retry reports them as duplicates";
 
+constexpr std::string_view kDeadlineQueuedDetail =
+    "PostgreSQL did not answer within the request timeout; the key was withdrawn before it was written, so "
+    "nothing was recorded; retry after the Retry-After delay";
+constexpr std::string_view kDeadlineInFlightDetail =
+    "PostgreSQL did not answer within the request timeout while the key's transaction was in flight: the key "
+    "may have been recorded, and a retry may answer duplicate with a first_seen inside this attempt";
+constexpr std::string_view kBatchDeadlineQueuedDetail =
+    "PostgreSQL did not answer within the request timeout; the keys still waiting were withdrawn unwritten; "
+    "keys of this batch that were already inserted stay inserted, so a retry reports them as duplicates";
+constexpr std::string_view kBatchDeadlineInFlightDetail =
+    "PostgreSQL did not answer within the request timeout while keys of this batch were in a transaction: "
+    "they may have been recorded, and a retry may answer duplicate with a first_seen inside this attempt";
 constexpr std::string_view kOutcomeUnknownDetail =
     "the connection to PostgreSQL broke while this key's transaction was committing and PostgreSQL could not "
     "tell whether it committed; the key may be recorded: a retry may be answered duplicate with a first_seen "
@@ -52,9 +65,23 @@ void CountUntrusted(bool filter_trusted, Probe probe, ThreadCounters& counters) 
 }
 }  // namespace
 
+// One observation waiting for the Store. Touched on the request's executor only (one thread), except the
+// ticket (atomic, shared with the writer). `done` is emptied by whichever of deadline and completion
+// answers first; the other then does nothing (and the session is no longer referenced from here).
+struct Service::Waiting {
+  Waiting(const net::any_io_executor& ex, const Probed& p, Verdict v, ObserveDone d)
+      : timer(ex), probed(p), verdict(std::move(v)), done(std::move(d)) {}
+  storage::Ticket ticket;
+  net::steady_timer timer;
+  Probed probed;
+  Verdict verdict;
+  ObserveDone done;
+};
+
 Service::Service(const Config& config, Digester digester, ShardedFilter& filter, storage::ExactStore& store,
                  Metrics& metrics, storage::JournalDrain* journal)
     : ack_(config.ack),
+      request_timeout_(config.request_timeout),
       filter_on_(config.filter),
       digester_(std::move(digester)),
       filter_(filter),
@@ -81,24 +108,47 @@ void Service::Decide(const Probed& p, const storage::Result& r, ThreadCounters& 
   }
 }
 
-storage::Completion Service::Complete(const Probed& p, Verdict v, const net::any_io_executor& ex,
-                                      ThreadCounters& counters, ObserveDone done) const {
-  return [this, p, v = std::move(v), ex, &counters, done = std::move(done)](const storage::Result& r) {
+void Service::SubmitWaiting(std::uint32_t route, const Digest& d, const std::string& source, const Probed& p,
+                            Verdict v, const net::any_io_executor& ex, ThreadCounters& counters, ObserveDone done) {
+  auto w = std::make_shared<Waiting>(ex, p, std::move(v), std::move(done));
+  auto on_stored = [this, w, &counters](const storage::Result& r) {
     // Runs on a writer thread: hop back to the session's executor, never block here.
-    net::post(ex, [this, p, v, &counters, done, r]() mutable {
+    net::post(w->timer.get_executor(), [this, w, &counters, r] {
+      if (!w->done) return;  // the deadline already answered: this late outcome is dropped
+      ObserveDone answer = std::move(w->done);
+      w->done = nullptr;
+      w->timer.cancel();
       if (r.outcome == storage::Outcome::kUnavailable) {
-        done(Problem::Unavailable(std::string(kUnavailableDetail)));
+        answer(Problem::Unavailable(std::string(kUnavailableDetail)));
         return;
       }
-      if (r.outcome == storage::Outcome::kUnknown) {
-        done(Problem::OutcomeUnknown(std::string(kOutcomeUnknownDetail)));
+      if (r.outcome == storage::Outcome::kUnknown) {  // in-doubt COMMIT PostgreSQL could not settle
+        answer(Problem::OutcomeUnknown(std::string(kOutcomeUnknownDetail)));
         return;
       }
-      Decide(p, r, counters, v);
-      counters.CountVerdict(v.is_new, v.via_filter);
-      done(std::move(v));
+      Decide(w->probed, r, counters, w->verdict);
+      counters.CountVerdict(w->verdict.is_new, w->verdict.via_filter);
+      answer(std::move(w->verdict));
     });
   };
+  // The ticket lives inside `w` (aliasing shared_ptr): no allocation of its own.
+  if (!store_.Submit(route, d, source, std::move(on_stored), std::shared_ptr<storage::Ticket>(w, &w->ticket))) {
+    ObserveDone answer = std::move(w->done);
+    w->done = nullptr;
+    answer(Problem::Unavailable(std::string(kUnavailableDetail)));
+    return;
+  }
+  w->timer.expires_after(request_timeout_);
+  w->timer.async_wait([w](const boost::system::error_code& ec) {
+    if (ec || !w->done) return;  // operation_aborted: the outcome arrived first and cancelled the timer
+    ObserveDone answer = std::move(w->done);
+    w->done = nullptr;
+    if (w->ticket.Cancel()) {
+      answer(Problem::Unavailable(std::string(kDeadlineQueuedDetail)));  // withdrawn: never written
+    } else {
+      answer(Problem::OutcomeUnknown(std::string(kDeadlineInFlightDetail)));  // its transaction may commit
+    }
+  });
 }
 
 void Service::Observe(const Observation& obs, const net::any_io_executor& ex, ThreadCounters& counters,
@@ -110,7 +160,6 @@ void Service::Observe(const Observation& obs, const net::any_io_executor& ex, Th
   Probed p;
   p.filter_trusted = filter_on_ && warm();
 
-  bool queued = false;
   if (ack_ == AckMode::kFilter && filter_on_) {
     // Probe and enqueue atomically per stripe: if another observer of this digest sees our bits, its exact
     // Submit is queued after our write-behind row (same store route, FIFO) and so gets "duplicate".
@@ -132,31 +181,37 @@ void Service::Observe(const Observation& obs, const net::any_io_executor& ex, Th
       done(std::move(v));
       return;
     }
-    queued = store_.Submit(route, d, obs.source, Complete(p, std::move(v), ex, counters, done));
+    SubmitWaiting(route, d, obs.source, p, std::move(v), ex, counters, std::move(done));
   } else {
     // Before warm start the probe still sets the key's bits (so the filter is complete once warm), but its
     // answer is not trusted and the key takes the exact path.
     if (filter_on_) p.probe = filter_.ObserveConcurrently(d);
     CountUntrusted(p.filter_trusted, p.probe, counters);
     if (journal_ != nullptr && JournalKnown(d, v.digest_hex, ex, counters, done)) return;  // journal hook (filter off)
-    queued = store_.Submit(route, d, obs.source, Complete(p, std::move(v), ex, counters, done));
+    SubmitWaiting(route, d, obs.source, p, std::move(v), ex, counters, std::move(done));
   }
-  if (!queued) done(Problem::Unavailable(std::string(kUnavailableDetail)));
 }
 
 void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor& ex, ThreadCounters& counters,
                            BatchDone done) {
   const std::size_t n = batch.entries.size();
   // Aggregation state: touched only on `ex` (one thread), so plain fields suffice.
+  // `done` is emptied by whichever of the last completion and the deadline answers first.
   struct State {
+    explicit State(const net::any_io_executor& ex, std::size_t n)
+        : tickets(n), in_store(n, 0), in_journal(n, 0), timer(ex) {}
     std::vector<Verdict> verdicts;
     std::vector<Probed> probed;
     std::size_t pending = 0;
     bool unavailable = false;
     bool unknown = false;  // some entry's outcome is unknown: answered outcome-unknown (the weaker claim)
     BatchDone done;
+    std::vector<storage::Ticket> tickets;  // one per entry; only those submitted are used
+    std::vector<char> in_store;            // submitted and not completed yet
+    std::vector<char> in_journal;          // waiting for a journal group commit (may become durable)
+    net::steady_timer timer;
   };
-  auto st = std::make_shared<State>();
+  auto st = std::make_shared<State>(ex, n);
   st->verdicts.resize(n);
   st->probed.resize(n);
   st->pending = n;
@@ -172,39 +227,64 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
 
   // Called on `ex` for every entry exactly once; the last one answers.
   auto finish_one = [&counters](const std::shared_ptr<State>& s) {
-    if (--s->pending != 0) return;
+    if (--s->pending != 0 || !s->done) return;  // !done: the deadline already answered
+    BatchDone answer = std::move(s->done);
+    s->done = nullptr;
+    s->timer.cancel();
     if (s->unknown) {
-      s->done(Problem::OutcomeUnknown(std::string(kBatchOutcomeUnknownDetail)));
+      answer(Problem::OutcomeUnknown(std::string(kBatchOutcomeUnknownDetail)));
       return;
     }
     if (s->unavailable) {
-      s->done(Problem::Unavailable(std::string(kBatchUnavailableDetail)));
+      answer(Problem::Unavailable(std::string(kBatchUnavailableDetail)));
       return;
     }
     for (const Verdict& v : s->verdicts) counters.CountVerdict(v.is_new, v.via_filter);
-    s->done(std::move(s->verdicts));
+    answer(std::move(s->verdicts));
   };
   auto submit = [&](std::size_t i) {
     const std::uint32_t route = RouteOfDigest(digests[i]);
-    return store_.Submit(route, digests[i], batch.entries[i].source,
-                         [this, st, i, ex, &counters, finish_one](const storage::Result& r) {
-                           // Writer thread: hop back to the session's executor.
-                           net::post(ex, [this, st, i, r, &counters, finish_one] {
-                             if (r.outcome == storage::Outcome::kUnavailable) {
-                               st->unavailable = true;
-                             } else if (r.outcome == storage::Outcome::kUnknown) {
-                               st->unknown = true;
-                             } else {
-                               Decide(st->probed[i], r, counters, st->verdicts[i]);
-                             }
-                             finish_one(st);
-                           });
-                         });
+    const bool queued = store_.Submit(route, digests[i], batch.entries[i].source,
+                                      [this, st, i, ex, &counters, finish_one](const storage::Result& r) {
+                                        // Writer thread: hop back to the session's executor.
+                                        net::post(ex, [this, st, i, r, &counters, finish_one] {
+                                          st->in_store[i] = 0;
+                                          if (r.outcome == storage::Outcome::kUnavailable) {
+                                            st->unavailable = true;
+                                          } else if (r.outcome == storage::Outcome::kUnknown) {
+                                            st->unknown = true;
+                                          } else {
+                                            Decide(st->probed[i], r, counters, st->verdicts[i]);
+                                          }
+                                          finish_one(st);
+                                        });
+                                      },
+                                      std::shared_ptr<storage::Ticket>(st, &st->tickets[i]));
+    if (queued) st->in_store[i] = 1;
+    return queued;
+  };
+  // Armed once every entry is submitted, if some still wait: withdraws the queued ones at the deadline.
+  auto arm_deadline = [this, &st] {
+    if (!st->done || st->pending == 0) return;
+    st->timer.expires_after(request_timeout_);
+    st->timer.async_wait([st](const boost::system::error_code& ec) {
+      if (ec || !st->done) return;  // operation_aborted: the last outcome arrived first
+      BatchDone answer = std::move(st->done);
+      st->done = nullptr;
+      bool in_flight = false;
+      for (std::size_t i = 0; i < st->in_store.size(); ++i) {
+        if (st->in_store[i] && !st->tickets[i].Cancel()) in_flight = true;
+        if (st->in_journal[i]) in_flight = true;  // its record may still become durable
+      }
+      answer(in_flight ? Problem::OutcomeUnknown(std::string(kBatchDeadlineInFlightDetail))
+                       : Problem::Unavailable(std::string(kBatchDeadlineQueuedDetail)));
+    });
   };
 
   // Journal hooks of the batch path: entry i answered from / recorded in the journal (see Observe).
   auto entry_done = [st, finish_one](std::size_t i, bool is_new, const std::string& first_seen) {
     return [st, finish_one, i, is_new, first_seen](storage::JournalFate fate) {
+      st->in_journal[i] = 0;
       if (fate == storage::JournalFate::kIoError) {
         st->unknown = true;  // the record may be on disk (and replayed): outcome-unknown
       } else if (fate != storage::JournalFate::kDurable) {
@@ -223,12 +303,14 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
       entry_done(i, false, *first_seen)(fate);
     });
     *first_seen = r.first_seen;  // the follower runs later, on this thread (posted to `ex`)
+    if (r.state != storage::JournalDrain::LookupResult::kAbsent) st->in_journal[i] = 1;
     if (r.state == storage::JournalDrain::LookupResult::kDurable) {
       entry_done(i, false, r.first_seen)(storage::JournalFate::kDurable);
     }
     return r.state != storage::JournalDrain::LookupResult::kAbsent;
   };
   auto JournalNewInBatch = [&](std::size_t i) {
+    st->in_journal[i] = 1;
     if (!journal_->Append(digests[i], batch.entries[i].source, JournalGroup(ex), entry_done(i, true, {}))) {
       entry_done(i, true, {})(storage::JournalFate::kRefused);
     }
@@ -263,6 +345,7 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
         finish_one(st);
       }
     }
+    arm_deadline();
     return;
   }
 
@@ -282,6 +365,7 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
       finish_one(st);
     }
   }
+  arm_deadline();
 }
 
 MetricsSnapshot Service::Snapshot() const {

@@ -4,6 +4,10 @@
 // "new" from the filter is given only after its write-behind row is queued, with probe and enqueue atomic
 // per digest stripe so a concurrent observer's exact insert is ordered after it. Called on I/O threads;
 // completions run on the caller's executor. The HTTP side is server/http_server.h; the pure parsing is request.h.
+// Request deadline (--request-timeout): a request waiting for the Store is answered 503 when it passes —
+// `unavailable` if its item was still queued (withdrawn through its storage::Ticket: nothing recorded),
+// `outcome-unknown` if a transaction already held it. The deadline timer and the Store completion race on
+// the request's executor (one thread); the first answers, the late one is dropped without touching the session.
 #pragma once
 
 #include <array>
@@ -16,6 +20,7 @@
 
 #include <absl/base/thread_annotations.h>
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "core/digest.h"
 #include "core/filter.h"
@@ -75,10 +80,12 @@ class Service {
   static_assert((kStripes & (kStripes - 1)) == 0, "kStripes must be a power of two");
 
   struct Probed;
+  struct Waiting;
   void Decide(const Probed& p, const storage::Result& r, ThreadCounters& counters, Verdict& v) const;
-  // The Store completion of one observation: posts to `ex`, decides, calls `done`.
-  storage::Completion Complete(const Probed& p, Verdict v, const boost::asio::any_io_executor& ex,
-                               ThreadCounters& counters, ObserveDone done) const;
+  // Submits one observation that waits for PostgreSQL, with its deadline; answers `done` (on `ex`) with
+  // the outcome, or 503 at the deadline, or 503 at once when the Store refuses it.
+  void SubmitWaiting(std::uint32_t route, const Digest& d, const std::string& source, const Probed& p, Verdict v,
+                     const boost::asio::any_io_executor& ex, ThreadCounters& counters, ObserveDone done);
 
   // Journal hooks (service_journal.cc), called under the digest's stripe lock in ack=filter.
   // JournalKnown: the digest is journalled and not yet in PostgreSQL -> answers "duplicate" (now, or once its
@@ -94,6 +101,7 @@ class Service {
   };
 
   const AckMode ack_;
+  const std::chrono::milliseconds request_timeout_;
   const bool filter_on_;
   const Digester digester_;
   ShardedFilter& filter_;

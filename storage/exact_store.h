@@ -5,8 +5,10 @@
 // exactly one kInserted per digest ever. One virtual call per item; no other cost.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "core/digest.h"
@@ -18,11 +20,38 @@ struct StoreStats;  // storage/store.h
 // Runs once per Submit with the outcome; must not block (see storage/store.h).
 using Completion = std::function<void(const Result&)>;
 
+// The cancellation handle of one Submit item: one atomic state, queued -> taken (a writer put the item
+// into a transaction, or is completing it as kUnavailable) or queued -> cancelled (the submitter gave up:
+// the item is never written and its completion never runs). Exactly one transition ever succeeds.
+// The submitter owns it (a shared_ptr, so it can live inside the submitter's own request state).
+class Ticket {
+ public:
+  // True when the item was still queued: it is now cancelled for good. False when a writer already took
+  // it: the outcome will be delivered (possibly committed). Safe to call concurrently with the writer.
+  bool Cancel() {
+    std::uint8_t expected = kQueued;
+    return state_.compare_exchange_strong(expected, kCancelled, std::memory_order_relaxed);  // see Take
+  }
+
+ private:
+  friend class Store;
+  static constexpr std::uint8_t kQueued = 0, kTaken = 1, kCancelled = 2;
+  // True when the item may be written / completed. Relaxed: the state is the only datum the two sides
+  // exchange (the item itself is published by the queue mutex), and the CAS alone decides the winner.
+  bool Take() {
+    std::uint8_t expected = kQueued;
+    return state_.compare_exchange_strong(expected, kTaken, std::memory_order_relaxed) || expected == kTaken;
+  }
+  std::atomic<std::uint8_t> state_{kQueued};
+};
+
 class ExactStore {
  public:
   virtual ~ExactStore() = default;
   // Contracts as documented on storage::Store (store.h): thread-safe, never block on I/O.
-  virtual bool Submit(std::uint32_t route, const Digest& d, std::string source, Completion done) = 0;
+  // `ticket` (optional): see Ticket; an implementation that never queues may ignore it.
+  virtual bool Submit(std::uint32_t route, const Digest& d, std::string source, Completion done,
+                      std::shared_ptr<Ticket> ticket = nullptr) = 0;
   virtual bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source) = 0;
   virtual bool up() const = 0;
   virtual StoreStats Stats() const = 0;

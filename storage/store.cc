@@ -17,8 +17,10 @@
 #include <thread>
 #include <unordered_map>
 
+#include "storage/conninfo.h"
 #include "storage/batch_errors.h"
 #include "storage/migrations.h"
+#include "storage/start_error.h"
 
 namespace scangate::storage {
 namespace {
@@ -151,6 +153,7 @@ struct Store::Item {
   bool write_behind;
   Clock::time_point enqueued;
   std::int64_t first_seen_us = 0;  // 0 = now() at insert; else the journal's time of first observation
+  std::shared_ptr<Ticket> ticket;  // Submit items only, optional
   int rejected = 0;           // data-error rejections in a transaction of its own (dead letter at kMaxRowAttempts)
 };
 
@@ -204,6 +207,12 @@ Store::Store(StoreOptions options)
   if (options_.batch_limit == 0) throw std::invalid_argument("StoreOptions.batch_limit must be at least 1");
   if (options_.queue_limit == 0) throw std::invalid_argument("StoreOptions.queue_limit must be at least 1");
   if (options_.reconnect_backoff_max < kBackoffMin) options_.reconnect_backoff_max = kBackoffMin;
+  ConnectionDefaults defaults;
+  defaults.statement_timeout = options_.statement_timeout;
+  defaults.tcp_user_timeout = options_.tcp_user_timeout;
+  writer_conninfo_ = WithConnectionDefaults(options_.url, defaults);  // throws std::invalid_argument
+  defaults.statement_timeout = options_.warm_statement_timeout;
+  warm_conninfo_ = WithConnectionDefaults(options_.url, defaults);
 }
 
 Store::~Store() { Shutdown(); }
@@ -214,12 +223,16 @@ void Store::Start() {
   auto backoff = kBackoffMin;
   for (;;) {
     try {
-      pqxx::connection conn(options_.url);
+      // The long statement bound: a future migration may build an index over millions of rows.
+      pqxx::connection conn(warm_conninfo_);
       ApplyMigrations(conn);
       break;
-    } catch (const pqxx::broken_connection& e) {
-      if (Clock::now() + backoff > deadline) {
-        throw std::runtime_error("scangate storage: cannot connect to PostgreSQL: " + ErrorSummary(e.what()));
+    } catch (const std::exception& e) {
+      StartError error = ClassifyStartError(e);
+      // Only a connection failure that may heal is retried here (until start_timeout).
+      if (error.permanent() || dynamic_cast<const pqxx::broken_connection*>(&e) == nullptr ||
+          Clock::now() + backoff > deadline) {
+        throw error;
       }
       std::this_thread::sleep_for(backoff);
       backoff = std::min<std::chrono::milliseconds>(backoff * 2, options_.reconnect_backoff_max);
@@ -243,7 +256,7 @@ void Store::Start() {
 }
 
 bool Store::Enqueue(std::uint32_t route, const Digest& d, std::string source, Completion done,
-                    bool write_behind, std::int64_t first_seen_us) {
+                    bool write_behind, std::shared_ptr<Ticket> ticket, std::int64_t first_seen_us) {
   if (!accepting_.load() || writers_.empty()) return false;
   Writer& w = *writers_[route % writers_.size()];
   if (!write_behind && !w.up_flag.load()) return false;  // fail fast, without touching the lock
@@ -260,7 +273,8 @@ bool Store::Enqueue(std::uint32_t route, const Digest& d, std::string source, Co
       return false;
     }
     const bool was_empty = w.queue.empty();
-    w.queue.push_back(Item{d, std::move(source), std::move(done), write_behind, Clock::now(), first_seen_us});
+    w.queue.push_back(
+        Item{d, std::move(source), std::move(done), write_behind, Clock::now(), first_seen_us, std::move(ticket)});
     if (!write_behind) ++w.waiting;
     // A write-behind item only needs to wake the writer to start its flush timer (queue was empty) or
     // when it completes a batch; otherwise the writer is already committing or timing the flush.
@@ -270,14 +284,15 @@ bool Store::Enqueue(std::uint32_t route, const Digest& d, std::string source, Co
   return true;
 }
 
-bool Store::Submit(std::uint32_t route, const Digest& d, std::string source, Completion done) {
+bool Store::Submit(std::uint32_t route, const Digest& d, std::string source, Completion done,
+                   std::shared_ptr<Ticket> ticket) {
   if (!done) done = [](const Result&) {};
-  return Enqueue(route, d, std::move(source), std::move(done), false);
+  return Enqueue(route, d, std::move(source), std::move(done), false, std::move(ticket));
 }
 
 bool Store::SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source, Completion committed,
                               std::int64_t first_seen_us) {
-  return Enqueue(route, d, std::move(source), std::move(committed), true, first_seen_us);
+  return Enqueue(route, d, std::move(source), std::move(committed), true, nullptr, first_seen_us);
 }
 
 bool Store::up() const {
@@ -339,13 +354,23 @@ void Store::RunWriter(Writer& w) {
         if (Clock::now() >= deadline) break;
         w.cv.wait_until(lk, deadline);
       }
-      const std::size_t n = std::min(w.queue.size(), options_.batch_limit);
-      for (std::size_t i = 0; i < n; ++i) {
-        if (!w.queue.front().write_behind) --w.waiting;
-        batch.push_back(std::move(w.queue.front()));
+      std::size_t skipped = 0;
+      while (!w.queue.empty() && batch.size() < options_.batch_limit) {
+        Item& front = w.queue.front();
+        if (!front.write_behind) --w.waiting;
+        if (front.ticket && !front.ticket->Take()) {
+          ++skipped;  // cancelled by its submitter (deadline passed while queued): never written
+        } else {
+          batch.push_back(std::move(front));
+        }
         w.queue.pop_front();
       }
+      if (skipped > 0) {
+        cancelled_.fetch_add(skipped);
+        pending_.fetch_sub(skipped);
+      }
     }
+    if (batch.empty()) continue;  // everything taken was cancelled
 
     ProcessBatch(w, batch);
     batch.clear();
@@ -403,7 +428,7 @@ JOIN scan_keys k ON k.digest = substring($1::bytea FROM (g.i - 1) * 32 + 1 FOR 3
 // Every writer connection prepares the batch statements once.
 bool Store::Connect(Writer& w, std::string* error) {
   try {
-    auto conn = std::make_unique<pqxx::connection>(options_.url);
+    auto conn = std::make_unique<pqxx::connection>(writer_conninfo_);
     // pqxx 6 would otherwise reconnect silently inside the next transaction; the writer owns
     // reconnection (backoff, up/down state), so a lost connection must surface as an exception.
 #pragma GCC diagnostic push
@@ -750,6 +775,12 @@ bool Store::RejectRow(Writer& w, Item& item, const std::string& error) {
 void Store::Finish(std::vector<Item>& items, const std::vector<Result>& results) {
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (!items[i].done) continue;  // write-behind items run theirs only when one was given
+    // Queued items failed by an outage were never taken: the one that wins here completes, a cancelled
+    // one stays silent (its submitter already answered).
+    if (items[i].ticket && !items[i].ticket->Take()) {
+      cancelled_.fetch_add(1);
+      continue;
+    }
     try {
       items[i].done(results[i]);
     } catch (...) {
@@ -1015,7 +1046,7 @@ constexpr const char* kWarmPlanSql =
 std::uint64_t Store::WarmLoad(std::chrono::seconds window,
                               const std::function<void(std::span<const Digest>)>& sink) {
   const unsigned streams = std::clamp(options_.warm_streams, 1u, kMaxWarmStreams);
-  PgConnPtr coord = WarmConnect(options_.url);
+  PgConnPtr coord = WarmConnect(warm_conninfo_);
   if (streams == 1) {
     const std::string sql = kWarmCopySqlPrefix + std::to_string(window.count()) + kWarmCopySqlSuffix;
     const std::uint64_t n = RunWarmCopy(coord.get(), sql, sink, nullptr);
@@ -1074,7 +1105,7 @@ std::uint64_t Store::WarmLoad(std::chrono::seconds window,
   std::vector<std::uint64_t> counts(n_streams, 0);
   const auto run_stream = [&](unsigned i) {
     try {
-      PgConnPtr conn = WarmConnect(options_.url);
+      PgConnPtr conn = WarmConnect(warm_conninfo_);
       WarmExec(conn.get(), "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
       WarmExec(conn.get(), "SET TRANSACTION SNAPSHOT '" + snapshot + "'");
       counts[i] = RunWarmCopy(conn.get(), copy_sql(i), sink, &abort);
@@ -1118,6 +1149,7 @@ StoreStats Store::Stats() const {
   s.in_doubt_aborted = m.in_doubt_aborted;
   s.in_doubt_unknown = m.in_doubt_unknown;
   s.last_warm_streams = last_warm_streams_.load();
+  s.cancelled = cancelled_.load();
   s.batch_size_buckets = Cumulative(kBatchBounds, m.batch_counts);
   s.batch_size_sum = m.batch_sum;
   s.batch_size_count = s.batch_size_buckets.back().second;

@@ -18,6 +18,9 @@
 // A row PostgreSQL rejects (data error) is isolated by bisecting its batch; the good rows commit, the
 // row's waiting item gets kUnavailable, a write-behind row is dead-lettered after kMaxRowAttempts.
 // Details and the reasoning: storage/README.md.
+// A waiting item carries a Ticket: its submitter may give up (request deadline) while the item is still
+// queued — then it is never written and its completion never runs — but not once a writer has taken it.
+// Every connection gets storage/conninfo.h's defaults (timeouts, keepalives, application_name=scangate).
 #pragma once
 
 #include <array>
@@ -28,6 +31,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,6 +77,21 @@ enum class StoreFault : std::uint8_t {
 // Runs on a writer thread after the commit (or failure): must not block; post to your own executor.
 using Completion = std::function<void(const Result&)>;
 
+// Store::Start() failed. `permanent`: a misconfiguration retrying cannot heal (authentication failed,
+// permission denied, a migration PostgreSQL rejects as invalid) — exit instead of retrying. `cause` is
+// "<SQLSTATE or kind>: <first line of the message>" (never the password).
+class StartError : public std::runtime_error {
+ public:
+  StartError(const std::string& cause, std::string sqlstate, bool permanent)
+      : std::runtime_error(cause), sqlstate_(std::move(sqlstate)), permanent_(permanent) {}
+  const std::string& sqlstate() const { return sqlstate_; }  // "" when libpq gave none (connection phase)
+  bool permanent() const { return permanent_; }
+
+ private:
+  std::string sqlstate_;
+  bool permanent_;
+};
+
 struct StoreOptions {
   std::string url;                                  // libpq URL
   unsigned writers = 2;                             // writer threads, one connection each
@@ -84,6 +103,14 @@ struct StoreOptions {
   std::chrono::milliseconds shutdown_retry{30000};
   // Added: how long Start() retries the first connection before throwing.
   std::chrono::milliseconds start_timeout{30000};
+  // Connection safety (storage/conninfo.h), applied unless the URL sets them. statement_timeout bounds a
+  // writer's statements: the server sets it a little above --request-timeout, so a statement outliving
+  // every waiting request is cancelled (nothing of its batch commits). 0 = none.
+  std::chrono::milliseconds statement_timeout{0};
+  // Warm load and migrations: the COPY legitimately runs for seconds (10 M keys: 5-26 s measured) and a
+  // migration may build an index over the whole table: their own, long bound.
+  std::chrono::milliseconds warm_statement_timeout{600000};
+  std::chrono::milliseconds tcp_user_timeout{10000};  // unacknowledged data this long: connection dropped
   // Added: WarmLoad parallelism. 1 = one COPY over one connection. N > 1 = when the window is estimated
   // to hold at least warm_parallel_min_fraction of the table's rows, the heap is split into N block
   // ranges by ctid, one connection + thread + COPY per range, all reading one exported snapshot.
@@ -122,6 +149,7 @@ struct StoreStats {
   // COMMITs whose answer was lost, by how txid_status() settled them (committed also counts a batch that
   // wrote nothing, whose outcomes hold either way).
   std::uint64_t in_doubt_committed, in_doubt_aborted, in_doubt_unknown;
+  std::uint64_t cancelled;            // Submit items withdrawn by Ticket::Cancel (never written)
 };
 
 class Store final : public ExactStore {
@@ -131,14 +159,17 @@ class Store final : public ExactStore {
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
-  // Connects (retrying until start_timeout, then throws), applies migrations, starts the writers.
-  // Call once, from one thread, before anything else.
+  // Connects (retrying connection failures until start_timeout), applies migrations, starts the writers.
+  // Throws StartError (permanent() when retrying cannot help). Call once, from one thread, first.
   void Start();
 
   // Exact insert-if-absent of `d`; `done` runs once on a writer thread with the committed outcome (or
   // kUnavailable). Returns false — nothing queued, `done` never runs — when the route's writer is down,
   // the queue is full, or the store is shutting down. Safe to call concurrently; never blocks on I/O.
-  bool Submit(std::uint32_t route, const Digest& d, std::string source, Completion done) override;
+  // With a `ticket`, `ticket->Cancel()` withdraws the item while it is still queued (then `done` never
+  // runs); a cancelled item still counts against queue_limit until a writer skips it.
+  bool Submit(std::uint32_t route, const Digest& d, std::string source, Completion done,
+              std::shared_ptr<Ticket> ticket = nullptr) override;
 
   // ack=filter write-behind: recorded with lag <= flush_interval while the database is up, retried
   // across outages, never dropped once accepted (except at Shutdown() after shutdown_retry of outage).
@@ -182,7 +213,7 @@ class Store final : public ExactStore {
   enum class InDoubt : std::uint8_t;
 
   bool Enqueue(std::uint32_t route, const Digest& d, std::string source, Completion done, bool write_behind,
-               std::int64_t first_seen_us = 0);
+               std::shared_ptr<Ticket> ticket, std::int64_t first_seen_us = 0);
   void RunWriter(Writer& w);
   bool Connect(Writer& w, std::string* error);
   void ProcessBatch(Writer& w, std::vector<Item>& batch);
@@ -196,6 +227,8 @@ class Store final : public ExactStore {
   void Finish(std::vector<Item>& items, const std::vector<Result>& results);
 
   StoreOptions options_;
+  std::string writer_conninfo_;  // options_.url + conninfo defaults (writers)
+  std::string warm_conninfo_;    // the same with warm_statement_timeout (warm load, migrations)
   std::vector<std::unique_ptr<Writer>> writers_;
   std::unique_ptr<Metrics> metrics_;
   std::atomic<std::size_t> pending_{0};     // accepted, unfinished items (bounded by queue_limit)
@@ -203,6 +236,7 @@ class Store final : public ExactStore {
   std::once_flag shutdown_once_;
   std::atomic<bool> started_{false};
   std::atomic<std::uint32_t> last_warm_streams_{0};
+  std::atomic<std::uint64_t> cancelled_{0};
   std::shared_ptr<LogSink> log_;  // options_.log or StderrLogSink()
 };
 

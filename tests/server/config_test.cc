@@ -219,14 +219,85 @@ TEST(Config, SecretFileAndRedaction) {
   std::remove(path.c_str());
 }
 
-// Passwords are redacted in URL, query and keyword/value forms; other parts stay.
+// Passwords are redacted by libpq's own parser (PQconninfoParse) in URI, query and keyword/value forms;
+// the other options stay, rendered as keyword=value.
 TEST(Config, RedactDatabaseUrl) {
-  EXPECT_EQ(RedactDatabaseUrl("postgresql://app:hunter2@db:5432/scangate"), "postgresql://app:***@db:5432/scangate");
+  EXPECT_EQ(RedactDatabaseUrl("postgresql://app:hunter2@db:5432/scangate"),
+            "user=app password=*** dbname=scangate host=db port=5432");
   EXPECT_EQ(RedactDatabaseUrl("postgresql://postgres@127.0.0.1:5544/scangate?connect_timeout=3"),
-            "postgresql://postgres@127.0.0.1:5544/scangate?connect_timeout=3");
+            "user=postgres connect_timeout=3 dbname=scangate host=127.0.0.1 port=5544");
   EXPECT_EQ(RedactDatabaseUrl("postgresql://db/scangate?user=a&password=hunter2&sslmode=require"),
-            "postgresql://db/scangate?user=a&password=***&sslmode=require");
-  EXPECT_EQ(RedactDatabaseUrl("host=db password=hunter2 dbname=x"), "host=db password=*** dbname=x");
+            "user=a password=*** dbname=scangate host=db sslmode=require");
+  EXPECT_EQ(RedactDatabaseUrl("host=db password=hunter2 dbname=x"), "password=*** dbname=x host=db");
+}
+
+// Forms the former hand-written redaction leaked: spaces around '=', a quoted value with a space, a
+// %-escaped URI password, sslpassword; none of the secret's characters may survive.
+TEST(Config, RedactDatabaseUrlNeverLeaks) {
+  const struct {
+    const char* url;
+    const char* secret;
+  } cases[] = {
+      {"host=db password = hunter2 dbname=x", "hunter2"},
+      {"host=db password='a b' dbname=x", "b'"},
+      {"host=db password='a b' dbname=x", "a b"},
+      {"host=db  password =\t'a\\'b c' user=app", "b c"},
+      {"postgresql://app:hun%74er2@db/scangate", "hunter2"},
+      {"postgresql://app:hun%74er2@db/scangate", "hun%74er2"},
+      {"postgres://db/x?password=p%20w&user=u", "p w"},
+      {"host=db sslpassword=keypass sslkey=/k.pem", "keypass"},
+      {"postgresql://db/x?sslpassword=keypass", "keypass"},
+  };
+  for (const auto& c : cases) {
+    const std::string r = RedactDatabaseUrl(c.url);
+    EXPECT_EQ(r.find(c.secret), std::string::npos) << c.url << " -> " << r;
+    EXPECT_NE(r.find("password=***"), std::string::npos) << c.url << " -> " << r;
+  }
+  // No password at all: nothing masked, options kept (passfile-free forms).
+  EXPECT_EQ(RedactDatabaseUrl("host=/run/postgresql dbname=scangate user=app"),
+            "user=app dbname=scangate host=/run/postgresql");
+  EXPECT_EQ(RedactDatabaseUrl("postgresql:///scangate"), "dbname=scangate");
+  // Quoted values with spaces are rendered quoted, so the line still reads as one conninfo.
+  EXPECT_EQ(RedactDatabaseUrl("host=db application_name='till gate'"), "host=db application_name='till gate'");
+}
+
+// A string libpq cannot parse is logged as "<unparsable>", nothing of its content; ParseConfig rejects it
+// (exit 2) without echoing it either.
+TEST(Config, UnparsableDatabaseUrl) {
+  for (const char* bad : {"host=db password hunter2", "host=db hunter2=1", "postgresql://db/x?hunter2=1",
+                          "postgresql://%zzhunter2@db/x", "host='hunter2"}) {
+    EXPECT_EQ(RedactDatabaseUrl(bad), "<unparsable>") << bad;
+    const std::string e = ParseError({"--database-url", bad});
+    EXPECT_NE(e.find("--database-url"), std::string::npos) << e;
+    EXPECT_EQ(e.find("hunter2"), std::string::npos) << e;
+  }
+}
+
+// The configuration line of a keyword/value URL with spaces around '=' carries no password.
+TEST(Config, DescribeRedactsKeywordForm) {
+  Config c = ParseOk({"--database-url", "host=db password = hunter2 dbname=x"});
+  const std::string described = boost::json::serialize(Describe(c));
+  EXPECT_EQ(described.find("hunter2"), std::string::npos) << described;
+}
+
+// --request-timeout: default 5 s, duration syntax ms/s/m, bounded to 100ms..10m, env equivalent.
+TEST(Config, RequestTimeout) {
+  EXPECT_EQ(ParseOk({"--database-url", kUrl}).request_timeout, 5s);
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--request-timeout", "250ms"}).request_timeout, 250ms);
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--request-timeout=2m"}).request_timeout, 2min);
+  {
+    ScopedEnv env("SCANGATE_REQUEST_TIMEOUT", "3s");
+    EXPECT_EQ(ParseOk({"--database-url", kUrl}).request_timeout, 3s);
+    EXPECT_EQ(ParseOk({"--database-url", kUrl, "--request-timeout", "7s"}).request_timeout, 7s);
+  }
+  for (const char* bad : {"0s", "99ms", "11m", "5", "5us", "1h", "-1s", "1.5s"}) {
+    EXPECT_NE(ParseError({"--database-url", kUrl, "--request-timeout", bad}).find("--request-timeout"),
+              std::string::npos)
+        << bad;
+  }
+  EXPECT_NE(Parse({"--help"}).help.find("--request-timeout"), std::string::npos);
+  EXPECT_NE(boost::json::serialize(Describe(ParseOk({"--database-url", kUrl}))).find("\"request_timeout_ms\":5000"),
+            std::string::npos);
 }
 
 }  // namespace

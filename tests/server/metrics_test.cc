@@ -53,6 +53,7 @@ MetricsSnapshot SampleSnapshot() {
   s.store.up = true;
   s.store.queue_depth = 3;
   s.store.write_behind_conflicts = 4;
+  s.store.cancelled = 2;
   s.store.batch_size_buckets = {{1, 2}, {2, 5}, {std::numeric_limits<double>::infinity(), 6}};
   s.store.batch_size_sum = 9;
   s.store.batch_size_count = 6;
@@ -118,9 +119,10 @@ TEST(Metrics, PrometheusText) {
         "scangate_filter_distrusting_shards gauge",
         "scangate_filter_fill_ratio gauge", "scangate_filter_estimated_fp gauge", "scangate_filter_keys gauge",
         "scangate_filter_memory_bytes gauge", "scangate_pg_up gauge", "scangate_pg_queue_depth gauge",
-        "scangate_pg_batch_size histogram", "scangate_pg_commit_seconds histogram",
-        "scangate_write_behind_lost_total counter", "scangate_write_behind_dead_lettered_total counter",
-        "scangate_batch_failures_total counter", "scangate_commit_in_doubt_total counter"}) {
+        "scangate_pg_cancelled_total counter", "scangate_pg_batch_size histogram",
+        "scangate_pg_commit_seconds histogram", "scangate_write_behind_lost_total counter",
+        "scangate_write_behind_dead_lettered_total counter", "scangate_batch_failures_total counter",
+        "scangate_commit_in_doubt_total counter"}) {
     EXPECT_NE(text.find(std::string("# TYPE ") + family + "\n"), std::string::npos) << family;
   }
   const auto s = Samples(text);
@@ -156,6 +158,7 @@ TEST(Metrics, PrometheusText) {
   EXPECT_EQ(at("scangate_filter_memory_bytes"), "4096");
   EXPECT_EQ(at("scangate_pg_up"), "1");
   EXPECT_EQ(at("scangate_pg_queue_depth"), "3");
+  EXPECT_EQ(at("scangate_pg_cancelled_total"), "2");
   EXPECT_EQ(at(R"(scangate_pg_batch_size_bucket{le="2"})"), "5");
   EXPECT_EQ(at(R"(scangate_pg_batch_size_bucket{le="+Inf"})"), "6");
   EXPECT_EQ(at("scangate_pg_batch_size_sum"), "9");

@@ -25,7 +25,8 @@ namespace json = boost::json;
 // Exact insert-if-absent in memory; completions inline (the Service posts them to the session executor).
 class FakeStore final : public storage::ExactStore {
  public:
-  bool Submit(std::uint32_t, const Digest& d, std::string source, storage::Completion done) override {
+  bool Submit(std::uint32_t, const Digest& d, std::string source, storage::Completion done,
+              std::shared_ptr<storage::Ticket>) override {
     storage::Result r;
     {
       const std::lock_guard lock(mu_);

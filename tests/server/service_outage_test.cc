@@ -178,5 +178,36 @@ TEST(ServiceOutage, PostgresStoppedThenRestarted) {
   EXPECT_TRUE(saw_up_after_down) << "no pg_state up log event after the outage";
 }
 
+// Issue 9: PostgreSQL down at start and started a few seconds later. scangate backs off (one pg_state
+// line per attempt, naming the cause; not one per millisecond) and becomes ready by itself.
+TEST(ServiceOutage, DownAtStartBacksOffThenReady) {
+  ClusterGuard guard;
+  ASSERT_EQ(PgClusterStop(), 0) << "scripts/pg.sh stop failed";
+  guard.stopped = true;
+  ScangateProcess server;
+  std::thread starter([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    EXPECT_EQ(PgClusterStart(), 0) << "scripts/pg.sh start failed";
+  });
+  const auto started = server.Start();  // waits up to 30 s for /readyz
+  starter.join();
+  guard.stopped = false;
+  ASSERT_TRUE(started);
+  std::size_t downs = 0;
+  for (const auto& e : server.LogEvents("pg_state")) {
+    if (e.at("state") != "down") continue;
+    ++downs;
+    const std::string text = json::serialize(e);
+    EXPECT_NE(text.find("\"attempt\""), std::string::npos) << text;
+    EXPECT_NE(text.find("\"retry_in_ms\""), std::string::npos) << text;
+  }
+  // 3 s + the cluster's start-up with backoff 250 ms doubling up to 8 s: a handful of lines.
+  EXPECT_GE(downs, 1u);
+  EXPECT_LE(downs, 8u) << server.Log();
+  HttpClient c(server.port());
+  EXPECT_EQ(c.Post("/observe", ObserveBody(UniqueKey("down-at-start"))).status, 201);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 }  // namespace
 }  // namespace scangate::it

@@ -251,6 +251,112 @@ TEST_F(PgTest, InBatchDuplicates) {
             "first");
 }
 
+// Ticket: an item cancelled while still queued is never written and its completion never runs; an item a
+// writer already took cannot be cancelled and its outcome is delivered.
+TEST_F(PgTest, TicketCancelsOnlyQueuedItems) {
+  Store store(Options(1));
+  store.Start();
+  const Digest taken = RandomDigest();
+  const Digest queued = RandomDigest();
+  const Digest after = RandomDigest();
+  RowBlocker blocker(taken);
+  auto taken_ticket = std::make_shared<Ticket>();
+  auto queued_ticket = std::make_shared<Ticket>();
+  std::promise<Result> taken_result;
+  std::atomic<int> queued_completions{0};
+  ASSERT_TRUE(store.Submit(0, taken, "", [&](const Result& r) { taken_result.set_value(r); }, taken_ticket));
+  ASSERT_TRUE(WaitForLockWaiter());  // the writer holds `taken` in a transaction, blocked on the row
+  ASSERT_TRUE(store.Submit(0, queued, "", [&](const Result&) { ++queued_completions; }, queued_ticket));
+  const auto before = store.Stats();
+  EXPECT_TRUE(queued_ticket->Cancel());
+  EXPECT_FALSE(queued_ticket->Cancel());  // exactly one transition
+  EXPECT_FALSE(taken_ticket->Cancel());   // in a transaction: its outcome will come
+  blocker.Rollback();
+  EXPECT_EQ(taken_result.get_future().get().outcome, Outcome::kInserted);
+  // The writer went past the cancelled item: a later item of the same writer completes.
+  const auto later = SubmitAndWait(store, after);
+  ASSERT_TRUE(later.has_value());
+  EXPECT_EQ(later->outcome, Outcome::kInserted);
+  store.Shutdown();
+  EXPECT_EQ(queued_completions.load(), 0);
+  const auto stats = store.Stats();
+  EXPECT_EQ(stats.cancelled - before.cancelled, 1u);
+  EXPECT_EQ(stats.queue_depth, 0u);  // the cancelled item no longer counts against queue_limit
+  pqxx::connection c(Url());
+  EXPECT_EQ(CountRows(c, {taken}), 1);
+  EXPECT_EQ(CountRows(c, {queued}), 0);  // never written
+  EXPECT_EQ(CountRows(c, {after}), 1);
+}
+
+// Every writer connection carries application_name=scangate (storage/conninfo.h), so operators and
+// tests can find the writers in pg_stat_activity.
+TEST_F(PgTest, ConnectionsCarryDefaults) {
+  Store store(Options(2));
+  store.Start();
+  pqxx::connection c(Url());
+  pqxx::nontransaction tx(c);
+  const auto r = tx.exec(
+      "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'scangate' AND datname = current_database()");
+  EXPECT_GE(r[0][0].as<int>(), 2);
+}
+
+namespace {
+// The fixture's URL with another role and/or database.
+std::string UrlAs(const std::string& role, const std::string& db) {
+  std::string u = Url();
+  u.replace(u.find("postgres@"), 9, role + "@");
+  const auto slash = u.find('/', u.find('@'));
+  u.replace(slash + 1, u.find('?') - slash - 1, db);
+  return u;
+}
+}  // namespace
+
+// Start() failures: a role that may not CREATE in schema public (PostgreSQL 15's default for non-owners)
+// and an unknown role are permanent; a missing database is transient (it may be created later).
+TEST_F(PgTest, StartClassifiesErrors) {
+  const std::string suffix = std::to_string(std::random_device{}() % 1000000);
+  const std::string role = "sg_nocreate_" + suffix, db = "sg_nocreate_" + suffix;
+  pqxx::connection admin(Url());
+  {
+    pqxx::nontransaction tx(admin);
+    tx.exec0("CREATE ROLE " + role + " LOGIN");
+    tx.exec0("CREATE DATABASE " + db);
+  }
+  const auto start_error = [](const std::string& url) -> std::optional<StartError> {
+    auto opts = Options(1);
+    opts.url = url;
+    opts.start_timeout = 0ms;
+    Store store(opts);
+    try {
+      store.Start();
+    } catch (const StartError& e) {
+      return e;
+    }
+    return std::nullopt;
+  };
+  const auto no_create = start_error(UrlAs(role, db));
+  ASSERT_TRUE(no_create.has_value());
+  EXPECT_TRUE(no_create->permanent()) << no_create->what();
+  EXPECT_EQ(no_create->sqlstate(), "42501");
+  EXPECT_NE(std::string(no_create->what()).find("permission denied"), std::string::npos) << no_create->what();
+
+  const auto unknown_role = start_error(UrlAs("sg_no_such_role_" + suffix, "scangate"));
+  ASSERT_TRUE(unknown_role.has_value());
+  EXPECT_TRUE(unknown_role->permanent()) << unknown_role->what();
+  EXPECT_EQ(unknown_role->sqlstate(), "28000");
+
+  const auto missing_db = start_error(UrlAs("postgres", "sg_no_such_db_" + suffix));
+  ASSERT_TRUE(missing_db.has_value());
+  EXPECT_FALSE(missing_db->permanent()) << missing_db->what();
+  EXPECT_EQ(missing_db->sqlstate(), "3D000");
+  EXPECT_NE(std::string(missing_db->what()).find("does not exist"), std::string::npos) << missing_db->what();
+  {
+    pqxx::nontransaction tx(admin);
+    tx.exec0("DROP DATABASE " + db);
+    tx.exec0("DROP ROLE " + role);
+  }
+}
+
 // A row committed by another transaction while the batch statement waits on it is invisible to the
 // statement's snapshot and skipped by ON CONFLICT: the store must still answer kDuplicate with the
 // other transaction's first_seen (follow-up select), never kInserted and never a failure.
