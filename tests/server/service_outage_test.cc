@@ -3,6 +3,9 @@
 // recovers by itself and verdicts are right. Stops the fixture's cluster, so it runs as its own
 // binary, ordered after the other service tests (RESOURCE_LOCK pg keeps other tests away).
 #include <cstdio>
+#include <regex>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -207,6 +210,67 @@ TEST(ServiceOutage, DownAtStartBacksOffThenReady) {
   HttpClient c(server.port());
   EXPECT_EQ(c.Post("/observe", ObserveBody(UniqueKey("down-at-start"))).status, 201);
   EXPECT_EQ(server.Stop(), 0);
+}
+
+// One log stream (issue 11): every line scangate writes during a run that crosses a PostgreSQL outage —
+// server events, storage events (pg_state from the writers), the journal's, the access log — is one JSON
+// object with the same shape: "ts" RFC 3339 UTC with microseconds, "level" info|warn|error, "event".
+TEST(ServiceOutage, EveryLogLineHasOneFormat) {
+  ClusterGuard guard;
+  ScangateProcess server({"--access-log=on", "--ack=filter", "--writers=1"});
+  ASSERT_TRUE(server.Start());
+  HttpClient c(server.port());
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(c.Post("/observe", ObserveBody(UniqueKey("logfmt"))).status, 201);
+  ASSERT_EQ(PgClusterStop(), 0) << "scripts/pg.sh stop failed";
+  guard.stopped = true;
+  // A possibly-seen key needs PostgreSQL: the writer notices the outage (storage logs pg_state down).
+  const std::string seen = UniqueKey("logfmt-seen");
+  (void)PostReconnecting(c, "/observe", ObserveBody(seen));
+  const auto down_deadline = Clock::now() + kRecoveryTimeout;
+  while (Clock::now() < down_deadline) {
+    bool down = false;
+    for (const auto& e : server.LogEvents("pg_state")) down = down || e.at("state") == "down";
+    if (down) break;
+    (void)PostReconnecting(c, "/observe", ObserveBody(seen));
+    std::this_thread::sleep_for(kProbeInterval);
+  }
+  ASSERT_EQ(PgClusterStart(), 0) << "scripts/pg.sh start failed";
+  guard.stopped = false;
+  const auto ready_deadline = Clock::now() + kRecoveryTimeout;
+  while (GetReconnecting(c, "/readyz").status != 200 && Clock::now() < ready_deadline) {
+    std::this_thread::sleep_for(kProbeInterval);
+  }
+  EXPECT_EQ(PostReconnecting(c, "/observe", ObserveBody(UniqueKey("logfmt-after"))).status, 201);
+  ASSERT_EQ(server.Stop(), 0);
+
+  const std::regex ts(R"(^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$)");
+  std::istringstream in(server.Log());
+  std::string line;
+  std::size_t lines = 0;
+  std::set<std::string> events;
+  bool storage_down = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("# harness", 0) == 0) continue;  // the harness's own notes in the same file
+    ++lines;
+    boost::system::error_code ec;
+    const json::value v = json::parse(line, ec);
+    ASSERT_FALSE(ec) << "not JSON: " << line;
+    ASSERT_TRUE(v.is_object()) << line;
+    const json::object& o = v.as_object();
+    ASSERT_TRUE(o.contains("ts") && o.at("ts").is_string()) << line;
+    EXPECT_TRUE(std::regex_match(std::string(o.at("ts").as_string()), ts)) << "ts format: " << line;
+    ASSERT_TRUE(o.contains("level") && o.at("level").is_string()) << line;
+    const std::string level(o.at("level").as_string());
+    EXPECT_TRUE(level == "info" || level == "warn" || level == "error") << line;
+    ASSERT_TRUE(o.contains("event") && o.at("event").is_string()) << line;
+    events.insert(std::string(o.at("event").as_string()));
+    if (o.at("event") == "pg_state" && o.contains("writer") && o.at("state") == "down") storage_down = true;
+  }
+  EXPECT_GT(lines, 10u);
+  for (const char* e : {"config", "listening", "warm_start", "pg_state", "access", "shutdown"}) {
+    EXPECT_TRUE(events.count(e)) << "no " << e << " line in the run";
+  }
+  EXPECT_TRUE(storage_down) << "no pg_state line from a writer (storage/) in the run:\n" << server.Log();
 }
 
 }  // namespace
