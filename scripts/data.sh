@@ -23,7 +23,7 @@ base=""
 if [[ -n ${SCANGATE_DATA_HOME:-} ]]; then
   home=$(realpath -m "$SCANGATE_DATA_HOME")
 else
-  name=$(basename "$root" | tr -c 'A-Za-z0-9._-\n' '_' | cut -c1-32)
+  name=$(basename "$root"); name=${name//[^A-Za-z0-9._-]/_}; name=${name:0:32}
   hash=$(printf %s "$root" | sha256sum | cut -c1-12)
   if [[ $(id -u) -eq 0 ]]; then base=/var/lib/scangate; else base=${XDG_DATA_HOME:-$HOME/.local/share}/scangate; fi
   home=$base/$name-$hash

@@ -4,6 +4,7 @@
 #         -DTEMPLATE=server/version.cc.in -DOUT=<build>/version.cc -P server/version.cmake
 # The commit is "unknown" unless SOURCE_DIR is itself the top of a git work tree (a source tarball unpacked
 # inside some other repository must not report that repository's commit).
+cmake_minimum_required(VERSION 3.25)  # script mode: today's policies
 set(SCANGATE_VERSION "${VERSION}")
 set(SCANGATE_BUILD_TYPE "${BUILD_TYPE}")
 set(SCANGATE_COMMIT unknown)

@@ -3,8 +3,9 @@
 # this checkout into a fresh mode-700 temporary folder, runs `scripts/run.sh --port <free port>` there in the
 # background (its own build of the scangate target; its own PostgreSQL, on a free port, in the clone's data
 # folder), waits for /readyz 200, observes one key (201 new) and again (200 duplicate), checks that
-# --version names HEAD, stops scangate with SIGTERM (exit 0); runs the command a second time, which must reuse
-# the cluster (the key is still a duplicate); then stops and removes the clone's PostgreSQL and the clone.
+# --version names HEAD, stops scangate with SIGTERM (exit 0); checks that another cluster on the same port is
+# refused with a message naming this clone; runs the command a second time, which must reuse the cluster (the
+# key is still a duplicate); then stops and removes the clone's PostgreSQL and the clone.
 #   tests/scripts/run_test.sh      scripts/test.sh runs it; SCANGATE_RUN_TEST_TIMEOUT (default 900 s) bounds
 #                                  the wait for each /readyz (the first includes the clone's build)
 # It tests HEAD, not uncommitted changes. SCANGATE_* variables of the caller (a database URL, a data folder,
@@ -100,6 +101,13 @@ data_home=$(bash "$clone/scripts/data.sh" path)
 [[ $data_home != "$tmp"* ]] || [[ $(id -u) -ne 0 ]] || fail "as root the data must live outside the private clone"
 stop_run
 log "first run stopped (exit 0); data in $data_home"
+
+# Another clone's cluster wanting the same port is refused with a message naming this clone.
+if clash=$(SCANGATE_DATA_HOME=$tmp/other-data SCANGATE_PG_PORT=$pg_port bash "$clone/scripts/data.sh" start 2>&1); then
+  fail "a second cluster on port $pg_port was not refused: $clash"
+fi
+[[ $clash == *"port $pg_port is taken by the PostgreSQL of another scangate clone: $clone "* ]] ||
+  fail "port clash message does not name the clone: $clash"
 
 start_run  # the second run reuses the cluster: the key is still recorded
 observe "$key" 200 duplicate

@@ -5,6 +5,7 @@
 #   says "unknown".
 #   cmake -DBIN=<scangate> -DVERSION=<x.y.z> -DGIT=<git or empty> -DSOURCE_DIR=<repo> -DWORK=<scratch dir>
 #         -P tests/server/cli_test.cmake
+cmake_minimum_required(VERSION 3.25)  # script mode: today's policies
 function(scangate_run expect_rc)
   execute_process(COMMAND "${BIN}" ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc STREQUAL "${expect_rc}")
