@@ -29,6 +29,7 @@ else
   home=$base/$name-$hash
 fi
 pgdata=$home/pg
+cd /  # as root PostgreSQL's tools run as postgres, who may not enter the caller's folder (paths are absolute)
 
 init() {
   if [[ $(id -u) -eq 0 ]]; then
