@@ -66,6 +66,11 @@ port_taken() {
       exit 1
     fi
   done
+  if [[ $(running_port "$root/.local/pg" 2>/dev/null) == "$port" ]]; then
+    echo "data.sh: port $port is taken by this clone's cluster of an older scripts/run.sh, in $root/.local/pg." >&2
+    echo "  Stop it (scripts/pg.sh stop .local/pg) and run again; its data stays in .local/pg." >&2
+    exit 1
+  fi
   echo "data.sh: port $port on 127.0.0.1 is taken by another program (another PostgreSQL?)." >&2
   echo "  Give this clone its own port: SCANGATE_PG_PORT=$((port + 1)) scripts/run.sh (remembered for the next" >&2
   echo "  runs), or use an existing database: SCANGATE_DATABASE_URL=postgresql://... scripts/run.sh" >&2
