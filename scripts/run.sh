@@ -1,28 +1,35 @@
 #!/usr/bin/env bash
-# The run command: installs what is missing, builds the release binary, and runs scangate.
-#   bash scripts/run.sh [scangate flags...]      (port 8080 unless --port/SCANGATE_PORT says otherwise)
-# Without SCANGATE_DATABASE_URL (and without --database-url) a project-local PostgreSQL is started in
-# .local/pg on port 5544 (created on first use, reused afterwards; stop it with scripts/pg.sh stop .local/pg).
+# The run command: installs what is missing, builds scangate (Release), and runs it.
+#   scripts/run.sh [scangate flags...]      (port 8080 unless --port/SCANGATE_PORT says otherwise)
+# Works from any clone location, as root or as an ordinary user. Without SCANGATE_DATABASE_URL (and without
+# --database-url) it starts this clone's own PostgreSQL 15 through scripts/data.sh: data in this clone's data
+# folder (/var/lib/scangate/<clone> as root, ~/.local/share/scangate/<clone> otherwise), port 5544 or
+# SCANGATE_PG_PORT; created on first use, reused afterwards, left running when scangate exits
+# (scripts/data.sh stop | remove).
+# Exports SCANGATE_DATA_HOME, this clone's data folder, for whatever scangate keeps on disk.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 
 jobs=${SCANGATE_JOBS:-$(nproc)}
-cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# Release, the build type of scripts/test.sh and bench/run.sh too (they share build/release). Warnings do not
+# stop this build (SCANGATE_WERROR stays as the build folder has it: OFF unless scripts/test.sh made it).
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release --target scangate -j "$jobs"
+
+SCANGATE_DATA_HOME=$(bash scripts/data.sh init)
+export SCANGATE_DATA_HOME
 
 has_url_flag=0
 for arg in "$@"; do
   case "$arg" in --database-url|--database-url=*) has_url_flag=1 ;; esac
 done
 if [[ -z "${SCANGATE_DATABASE_URL:-}" && $has_url_flag -eq 0 ]]; then
-  mkdir -p .local
-  # PostgreSQL runs as user postgres: it must be able to reach the project folder.
-  bash scripts/pg.sh start .local/pg 5544
-  SCANGATE_DATABASE_URL=$(bash scripts/pg.sh url .local/pg 5544)
+  SCANGATE_DATABASE_URL=$(bash scripts/data.sh start)
   export SCANGATE_DATABASE_URL
-  echo "scangate: using local PostgreSQL $SCANGATE_DATABASE_URL (data in .local/pg)" >&2
+  echo "scangate: using this clone's PostgreSQL $SCANGATE_DATABASE_URL (data in $SCANGATE_DATA_HOME/pg;" \
+       "scripts/data.sh stop stops it)" >&2
   # --ack=filter's journal belongs to this database: keep it next to its data (flag or env still win).
-  export SCANGATE_JOURNAL_DIR=${SCANGATE_JOURNAL_DIR:-$PWD/.local/journal}
+  export SCANGATE_JOURNAL_DIR=${SCANGATE_JOURNAL_DIR:-$SCANGATE_DATA_HOME/journal}
 fi
 exec build/release/server/scangate "$@"

@@ -1,23 +1,34 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds, and runs every test.
-#   1. release build (RelWithDebInfo) of everything; ctest runs unit, storage and integration tests
-#      (the integration tests start their own throwaway PostgreSQL)
+#   1. release build (Release, warnings are errors: SCANGATE_WERROR=ON) of everything; ctest runs unit, storage
+#      and integration tests (the integration tests start their own throwaway PostgreSQL)
+#   1b. the run command from a fresh mode-700 clone of HEAD (tests/scripts/run_test.sh)
 #   2. ThreadSanitizer build of core/, storage/ and server/; the filter, store and service concurrency tests
 #   3. AddressSanitizer + UndefinedBehaviorSanitizer build of everything but benchmarks; the whole ctest suite
 #      (unit, storage, integration, hardening) against the sanitized scangate binary
 #   4. libFuzzer (clang, ASan+UBSan) over the request parsing layer: replay tests/fuzz/{corpus,regressions},
 #      then SCANGATE_FUZZ_SECONDS (default 45) of fuzzing; any crash fails
-# Each step prints its wall time. SCANGATE_SKIP_ASAN=1 / SCANGATE_SKIP_FUZZ=1 skip steps 3 / 4 (local use only).
+# Each step prints its wall time. SCANGATE_SKIP_RUN=1 / SCANGATE_SKIP_ASAN=1 / SCANGATE_SKIP_FUZZ=1 skip steps
+# 1b / 3 / 4 (local use only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 
 jobs=${SCANGATE_JOBS:-$(nproc)}
 echo "== release build"
-cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# Release (-O3): the build type users and bench/run.sh build, and the one whose optimiser finds the most
+# warnings; the sanitizer builds below cover RelWithDebInfo.
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DSCANGATE_WERROR=ON >/dev/null
 cmake --build build/release -j "$jobs"
 echo "== release tests"
 ctest --test-dir build/release --output-on-failure -j "$jobs" --timeout 900
+
+step_start=$SECONDS
+if [[ ${SCANGATE_SKIP_RUN:-0} != 1 ]]; then
+  echo "== run command from a fresh clone"
+  bash tests/scripts/run_test.sh
+  echo "== run-command step took $((SECONDS - step_start)) s"
+fi
 
 step_start=$SECONDS
 echo "== ThreadSanitizer build (core/, storage/, server/)"
@@ -26,7 +37,7 @@ echo "== ThreadSanitizer build (core/, storage/, server/)"
 # (service_concurrency_test drives the TSan-built scangate binary, which inherits TSAN_OPTIONS; a report
 # makes it exit 66 and the test fail), and the single-writer metric counters under a concurrent scrape.
 cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCANGATE_SANITIZE=thread \
-  -DSCANGATE_CORE_ONLY=OFF -DSCANGATE_BENCH=OFF >/dev/null
+  -DSCANGATE_CORE_ONLY=OFF -DSCANGATE_BENCH=OFF -DSCANGATE_WERROR=ON >/dev/null
 cmake --build build/tsan -j "$jobs" --target filter_concurrency_test store_test service_concurrency_test \
   server_metrics_test scangate
 echo "== ThreadSanitizer tests"
@@ -56,7 +67,7 @@ if [[ ${SCANGATE_SKIP_ASAN:-0} != 1 ]]; then
   # (std::function in _StateT; a known GCC 12 false positive) for tests/server/service_routes_test.cc: kept as a warning,
   # not an error, in this build only.
   cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCANGATE_SANITIZE=address \
-    -DSCANGATE_BENCH=OFF -DCMAKE_CXX_FLAGS=-Wno-error=maybe-uninitialized >/dev/null
+    -DSCANGATE_BENCH=OFF -DSCANGATE_WERROR=ON -DCMAKE_CXX_FLAGS=-Wno-error=maybe-uninitialized >/dev/null
   cmake --build build/asan -j "$jobs"
   echo "== ASan+UBSan tests"
   # LeakSanitizer suppressions: third-party only, each documented in scripts/lsan.supp.

@@ -13,8 +13,9 @@
 #include <boost/json/array.hpp>
 #include <boost/program_options.hpp>
 
-#include "storage/conninfo.h"
 #include "core/filter.h"  // kMaxShards: one limit for the filter and the --shards check
+#include "server/version.h"
+#include "storage/conninfo.h"
 
 namespace scangate::server {
 namespace po = boost::program_options;
@@ -118,49 +119,64 @@ std::vector<std::string> ParseCorsOrigins(const std::string& list) {
   return out;
 }
 
+// The options, in the groups `scangate --help` prints, in that order. A new flag goes into the group an
+// operator would look in first.
 po::options_description Options() {
-  po::options_description d("scangate options (each also read from env SCANGATE_<NAME>, e.g. SCANGATE_DATABASE_URL;"
-                            " the command line wins)");
   auto s = [](const char* def) { return po::value<std::string>()->default_value(def); };
-  d.add_options()
-      ("help", "print this help and exit")
+  po::options_description listening("Listening");
+  listening.add_options()
       ("listen", s("0.0.0.0"), "listen address")
       ("port", s("8080"), "TCP port; 0 = ephemeral")
-      ("port-file", s(""), "write the listening port (and a newline) to this file once listening")
       ("threads", s("0"), "I/O threads (one io_context each); 0 = hardware cores")
+      ("port-file", s(""), "write the listening port (and a newline) to this file once listening")
+      ("admin-listen", s(""), "ADDR:PORT of a separate plain-HTTP listener for /healthz, /readyz, /metrics, "
+                              "/stats, /dashboard (then 404 on the main port; /observe* not served there)");
+  po::options_description postgres("PostgreSQL");
+  postgres.add_options()
       ("database-url", s(""), "libpq URL of PostgreSQL (required)")
+      ("writers", s("2"), "PostgreSQL writer threads (one connection each)")
+      ("batch-limit", s("1024"), "max keys per PostgreSQL transaction")
+      ("queue-limit", s("65536"), "max queued PostgreSQL items; beyond it requests get 503")
+      ("request-timeout", s("5s"), "a request waiting for PostgreSQL longer than this gets 503 + Retry-After "
+                                   "(unavailable, or outcome-unknown if its transaction was in flight); "
+                                   "units ms s m, 100ms..10m");
+  po::options_description filter("Filter");
+  filter.add_options()
       ("capacity", s("10000000"), "expected distinct keys per window (whole filter)")
       ("fp-target", s("0.01"), "false-positive target of a filter query, in (0, 0.5)")
       ("window", s("24h"), "filter generation lifetime and warm-start window; units s m h d (e.g. 24h, 7d)")
       ("shards", s("64"), "filter shards, a power of two")
-      ("ack", s("commit"), "commit: 'new' only after PostgreSQL commit; filter: 'new' from the filter, "
-                           "write-behind to PostgreSQL")
-      ("writers", s("2"), "PostgreSQL writer threads (one connection each)")
-      ("batch-limit", s("1024"), "max keys per PostgreSQL transaction")
+      ("filter", s("on"), "on|off; off = every key takes the exact path (benchmarks)");
+  po::options_description ack("Acknowledgement");
+  ack.add_options()
+      ("ack", s("commit"), "commit: 'new' only after PostgreSQL commit; filter: 'new' from the filter once "
+                           "journalled, written behind to PostgreSQL")
       ("flush-interval", s("2ms"), "max write-behind lag (ack=filter); units us ms s")
-      ("queue-limit", s("65536"), "max queued PostgreSQL items; beyond it requests get 503")
-      ("request-timeout", s("5s"), "a request waiting for PostgreSQL longer than this gets 503 + Retry-After "
-                                   "(unavailable, or outcome-unknown if its transaction was in flight); "
-                                   "units ms s m, 100ms..10m")
-      ("digest-secret-file", s(""), "HMAC-SHA256 digests keyed with this file's bytes (one trailing newline "
-                                    "stripped); default plain SHA-256")
-      ("filter", s("on"), "on|off; off = every key takes the exact path (benchmarks)")
-      ("access-log", s("off"), "on|off; one JSON line per request: method, path, status, latency")
-      ("tls-cert", s(""), "PEM certificate (chain) file: serve HTTPS (TLS 1.2+) on the main port; needs --tls-key")
-      ("tls-key", s(""), "PEM private key file of --tls-cert")
-      ("tokens-file", s(""), "file of lowercase hex SHA-256 hashes of accepted bearer tokens, one per line "
-                             "(# comments, blank lines allowed); when set, /observe* need "
-                             "'Authorization: Bearer <token>'")
       ("journal", s("on"), "on|off (ack=filter): on = a filter negative is answered 'new' only once fsynced in a "
                            "local journal; off = in-memory write-behind, which a crash can lose")
       ("journal-dir", s("scangate-journal"), "journal directory (ack=filter); one per instance and database")
       ("journal-max-bytes", s("67108864"), "journal bytes not yet committed in PostgreSQL; beyond it requests wait "
-                                           "(bounded), then 503")
-      ("admin-listen", s(""), "ADDR:PORT of a separate plain-HTTP listener for /healthz, /readyz, /metrics, "
-                              "/stats (then 404 on the main port; /observe* not served there)")
+                                           "(bounded), then 503");
+  po::options_description security("Security");
+  security.add_options()
+      ("tls-cert", s(""), "PEM certificate (chain) file: serve HTTPS (TLS 1.2+) on the main port; needs --tls-key")
+      ("tls-key", s(""), "PEM private key file of --tls-cert")
+      ("tokens-file", s(""), "file of lowercase hex SHA-256 hashes of accepted bearer tokens, one per line "
+                             "(# comments, blank lines allowed); when set, /observe* and /lookup need "
+                             "'Authorization: Bearer <token>'")
       ("cors-origins", s(""), "comma-separated web origins (e.g. https://pos.example.com,http://127.0.0.1:3000) "
                               "allowed to call /observe, /observe/batch, /lookup from a browser; requests with "
-                              "any other Origin header (except scangate's own) get 403");
+                              "any other Origin header (except scangate's own) get 403")
+      ("digest-secret-file", s(""), "HMAC-SHA256 digests keyed with this file's bytes (one trailing newline "
+                                    "stripped); default plain SHA-256");
+  po::options_description operations("Operations");
+  operations.add_options()
+      ("access-log", s("off"), "on|off; one JSON line per request: method, path, status, latency")
+      ("help", "print this help and exit")
+      ("version", "print the version and the git commit it was built from, and exit");
+  po::options_description d("Options (each also read from env SCANGATE_<NAME>, e.g. SCANGATE_DATABASE_URL;"
+                            " the command line wins)");
+  d.add(listening).add(postgres).add(filter).add(ack).add(security).add(operations);
   return d;
 }
 
@@ -210,7 +226,10 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
                                       for (char& c : name) {
                                         c = c == '_' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
                                       }
-                                      if (name == "help" || desc.find_nothrow(name, false) == nullptr) return "";
+                                      if (name == "help" || name == "version" ||
+                                          desc.find_nothrow(name, false) == nullptr) {
+                                        return "";
+                                      }
                                       return name;
                                     }),
               vm);
@@ -221,8 +240,13 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   ParseOutcome out;
   if (vm.count("help") != 0) {
     std::ostringstream os;
-    os << "scangate: has this scan key been seen before? (Bloom fast path in front of PostgreSQL)\n\n" << desc;
+    os << VersionLine() << ": has this scan key been seen before? (Bloom fast path in front of PostgreSQL)\n"
+       << "Usage: scangate --database-url URL [options]\n\n" << desc;
     out.help = os.str();
+    return out;
+  }
+  if (vm.count("version") != 0) {
+    out.help = VersionLine() + "\n";
     return out;
   }
   auto str = [&vm](const char* name) { return vm[name].as<std::string>(); };
@@ -307,6 +331,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
 
 boost::json::object Describe(const Config& c) {
   boost::json::object o;
+  o["version"] = VersionLine();
   o["listen"] = c.listen;
   o["port"] = c.port;
   o["port_file"] = c.port_file;

@@ -74,7 +74,7 @@ class ConfigError : public std::runtime_error {
 // Outcome of parsing: either run with `config`, or print `help` and exit 0.
 struct ParseOutcome {
   std::optional<Config> config;
-  std::string help;  // non-empty when --help was given
+  std::string help;  // non-empty when --help (the grouped option list) or --version (one line) was given
 };
 
 // Parses argv (argv[0] is the program name) and the environment. Throws ConfigError.

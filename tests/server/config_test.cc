@@ -15,6 +15,8 @@
 
 #include <boost/json/serialize.hpp>
 
+#include "server/version.h"
+
 namespace scangate::server {
 namespace {
 using namespace std::chrono_literals;
@@ -127,6 +129,7 @@ TEST(Config, EnvironmentOverride) {
   ScopedEnv flush("SCANGATE_FLUSH_INTERVAL", "1ms");
   ScopedEnv unrelated("SCANGATE_TEST_PG_DIR", "/tmp/x");
   ScopedEnv help("SCANGATE_HELP", "1");
+  ScopedEnv version("SCANGATE_VERSION", "1");  // --version, like --help, is a command-line word only
   Config c = ParseOk({});
   EXPECT_EQ(c.database_url, kUrl);
   EXPECT_EQ(c.port, 9999);
@@ -189,13 +192,50 @@ TEST(Config, InvalidValues) {
   }
 }
 
-// --help returns the option list instead of a config.
+// --help returns the option list instead of a config: every option, under its topic group, groups in order.
 TEST(Config, Help) {
   ParseOutcome o = Parse({"--help"});
   EXPECT_FALSE(o.config.has_value());
-  EXPECT_NE(o.help.find("--database-url"), std::string::npos);
-  EXPECT_NE(o.help.find("--flush-interval"), std::string::npos);
   EXPECT_NE(o.help.find("SCANGATE_"), std::string::npos);
+  EXPECT_EQ(o.help.rfind(VersionLine(), 0), 0u) << o.help;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> groups = {
+      {"Listening", {"listen", "port", "threads", "port-file", "admin-listen"}},
+      {"PostgreSQL", {"database-url", "writers", "batch-limit", "queue-limit", "request-timeout"}},
+      {"Filter", {"capacity", "fp-target", "window", "shards", "filter"}},
+      {"Acknowledgement", {"ack", "flush-interval", "journal", "journal-dir", "journal-max-bytes"}},
+      {"Security", {"tls-cert", "tls-key", "tokens-file", "cors-origins", "digest-secret-file"}},
+      {"Operations", {"access-log", "help", "version"}},
+  };
+  std::size_t previous = 0;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const auto& [caption, options] = groups[g];
+    const std::size_t at = o.help.find("\n" + caption + ":\n");
+    ASSERT_NE(at, std::string::npos) << caption << " missing:\n" << o.help;
+    EXPECT_GT(at, previous) << caption << " out of order";
+    previous = at;
+    const std::size_t next = g + 1 < groups.size() ? o.help.find("\n" + groups[g + 1].first + ":\n") : o.help.size();
+    for (const std::string& option : options) {
+      const std::size_t pos = o.help.find("--" + option + " ", at);
+      EXPECT_TRUE(pos != std::string::npos && pos < next) << "--" << option << " not under " << caption;
+    }
+  }
+}
+
+// --version prints one line, "scangate <project version> (commit <hex or unknown>[, <build type>])", instead of
+// a config, whatever else is given.
+TEST(Config, Version) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--version"},
+                                               std::vector<std::string>{"--database-url", kUrl, "--version"}}) {
+    ParseOutcome o = Parse(args);
+    EXPECT_FALSE(o.config.has_value());
+    EXPECT_EQ(o.help, VersionLine() + "\n");
+  }
+  EXPECT_FALSE(ProjectVersion().empty());
+  EXPECT_EQ(VersionLine().rfind("scangate " + std::string(ProjectVersion()) + " (commit ", 0), 0u) << VersionLine();
+  EXPECT_FALSE(GitCommit().empty());
+  // The start-up log line names the build too.
+  EXPECT_NE(boost::json::serialize(Describe(ParseOk({"--database-url", kUrl}))).find(VersionLine()),
+            std::string::npos);
 }
 
 // The secret file's bytes minus one trailing newline key the digest; an empty file is rejected; the
