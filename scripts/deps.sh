@@ -10,6 +10,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   postgresql-15 postgresql-client-15
   wrk curl python3 clang libclang-rt-14-dev
+  # High availability (deploy/, tests/ha): Patroni with its etcd backend, etcd, HAProxy.
+  patroni python3-etcd python3-psycopg2 etcd-server etcd-client haproxy
 )
 
 missing=()
