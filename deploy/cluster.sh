@@ -122,7 +122,10 @@ haproxy_start() {
     SG_STATS=127.0.0.1:$HAPROXY_STATS SG_ERRORS_DIR=$here/errors
   haproxy -c -q -f "$here/haproxy.cfg" || die "haproxy.cfg does not validate"
   spawn haproxy haproxy -db -f "$here/haproxy.cfg"
-  wait_for 10 "HAProxy on $HAPROXY_STATS" curl -sf --max-time 1 "http://127.0.0.1:$HAPROXY_STATS/stats"
+  if ! (wait_for 30 "HAProxy on $HAPROXY_STATS" curl -sf --max-time 1 "http://127.0.0.1:$HAPROXY_STATS/stats"); then
+    tail -20 "$HA_DIR/logs/haproxy.log" >&2
+    exit 1
+  fi
   log "HAProxy: commit 127.0.0.1:$HAPROXY_COMMIT, filter 127.0.0.1:$HAPROXY_FILTER, stats http://127.0.0.1:$HAPROXY_STATS/stats"
 }
 

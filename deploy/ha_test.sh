@@ -23,12 +23,14 @@ else
   cmake --build "$build" -j2 --target scangate ha_failover_test
 fi
 
-# A block of 30 free loopback ports (cluster.sh uses base .. base+22).
+# A block of 30 free loopback ports (cluster.sh uses base .. base+22), below the kernel's ephemeral range
+# (ip_local_port_range, 32768+ by default): the scangate instances of the tests listen on ephemeral ports
+# and every client connection takes one, so a fixed port in that range can be taken when HAProxy starts.
 export HA_PORT_BASE
 HA_PORT_BASE=$(python3 - <<'PY'
 import random, socket
 for _ in range(200):
-    base = random.randrange(20000, 60000, 50)
+    base = random.randrange(20000, 32000, 50)
     socks = []
     try:
         for p in range(base, base + 30):
@@ -43,7 +45,16 @@ PY
 export HA_DIR
 HA_DIR=$(mktemp -d /tmp/scangate-ha.XXXXXX)
 chmod 755 "$HA_DIR"
-cleanup() { "$root/deploy/cluster.sh" stop --clean || true; }
+logs="$build/ha-logs"  # kept after the teardown: Patroni, etcd, HAProxy, PostgreSQL and test logs
+cleanup() {
+  "$root/deploy/cluster.sh" stop || true
+  rm -rf "$logs" && mkdir -p "$logs"
+  cp -r "$HA_DIR/logs" "$logs/cluster" 2>/dev/null || true
+  for n in node1 node2; do cp -r "$HA_DIR/$n/data/log" "$logs/postgresql-$n" 2>/dev/null || true; done
+  cp "$HA_DIR/ha_failover_test.log" "$logs/" 2>/dev/null || true
+  rm -rf "$HA_DIR"
+  echo "ha_test: logs in $logs" >&2
+}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 

@@ -10,7 +10,11 @@
 // every outcome-unknown answer resolved by a later verdict. The gap (longest stretch without a 2xx), the
 // 503s by problem type and /readyz during the gap are reported ("ha:" lines), not asserted (timings on a
 // shared machine are not a pass/fail matter; deploy/RESULTS.md states them against the goals).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdlib>
@@ -100,9 +104,12 @@ std::string AccountOutcomeUnknown(const std::vector<Event>& events, const std::v
          std::to_string(unresolved);
 }
 
+enum class Leader { kSame, kOther };  // who is primary once answers flow again
+
 struct Scenario {
   std::string name;
   std::string goal;
+  Leader leader;
   std::function<void(const std::string& leader)> disrupt;
   std::function<void(const std::string& leader)> heal;  // under load, after answers flow again
 };
@@ -142,6 +149,11 @@ void RunScenario(const Scenario& s) {
   s.disrupt(leader);
   const auto recovered = WaitRecovered(load, tl, at, verdicts_at);
   const std::string leader_after = Cluster("leader", false);
+  if (s.leader == Leader::kSame) {
+    EXPECT_EQ(leader_after, leader) << "the primary moved; expected it to stay (restart in place)";
+  } else {
+    EXPECT_NE(leader_after, leader) << "the primary did not move";
+  }
   s.heal(leader);
   load.WaitVerdicts(500, 60s);
   const std::size_t left = load.Drain(60s);
@@ -168,14 +180,14 @@ void RunScenario(const Scenario& s) {
 
 // (c) Planned switchover: the primary hands over to the synchronous standby.
 TEST(HaPostgres, Switchover) {
-  RunScenario({"switchover", "answers again within 5 s",
+  RunScenario({"switchover", "answers again within 5 s", Leader::kOther,
        [](const std::string&) { Cluster("switchover"); },
        [](const std::string&) { Cluster("wait-sync 180"); }});
 }
 
 // (b) The primary's postmaster dies alone (kill -9); its Patroni restarts it in place.
 TEST(HaPostgres, PostmasterKilled) {
-  RunScenario({"postmaster-kill", "restarted in place, answers again within 10 s",
+  RunScenario({"postmaster-kill", "restarted in place, answers again within 10 s", Leader::kSame,
        [](const std::string& leader) { Cluster("kill-postmaster " + leader); },
        [](const std::string&) { Cluster("wait-sync 180"); }});
 }
@@ -183,7 +195,7 @@ TEST(HaPostgres, PostmasterKilled) {
 // (a) Host loss: the primary's Patroni, postmaster and backends die together (kill -9); the standby is
 // promoted once the leader key expires (ttl 20 s); then the old node rejoins as a standby (pg_rewind).
 TEST(HaPostgres, PrimaryHostLoss) {
-  RunScenario({"host-loss", "503s for at most ttl + 5 s = 25 s",
+  RunScenario({"host-loss", "503s for at most ttl + 5 s = 25 s", Leader::kOther,
        [](const std::string& leader) { Cluster("kill-host " + leader); },
        [](const std::string& leader) {
          Cluster("node-start " + leader);
@@ -194,7 +206,8 @@ TEST(HaPostgres, PrimaryHostLoss) {
 // (d) The synchronous standby's host is lost. With synchronous_mode_strict off, Patroni on the primary
 // drops the synchronous requirement once it sees the standby gone: COMMITs wait until then, no error.
 TEST(HaPostgres, StandbyHostLoss) {
-  RunScenario({"standby-loss", "COMMITs stall at most until Patroni's next loop (loop_wait 5 s), no wrong verdict",
+  RunScenario({"standby-loss", "COMMITs stall at most until Patroni's next loop (loop_wait 3 s), no wrong verdict",
+               Leader::kSame,
        [](const std::string&) { Cluster("kill-host " + LastLine(Cluster("standby"))); },
        [](const std::string& leader) {
          Cluster("node-start " + std::string(leader == "node1" ? "node2" : "node1"));
@@ -274,6 +287,84 @@ TEST(HaHaproxy, CommitInstanceKilled) {
   EXPECT_EQ(gap.other, 0u) << "a status other than 2xx/503 (e.g. a raw 502) reached the client";
   EXPECT_TRUE(marked_down);
   CheckLedger("lb-commit", ledger, left);
+  Cluster("haproxy-stop", false);
+}
+
+// A fake instance for the test below: answers GET /readyz 200, reads a POST and closes without answering
+// (an instance that died mid-request), counting the POSTs it received.
+class DyingBackend {
+ public:
+  DyingBackend() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 64) != 0) {
+      throw std::runtime_error("DyingBackend: cannot listen");
+    }
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~DyingBackend() {
+    stop_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(fd_);
+  }
+  std::uint16_t port() const { return port_; }
+  int posts() const { return posts_.load(); }
+
+ private:
+  void Serve() {
+    while (!stop_) {
+      const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      std::string in;
+      char buf[4096];
+      timeval tv{2, 0};
+      ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      while (in.find("\r\n\r\n") == std::string::npos) {
+        const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        in.append(buf, static_cast<std::size_t>(n));
+      }
+      if (in.rfind("GET /readyz", 0) == 0) {
+        static constexpr std::string_view kOk = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+        ::send(c, kOk.data(), kOk.size(), MSG_NOSIGNAL);
+      } else if (in.rfind("POST ", 0) == 0) {
+        ++posts_;
+      }
+      ::close(c);
+    }
+  }
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> posts_{0};
+  std::thread thread_;
+};
+
+// An instance that dies after HAProxy sent it the request: HAProxy must not re-send the POST elsewhere
+// (the first instance may have committed it: a resend would turn the client's "new" into "duplicate"),
+// and its own 502 reaches the client as 503 outcome-unknown with Retry-After (deploy/errors/502.http).
+TEST(HaHaproxy, InstanceDyingMidRequestIsOutcomeUnknown) {
+  DyingBackend backend;
+  const std::string addr = "127.0.0.1:" + std::to_string(backend.port());
+  for (const char* var : {"SG_COMMIT_1", "SG_COMMIT_2", "SG_COMMIT_3"}) ::setenv(var, addr.c_str(), 1);
+  Cluster("haproxy-stop", false);
+  Cluster("haproxy-start");
+  ASSERT_TRUE(WaitHaproxyUp("sg_commit", 3, 20s));
+  it::HttpClient c(static_cast<std::uint16_t>(PortBase() + 6));
+  const auto r = c.Post("/observe", it::ObserveBody(it::UniqueKey("dying")));
+  Report("lb-dying: an instance closing after the request -> HTTP " + std::to_string(r.status) + " " +
+         ProblemSlug(r.body) + ", Retry-After " + r.header("retry-after") + ", POSTs it received " +
+         std::to_string(backend.posts()));
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(ProblemSlug(r.body), "outcome-unknown");
+  EXPECT_EQ(r.header("retry-after"), "1");
+  EXPECT_EQ(backend.posts(), 1) << "HAProxy re-sent a request an instance may have committed";
   Cluster("haproxy-stop", false);
 }
 
