@@ -146,8 +146,32 @@ void RunScenario(const Scenario& s) {
   std::this_thread::sleep_for(1s);
   const double rate = static_cast<double>(load.requests() - req0) / Ms(Clock::now() - t0) * 1000.0;
   const auto at = Clock::now();
+  // The database's own way back, apart from scangate's reconnect: every 100 ms a fresh connection from the
+  // same multi-host URL (read-write) runs a one-row write that commits (synchronous commit included).
+  // Reported: when writes first failed and when they worked again, and the slowest write that worked.
+  std::optional<Clock::time_point> first_fail, back_at;
+  Clock::duration slowest{};
+  std::atomic<bool> probe_stop{false};
+  std::thread pg_probe([&] {
+    while (!probe_stop && !back_at) {
+      const auto t = Clock::now();
+      try {
+        pqxx::connection c(it::Env().pg_url);
+        pqxx::work w(c);
+        w.exec("CREATE TEMP TABLE ha_probe (x int); INSERT INTO ha_probe VALUES (1)");
+        w.commit();
+        slowest = std::max(slowest, Clock::now() - t);
+        if (first_fail) back_at = Clock::now();
+      } catch (const std::exception&) {
+        if (!first_fail) first_fail = t;
+      }
+      std::this_thread::sleep_for(100ms);
+    }
+  });
   s.disrupt(leader);
   const auto recovered = WaitRecovered(load, tl, at, verdicts_at);
+  probe_stop = true;
+  pg_probe.join();
   const std::string leader_after = Cluster("leader", false);
   if (s.leader == Leader::kSame) {
     EXPECT_EQ(leader_after, leader) << "the primary moved; expected it to stay (restart in place)";
@@ -170,6 +194,15 @@ void RunScenario(const Scenario& s) {
   head << s.name << ": leader " << leader << " -> " << leader_after << "; load " << rate << " requests/s before; "
        << load.requests() << " requests, " << load.verdicts() << " verdicts in all; goal: " << s.goal;
   Report(head.str());
+  std::string pg_line = "PostgreSQL write probe (fresh read-write connection every 100 ms): ";
+  if (first_fail) {
+    pg_line += "failing from " + std::to_string(static_cast<long>(Ms(*first_fail - at))) + " ms, writes again at " +
+             (back_at ? std::to_string(static_cast<long>(Ms(*back_at - at))) + " ms" : std::string("- (not seen)"));
+  } else {
+    pg_line += "never failed";
+  }
+  pg_line += "; slowest successful write " + std::to_string(static_cast<long>(Ms(slowest))) + " ms";
+  Report(s.name + ": " + pg_line);
   Report(s.name + ": " + gap.Summary());
   Report(s.name + ": " + probe.Describe(0, at));
   Report(s.name + ": " + ou);
