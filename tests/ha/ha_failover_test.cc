@@ -65,16 +65,16 @@ std::uint16_t PortBase() {
   return static_cast<std::uint16_t>(b != nullptr ? std::atoi(b) : 25400);
 }
 
-// Waits until answers flow again after the event at `at`: some time passed, `min_verdicts` verdicts
-// since, and no failure for kQuietAfterFailure. Returns that moment.
+// Waits until answers flow again after the event at `at`: 3 s passed, 300 verdicts since `at`, no failure
+// for kQuietAfterFailure, and `db_ready()`. Returns that moment.
 Clock::time_point WaitRecovered(const HaLoad& load, const Timeline& tl, Clock::time_point at,
-                                std::uint64_t verdicts_at) {
+                                std::uint64_t verdicts_at, const std::function<bool()>& db_ready = [] { return true; }) {
   const auto deadline = at + kRecoverBound;
   while (Clock::now() < deadline) {
     const auto now = Clock::now();
     const auto lf = tl.LastFailure();
     const bool quiet = !lf || *lf < at || now - *lf > kQuietAfterFailure;
-    if (now - at > 3s && quiet && load.verdicts() >= verdicts_at + 300) return now;
+    if (now - at > 3s && quiet && load.verdicts() >= verdicts_at + 300 && db_ready()) return now;
     std::this_thread::sleep_for(50ms);
   }
   ADD_FAILURE() << "answers did not flow again within " << kRecoverBound.count() << " s";
@@ -140,36 +140,39 @@ void RunScenario(const Scenario& s) {
   load.Start();
   ASSERT_TRUE(load.WaitVerdicts(kWarmupVerdicts, 60s)) << "no steady load before the event";
   const std::string leader = Cluster("leader");
-  const std::uint64_t verdicts_at = load.verdicts();
   const auto t0 = Clock::now();
   const auto req0 = load.requests();
   std::this_thread::sleep_for(1s);
   const double rate = static_cast<double>(load.requests() - req0) / Ms(Clock::now() - t0) * 1000.0;
+  const std::uint64_t verdicts_at = load.verdicts();
   const auto at = Clock::now();
   // The database's own way back, apart from scangate's reconnect: every 100 ms a fresh connection from the
   // same multi-host URL (read-write) runs a one-row write that commits (synchronous commit included).
-  // Reported: when writes first failed and when they worked again, and the slowest write that worked.
-  std::optional<Clock::time_point> first_fail, back_at;
-  Clock::duration slowest{};
+  // Reported: when writes first failed and when they worked again (ms after the event, -1 = not seen), and
+  // the slowest write that worked. "Recovered" also waits for it: answers alone could flow from a
+  // scangate that (wrongly) acknowledged without a database.
+  std::atomic<std::int64_t> first_fail_ms{-1}, back_ms{-1}, slowest_ms{0};
   std::atomic<bool> probe_stop{false};
+  auto since_at = [at] { return static_cast<std::int64_t>(Ms(Clock::now() - at)); };
   std::thread pg_probe([&] {
-    while (!probe_stop && !back_at) {
+    while (!probe_stop && back_ms.load() < 0) {
       const auto t = Clock::now();
       try {
         pqxx::connection c(it::Env().pg_url);
         pqxx::work w(c);
         w.exec("CREATE TEMP TABLE ha_probe (x int); INSERT INTO ha_probe VALUES (1)");
         w.commit();
-        slowest = std::max(slowest, Clock::now() - t);
-        if (first_fail) back_at = Clock::now();
+        slowest_ms = std::max<std::int64_t>(slowest_ms.load(), static_cast<std::int64_t>(Ms(Clock::now() - t)));
+        if (first_fail_ms.load() >= 0) back_ms = since_at();
       } catch (const std::exception&) {
-        if (!first_fail) first_fail = t;
+        if (first_fail_ms.load() < 0) first_fail_ms = static_cast<std::int64_t>(Ms(t - at));
       }
       std::this_thread::sleep_for(100ms);
     }
   });
   s.disrupt(leader);
-  const auto recovered = WaitRecovered(load, tl, at, verdicts_at);
+  const auto recovered =
+      WaitRecovered(load, tl, at, verdicts_at, [&] { return first_fail_ms.load() < 0 || back_ms.load() >= 0; });
   probe_stop = true;
   pg_probe.join();
   const std::string leader_after = Cluster("leader", false);
@@ -195,13 +198,13 @@ void RunScenario(const Scenario& s) {
        << load.requests() << " requests, " << load.verdicts() << " verdicts in all; goal: " << s.goal;
   Report(head.str());
   std::string pg_line = "PostgreSQL write probe (fresh read-write connection every 100 ms): ";
-  if (first_fail) {
-    pg_line += "failing from " + std::to_string(static_cast<long>(Ms(*first_fail - at))) + " ms, writes again at " +
-             (back_at ? std::to_string(static_cast<long>(Ms(*back_at - at))) + " ms" : std::string("- (not seen)"));
+  if (first_fail_ms.load() >= 0) {
+    pg_line += "failing from " + std::to_string(first_fail_ms.load()) + " ms, writes again at " +
+               (back_ms.load() >= 0 ? std::to_string(back_ms.load()) + " ms" : std::string("- (not seen)"));
   } else {
     pg_line += "never failed";
   }
-  pg_line += "; slowest successful write " + std::to_string(static_cast<long>(Ms(slowest))) + " ms";
+  pg_line += "; slowest successful write " + std::to_string(slowest_ms.load()) + " ms";
   Report(s.name + ": " + pg_line);
   Report(s.name + ": " + gap.Summary());
   Report(s.name + ": " + probe.Describe(0, at));
