@@ -94,12 +94,17 @@ leader() {
 
 other() { if [[ $1 == node1 ]]; then echo node2; else echo node1; fi; }
 
-# One leader and a standby that is streaming synchronously (pg_stat_replication on the leader).
+# One leader and a standby that is streaming synchronously (pg_stat_replication on the leader) AND recorded
+# as the synchronous standby in etcd (Patroni REST /sync is 200 on it). Patroni sets
+# synchronous_standby_names first and writes etcd ~2 s later; a standby lost in between stays in
+# synchronous_standby_names and COMMITs wait until it returns (Patroni 3.0.2; patroni/patroni#3468), so
+# tests start a fault only once both agree.
 synced() {
   local l
   l=$(leader) || return 1
   [[ $(as_pg "$PGBIN/psql" -h 127.0.0.1 -p "${PG_PORT[$l]}" -U postgres -d postgres -tAc \
-    "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync' AND state = 'streaming'" 2>/dev/null) == 1 ]]
+    "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync' AND state = 'streaming'" 2>/dev/null) == 1 ]] &&
+    [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "http://127.0.0.1:${REST_PORT[$(other "$l")]}/sync") == 200 ]]
 }
 
 postmaster_pid() {  # NODE -> pid of its postmaster, or nothing

@@ -160,7 +160,9 @@ void RunScenario(const Scenario& s) {
       try {
         pqxx::connection c(it::Env().pg_url);
         pqxx::work w(c);
-        w.exec("CREATE TEMP TABLE ha_probe (x int); INSERT INTO ha_probe VALUES (1)");
+        // statement_timeout also cancels a COMMIT stuck waiting for a synchronous standby that never
+        // returns (it then commits locally with a warning), so the probe cannot hang the test.
+        w.exec("SET statement_timeout = 10000; CREATE TEMP TABLE ha_probe (x int); INSERT INTO ha_probe VALUES (1)");
         w.commit();
         slowest_ms = std::max<std::int64_t>(slowest_ms.load(), static_cast<std::int64_t>(Ms(Clock::now() - t)));
         if (first_fail_ms.load() >= 0) back_ms = since_at();
