@@ -97,7 +97,8 @@ other() { if [[ $1 == node1 ]]; then echo node2; else echo node1; fi; }
 # One leader and a standby that is streaming synchronously (pg_stat_replication on the leader) AND recorded
 # as the synchronous standby in etcd (Patroni REST /sync is 200 on it). Patroni sets
 # synchronous_standby_names first and writes etcd ~2 s later; a standby lost in between stays in
-# synchronous_standby_names and COMMITs wait until it returns (Patroni 3.0.2; patroni/patroni#3468), so
+# synchronous_standby_names and COMMITs wait until it returns (Patroni 3.0.2 ha.py process_sync_replication;
+# same symptom upstream: patroni/patroni#3468), so
 # tests start a fault only once both agree.
 synced() {
   local l
