@@ -12,6 +12,8 @@ PACKAGES=(
   wrk curl python3 clang libclang-rt-14-dev
   libjs-dygraphs   # charting library inlined into GET /dashboard at build time (server/dashboard/)
   chromium         # headless browser for tests/server/dashboard_test
+  # High availability (deploy/, tests/ha): Patroni with its etcd backend, etcd, HAProxy.
+  patroni python3-etcd python3-psycopg2 etcd-server etcd-client haproxy
 )
 
 missing=()

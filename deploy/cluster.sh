@@ -1,0 +1,248 @@
+#!/usr/bin/env bash
+# A whole highly available scangate on this machine, loopback only, for tests and demos: one etcd, two
+# PostgreSQL 15 nodes run by Patroni (deploy/patroni-node{1,2}.yml, synchronous mode), optionally N
+# scangate instances (--ack=commit) behind HAProxy (deploy/haproxy.cfg). Everything lives in $HA_DIR;
+# every process started is recorded in $HA_DIR/pids and `stop` ends exactly those.
+#
+#   deploy/cluster.sh start [--instances N]   etcd + 2 Patroni nodes (+ N scangate + HAProxy when N > 0)
+#   deploy/cluster.sh stop [--clean]          stop everything started here (--clean: delete $HA_DIR)
+#   deploy/cluster.sh status                  patronictl list, processes, readiness
+#   deploy/cluster.sh url                     scangate's libpq multi-host URL (finds the primary itself)
+#   deploy/cluster.sh leader                  name of the current primary (Patroni REST /primary)
+#   deploy/cluster.sh standby                 name of the current standby
+#   deploy/cluster.sh kill-host NODE          kill -9 NODE's Patroni, postmaster and backends together
+#   deploy/cluster.sh kill-postmaster NODE    kill -9 NODE's postmaster only (Patroni restarts it)
+#   deploy/cluster.sh node-start NODE         start NODE's Patroni again (rejoins, pg_rewind if needed)
+#   deploy/cluster.sh switchover              patronictl switchover to the standby
+#   deploy/cluster.sh wait-sync [SECONDS]     until one leader and one synchronous standby streaming
+#   deploy/cluster.sh haproxy-start           HAProxy with SG_COMMIT_i / SG_FILTER_i from the environment
+#   deploy/cluster.sh haproxy-stop
+#
+# Environment: HA_DIR (default /tmp/scangate-ha), HA_PORT_BASE (default 25400: etcd +0/+1, PostgreSQL
+# +2/+3, Patroni REST +4/+5, HAProxy commit/filter/stats +6/+7/+8, scangate instances +10..),
+# SCANGATE_BIN (default build/release/server/scangate). PostgreSQL and Patroni run as user postgres.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+HA_DIR=${HA_DIR:-/tmp/scangate-ha}
+BASE=${HA_PORT_BASE:-25400}
+SCANGATE_BIN=${SCANGATE_BIN:-$root/build/release/server/scangate}
+PGBIN=/usr/lib/postgresql/15/bin
+
+ETCD_PORT=$BASE ETCD_PEER=$((BASE + 1))
+declare -A PG_PORT=([node1]=$((BASE + 2)) [node2]=$((BASE + 3)))
+declare -A REST_PORT=([node1]=$((BASE + 4)) [node2]=$((BASE + 5)))
+HAPROXY_COMMIT=$((BASE + 6)) HAPROXY_FILTER=$((BASE + 7)) HAPROXY_STATS=$((BASE + 8))
+SG_PORT0=$((BASE + 10))
+
+log() { echo "cluster.sh: $*" >&2; }
+die() { log "$*"; exit 1; }
+pidfile() { echo "$HA_DIR/pids/$1.pid"; }
+alive() { [[ -f $(pidfile "$1") ]] && kill -0 "$(cat "$(pidfile "$1")")" 2>/dev/null; }
+as_pg() { setpriv --reuid=postgres --regid=postgres --init-groups -- "$@"; }
+
+url() {
+  echo "postgresql://postgres@127.0.0.1:${PG_PORT[node1]},127.0.0.1:${PG_PORT[node2]}/scangate?target_session_attrs=read-write&connect_timeout=2"
+}
+
+# Runs "$@" in the background with output to $HA_DIR/logs/NAME.log and records its pid.
+spawn() {
+  local name=$1; shift
+  if alive "$name"; then log "$name already running"; return 0; fi
+  "$@" >>"$HA_DIR/logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$(pidfile "$name")"
+}
+
+wait_for() {  # SECONDS DESCRIPTION COMMAND...
+  local secs=$1 what=$2; shift 2
+  local deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || die "timed out after ${secs}s waiting for $what"
+    sleep 0.2
+  done
+}
+
+patroni_env() {  # NODE -> env assignments for Patroni / patronictl
+  local n=$1
+  echo "PATRONI_RESTAPI_LISTEN=127.0.0.1:${REST_PORT[$n]}" "PATRONI_RESTAPI_CONNECT_ADDRESS=127.0.0.1:${REST_PORT[$n]}" \
+    "PATRONI_POSTGRESQL_LISTEN=127.0.0.1:${PG_PORT[$n]}" "PATRONI_POSTGRESQL_CONNECT_ADDRESS=127.0.0.1:${PG_PORT[$n]}" \
+    "PATRONI_POSTGRESQL_DATA_DIR=$HA_DIR/$n/data" "PATRONI_POSTGRESQL_PGPASS=$HA_DIR/$n/pgpass" \
+    "PATRONI_ETCD3_HOSTS=127.0.0.1:$ETCD_PORT" "HOME=$HA_DIR/$n"
+}
+
+node_start() {
+  local n=$1
+  [[ -n ${PG_PORT[$n]:-} ]] || die "unknown node $n (node1 or node2)"
+  mkdir -p "$HA_DIR/$n"
+  chown postgres: "$HA_DIR/$n"
+  # shellcheck disable=SC2046
+  spawn "patroni-$n" env $(patroni_env "$n") setpriv --reuid=postgres --regid=postgres --init-groups -- \
+    patroni "$here/patroni-$n.yml"
+}
+
+role_of() {  # NODE -> HTTP status of GET /primary (200 on the leader)
+  curl -s -o /dev/null -w '%{http_code}' --max-time 1 "http://127.0.0.1:${REST_PORT[$1]}/primary" || true
+}
+
+leader() {
+  for n in node1 node2; do
+    if [[ $(role_of "$n") == 200 ]]; then echo "$n"; return 0; fi
+  done
+  return 1
+}
+
+other() { if [[ $1 == node1 ]]; then echo node2; else echo node1; fi; }
+
+# One leader and a standby that is streaming synchronously (pg_stat_replication on the leader) AND recorded
+# as the synchronous standby in etcd (Patroni REST /sync is 200 on it). Patroni sets
+# synchronous_standby_names first and writes etcd ~2 s later; a standby lost in between stays in
+# synchronous_standby_names and COMMITs wait until it returns (Patroni 3.0.2 ha.py process_sync_replication;
+# same symptom upstream: patroni/patroni#3468), so
+# tests start a fault only once both agree.
+synced() {
+  local l
+  l=$(leader) || return 1
+  [[ $(as_pg "$PGBIN/psql" -h 127.0.0.1 -p "${PG_PORT[$l]}" -U postgres -d postgres -tAc \
+    "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync' AND state = 'streaming'" 2>/dev/null) == 1 ]] &&
+    [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "http://127.0.0.1:${REST_PORT[$(other "$l")]}/sync") == 200 ]]
+}
+
+postmaster_pid() {  # NODE -> pid of its postmaster, or nothing
+  local f="$HA_DIR/$1/data/postmaster.pid"
+  [[ -f $f ]] && head -1 "$f"
+}
+
+patronictl_() {
+  # shellcheck disable=SC2046
+  env $(patroni_env node1) patronictl -c "$here/patroni-node1.yml" "$@"
+}
+
+haproxy_start() {
+  local i
+  for i in 1 2 3; do
+    local c="SG_COMMIT_$i" f="SG_FILTER_$i"
+    export "$c=${!c:-127.0.0.1:$((SG_PORT0 + i - 1))}" "$f=${!f:-127.0.0.1:$((SG_PORT0 + 9 + i))}"
+  done
+  export SG_LISTEN_COMMIT=127.0.0.1:$HAPROXY_COMMIT SG_LISTEN_FILTER=127.0.0.1:$HAPROXY_FILTER \
+    SG_STATS=127.0.0.1:$HAPROXY_STATS SG_ERRORS_DIR=$here/errors
+  haproxy -c -q -f "$here/haproxy.cfg" || die "haproxy.cfg does not validate"
+  spawn haproxy haproxy -db -f "$here/haproxy.cfg"
+  if ! (wait_for 30 "HAProxy on $HAPROXY_STATS" curl -sf --max-time 1 "http://127.0.0.1:$HAPROXY_STATS/stats"); then
+    tail -20 "$HA_DIR/logs/haproxy.log" >&2
+    exit 1
+  fi
+  log "HAProxy: commit 127.0.0.1:$HAPROXY_COMMIT, filter 127.0.0.1:$HAPROXY_FILTER, stats http://127.0.0.1:$HAPROXY_STATS/stats"
+}
+
+stop_pid() {  # NAME SIGNAL: signal, wait up to 30 s, then SIGKILL
+  local name=$1 sig=$2 pid
+  [[ -f $(pidfile "$name") ]] || return 0
+  pid=$(cat "$(pidfile "$name")")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "-$sig" "$pid" 2>/dev/null || true
+    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$(pidfile "$name")"
+}
+
+cmd=${1:-}
+shift || true
+case "$cmd" in
+  start)
+    instances=0
+    while (($#)); do
+      case $1 in
+        --instances) instances=$2; shift 2 ;;
+        *) die "unknown option $1" ;;
+      esac
+    done
+    command -v patroni >/dev/null && command -v etcd >/dev/null && command -v haproxy >/dev/null ||
+      die "patroni, etcd or haproxy missing: run scripts/deps.sh"
+    mkdir -p "$HA_DIR/pids" "$HA_DIR/logs" "$HA_DIR/etcd"
+    chmod 755 "$HA_DIR"
+    spawn etcd etcd --name e0 --data-dir "$HA_DIR/etcd" \
+      --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+      --listen-peer-urls "http://127.0.0.1:$ETCD_PEER" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER" \
+      --initial-cluster "e0=http://127.0.0.1:$ETCD_PEER" --initial-cluster-state new
+    wait_for 30 "etcd" curl -sf --max-time 1 "http://127.0.0.1:$ETCD_PORT/health"
+    node_start node1
+    wait_for 120 "a leader" leader
+    node_start node2
+    l=$(leader)
+    if ! as_pg "$PGBIN/psql" -h 127.0.0.1 -p "${PG_PORT[$l]}" -U postgres -d postgres -tAc \
+        "SELECT 1 FROM pg_database WHERE datname = 'scangate'" | grep -q 1; then
+      as_pg "$PGBIN/psql" -h 127.0.0.1 -p "${PG_PORT[$l]}" -U postgres -d postgres -qc "CREATE DATABASE scangate"
+    fi
+    wait_for 180 "a synchronous standby" synced
+    log "PostgreSQL: leader $(leader), synchronous standby $(other "$(leader)"); URL $(url)"
+    if ((instances > 0)); then
+      [[ -x $SCANGATE_BIN ]] || die "no scangate binary at $SCANGATE_BIN (build it, or set SCANGATE_BIN)"
+      for ((i = 0; i < instances; i++)); do
+        spawn "scangate-$i" "$SCANGATE_BIN" --listen=127.0.0.1 --port=$((SG_PORT0 + i)) --threads=2 \
+          --ack=commit --database-url="$(url)"
+      done
+      for ((i = 0; i < instances; i++)); do
+        wait_for 60 "scangate-$i ready" curl -sf --max-time 1 "http://127.0.0.1:$((SG_PORT0 + i))/readyz"
+      done
+      log "scangate: $instances instance(s) on 127.0.0.1:$SG_PORT0.. (--ack=commit)"
+      haproxy_start
+    fi
+    ;;
+  stop)
+    shopt -s nullglob
+    for f in "$HA_DIR"/pids/scangate-*.pid "$HA_DIR"/pids/haproxy.pid; do stop_pid "$(basename "$f" .pid)" TERM; done
+    for n in node1 node2; do stop_pid "patroni-$n" TERM; done
+    # A Patroni killed with -9 leaves its PostgreSQL running: stop those too.
+    for n in node1 node2; do
+      if [[ -f $HA_DIR/$n/data/postmaster.pid ]]; then
+        as_pg "$PGBIN/pg_ctl" -D "$HA_DIR/$n/data" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
+      fi
+    done
+    stop_pid etcd TERM
+    if [[ ${1:-} == --clean ]]; then rm -rf "$HA_DIR"; fi
+    ;;
+  status)
+    patronictl_ list || true
+    shopt -s nullglob
+    for f in "$HA_DIR"/pids/*.pid; do
+      name=$(basename "$f" .pid)
+      if kill -0 "$(cat "$f")" 2>/dev/null; then echo "$name: pid $(cat "$f")"; else echo "$name: dead"; fi
+    done
+    ;;
+  url) url ;;
+  leader) leader ;;
+  standby) other "$(leader)" ;;
+  kill-host)
+    n=${1:?node}
+    pids=()
+    [[ -f $(pidfile "patroni-$n") ]] && pids+=("$(cat "$(pidfile "patroni-$n")")")
+    pm=$(postmaster_pid "$n" || true)
+    if [[ -n $pm ]]; then
+      pids+=("$pm")
+      mapfile -t children < <(ps -o pid= --ppid "$pm")
+      pids+=("${children[@]}")
+    fi
+    ((${#pids[@]})) || die "nothing of $n is running"
+    kill -9 "${pids[@]}" 2>/dev/null || true
+    rm -f "$(pidfile "patroni-$n")"
+    log "killed $n: ${pids[*]}"
+    ;;
+  kill-postmaster)
+    n=${1:?node}
+    pm=$(postmaster_pid "$n" || true)
+    [[ -n $pm ]] || die "no postmaster for $n"
+    kill -9 "$pm"
+    log "killed the postmaster of $n: $pm"
+    ;;
+  node-start) node_start "${1:?node}" ;;
+  switchover)
+    l=$(leader) || die "no leader"
+    patronictl_ switchover --leader "$l" --candidate "$(other "$l")" --force
+    ;;
+  wait-sync) wait_for "${1:-120}" "a synchronous standby" synced ;;
+  haproxy-start) haproxy_start ;;
+  haproxy-stop) stop_pid haproxy TERM ;;
+  *) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac
