@@ -5,6 +5,7 @@
 #include <ctime>
 #include <string>
 
+#include "core/time_format.h"
 #include "server/log.h"
 
 namespace scangate::server {
@@ -15,14 +16,7 @@ std::string WallTime(std::chrono::steady_clock::time_point t) {
   using std::chrono::system_clock;
   const auto wall =
       system_clock::now() + std::chrono::duration_cast<system_clock::duration>(t - std::chrono::steady_clock::now());
-  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(wall.time_since_epoch()).count();
-  const std::time_t secs = static_cast<std::time_t>(us / 1'000'000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[40];
-  const std::size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(buf + n, sizeof buf - n, ".%06lldZ", static_cast<long long>(us % 1'000'000));
-  return buf;
+  return Rfc3339Micros(wall);
 }
 
 }  // namespace

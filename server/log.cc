@@ -11,19 +11,11 @@
 
 #include <boost/json/serialize.hpp>
 
+#include "core/time_format.h"
+
 namespace scangate::server {
 
-std::string NowRfc3339() {
-  const auto now = std::chrono::system_clock::now();
-  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count();
-  const std::time_t secs = static_cast<std::time_t>(us / 1'000'000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[40];
-  const std::size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(buf + n, sizeof buf - n, ".%06lldZ", static_cast<long long>(us % 1'000'000));
-  return buf;
-}
+std::string NowRfc3339() { return Rfc3339Micros(std::chrono::system_clock::now()); }
 
 void Log(LogLevel level, std::string_view event, boost::json::object fields) {
   boost::json::object line;

@@ -191,6 +191,7 @@ int main(int argc, char** argv) {
       storage::JournalOptions jo;
       jo.dir = config.journal_dir;
       jo.max_bytes = config.journal_max_bytes;
+      jo.log = store_options.log;  // one log stream
       // The identity of the database the journal belongs to; PostgreSQL answered Store::Start() a moment ago,
       // so a failure here is retried like the start itself.
       for (;;) {

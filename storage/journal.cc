@@ -20,6 +20,8 @@
 
 #include <boost/crc.hpp>
 
+#include "storage/histogram.h"
+
 namespace scangate::storage {
 namespace {
 
@@ -42,34 +44,6 @@ constexpr std::array<double, 12> kFsyncBounds = {0.0001, 0.00025, 0.0005, 0.001,
                                                  0.01,   0.025,   0.05,   0.1,   0.25,   1};
 
 using Crc32cAlgo = boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true>;
-
-std::string NowRfc3339() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[80];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
-  return buf;
-}
-
-// One JSON line on stderr (same shape as the server's log). `fields` starts with ',' and holds no key.
-void LogLine(std::string_view level, std::string_view event, const std::string& fields) {
-  std::string line = "{\"ts\":\"" + NowRfc3339() + "\",\"level\":\"" + std::string(level) + "\",\"event\":\"" +
-                     std::string(event) + "\"" + fields + "}\n";
-  std::fwrite(line.data(), 1, line.size(), stderr);
-}
-
-std::string Quote(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += (static_cast<unsigned char>(c) < 0x20) ? ' ' : c;
-  }
-  return out + "\"";
-}
 
 [[noreturn]] void ThrowErrno(const std::string& what) {
   throw std::system_error(errno, std::generic_category(), "journal: " + what);
@@ -145,26 +119,6 @@ void WriteFileDurably(int dir_fd, const std::string& dir, const std::string& nam
   if (::fsync(dir_fd) != 0) ThrowErrno("fsync " + dir);
 }
 
-template <std::size_t N>
-void Observe(const std::array<double, N>& bounds, std::array<std::uint64_t, N + 1>& counts, double v) {
-  std::size_t i = 0;
-  while (i < N && v > bounds[i]) ++i;
-  ++counts[i];
-}
-
-template <std::size_t N>
-std::vector<std::pair<double, std::uint64_t>> Cumulative(const std::array<double, N>& bounds,
-                                                         const std::array<std::uint64_t, N + 1>& counts) {
-  std::vector<std::pair<double, std::uint64_t>> out;
-  std::uint64_t sum = 0;
-  for (std::size_t i = 0; i < N; ++i) {
-    sum += counts[i];
-    out.emplace_back(bounds[i], sum);
-  }
-  out.emplace_back(std::numeric_limits<double>::infinity(), sum + counts[N]);
-  return out;
-}
-
 }  // namespace
 
 std::uint32_t Crc32c(std::string_view data) {
@@ -182,7 +136,10 @@ struct Journal::Counters {
   double fsync_sum = 0;
 };
 
-Journal::Journal(JournalOptions options) : options_(std::move(options)), counters_(std::make_unique<Counters>()) {
+Journal::Journal(JournalOptions options)
+    : options_(std::move(options)),
+      log_(options_.log ? options_.log : StderrLogSink()),
+      counters_(std::make_unique<Counters>()) {
   if (options_.dir.empty()) throw JournalError("journal: no directory given (--journal-dir)");
   if (options_.max_bytes < 2 * kMaxPayload) throw JournalError("journal: max_bytes is too small");
   std::error_code ec;
@@ -228,7 +185,7 @@ Journal::~Journal() {
   try {
     Close();
   } catch (const std::exception& e) {
-    LogLine("error", "journal", ",\"error\":" + Quote(e.what()));
+    log_->Write(LogSeverity::kError, "journal", {{"error", e.what()}});
   }
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
   if (dir_fd_ >= 0) ::close(dir_fd_);
@@ -326,9 +283,8 @@ void Journal::Recover() {
         const int err = errno;
         ::close(fd);
         if (!ok) throw std::system_error(err, std::generic_category(), "journal: truncate " + path);
-        LogLine("warn", "journal_truncated",
-                ",\"segment\":" + Quote(path) + ",\"offset\":" + std::to_string(pos) +
-                    ",\"bytes_dropped\":" + std::to_string(dropped));
+        log_->Write(LogSeverity::kWarn, "journal_truncated",
+                    {{"segment", path}, {"offset", pos}, {"bytes_dropped", dropped}});
         break;
       }
       if (lsn >= checkpoint) {
@@ -455,7 +411,7 @@ void Journal::RunFlusher() {
         WriteGroup(bytes, group.front().lsn);
       } catch (const std::exception& e) {
         ok = false;
-        LogLine("error", "journal", ",\"state\":\"failed\",\"error\":" + Quote(e.what()));
+        log_->Write(LogSeverity::kError, "journal", {{"state", "failed"}, {"error", e.what()}});
       }
       {
         std::lock_guard lk(mu_);
@@ -471,7 +427,7 @@ void Journal::RunFlusher() {
         if (ok) {
           counters_->appended += group.size();
           ++counters_->groups;
-          Observe(kGroupBounds, counters_->group_counts, static_cast<double>(group.size()));
+          ObserveInBucket(kGroupBounds, counters_->group_counts, static_cast<double>(group.size()));
           counters_->group_sum += static_cast<double>(group.size());
         } else {
           ++counters_->syncs_failed;
@@ -485,7 +441,7 @@ void Journal::RunFlusher() {
     try {
       MaybeCheckpoint(parked);
     } catch (const std::exception& e) {
-      LogLine("warn", "journal", ",\"checkpoint_error\":" + Quote(e.what()));
+      log_->Write(LogSeverity::kWarn, "journal", {{"checkpoint_error", e.what()}});
     }
     if (stopping) {
       std::lock_guard lk(mu_);
@@ -526,7 +482,7 @@ void Journal::WriteGroup(const std::string& bytes, std::uint64_t first_lsn) {
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   seg_bytes_ += bytes.size();
   std::lock_guard lk(counters_->mu);
-  Observe(kFsyncBounds, counters_->fsync_counts, seconds);
+  ObserveInBucket(kFsyncBounds, counters_->fsync_counts, seconds);
   counters_->fsync_sum += seconds;
 }
 
@@ -604,10 +560,10 @@ JournalStats Journal::Stats() const {
   s.rejected = c.rejected;
   s.checkpoints = c.checkpoints;
   s.segments_deleted = c.segments_deleted;
-  s.group_size_buckets = Cumulative(kGroupBounds, c.group_counts);
+  s.group_size_buckets = CumulativeBuckets(kGroupBounds, c.group_counts);
   s.group_size_sum = c.group_sum;
   s.group_size_count = s.group_size_buckets.back().second;
-  s.fsync_seconds_buckets = Cumulative(kFsyncBounds, c.fsync_counts);
+  s.fsync_seconds_buckets = CumulativeBuckets(kFsyncBounds, c.fsync_counts);
   s.fsync_seconds_sum = c.fsync_sum;
   s.fsync_seconds_count = s.fsync_seconds_buckets.back().second;
   return s;

@@ -40,6 +40,7 @@
 #include <absl/base/thread_annotations.h>
 
 #include "core/digest.h"
+#include "storage/log_sink.h"
 
 namespace scangate::storage {
 
@@ -80,6 +81,9 @@ struct JournalOptions {
   // Runs on the flusher thread after each group with the group's fate (every record of `group` shares it).
   // Must not block long.
   std::function<void(std::vector<JournalEntry>& group, JournalFate fate)> on_commit;
+  // Where the journal reports truncated tails and I/O errors; empty = StderrLogSink() (the server passes its
+  // own, so the process keeps one log stream).
+  std::shared_ptr<LogSink> log;
 };
 
 struct JournalStats {
@@ -149,6 +153,7 @@ class Journal {
   void EncodeLocked(JournalRecord&& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   JournalOptions options_;
+  std::shared_ptr<LogSink> log_;
   int lock_fd_ = -1;
   int dir_fd_ = -1;
   int seg_fd_ = -1;                    // active segment (flusher thread; Recover/Close before/after it)

@@ -8,6 +8,8 @@
 
 #include <pqxx/pqxx>
 
+#include "core/time_format.h"
+
 namespace scangate::storage {
 namespace {
 
@@ -32,16 +34,7 @@ constexpr const char* kIdentitySql =
 
 }  // namespace
 
-std::string FormatTimeUs(std::int64_t time_us) {
-  const std::time_t t = static_cast<std::time_t>(time_us / 1'000'000);
-  const auto us = static_cast<int>(time_us % 1'000'000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, us);
-  return buf;
-}
+std::string FormatTimeUs(std::int64_t time_us) { return Rfc3339Micros(time_us); }
 
 std::size_t JournalDrain::DigestHash::operator()(const Digest& d) const noexcept {
   std::uint64_t h;

@@ -10,6 +10,8 @@
 
 #include <boost/json/serialize.hpp>
 
+#include "core/time_format.h"
+
 namespace scangate::storage {
 namespace {
 
@@ -17,17 +19,9 @@ namespace {
 class StderrSink final : public LogSink {
  public:
   void Write(LogSeverity severity, std::string_view event, boost::json::object fields) override {
-    const auto now = std::chrono::system_clock::now();
-    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count();
-    const std::time_t secs = static_cast<std::time_t>(us / 1'000'000);
-    std::tm tm{};
-    gmtime_r(&secs, &tm);
-    char ts[40];
-    const std::size_t n = std::strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
-    std::snprintf(ts + n, sizeof ts - n, ".%06lldZ", static_cast<long long>(us % 1'000'000));
     boost::json::object line;
     line.reserve(fields.size() + 3);
-    line["ts"] = ts;
+    line["ts"] = Rfc3339Micros(std::chrono::system_clock::now());
     line["level"] = severity == LogSeverity::kInfo ? "info" : severity == LogSeverity::kWarn ? "warn" : "error";
     line["event"] = event;
     for (auto& kv : fields) line[kv.key()] = std::move(kv.value());

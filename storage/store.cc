@@ -17,8 +17,10 @@
 #include <thread>
 #include <unordered_map>
 
-#include "storage/conninfo.h"
+#include "core/utf8.h"
 #include "storage/batch_errors.h"
+#include "storage/conninfo.h"
+#include "storage/histogram.h"
 #include "storage/migrations.h"
 #include "storage/start_error.h"
 
@@ -80,32 +82,7 @@ std::string DigestHex(const Digest& d) {
 
 // Sources go into a text[] literal; invalid UTF-8 or NUL would fail the whole batch (and a write-behind
 // item would then be retried forever), so such a source is stored as NULL instead.
-bool ValidUtf8NoNul(std::string_view s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    std::size_t n;
-    std::uint32_t cp;
-    if (c == 0) return false;
-    if (c < 0x80) { ++i; continue; }
-    if ((c & 0xE0) == 0xC0) { n = 1; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { n = 2; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { n = 3; cp = c & 0x07; }
-    else return false;
-    if (i + n >= s.size()) return false;  // truncated sequence
-    for (std::size_t k = 1; k <= n; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10FFFF ||
-        (cp >= 0xD800 && cp <= 0xDFFF)) {
-      return false;
-    }
-    i += n + 1;
-  }
-  return true;
-}
+bool ValidUtf8NoNul(std::string_view s) { return IsValidUtf8(s, /*allow_nul=*/false); }
 
 void AppendArrayElement(std::string& out, std::string_view source) {
   if (source.empty()) {
@@ -123,26 +100,6 @@ void AppendArrayElement(std::string& out, std::string_view source) {
 constexpr std::array<double, 11> kBatchBounds = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
 constexpr std::array<double, 11> kCommitBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                                   0.05,   0.1,   0.25,   0.5,   1};
-
-template <std::size_t N>
-void Observe(const std::array<double, N>& bounds, std::array<std::uint64_t, N + 1>& counts, double v) {
-  std::size_t i = 0;
-  while (i < N && v > bounds[i]) ++i;
-  ++counts[i];
-}
-
-template <std::size_t N>
-std::vector<std::pair<double, std::uint64_t>> Cumulative(const std::array<double, N>& bounds,
-                                                         const std::array<std::uint64_t, N + 1>& counts) {
-  std::vector<std::pair<double, std::uint64_t>> out;
-  std::uint64_t sum = 0;
-  for (std::size_t i = 0; i < N; ++i) {
-    sum += counts[i];
-    out.emplace_back(bounds[i], sum);
-  }
-  out.emplace_back(std::numeric_limits<double>::infinity(), sum + counts[N]);
-  return out;
-}
 
 }  // namespace
 
@@ -581,9 +538,9 @@ void Store::RecordBatch(const std::vector<Item>& batch, const Attempt& att) {
   m.inserted += n_inserted;
   m.duplicates += n_duplicates;
   m.write_behind_conflicts += n_conflicts;
-  Observe(kBatchBounds, m.batch_counts, static_cast<double>(batch.size()));
+  ObserveInBucket(kBatchBounds, m.batch_counts, static_cast<double>(batch.size()));
   m.batch_sum += static_cast<double>(batch.size());
-  Observe(kCommitBounds, m.commit_counts, att.seconds);
+  ObserveInBucket(kCommitBounds, m.commit_counts, att.seconds);
   m.commit_sum += att.seconds;
 }
 
@@ -1150,10 +1107,10 @@ StoreStats Store::Stats() const {
   s.in_doubt_unknown = m.in_doubt_unknown;
   s.last_warm_streams = last_warm_streams_.load();
   s.cancelled = cancelled_.load();
-  s.batch_size_buckets = Cumulative(kBatchBounds, m.batch_counts);
+  s.batch_size_buckets = CumulativeBuckets(kBatchBounds, m.batch_counts);
   s.batch_size_sum = m.batch_sum;
   s.batch_size_count = s.batch_size_buckets.back().second;
-  s.commit_seconds_buckets = Cumulative(kCommitBounds, m.commit_counts);
+  s.commit_seconds_buckets = CumulativeBuckets(kCommitBounds, m.commit_counts);
   s.commit_seconds_sum = m.commit_sum;
   s.commit_seconds_count = s.commit_seconds_buckets.back().second;
   return s;
