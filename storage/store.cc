@@ -584,6 +584,18 @@ void Store::ProcessBatch(Writer& w, std::vector<Item>& batch) {
 Store::PartEnd Store::RunPart(Writer& w, std::vector<Item>& part, std::string& error) {
   bool reconnected = false;
   int aborted_retries = 0;
+  // After a connection lost before COMMIT: one immediate reconnect per part; false = give up (kFailed).
+  auto reconnect_once = [&] {
+    if (reconnected) return false;
+    reconnected = true;
+    w.conn.reset();
+    std::string why;
+    if (!Connect(w, &why)) {
+      error = "connection lost; reconnect failed: " + why;
+      return false;
+    }
+    return true;
+  };
   for (;;) {
     Attempt att;
     try {
@@ -598,14 +610,7 @@ Store::PartEnd Store::RunPart(Writer& w, std::vector<Item>& part, std::string& e
     } catch (const pqxx::sql_error& e) {
       error = ErrorSummary(e.what());
       if (w.conn && w.conn->is_open()) return IsDataError(e) ? PartEnd::kDataError : PartEnd::kFailed;
-      if (reconnected) return PartEnd::kFailed;
-      reconnected = true;
-      w.conn.reset();
-      std::string why;
-      if (!Connect(w, &why)) {
-        error = "connection lost; reconnect failed: " + why;
-        return PartEnd::kFailed;
-      }
+      if (!reconnect_once()) return PartEnd::kFailed;
       continue;
     } catch (const std::exception& e) {
       // Failed before COMMIT, or a definite COMMIT failure: nothing of this part committed, so running
@@ -614,14 +619,7 @@ Store::PartEnd Store::RunPart(Writer& w, std::vector<Item>& part, std::string& e
       // the writer go down.
       error = ErrorSummary(e.what());
       if (w.conn && w.conn->is_open()) return PartEnd::kFailed;
-      if (reconnected) return PartEnd::kFailed;
-      reconnected = true;
-      w.conn.reset();
-      std::string why;
-      if (!Connect(w, &why)) {
-        error = "connection lost; reconnect failed: " + why;
-        return PartEnd::kFailed;
-      }
+      if (!reconnect_once()) return PartEnd::kFailed;
       continue;
     }
 
