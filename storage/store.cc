@@ -266,6 +266,16 @@ void Store::RunWriter(Writer& w) {
   std::vector<Item> batch;
   batch.reserve(options_.batch_limit);
   for (;;) {
+    if (!w.conn && w.up_flag.load()) {
+      // Connection gone while still marked up: an in-doubt COMMIT was settled without one (a batch that
+      // wrote nothing needs no txid_status). Reconnect at once; failing that, go down like a failed batch
+      // (queued waiting items fail now, Submit refuses) instead of holding them through the outage.
+      std::string why;
+      if (Connect(w, &why)) continue;
+      std::vector<Item> none;
+      FailBatch(w, none, "connection lost; reconnect failed: " + why);
+      continue;
+    }
     if (!w.conn) {
       // Down (a batch failed, or the connection made by Start() failed). The failing batch already
       // tried one immediate reconnect, so wait first: 50 ms, 100 ms, ... up to reconnect_backoff_max.

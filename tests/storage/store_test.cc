@@ -974,6 +974,50 @@ TEST_F(PgTest, InDoubtCommitUnknowable) {
   EXPECT_EQ(store.Stats().queue_depth, 0u);
 }
 
+// PostgreSQL stops while a batch that wrote nothing (a repeat) is committing: its in-doubt COMMIT is settled
+// without a connection (no xid to ask about), and the writer must still notice the outage at once — go
+// down, fail the next waiting item, refuse Submit — not keep accepting items it cannot write until the
+// database returns (this once left /stats "up" and requests hanging to their deadline through an outage).
+TEST_F(PgTest, OutageDuringInDoubtRepeatGoesDown) {
+  auto opts = Options(1);
+  opts.reconnect_backoff_max = 100ms;
+  auto armed = std::make_shared<std::atomic<bool>>(false);
+  opts.fault_hook = [armed] {
+    if (!armed->exchange(false)) return StoreFault::kNone;
+    EXPECT_EQ(PgCtl("stop"), 0);  // the open transaction's backend is terminated by the fast shutdown
+    return StoreFault::kCommitAnswerLost;
+  };
+  Store store(opts);
+  store.Start();
+  const Digest d = RandomDigest();
+  ASSERT_EQ(SubmitAndWait(store, d)->outcome, Outcome::kInserted);
+  RestartGuard guard;
+  guard.stopped = true;  // by the hook
+  armed->store(true);
+  const auto repeat = SubmitAndWait(store, d);  // wrote nothing: its outcome holds whether or not COMMIT ran
+  ASSERT_TRUE(repeat.has_value());
+  EXPECT_EQ(repeat->outcome, Outcome::kDuplicate);
+  EXPECT_EQ(store.Stats().in_doubt_committed, 1u);
+  // Within a few seconds the writer is down; a waiting item is refused or failed, never left queued.
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (store.up() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(store.up()) << "the writer kept claiming up through the outage";
+  auto promise = std::make_shared<std::promise<Result>>();
+  auto future = promise->get_future();
+  if (store.Submit(RouteOf(d), RandomDigest(), "", [promise](const Result& r) { promise->set_value(r); })) {
+    ASSERT_EQ(future.wait_for(5s), std::future_status::ready) << "a waiting item was held through the outage";
+    EXPECT_EQ(future.get().outcome, Outcome::kUnavailable);
+  }
+  ASSERT_EQ(PgCtl("start"), 0);
+  guard.stopped = false;
+  const auto back = std::chrono::steady_clock::now() + kEventually;
+  while (!store.up() && std::chrono::steady_clock::now() < back) std::this_thread::sleep_for(20ms);
+  EXPECT_TRUE(store.up());
+  const auto again = SubmitAndWait(store, d);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->outcome, Outcome::kDuplicate);
+}
+
 // A database whose encoding cannot hold every source (LATIN1): a source with "€" is a row PostgreSQL
 // always rejects (SQLSTATE 22P05). Dropped when the test ends.
 struct Latin1Db {
