@@ -15,10 +15,12 @@
 #include <stdexcept>
 #include <string_view>
 #include <thread>
-#include <unordered_map>
+
+#include <absl/base/thread_annotations.h>
 
 #include "core/utf8.h"
 #include "storage/batch_errors.h"
+#include "storage/batch_statement.h"
 #include "storage/conninfo.h"
 #include "storage/histogram.h"
 #include "storage/migrations.h"
@@ -47,14 +49,6 @@ constexpr std::size_t kMaxErrorChars = 300;    // pg_state log lines keep only t
 constexpr std::size_t kDigestBytes = std::tuple_size_v<Digest>;
 static_assert(kDigestBytes == 32);
 
-struct DigestHash {
-  std::size_t operator()(const Digest& d) const noexcept {
-    std::uint64_t h;
-    std::memcpy(&h, d.data(), sizeof h);  // digests are uniformly distributed already
-    return static_cast<std::size_t>(h);
-  }
-};
-
 // First line of a libpq/pqxx message (DETAIL lines can quote row values), bounded.
 std::string ErrorSummary(std::string_view what) {
   what = what.substr(0, what.find('\n'));
@@ -80,22 +74,9 @@ std::string DigestHex(const Digest& d) {
   return s;
 }
 
-// Sources go into a text[] literal; invalid UTF-8 or NUL would fail the whole batch (and a write-behind
-// item would then be retried forever), so such a source is stored as NULL instead.
+// Sources go into a binary text[] parameter; invalid UTF-8 or NUL would fail the whole batch (and a
+// write-behind item would then be retried forever), so such a source is stored as NULL instead.
 bool ValidUtf8NoNul(std::string_view s) { return IsValidUtf8(s, /*allow_nul=*/false); }
-
-void AppendArrayElement(std::string& out, std::string_view source) {
-  if (source.empty()) {
-    out += "NULL";
-    return;
-  }
-  out += '"';
-  for (const char c : source) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  out += '"';
-}
 
 constexpr std::array<double, 11> kBatchBounds = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
 constexpr std::array<double, 11> kCommitBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
@@ -136,10 +117,10 @@ struct Store::Writer {
   unsigned index = 0;
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<Item> queue;            // guarded by mu
-  std::size_t waiting = 0;           // Submit (non-write-behind) items in queue; guarded by mu
-  bool up = false;                   // guarded by mu; Submit refuses while false
-  bool stop = false;                 // guarded by mu
+  std::deque<Item> queue ABSL_GUARDED_BY(mu);
+  std::size_t waiting ABSL_GUARDED_BY(mu) = 0;  // Submit (non-write-behind) items in queue
+  bool up ABSL_GUARDED_BY(mu) = false;          // Submit refuses while false
+  bool stop ABSL_GUARDED_BY(mu) = false;
   std::atomic<bool> up_flag{false};  // mirror of `up` for lock-free reads by up()
   std::unique_ptr<pqxx::connection> conn;  // writer thread only (Start() before the thread exists)
   std::thread thread;
@@ -147,13 +128,22 @@ struct Store::Writer {
 
 struct Store::Metrics {
   mutable std::mutex mu;  // taken once per batch by a writer; Stats() copies under it
-  std::uint64_t batches = 0, keys_written = 0, inserted = 0, duplicates = 0, unavailable = 0;
-  std::uint64_t write_behind_conflicts = 0, batch_failures = 0, write_behind_lost = 0;
-  std::uint64_t dead_lettered = 0, in_doubt_committed = 0, in_doubt_aborted = 0, in_doubt_unknown = 0;
-  std::array<std::uint64_t, kBatchBounds.size() + 1> batch_counts{};
-  double batch_sum = 0;
-  std::array<std::uint64_t, kCommitBounds.size() + 1> commit_counts{};
-  double commit_sum = 0;
+  std::uint64_t batches ABSL_GUARDED_BY(mu) = 0;
+  std::uint64_t keys_written ABSL_GUARDED_BY(mu) = 0;
+  std::uint64_t inserted ABSL_GUARDED_BY(mu) = 0;
+  std::uint64_t duplicates ABSL_GUARDED_BY(mu) = 0;
+  std::uint64_t unavailable ABSL_GUARDED_BY(mu) = 0;
+  std::uint64_t write_behind_conflicts ABSL_GUARDED_BY(mu) = 0;
+  std::uint64_t batch_failures ABSL_GUARDED_BY(mu) = 0;
+  std::uint64_t write_behind_lost ABSL_GUARDED_BY(mu) = 0;
+  std::uint64_t dead_lettered ABSL_GUARDED_BY(mu) = 0;
+  std::uint64_t in_doubt_committed ABSL_GUARDED_BY(mu) = 0;
+  std::uint64_t in_doubt_aborted ABSL_GUARDED_BY(mu) = 0;
+  std::uint64_t in_doubt_unknown ABSL_GUARDED_BY(mu) = 0;
+  std::array<std::uint64_t, kBatchBounds.size() + 1> batch_counts ABSL_GUARDED_BY(mu){};
+  double batch_sum ABSL_GUARDED_BY(mu) = 0;
+  std::array<std::uint64_t, kCommitBounds.size() + 1> commit_counts ABSL_GUARDED_BY(mu){};
+  double commit_sum ABSL_GUARDED_BY(mu) = 0;
 };
 
 Store::Store(StoreOptions options)
@@ -344,54 +334,6 @@ void Store::RunWriter(Writer& w) {
   }
 }
 
-namespace {
-
-// One statement decides a whole batch. $1 = the batch's distinct digests concatenated (bytea, sent in
-// binary), $2 = their sources (text[]; NULL = none), element i of $2 belongs to bytes (i-1)*32 .. i*32-1,
-// $3 = their first_seen as µs since the epoch (bigint[]; 0 = now(), i.e. the column default).
-// Returns (i, inserted, first_seen) per digest: rows this statement inserted, plus rows already present
-// in its snapshot; and one row (0, false, xid) with txid_current_if_assigned(), the id an in-doubt COMMIT
-// is settled by (no extra round trip; NULL when nothing was inserted — then the outcomes hold whether or
-// not the COMMIT happened, and no xid is assigned just to be noted). UNION ALL runs its branches in
-// order, so the xid is read after the inserts; an xid NULL beside an inserted row is distrusted anyway.
-// A row committed by another transaction after the snapshot is neither (ON CONFLICT
-// skips it, the snapshot cannot see it): the caller resolves those with kSelectExistingSql.
-// Rows are inserted in digest order so that concurrent batches wait on each other without deadlocks.
-constexpr const char* kInsertBatchName = "scangate_insert_batch";
-constexpr const char* kInsertBatchSql = R"sql(
-WITH input AS (
-  SELECT s.i::int AS i, substring($1::bytea FROM (s.i::int - 1) * 32 + 1 FOR 32) AS digest, s.source,
-         CASE WHEN s.us = 0 THEN now() ELSE timestamptz 'epoch' + s.us * interval '1 microsecond' END AS first_seen
-  FROM unnest($2::text[], $3::bigint[]) WITH ORDINALITY AS s(source, us, i)
-), inserted AS (
-  INSERT INTO scan_keys (digest, source, first_seen)
-  SELECT digest, source, first_seen FROM input ORDER BY digest
-  ON CONFLICT (digest) DO NOTHING
-  RETURNING digest, first_seen
-)
-SELECT input.i, true,
-       to_char(inserted.first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
-FROM inserted JOIN input USING (digest)
-UNION ALL
-SELECT input.i, false,
-       to_char(k.first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
-FROM input JOIN scan_keys k USING (digest)
-UNION ALL
-SELECT 0, false, txid_current_if_assigned()::text
-)sql";
-
-// Follow-up in the same transaction (a new statement, so a new READ COMMITTED snapshot) for digests the
-// batch statement did not answer. $1 = those digests concatenated; returns (i, first_seen), i 1-based.
-constexpr const char* kSelectExistingName = "scangate_select_existing";
-constexpr const char* kSelectExistingSql = R"sql(
-SELECT g.i,
-       to_char(k.first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
-FROM generate_series(1, octet_length($1::bytea) / 32) AS g(i)
-JOIN scan_keys k ON k.digest = substring($1::bytea FROM (g.i - 1) * 32 + 1 FOR 32)
-)sql";
-
-}  // namespace
-
 // Every writer connection prepares the batch statements once.
 bool Store::Connect(Writer& w, std::string* error) {
   try {
@@ -405,8 +347,7 @@ bool Store::Connect(Writer& w, std::string* error) {
     // Sources are validated UTF-8: say so, or a non-UTF-8 database would store them as mojibake (and one
     // it cannot convert is rejected per row: see ProcessBatch).
     conn->set_client_encoding("UTF8");
-    conn->prepare(kInsertBatchName, kInsertBatchSql);
-    conn->prepare(kSelectExistingName, kSelectExistingSql);
+    BatchStatement::Prepare(*conn);
     w.conn = std::move(conn);
     return true;
   } catch (const std::exception& e) {
@@ -418,93 +359,20 @@ bool Store::Connect(Writer& w, std::string* error) {
 // Runs `batch` as one transaction and commits it. Fills `att` before the COMMIT (outcomes, xid), so an
 // in-doubt COMMIT can still deliver them. Throws on any failure; records metrics on success.
 void Store::WriteBatch(Writer& w, std::vector<Item>& batch, Attempt& att) {
-  // De-duplicate: the first queued item of each digest is the candidate for insertion.
-  std::unordered_map<Digest, std::uint32_t, DigestHash> unique_of;
-  unique_of.reserve(batch.size() * 2);
-  std::vector<std::uint32_t> slot(batch.size());     // item -> distinct digest index
-  std::vector<std::uint32_t> first_item;              // distinct digest index -> first item
-  first_item.reserve(batch.size());
-  std::string digests;
-  std::string sources = "{";
-  std::string times = "{";  // $3: first_seen µs per distinct digest
-  for (std::uint32_t i = 0; i < batch.size(); ++i) {
-    auto [it, fresh] = unique_of.try_emplace(batch[i].digest, static_cast<std::uint32_t>(first_item.size()));
-    slot[i] = it->second;
-    if (!fresh) continue;
-    if (!first_item.empty()) {
-      sources += ',';
-      times += ',';
-    }
-    times += std::to_string(batch[i].first_seen_us);
-    first_item.push_back(i);
-    digests.append(reinterpret_cast<const char*>(batch[i].digest.data()), kDigestBytes);
-    AppendArrayElement(sources, batch[i].source);
-  }
-  sources += '}';
-  times += '}';
-  const std::size_t distinct = first_item.size();
-  att.distinct = distinct;
-
-  std::vector<std::string> first_seen(distinct);
-  std::vector<char> inserted(distinct, 0);
+  BatchStatement statement(batch.size());
+  for (const auto& item : batch) statement.Add(item.digest, item.source, item.first_seen_us);
+  att.distinct = statement.distinct();
   const auto started = Clock::now();
   for (int attempt = 0;; ++attempt) {
-    std::vector<char> answered(distinct, 0);
-    std::fill(inserted.begin(), inserted.end(), 0);
     att.xid.reset();
-    bool xid_row = false;
     try {
       pqxx::work tx(*w.conn);
-      const pqxx::result r =
-          tx.exec_prepared(kInsertBatchName, pqxx::binarystring(digests.data(), digests.size()), sources, times);
-      for (const auto& row : r) {
-        const auto n = row[0].as<std::size_t>();
-        if (n == 0) {  // the xid row
-          xid_row = true;
-          if (!row[2].is_null()) att.xid = row[2].as<std::int64_t>();
-          continue;
-        }
-        const auto i = n - 1;
-        if (i >= distinct) throw std::runtime_error("batch statement returned an index out of range");
-        answered[i] = 1;
-        inserted[i] = row[1].as<bool>() ? 1 : 0;
-        first_seen[i] = row[2].c_str();
-      }
-      if (!xid_row) throw std::runtime_error("batch statement returned no xid row");
-      std::vector<std::uint32_t> missing;
-      for (std::uint32_t i = 0; i < distinct; ++i) {
-        if (!answered[i]) missing.push_back(i);
-      }
-      if (!missing.empty()) {
-        // Committed by a concurrent transaction after our snapshot: a new statement sees it.
-        std::string missing_digests;
-        for (const auto i : missing) {
-          missing_digests.append(reinterpret_cast<const char*>(batch[first_item[i]].digest.data()), kDigestBytes);
-        }
-        const pqxx::result m = tx.exec_prepared(
-            kSelectExistingName, pqxx::binarystring(missing_digests.data(), missing_digests.size()));
-        for (const auto& row : m) {
-          const auto k = row[0].as<std::size_t>() - 1;
-          if (k >= missing.size()) throw std::runtime_error("follow-up select returned an index out of range");
-          answered[missing[k]] = 1;
-          first_seen[missing[k]] = row[1].c_str();
-        }
-        for (const auto i : missing) {
-          if (!answered[i]) throw std::runtime_error("a digest was neither inserted nor found");
-        }
-      }
       // Outcomes are final once COMMIT succeeds; computed now so that an in-doubt COMMIT settled as
       // committed can deliver them.
-      att.results.assign(batch.size(), Result{Outcome::kUnavailable, {}});
-      bool any_inserted = false;
-      for (std::size_t i = 0; i < batch.size(); ++i) {
-        const std::uint32_t u = slot[i];
-        const bool won = inserted[u] && first_item[u] == i;
-        any_inserted = any_inserted || won;
-        att.results[i].outcome = won ? Outcome::kInserted : Outcome::kDuplicate;
-        att.results[i].first_seen = first_seen[u];
-      }
-      att.xid_trusted = att.xid.has_value() || !any_inserted;
+      BatchAnswer answer = statement.Run(tx);
+      att.results = std::move(answer.results);
+      att.xid = answer.xid;
+      att.xid_trusted = att.xid.has_value() || !answer.any_inserted;
       if (options_.fault_hook) {
         switch (options_.fault_hook()) {
           case StoreFault::kNone:

@@ -1,0 +1,169 @@
+#include "storage/batch_statement.h"
+
+#include <stdexcept>
+
+#include "core/time_format.h"
+
+namespace scangate::storage {
+namespace {
+
+constexpr std::size_t kDigestBytes = std::tuple_size_v<Digest>;
+static_assert(kDigestBytes == 32);
+
+// $1 = the batch's distinct digests (bytea[]), $2 = their sources (text[], NULL = none), $3 = their first_seen
+// in µs since the epoch (int8[], 0 = now(), i.e. the column default) — three binary arrays of equal length.
+// Returns one row (hex digest, NULL, NULL) per digest this statement inserted and one last row (NULL, xid,
+// now_us): txid_current_if_assigned(), the id an in-doubt COMMIT is settled by (no extra round trip; NULL
+// when nothing was inserted — then the outcomes hold whether or not the COMMIT happened, and no xid is
+// assigned just to be noted), and now() — the first_seen of every row inserted with $3 = 0 — in µs.
+// UNION ALL runs its branches in order, so the xid is read after the inserts; an xid NULL beside an
+// inserted row is distrusted anyway (storage/store.cc). encode(): independent of the session's bytea_output.
+// Rows are inserted in digest order so that concurrent batches wait on each other without deadlocks.
+// extract(epoch ...) is numeric since PostgreSQL 14, so * 1000000 is exact (timestamptz holds whole µs).
+constexpr const char* kInsertName = "scangate_insert_batch";
+constexpr const char* kInsertSql = R"sql(
+WITH ins AS (
+  INSERT INTO scan_keys (digest, source, first_seen)
+  SELECT d, s, CASE WHEN us = 0 THEN now() ELSE timestamptz 'epoch' + us * interval '1 microsecond' END
+  FROM unnest($1::bytea[], $2::text[], $3::int8[]) AS u(d, s, us)
+  ORDER BY d
+  ON CONFLICT (digest) DO NOTHING
+  RETURNING digest
+)
+SELECT encode(digest, 'hex'), NULL::int8, NULL::int8 FROM ins
+UNION ALL
+SELECT NULL, txid_current_if_assigned()::int8, (extract(epoch FROM now()) * 1000000)::int8
+)sql";
+
+// Follow-up in the same transaction (a new statement, so a new READ COMMITTED snapshot) for the digests the
+// INSERT did not insert: rows present before it, and rows committed by another transaction after its
+// snapshot (ON CONFLICT skipped them, waiting for their commit). $1 = those digests (bytea[]); returns
+// (i, first_seen µs), i 1-based into $1.
+constexpr const char* kSelectName = "scangate_select_existing";
+constexpr const char* kSelectSql = R"sql(
+SELECT u.i, (extract(epoch FROM k.first_seen) * 1000000)::int8
+FROM unnest($1::bytea[]) WITH ORDINALITY AS u(d, i)
+JOIN scan_keys k ON k.digest = u.d
+)sql";
+
+int HexNibble(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// encode(digest, 'hex') -> Digest; false unless exactly 64 lowercase hex digits.
+bool ParseHexDigest(std::string_view hex, Digest& out) {
+  if (hex.size() != 2 * kDigestBytes) return false;
+  for (std::size_t i = 0; i < kDigestBytes; ++i) {
+    const int hi = HexNibble(hex[2 * i]), lo = HexNibble(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out[i] = static_cast<std::uint8_t>(hi << 4 | lo);
+  }
+  return true;
+}
+
+pqxx::binarystring Binary(std::string_view bytes) { return pqxx::binarystring(bytes.data(), bytes.size()); }
+
+}  // namespace
+
+void BatchStatement::Prepare(pqxx::connection& conn) {
+  conn.prepare(kInsertName, kInsertSql);
+  conn.prepare(kSelectName, kSelectSql);
+}
+
+BatchStatement::BatchStatement(std::size_t expected_items)
+    : digests_(kOidBytea, expected_items, expected_items * kDigestBytes),
+      sources_(kOidText, expected_items, expected_items * 16),
+      times_(kOidInt8, expected_items, expected_items * 8) {
+  slot_.reserve(expected_items);
+  first_item_.reserve(expected_items);
+  digest_.reserve(expected_items);
+  first_seen_us_.reserve(expected_items);
+  index_of_.reserve(expected_items);
+}
+
+void BatchStatement::Add(const Digest& d, std::string_view source, std::int64_t first_seen_us) {
+  const auto next = static_cast<std::uint32_t>(first_item_.size());
+  const auto [it, fresh] = index_of_.try_emplace(d, next);
+  slot_.push_back(it->second);
+  if (!fresh) return;
+  first_item_.push_back(static_cast<std::uint32_t>(slot_.size() - 1));
+  digest_.push_back(d);
+  first_seen_us_.push_back(first_seen_us);
+  digests_.Add(std::string_view(reinterpret_cast<const char*>(d.data()), d.size()));
+  if (source.empty()) {
+    sources_.AddNull();
+  } else {
+    sources_.Add(source);
+  }
+  times_.AddInt8(first_seen_us);
+}
+
+BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
+  const std::size_t n = distinct();
+  std::vector<char> inserted(n, 0), answered(n, 0);
+  std::vector<std::int64_t> first_seen(n, 0);
+
+  const pqxx::result r =
+      tx.exec_prepared(kInsertName, Binary(digests_.Finish()), Binary(sources_.Finish()), Binary(times_.Finish()));
+  BatchAnswer a;
+  bool xid_row = false;
+  std::int64_t now_us = 0;
+  for (const auto& row : r) {
+    if (row[0].is_null()) {  // the xid row
+      xid_row = true;
+      if (!row[1].is_null()) a.xid = row[1].as<std::int64_t>();
+      now_us = row[2].as<std::int64_t>();
+      continue;
+    }
+    Digest d;
+    if (!ParseHexDigest(std::string_view(row[0].c_str(), row[0].size()), d)) {
+      throw std::runtime_error("batch statement returned a malformed digest");
+    }
+    const auto it = index_of_.find(d);
+    if (it == index_of_.end() || inserted[it->second]) {
+      throw std::runtime_error("batch statement returned a digest not in the batch");
+    }
+    inserted[it->second] = answered[it->second] = 1;
+  }
+  if (!xid_row) throw std::runtime_error("batch statement returned no xid row");
+  for (std::size_t i = 0; i < n; ++i) {
+    if (inserted[i]) first_seen[i] = first_seen_us_[i] != 0 ? first_seen_us_[i] : now_us;
+  }
+
+  std::vector<std::uint32_t> missing;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (!answered[i]) missing.push_back(i);
+  }
+  if (!missing.empty()) {
+    PgBinaryArray missing_digests(kOidBytea, missing.size(), missing.size() * kDigestBytes);
+    for (const auto i : missing) {
+      missing_digests.Add(std::string_view(reinterpret_cast<const char*>(digest_[i].data()), kDigestBytes));
+    }
+    const pqxx::result m = tx.exec_prepared(kSelectName, Binary(missing_digests.Finish()));
+    for (const auto& row : m) {
+      const auto k = row[0].as<std::size_t>() - 1;
+      if (k >= missing.size()) throw std::runtime_error("follow-up select returned an index out of range");
+      answered[missing[k]] = 1;
+      first_seen[missing[k]] = row[1].as<std::int64_t>();
+    }
+    for (const auto i : missing) {
+      if (!answered[i]) throw std::runtime_error("a digest was neither inserted nor found");
+    }
+  }
+
+  // Formatted once per distinct digest; in-batch repeats share it.
+  std::vector<std::string> formatted(n);
+  for (std::size_t i = 0; i < n; ++i) formatted[i] = Rfc3339Micros(first_seen[i]);
+  a.results.reserve(slot_.size());
+  for (std::size_t i = 0; i < slot_.size(); ++i) {
+    const std::uint32_t u = slot_[i];
+    const bool won = inserted[u] && first_item_[u] == i;
+    a.any_inserted = a.any_inserted || won;
+    a.results.push_back(Result{won ? Outcome::kInserted : Outcome::kDuplicate, formatted[u]});
+  }
+  return a;
+}
+
+}  // namespace scangate::storage

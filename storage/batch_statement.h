@@ -1,0 +1,72 @@
+// BatchStatement: the statements of one group-commit batch transaction and the mapping of their answer to
+// one Result per item. The writer pool (storage/store.cc) owns the transaction, retries, COMMIT and the
+// in-doubt resolution; this unit owns the SQL, the parameter encoding and the result mapping.
+// Invariant: an item gets kInserted only if it is the first item of its digest in the batch AND the batch's
+// INSERT inserted that digest; every other item gets kDuplicate with the first_seen PostgreSQL holds (read
+// in the same transaction, after the INSERT, so a row committed concurrently is found too). Use: one per
+// batch, on the writer thread; Add() every item in queue order, then Run() inside a transaction (again in a
+// fresh transaction after a rollback).
+//
+// Shape (chosen by measurement, bench/RESULTS.md "Storage: batch statement shapes"):
+//   1. INSERT ... SELECT FROM unnest($1::bytea[], $2::text[], $3::int8[]) ORDER BY digest
+//      ON CONFLICT DO NOTHING RETURNING digest — the three arrays sent as binary parameters
+//      (storage/pg_array.h), linear in the batch, no per-row formatting; plus one row with
+//      txid_current_if_assigned() (the in-doubt COMMIT is settled by it) and now() in µs.
+//   2. Only when some digest was not inserted: SELECT its first_seen (µs since the epoch) — a new
+//      statement, so a new READ COMMITTED snapshot that also sees rows committed after step 1's snapshot.
+// first_seen travels as an integer and is formatted here (core/time_format.h), never by the server.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <absl/container/flat_hash_map.h>
+#include <pqxx/pqxx>
+
+#include "core/digest.h"
+#include "storage/pg_array.h"
+#include "storage/store.h"
+
+namespace scangate::storage {
+
+// What one run of the batch's statements established (before its COMMIT).
+struct BatchAnswer {
+  std::vector<Result> results;      // one per item added, in order
+  std::optional<std::int64_t> xid;  // txid_current_if_assigned(): empty = the transaction wrote nothing
+  bool any_inserted = false;        // some item got kInserted (then an empty xid cannot be trusted)
+};
+
+class BatchStatement {
+ public:
+  // Prepares the batch statements on a writer connection; once per connection, before any Run().
+  static void Prepare(pqxx::connection& conn);
+
+  explicit BatchStatement(std::size_t expected_items = 0);
+
+  // Adds the next item of the batch. `source`: empty = NULL; otherwise valid UTF-8 without NUL (the caller
+  // validates; PostgreSQL would reject the whole statement otherwise). `first_seen_us`: µs since the
+  // epoch, 0 = now() at insert. A repeated digest keeps its first item's source and time.
+  void Add(const Digest& d, std::string_view source, std::int64_t first_seen_us);
+
+  std::size_t items() const { return slot_.size(); }
+  std::size_t distinct() const { return first_item_.size(); }
+
+  // Runs the statements in `tx` and maps the answer. Throws what pqxx throws, or std::runtime_error when
+  // the answer does not fit the batch (a digest neither inserted nor found, an unknown digest, no xid row).
+  BatchAnswer Run(pqxx::transaction_base& tx);
+
+ private:
+  std::vector<std::uint32_t> slot_;        // item -> distinct digest index
+  std::vector<std::uint32_t> first_item_;  // distinct digest index -> its first item
+  std::vector<Digest> digest_;             // distinct digest index -> digest
+  std::vector<std::int64_t> first_seen_us_;  // distinct digest index -> requested first_seen (0 = now())
+  absl::flat_hash_map<Digest, std::uint32_t> index_of_;  // digest -> distinct digest index
+  PgBinaryArray digests_{kOidBytea};
+  PgBinaryArray sources_{kOidText};
+  PgBinaryArray times_{kOidInt8};
+};
+
+}  // namespace scangate::storage
