@@ -541,12 +541,14 @@ TEST_F(PgTest, WriteBehindFlushesByItself) {
   EXPECT_EQ(CountRows(c, {d}), 1);
 }
 
-// Sources survive the text[] literal unchanged; empty and invalid UTF-8 sources are stored as NULL.
+// Sources survive the binary text[] parameter unchanged; empty, invalid UTF-8 and NUL-carrying sources are
+// stored as NULL.
 TEST_F(PgTest, SourcesRoundTrip) {
   Store store(Options(1));
   store.Start();
   const std::vector<std::string> sources = {"plain", "with \"quotes\"", "back\\slash", "{brace},comma", "NULL",
-                                            "ünï©ødé ✓", " spaced ", "", std::string("bad\xff\xfe")};
+                                            "ünï©ødé ✓", " spaced ", "'single' \\\" mix", "",
+                                            std::string("nul\0inside", 10), std::string("bad\xff\xfe")};
   std::vector<Digest> ds;
   for (const auto& s : sources) {
     ds.push_back(RandomDigest());
@@ -557,12 +559,126 @@ TEST_F(PgTest, SourcesRoundTrip) {
   pqxx::work tx(c);
   for (std::size_t i = 0; i < sources.size(); ++i) {
     const auto f = tx.exec_params1("SELECT source FROM scan_keys WHERE digest = $1::bytea", HexBytea(ds[i]))[0];
-    if (i + 2 >= sources.size()) {
+    if (i + 3 >= sources.size()) {
       EXPECT_TRUE(f.is_null()) << i;
     } else {
       ASSERT_FALSE(f.is_null()) << i;
       EXPECT_EQ(f.as<std::string>(), sources[i]);
     }
+  }
+}
+
+// first_seen of `ds` as PostgreSQL renders it itself (to_char), "" for a digest with no row.
+std::vector<std::string> PgFirstSeen(const std::vector<Digest>& ds) {
+  pqxx::connection c(Url());
+  pqxx::work tx(c);
+  std::vector<std::string> out;
+  for (const auto& d : ds) {
+    const auto r = tx.exec_params("SELECT to_char(first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') "
+                                  "FROM scan_keys WHERE digest = $1::bytea",
+                                  HexBytea(d));
+    out.push_back(r.empty() ? "" : r[0][0].as<std::string>());
+  }
+  return out;
+}
+
+// Submits `ds` (sources `source`) so that they form exactly ONE batch: the single writer is held behind a
+// RowBlocker while they queue, then released. Returns their results in order.
+std::vector<Result> SubmitAsOneBatch(Store& store, const std::vector<Digest>& ds, const std::string& source) {
+  const Digest blocked = RandomDigest();
+  RowBlocker blocker(blocked);
+  std::promise<Result> held;
+  EXPECT_TRUE(store.Submit(0, blocked, "", [&](const Result& r) { held.set_value(r); }));
+  EXPECT_TRUE(WaitForLockWaiter());
+  const auto before = store.Stats();
+  std::vector<std::promise<Result>> promises(ds.size());
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    EXPECT_TRUE(store.Submit(0, ds[i], source, [&promises, i](const Result& r) { promises[i].set_value(r); }));
+  }
+  blocker.Rollback();
+  EXPECT_EQ(held.get_future().get().outcome, Outcome::kInserted);
+  std::vector<Result> out;
+  for (auto& p : promises) out.push_back(p.get_future().get());
+  const auto after = store.Stats();
+  EXPECT_EQ(after.batches - before.batches, 2u) << "the items did not form one batch";
+  return out;
+}
+
+// A key inserted behind the store's back (plain SQL on another connection, with its own first_seen) and
+// then submitted in one batch with fresh keys: that key is kDuplicate carrying the first_seen PostgreSQL
+// holds, every fresh key kInserted; each answer's first_seen equals PostgreSQL's to_char of the row.
+// Batch sizes 1 (+ the blocker) and 4096.
+TEST_F(PgTest, KeyInsertedBehindTheBackIsDuplicateInABatch) {
+  for (const std::size_t fresh : {std::size_t{0}, std::size_t{4095}}) {
+    SCOPED_TRACE(fresh);
+    auto opts = Options(1);
+    opts.batch_limit = 4096;
+    Store store(opts);
+    store.Start();
+    const Digest behind = RandomDigest();
+    {
+      pqxx::connection c(Url());
+      pqxx::work tx(c);
+      tx.exec_params0("INSERT INTO scan_keys (digest, source, first_seen) "
+                      "VALUES ($1::bytea, 'psql', '2021-03-04 05:06:07.891011+00')",
+                      HexBytea(behind));
+      tx.commit();
+    }
+    std::vector<Digest> ds = RandomDigests(fresh);
+    ds.insert(ds.begin() + static_cast<std::ptrdiff_t>(fresh / 2), behind);  // somewhere in the middle
+    const auto before = store.Stats();
+    const auto results = SubmitAsOneBatch(store, ds, "till-7");
+    EXPECT_EQ(store.Stats().keys_written - before.keys_written, 1 + ds.size());
+    const auto pg = PgFirstSeen(ds);
+    std::size_t inserted = 0;
+    for (std::size_t i = 0; i < ds.size(); ++i) {
+      ASSERT_FALSE(pg[i].empty()) << i;
+      EXPECT_EQ(results[i].first_seen, pg[i]) << i;
+      if (ds[i] == behind) {
+        EXPECT_EQ(results[i].outcome, Outcome::kDuplicate);
+        EXPECT_EQ(results[i].first_seen, "2021-03-04T05:06:07.891011Z");
+      } else {
+        EXPECT_EQ(results[i].outcome, Outcome::kInserted) << i;
+        inserted += results[i].outcome == Outcome::kInserted;
+      }
+    }
+    EXPECT_EQ(inserted, fresh);
+  }
+}
+
+// A write-behind row carrying the journal's first_seen_us keeps it exactly (to the microsecond, also before
+// the epoch and with a zero fraction), and the commit hook's first_seen is what PostgreSQL holds. (All in
+// the past: the warm-load tests count every row of their window, which ends now.)
+TEST_F(PgTest, WriteBehindFirstSeenRoundTrips) {
+  Store store(Options(1));
+  store.Start();
+  const std::vector<std::int64_t> times = {1'700'000'000'123'456, 1'700'000'000'000'000, 1, -1'500'000,
+                                           946'684'799'999'999};
+  const std::vector<std::string> expect = {"2023-11-14T22:13:20.123456Z", "2023-11-14T22:13:20.000000Z",
+                                           "1970-01-01T00:00:00.000001Z", "1969-12-31T23:59:58.500000Z",
+                                           "1999-12-31T23:59:59.999999Z"};
+  const auto ds = RandomDigests(times.size());
+  std::vector<std::promise<Result>> promises(ds.size());
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    ASSERT_TRUE(store.SubmitWriteBehind(
+        0, ds[i], "", [&promises, i](const Result& r) { promises[i].set_value(r); }, times[i]));
+  }
+  const auto pg = [&] {
+    std::vector<Result> rs;
+    for (auto& p : promises) rs.push_back(p.get_future().get());
+    return std::make_pair(rs, PgFirstSeen(ds));
+  }();
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    EXPECT_EQ(pg.first[i].outcome, Outcome::kInserted) << i;
+    EXPECT_EQ(pg.second[i], expect[i]) << i;
+    EXPECT_EQ(pg.first[i].first_seen, expect[i]) << i;
+  }
+  // Read back through the duplicate path (the follow-up select) too.
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    const auto r = SubmitAndWait(store, ds[i]);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->outcome, Outcome::kDuplicate);
+    EXPECT_EQ(r->first_seen, expect[i]) << i;
   }
 }
 
