@@ -3,17 +3,28 @@
 // Submit throughput with natural batching, and warm-load speed.
 //   store_bench URL [--keys-scale X] [--writers W] [--warm N] [--old N] [--index brin|btree|none] [--skip-insert] [--quick]
 //   [--warm-streams 1,2,3] (warm load once per listed StoreOptions::warm_streams, the list repeated twice)
+//   store_bench URL --shapes [--prefill N] [--shape-keys K] [--reps R]: the batch statement's shapes side by
+//   side on one connection each, commit per batch, per row at 64 / 256 / 1024 / 4096 keys (all-new batches,
+//   then half-duplicate batches); cells interleaved, R repetitions (bench/RESULTS.md "Storage: batch
+//   statement shapes"). Shapes: the former CTE statement, the storage/batch_statement.h one (the real class),
+//   the same INSERT reading present rows in the same statement, and binary COPY (raw libpq).
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <libpq-fe.h>
+#include <map>
 #include <pqxx/pqxx>
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
+#include "storage/batch_statement.h"
+#include "storage/pg_array.h"
 #include "storage/store.h"
 
 using namespace scangate;
@@ -86,6 +97,210 @@ void ClosedLoop(const std::string& url, unsigned writers, int in_flight, std::si
   Report(label, keys, secs, store.Stats());
 }
 
+
+// ---- --shapes: the batch statement alone, per shape --------------------------------------------------
+
+// The statement scangate ran before storage/batch_statement.h (kept here only to measure against): one long
+// bytea cut per row with substring, sources as a text[] literal, a JOIN back, to_char per row.
+constexpr const char* kOldInsertSql = R"sql(
+WITH input AS (
+  SELECT s.i::int AS i, substring($1::bytea FROM (s.i::int - 1) * 32 + 1 FOR 32) AS digest, s.source,
+         CASE WHEN s.us = 0 THEN now() ELSE timestamptz 'epoch' + s.us * interval '1 microsecond' END AS first_seen
+  FROM unnest($2::text[], $3::bigint[]) WITH ORDINALITY AS s(source, us, i)
+), inserted AS (
+  INSERT INTO scan_keys (digest, source, first_seen)
+  SELECT digest, source, first_seen FROM input ORDER BY digest
+  ON CONFLICT (digest) DO NOTHING
+  RETURNING digest, first_seen
+)
+SELECT input.i, true,
+       to_char(inserted.first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+FROM inserted JOIN input USING (digest)
+UNION ALL
+SELECT input.i, false,
+       to_char(k.first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+FROM input JOIN scan_keys k USING (digest)
+UNION ALL
+SELECT 0, false, txid_current_if_assigned()::text
+)sql";
+
+// The unnest INSERT of batch_statement.cc, but reading the already-present rows (with their first_seen as
+// µs) in the same statement, as the old one did, instead of a follow-up statement for the missing ones.
+constexpr const char* kOneStatementSql = R"sql(
+WITH input AS (
+  SELECT d, s, us, i FROM unnest($1::bytea[], $2::text[], $3::int8[]) WITH ORDINALITY AS u(d, s, us, i)
+), ins AS (
+  INSERT INTO scan_keys (digest, source, first_seen)
+  SELECT d, s, CASE WHEN us = 0 THEN now() ELSE timestamptz 'epoch' + us * interval '1 microsecond' END
+  FROM input ORDER BY d
+  ON CONFLICT (digest) DO NOTHING
+  RETURNING digest
+)
+SELECT encode(digest, 'hex'), NULL::int8, NULL::int8 FROM ins
+UNION ALL
+SELECT NULL, input.i, (extract(epoch FROM k.first_seen) * 1000000)::int8 FROM input JOIN scan_keys k ON k.digest = input.d
+UNION ALL
+SELECT NULL, txid_current_if_assigned()::int8, (extract(epoch FROM now()) * 1000000)::int8
+)sql";
+
+pqxx::binarystring Bin(std::string_view v) { return pqxx::binarystring(v.data(), v.size()); }
+
+void OldShape(pqxx::connection& c, const std::vector<Digest>& batch) {
+  std::string digests, sources = "{", times = "{";
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (i > 0) {
+      sources += ',';
+      times += ',';
+    }
+    digests.append(reinterpret_cast<const char*>(batch[i].data()), batch[i].size());
+    sources += "\"till-1\"";
+    times += '0';
+  }
+  sources += '}';
+  times += '}';
+  pqxx::work tx(c);
+  const pqxx::result r = tx.exec_prepared("bench_old", Bin(digests), sources, times);
+  std::size_t sum = 0;
+  for (const auto& row : r) sum += row[0].as<std::size_t>() + row[2].size();
+  if (sum == 0) throw std::runtime_error("old shape: no rows");
+  tx.commit();
+}
+
+void NewShape(pqxx::connection& c, const std::vector<Digest>& batch) {
+  BatchStatement st(batch.size());
+  for (const auto& d : batch) st.Add(d, "till-1", 0);
+  pqxx::work tx(c);
+  const BatchAnswer a = st.Run(tx);
+  if (a.results.size() != batch.size()) throw std::runtime_error("new shape: wrong answer");
+  tx.commit();
+}
+
+void OneStatementShape(pqxx::connection& c, const std::vector<Digest>& batch) {
+  PgBinaryArray digests(kOidBytea, batch.size(), 32 * batch.size()), sources(kOidText, batch.size(), 8 * batch.size()),
+      times(kOidInt8, batch.size(), 8 * batch.size());
+  for (const auto& d : batch) {
+    digests.Add(std::string_view(reinterpret_cast<const char*>(d.data()), d.size()));
+    sources.Add("till-1");
+    times.AddInt8(0);
+  }
+  pqxx::work tx(c);
+  const pqxx::result r = tx.exec_prepared("bench_one", Bin(digests.Finish()), Bin(sources.Finish()), Bin(times.Finish()));
+  std::size_t sum = 0;
+  for (const auto& row : r) sum += row[0].size() + (row[1].is_null() ? 0 : 1);
+  if (sum == 0) throw std::runtime_error("one-statement shape: no rows");
+  tx.commit();
+}
+
+// Binary COPY of (digest, source) — first_seen takes its default now() — then the xid and now() in one more
+// statement, in one transaction. It cannot return first_seen nor skip a conflicting row: a duplicate aborts
+// the whole COPY (so it is measured on all-new batches only).
+void PgCheck(PGconn* c, PGresult* r, ExecStatusType want) {
+  const bool ok = PQresultStatus(r) == want;
+  PQclear(r);
+  if (!ok) throw std::runtime_error(std::string("copy shape: ") + PQerrorMessage(c));
+}
+
+void CopyShape(PGconn* c, const std::vector<Digest>& batch) {
+  static const std::string kHeader("PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0", 19);
+  std::string buf = kHeader;
+  buf.reserve(kHeader.size() + batch.size() * (2 + 4 + 32 + 4 + 6) + 2);
+  auto be32 = [&](std::uint32_t v) {
+    const char b[4] = {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+    buf.append(b, 4);
+  };
+  for (const auto& d : batch) {
+    buf.append("\0\2", 2);  // 2 fields
+    be32(32);
+    buf.append(reinterpret_cast<const char*>(d.data()), d.size());
+    be32(6);
+    buf.append("till-1");
+  }
+  buf.append("\377\377", 2);  // trailer
+  PgCheck(c, PQexec(c, "BEGIN"), PGRES_COMMAND_OK);
+  PgCheck(c, PQexec(c, "COPY scan_keys (digest, source) FROM STDIN (FORMAT binary)"), PGRES_COPY_IN);
+  if (PQputCopyData(c, buf.data(), static_cast<int>(buf.size())) != 1 || PQputCopyEnd(c, nullptr) != 1) {
+    throw std::runtime_error("copy shape: put failed");
+  }
+  PgCheck(c, PQgetResult(c), PGRES_COMMAND_OK);
+  while (PGresult* extra = PQgetResult(c)) PQclear(extra);
+  PgCheck(c, PQexec(c, "SELECT txid_current_if_assigned(), (extract(epoch FROM now()) * 1000000)::int8"),
+          PGRES_TUPLES_OK);
+  PgCheck(c, PQexec(c, "COMMIT"), PGRES_COMMAND_OK);
+}
+
+void Shapes(const std::string& url, std::size_t keys_per_cell, int reps) {
+  pqxx::connection old_c(url), new_c(url), one_c(url);
+  for (auto* c : {&old_c, &new_c, &one_c}) c->set_client_encoding("UTF8");
+  old_c.prepare("bench_old", kOldInsertSql);
+  BatchStatement::Prepare(new_c);
+  one_c.prepare("bench_one", kOneStatementSql);
+  PGconn* copy_c = PQconnectdb(url.c_str());
+  if (PQstatus(copy_c) != CONNECTION_OK) throw std::runtime_error(PQerrorMessage(copy_c));
+  const std::vector<std::string> names = {"old CTE+to_char", "unnest+follow-up (chosen)", "unnest, one statement",
+                                          "binary COPY"};
+  const std::vector<std::size_t> sizes = {64, 256, 1024, 4096};
+  // (dup percent, size, shape) -> keys/s of each repetition
+  std::map<std::tuple<int, std::size_t, int>, std::vector<double>> figures;
+  std::vector<Digest> present;  // digests committed by earlier cells (for duplicates)
+  for (int rep = 0; rep < reps; ++rep) {
+    for (const int dup_pct : {0, 50}) {
+      for (const std::size_t size : sizes) {
+        for (int shape = 0; shape < 4; ++shape) {
+          if (shape == 3 && dup_pct > 0) continue;  // a duplicate aborts a COPY
+          const std::size_t batches = std::max<std::size_t>(4, keys_per_cell / size);
+          std::vector<std::vector<Digest>> work(batches);
+          std::mt19937_64 rng{std::random_device{}()};
+          for (auto& b : work) {
+            b = RandomDigests(size);
+            if (dup_pct > 0 && present.size() >= size) {
+              for (std::size_t i = 0; i < size * dup_pct / 100; ++i) b[i] = present[rng() % present.size()];
+              // a digest twice in one batch would be a different case: make them distinct
+              std::sort(b.begin(), b.end());
+              b.erase(std::unique(b.begin(), b.end()), b.end());
+            }
+          }
+          const auto t0 = Clock::now();
+          std::size_t keys = 0;
+          for (const auto& b : work) {
+            switch (shape) {
+              case 0: OldShape(old_c, b); break;
+              case 1: NewShape(new_c, b); break;
+              case 2: OneStatementShape(one_c, b); break;
+              case 3: CopyShape(copy_c, b); break;
+            }
+            keys += b.size();
+          }
+          const double secs = Seconds(t0);
+          figures[{dup_pct, size, shape}].push_back(keys / secs);
+          std::printf("rep %d dup %2d%% batch %4zu %-28s %9.0f keys/s (%zu keys, %.2f s)\n", rep + 1, dup_pct, size,
+                      names[static_cast<std::size_t>(shape)].c_str(), keys / secs, keys, secs);
+          std::fflush(stdout);
+          for (std::size_t i = 0; i < 2; ++i) present.insert(present.end(), work[i].begin(), work[i].end());
+        }
+      }
+    }
+  }
+  std::printf("\nmedian keys/s of %d repetitions (per row cost = 1/keys/s)\n| duplicates | batch |", reps);
+  for (const auto& n : names) std::printf(" %s |", n.c_str());
+  std::printf("\n|---|---:|---:|---:|---:|---:|\n");
+  for (const int dup_pct : {0, 50}) {
+    for (const std::size_t size : sizes) {
+      std::printf("| %d %% | %zu |", dup_pct, size);
+      for (int shape = 0; shape < 4; ++shape) {
+        auto v = figures[{dup_pct, size, shape}];
+        if (v.empty()) {
+          std::printf(" - |");
+          continue;
+        }
+        std::sort(v.begin(), v.end());
+        std::printf(" %.0f |", v[v.size() / 2]);
+      }
+      std::printf("\n");
+    }
+  }
+  PQfinish(copy_c);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,6 +317,10 @@ int main(int argc, char** argv) {
   bool skip_insert = false;
   bool quick = false;
   std::vector<unsigned> warm_streams{1, 2};
+  bool shapes = false;
+  long prefill = 0;
+  std::size_t shape_keys = 65536;
+  int reps = 3;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--keys-scale" && i + 1 < argc) scale = std::atof(argv[++i]);
@@ -111,6 +330,10 @@ int main(int argc, char** argv) {
     else if (a == "--index" && i + 1 < argc) index = argv[++i];
     else if (a == "--skip-insert") skip_insert = true;
     else if (a == "--quick") quick = true;
+    else if (a == "--shapes") shapes = true;
+    else if (a == "--prefill" && i + 1 < argc) prefill = std::atol(argv[++i]);
+    else if (a == "--shape-keys" && i + 1 < argc) shape_keys = static_cast<std::size_t>(std::atol(argv[++i]));
+    else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (a == "--warm-streams" && i + 1 < argc) {
       warm_streams.clear();
       for (const char* p = argv[++i]; *p != '\0';) {
@@ -139,6 +362,19 @@ int main(int argc, char** argv) {
     if (index == "btree") tx.exec0("CREATE INDEX scan_keys_first_seen_btree ON scan_keys (first_seen)");
     const auto rows = tx.exec1("SELECT count(*) FROM scan_keys")[0].as<long>();
     std::printf("index=%s existing_rows=%ld\n", index.c_str(), rows);
+  }
+  if (shapes) {
+    if (prefill > 0) {
+      const auto t0 = Clock::now();
+      pqxx::nontransaction tx(conn);
+      tx.exec_params0("INSERT INTO scan_keys (digest) SELECT sha256(convert_to('pre-' || gen_random_uuid()::text "
+                      "|| g, 'UTF8')) FROM generate_series(1, $1::bigint) g",
+                      prefill);
+      tx.exec0("VACUUM ANALYZE scan_keys");
+      std::printf("prefilled %ld rows in %.1f s (+ VACUUM ANALYZE)\n", prefill, Seconds(t0));
+    }
+    Shapes(url, shape_keys, reps);
+    return 0;
   }
   auto n = [&](double k) { return static_cast<std::size_t>(k * scale); };
   if (quick) {
