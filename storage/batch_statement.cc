@@ -1,5 +1,9 @@
 #include "storage/batch_statement.h"
 
+#include <algorithm>
+#include <cstring>
+#include <libpq-fe.h>
+#include <memory>
 #include <stdexcept>
 
 #include "core/time_format.h"
@@ -46,6 +50,55 @@ FROM unnest($1::bytea[]) WITH ORDINALITY AS u(d, i)
 JOIN scan_keys k ON k.digest = u.d
 )sql";
 
+// RunCopy: the transaction's xid (forced: the COPY writes anyway, and an in-doubt COMMIT needs it) and
+// now() — the first_seen of rows with $3 = 0, sent explicitly since a binary COPY row cannot ask for the
+// column default — in µs. Then the COPY; its columns in this order.
+constexpr const char* kCopyPrologueName = "scangate_copy_prologue";
+constexpr const char* kCopyPrologueSql =
+    "SELECT txid_current()::int8, (extract(epoch FROM now()) * 1000000)::int8";
+constexpr const char* kCopySql = "COPY scan_keys (digest, source, first_seen) FROM STDIN (FORMAT binary)";
+constexpr std::string_view kCopyHeader{"PGCOPY\n\377\r\n\0" "\0\0\0\0" "\0\0\0\0", 19};  // signature, flags, ext
+// timestamptz on the wire: µs since 2000-01-01T00:00:00Z.
+constexpr std::int64_t kPgEpochUs = 946'684'800'000'000;
+constexpr const char* kUniqueViolation = "23505";
+
+// pqxx 6.4 does not expose a connection's PGconn except to large objects: largeobject's protected static
+// raw_connection(const dbtransaction&) is the one supported route, so the COPY runs on the writer's own
+// connection, inside its transaction.
+struct RawConnection : pqxx::largeobject {
+  static PGconn* Of(const pqxx::dbtransaction& tx) { return raw_connection(tx); }
+};
+
+struct PgResultClear {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+using PgResult = std::unique_ptr<PGresult, PgResultClear>;
+
+// Drains the connection's remaining results (libpq must be idle again before pqxx continues).
+void DrainResults(PGconn* c) {
+  while (PGresult* r = PQgetResult(c)) PQclear(r);
+}
+
+// Raises the pqxx exception pqxx itself would raise for this failure, so the writer classifies it the same
+// way (connection lost, deadlock, data error by SQLSTATE), or CopyConflict for a unique violation.
+[[noreturn]] void ThrowCopyError(PGconn* c, const PGresult* r) {
+  std::string msg = r != nullptr ? PQresultErrorMessage(r) : "";
+  if (msg.empty()) msg = PQerrorMessage(c);
+  const char* state = r != nullptr ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+  if (PQstatus(c) == CONNECTION_BAD) throw pqxx::broken_connection(msg);
+  const std::string s = state != nullptr ? state : "";
+  if (s == kUniqueViolation) throw CopyConflict(msg);
+  if (s == "40P01") throw pqxx::deadlock_detected(msg);
+  if (s == "40001") throw pqxx::serialization_failure(msg);
+  throw pqxx::sql_error(msg, kCopySql, state);
+}
+
+void AppendBe32(std::string& out, std::uint32_t v) {
+  const char b[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+                     static_cast<char>(v)};
+  out.append(b, 4);
+}
+
 int HexNibble(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -70,6 +123,7 @@ pqxx::binarystring Binary(std::string_view bytes) { return pqxx::binarystring(by
 void BatchStatement::Prepare(pqxx::connection& conn) {
   conn.prepare(kInsertName, kInsertSql);
   conn.prepare(kSelectName, kSelectSql);
+  conn.prepare(kCopyPrologueName, kCopyPrologueSql);
 }
 
 BatchStatement::BatchStatement(std::size_t expected_items)
@@ -80,6 +134,7 @@ BatchStatement::BatchStatement(std::size_t expected_items)
   first_item_.reserve(expected_items);
   digest_.reserve(expected_items);
   first_seen_us_.reserve(expected_items);
+  source_.reserve(expected_items);
   index_of_.reserve(expected_items);
 }
 
@@ -92,6 +147,7 @@ void BatchStatement::Add(const Digest& d, std::string_view source, std::int64_t 
   digest_.push_back(d);
   first_seen_us_.push_back(first_seen_us);
   digests_.Add(std::string_view(reinterpret_cast<const char*>(d.data()), d.size()));
+  source_.push_back(source);
   if (source.empty()) {
     sources_.AddNull();
   } else {
@@ -163,6 +219,64 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
     a.any_inserted = a.any_inserted || won;
     a.results.push_back(Result{won ? Outcome::kInserted : Outcome::kDuplicate, formatted[u]});
   }
+  return a;
+}
+
+BatchAnswer BatchStatement::RunCopy(pqxx::dbtransaction& tx) {
+  if (!copy_eligible()) throw std::logic_error("BatchStatement::RunCopy: repeated digests");
+  const std::size_t n = distinct();
+  const pqxx::row pro = tx.exec_prepared1(kCopyPrologueName);  // also makes sure BEGIN was sent
+  BatchAnswer a;
+  a.xid = pro[0].as<std::int64_t>();
+  const auto now_us = pro[1].as<std::int64_t>();
+
+  std::vector<std::uint32_t> order(n);
+  for (std::uint32_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::uint32_t x, std::uint32_t y) {
+    return std::memcmp(digest_[x].data(), digest_[y].data(), kDigestBytes) < 0;  // bytea order
+  });
+  std::vector<std::int64_t> first_seen(n);
+  std::string buf(kCopyHeader);
+  buf.reserve(kCopyHeader.size() + n * (2 + 4 + kDigestBytes + 4 + 16 + 4 + 8) + 2);
+  for (const auto i : order) {
+    first_seen[i] = first_seen_us_[i] != 0 ? first_seen_us_[i] : now_us;
+    buf.append("\0\3", 2);  // field count
+    AppendBe32(buf, kDigestBytes);
+    buf.append(reinterpret_cast<const char*>(digest_[i].data()), kDigestBytes);
+    if (source_[i].empty()) {
+      AppendBe32(buf, 0xFFFFFFFFu);  // NULL
+    } else {
+      AppendBe32(buf, static_cast<std::uint32_t>(source_[i].size()));
+      buf.append(source_[i]);
+    }
+    const auto pg_us = static_cast<std::uint64_t>(first_seen[i] - kPgEpochUs);
+    AppendBe32(buf, 8);
+    AppendBe32(buf, static_cast<std::uint32_t>(pg_us >> 32));
+    AppendBe32(buf, static_cast<std::uint32_t>(pg_us));
+  }
+  buf.append("\377\377", 2);  // trailer
+
+  PGconn* c = RawConnection::Of(tx);
+  {
+    PgResult r(PQexec(c, kCopySql));
+    if (PQresultStatus(r.get()) != PGRES_COPY_IN) {
+      DrainResults(c);
+      ThrowCopyError(c, r.get());
+    }
+  }
+  if (PQputCopyData(c, buf.data(), static_cast<int>(buf.size())) != 1 || PQputCopyEnd(c, nullptr) != 1) {
+    DrainResults(c);
+    ThrowCopyError(c, nullptr);
+  }
+  PgResult r(PQgetResult(c));
+  DrainResults(c);
+  if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) ThrowCopyError(c, r.get());
+
+  std::vector<std::string> formatted(n);
+  for (std::size_t i = 0; i < n; ++i) formatted[i] = Rfc3339Micros(first_seen[i]);
+  a.results.reserve(n);
+  for (std::size_t i = 0; i < slot_.size(); ++i) a.results.push_back(Result{Outcome::kInserted, formatted[slot_[i]]});
+  a.any_inserted = true;
   return a;
 }
 

@@ -103,6 +103,7 @@ struct Store::Attempt {
   bool xid_trusted = false;         // false: no xid although rows were inserted (cannot settle: kUnknown)
   std::size_t distinct = 0;
   double seconds = 0;
+  bool by_copy = false;             // written by binary COPY (BatchStatement::RunCopy)
 };
 
 enum class Store::PartEnd : std::uint8_t {
@@ -140,6 +141,8 @@ struct Store::Metrics {
   std::uint64_t in_doubt_committed ABSL_GUARDED_BY(mu) = 0;
   std::uint64_t in_doubt_aborted ABSL_GUARDED_BY(mu) = 0;
   std::uint64_t in_doubt_unknown ABSL_GUARDED_BY(mu) = 0;
+  std::uint64_t copy_batches ABSL_GUARDED_BY(mu) = 0;
+  std::uint64_t copy_fallbacks ABSL_GUARDED_BY(mu) = 0;
   std::array<std::uint64_t, kBatchBounds.size() + 1> batch_counts ABSL_GUARDED_BY(mu){};
   double batch_sum ABSL_GUARDED_BY(mu) = 0;
   std::array<std::uint64_t, kCommitBounds.size() + 1> commit_counts ABSL_GUARDED_BY(mu){};
@@ -362,14 +365,21 @@ void Store::WriteBatch(Writer& w, std::vector<Item>& batch, Attempt& att) {
   BatchStatement statement(batch.size());
   for (const auto& item : batch) statement.Add(item.digest, item.source, item.first_seen_us);
   att.distinct = statement.distinct();
+  // A batch of write-behind items only is a batch of Bloom negatives ("definitely new"): binary COPY,
+  // cheaper from 256 rows up (bench/RESULTS.md "Storage: batch statement shapes"). A row that exists after
+  // all (a stale filter, another instance, a journal replay) aborts the COPY: the batch is then re-run
+  // through ON CONFLICT in a fresh transaction, counted in copy_fallbacks.
+  bool use_copy = statement.copy_eligible() &&
+                  std::all_of(batch.begin(), batch.end(), [](const Item& item) { return item.write_behind; });
   const auto started = Clock::now();
   for (int attempt = 0;; ++attempt) {
     att.xid.reset();
+    att.by_copy = use_copy;
     try {
       pqxx::work tx(*w.conn);
       // Outcomes are final once COMMIT succeeds; computed now so that an in-doubt COMMIT settled as
       // committed can deliver them.
-      BatchAnswer answer = statement.Run(tx);
+      BatchAnswer answer = use_copy ? statement.RunCopy(tx) : statement.Run(tx);
       att.results = std::move(answer.results);
       att.xid = answer.xid;
       att.xid_trusted = att.xid.has_value() || !answer.any_inserted;
@@ -392,6 +402,11 @@ void Store::WriteBatch(Writer& w, std::vector<Item>& batch, Attempt& att) {
       }
       tx.commit();
       break;
+    } catch (const CopyConflict&) {
+      use_copy = false;  // ~tx rolled the COPY back; nothing of it holds
+      --attempt;         // not a rollback retry: runs once more, through ON CONFLICT
+      std::lock_guard lk(metrics_->mu);
+      ++metrics_->copy_fallbacks;
     } catch (const pqxx::deadlock_detected&) {
       if (attempt + 1 >= kMaxRollbackRetries) throw;
     } catch (const pqxx::serialization_failure&) {
@@ -412,6 +427,7 @@ void Store::RecordBatch(const std::vector<Item>& batch, const Attempt& att) {
   std::lock_guard lk(metrics_->mu);
   auto& m = *metrics_;
   ++m.batches;
+  m.copy_batches += att.by_copy ? 1 : 0;
   m.keys_written += att.distinct;
   m.inserted += n_inserted;
   m.duplicates += n_duplicates;
@@ -981,6 +997,8 @@ StoreStats Store::Stats() const {
   s.in_doubt_committed = m.in_doubt_committed;
   s.in_doubt_aborted = m.in_doubt_aborted;
   s.in_doubt_unknown = m.in_doubt_unknown;
+  s.copy_batches = m.copy_batches;
+  s.copy_fallbacks = m.copy_fallbacks;
   s.last_warm_streams = last_warm_streams_.load();
   s.cancelled = cancelled_.load();
   s.batch_size_buckets = CumulativeBuckets(kBatchBounds, m.batch_counts);

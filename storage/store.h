@@ -150,6 +150,9 @@ struct StoreStats {
   // wrote nothing, whose outcomes hold either way).
   std::uint64_t in_doubt_committed, in_doubt_aborted, in_doubt_unknown;
   std::uint64_t cancelled;            // Submit items withdrawn by Ticket::Cancel (never written)
+  // Batches of write-behind items only (Bloom negatives) go by binary COPY: committed COPY batches, and
+  // COPYs that met an existing row (aborted; the batch re-ran through ON CONFLICT).
+  std::uint64_t copy_batches, copy_fallbacks;
 };
 
 class Store final : public ExactStore {

@@ -673,6 +673,8 @@ TEST_F(PgTest, WriteBehindFirstSeenRoundTrips) {
     EXPECT_EQ(pg.second[i], expect[i]) << i;
     EXPECT_EQ(pg.first[i].first_seen, expect[i]) << i;
   }
+  EXPECT_GE(store.Stats().copy_batches, 1u);  // write-behind only: written by binary COPY
+  EXPECT_EQ(store.Stats().copy_fallbacks, 0u);
   // Read back through the duplicate path (the follow-up select) too.
   for (std::size_t i = 0; i < ds.size(); ++i) {
     const auto r = SubmitAndWait(store, ds[i]);
@@ -680,6 +682,75 @@ TEST_F(PgTest, WriteBehindFirstSeenRoundTrips) {
     EXPECT_EQ(r->outcome, Outcome::kDuplicate);
     EXPECT_EQ(r->first_seen, expect[i]) << i;
   }
+}
+
+// A batch of write-behind items only (Bloom negatives) goes by binary COPY. A key inserted behind the
+// store's back in such a batch aborts the COPY; the batch re-runs through ON CONFLICT: that key kDuplicate
+// with PostgreSQL's first_seen, every other kInserted with the first_seen PostgreSQL holds; one fallback.
+TEST_F(PgTest, WriteBehindCopyFallsBackOnConflict) {
+  constexpr std::size_t kBatch = 300;
+  auto opts = Options(1);
+  opts.batch_limit = kBatch;
+  opts.flush_interval = 30s;  // the writer takes a write-behind batch when it is full
+  Store store(opts);
+  store.Start();
+  const Digest behind = RandomDigest();
+  {
+    pqxx::connection c(Url());
+    pqxx::work tx(c);
+    tx.exec_params0("INSERT INTO scan_keys (digest, source, first_seen) "
+                    "VALUES ($1::bytea, 'psql', '2022-05-06 07:08:09.000001+00')",
+                    HexBytea(behind));
+    tx.commit();
+  }
+  auto run_batch = [&](const std::vector<Digest>& ds) {
+    std::vector<std::promise<Result>> promises(ds.size());
+    for (std::size_t i = 0; i < ds.size(); ++i) {
+      EXPECT_TRUE(store.SubmitWriteBehind(
+          0, ds[i], i % 3 == 0 ? "" : "till-" + std::to_string(i),
+          [&promises, i](const Result& r) { promises[i].set_value(r); }, 0));
+    }
+    std::vector<Result> out;
+    for (auto& p : promises) out.push_back(p.get_future().get());
+    return out;
+  };
+  // Conflict-free: one COPY batch.
+  auto before = store.Stats();
+  const auto fresh = RandomDigests(kBatch);
+  auto results = run_batch(fresh);
+  auto after = store.Stats();
+  EXPECT_EQ(after.batches - before.batches, 1u);
+  EXPECT_EQ(after.copy_batches - before.copy_batches, 1u);
+  EXPECT_EQ(after.copy_fallbacks, 0u);
+  auto pg = PgFirstSeen(fresh);
+  for (std::size_t i = 0; i < fresh.size(); ++i) {
+    EXPECT_EQ(results[i].outcome, Outcome::kInserted) << i;
+    EXPECT_EQ(results[i].first_seen, pg[i]) << i;
+  }
+  // One row exists: COPY aborts, ON CONFLICT decides.
+  before = after;
+  auto ds = RandomDigests(kBatch - 1);
+  ds.insert(ds.begin() + kBatch / 2, behind);
+  results = run_batch(ds);
+  after = store.Stats();
+  EXPECT_EQ(after.batches - before.batches, 1u);
+  EXPECT_EQ(after.copy_batches - before.copy_batches, 0u);
+  EXPECT_EQ(after.copy_fallbacks - before.copy_fallbacks, 1u);
+  EXPECT_EQ(after.write_behind_conflicts - before.write_behind_conflicts, 1u);
+  EXPECT_EQ(after.batch_failures, 0u);
+  pg = PgFirstSeen(ds);
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    EXPECT_EQ(results[i].first_seen, pg[i]) << i;
+    EXPECT_EQ(results[i].outcome, ds[i] == behind ? Outcome::kDuplicate : Outcome::kInserted) << i;
+  }
+  EXPECT_EQ(results[kBatch / 2].first_seen, "2022-05-06T07:08:09.000001Z");
+  pqxx::connection c(Url());
+  pqxx::work tx(c);
+  EXPECT_EQ(tx.exec_params1("SELECT source FROM scan_keys WHERE digest = $1::bytea", HexBytea(behind))[0].as<std::string>(),
+            "psql");
+  EXPECT_TRUE(tx.exec_params1("SELECT source FROM scan_keys WHERE digest = $1::bytea", HexBytea(ds[0]))[0].is_null());
+  EXPECT_EQ(tx.exec_params1("SELECT source FROM scan_keys WHERE digest = $1::bytea", HexBytea(ds[1]))[0].as<std::string>(),
+            "till-1");
 }
 
 // WarmLoad returns exactly the digests first seen within the window (none older), across several
