@@ -217,6 +217,13 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.Header("scangate_pg_cancelled_total", "counter",
            "Queued items withdrawn unwritten because their request deadline passed (--request-timeout).");
   w.Sample("scangate_pg_cancelled_total", "", s.store.cancelled);
+  w.Header("scangate_copy_batches_total", "counter",
+           "Write-behind-only batches (Bloom negatives) committed by binary COPY (storage/README.md).");
+  w.Sample("scangate_copy_batches_total", "", s.store.copy_batches);
+  w.Header("scangate_copy_fallbacks_total", "counter",
+           "Binary COPY batches aborted by a row already present (stale filter, another instance, a journal "
+           "replay) and re-run through INSERT ... ON CONFLICT.");
+  w.Sample("scangate_copy_fallbacks_total", "", s.store.copy_fallbacks);
   w.Header("scangate_pg_batch_size", "histogram", "Keys per PostgreSQL transaction.");
   w.Histogram("scangate_pg_batch_size", "", s.store.batch_size_buckets, s.store.batch_size_sum,
               s.store.batch_size_count);
@@ -339,6 +346,8 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
                          {"unavailable", st.unavailable},
                          {"write_behind_conflicts", st.write_behind_conflicts},
                          {"cancelled", st.cancelled},
+                         {"copy_batches", st.copy_batches},
+                         {"copy_fallbacks", st.copy_fallbacks},
                          {"batch_size_mean", st.batch_size_count ? st.batch_size_sum / st.batch_size_count : 0.0},
                          {"commit_seconds_mean",
                           st.commit_seconds_count ? st.commit_seconds_sum / st.commit_seconds_count : 0.0},

@@ -66,6 +66,8 @@ MetricsSnapshot SampleSnapshot() {
   s.store.in_doubt_committed = 10;
   s.store.in_doubt_aborted = 11;
   s.store.in_doubt_unknown = 12;
+  s.store.copy_batches = 13;
+  s.store.copy_fallbacks = 14;
   return s;
 }
 
@@ -119,7 +121,8 @@ TEST(Metrics, PrometheusText) {
         "scangate_filter_distrusting_shards gauge",
         "scangate_filter_fill_ratio gauge", "scangate_filter_estimated_fp gauge", "scangate_filter_keys gauge",
         "scangate_filter_memory_bytes gauge", "scangate_pg_up gauge", "scangate_pg_queue_depth gauge",
-        "scangate_pg_cancelled_total counter", "scangate_pg_batch_size histogram",
+        "scangate_pg_cancelled_total counter", "scangate_copy_batches_total counter",
+        "scangate_copy_fallbacks_total counter", "scangate_pg_batch_size histogram",
         "scangate_pg_commit_seconds histogram", "scangate_write_behind_lost_total counter",
         "scangate_write_behind_dead_lettered_total counter", "scangate_batch_failures_total counter",
         "scangate_commit_in_doubt_total counter"}) {
@@ -167,6 +170,8 @@ TEST(Metrics, PrometheusText) {
   EXPECT_EQ(at("scangate_write_behind_lost_total"), "7");
   EXPECT_EQ(at("scangate_write_behind_dead_lettered_total"), "8");
   EXPECT_EQ(at("scangate_batch_failures_total"), "9");
+  EXPECT_EQ(at("scangate_copy_batches_total"), "13");
+  EXPECT_EQ(at("scangate_copy_fallbacks_total"), "14");
   EXPECT_EQ(at(R"(scangate_commit_in_doubt_total{resolution="committed"})"), "10");
   EXPECT_EQ(at(R"(scangate_commit_in_doubt_total{resolution="aborted"})"), "11");
   EXPECT_EQ(at(R"(scangate_commit_in_doubt_total{resolution="unknown"})"), "12");
@@ -197,6 +202,8 @@ TEST(Metrics, StatsJson) {
   EXPECT_EQ(v.at("pg").at("write_behind_lost").to_number<std::uint64_t>(), 7u);
   EXPECT_EQ(v.at("pg").at("write_behind_dead_lettered").to_number<std::uint64_t>(), 8u);
   EXPECT_EQ(v.at("pg").at("batch_failures").to_number<std::uint64_t>(), 9u);
+  EXPECT_EQ(v.at("pg").at("copy_batches").to_number<std::uint64_t>(), 13u);
+  EXPECT_EQ(v.at("pg").at("copy_fallbacks").to_number<std::uint64_t>(), 14u);
   EXPECT_EQ(v.at("pg").at("commit_in_doubt").at("committed").to_number<std::uint64_t>(), 10u);
   EXPECT_EQ(v.at("pg").at("commit_in_doubt").at("aborted").to_number<std::uint64_t>(), 11u);
   EXPECT_EQ(v.at("pg").at("commit_in_doubt").at("unknown").to_number<std::uint64_t>(), 12u);
