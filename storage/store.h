@@ -7,7 +7,8 @@
 // Design (group commit): W writer threads, each owning one connection and one FIFO queue. A digest
 // always goes to writer (route % W), so items of one digest are ordered. A writer takes everything
 // queued (up to batch_limit) into one transaction holding one INSERT ... ON CONFLICT statement for the
-// whole batch, commits, then runs the completions. Waiting (Submit) items are taken at once, so
+// whole batch (storage/batch_statement.h; a batch of write-behind items only goes by binary COPY, re-run
+// through ON CONFLICT if a row exists), commits, then runs the completions. Waiting (Submit) items are taken at once, so
 // batches form naturally from whatever arrives during the previous commit; when only write-behind
 // items are queued the writer waits up to flush_interval (from the oldest item) to gather more.
 // A failed transaction completes its waiting items with kUnavailable, keeps its write-behind items

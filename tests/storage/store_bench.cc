@@ -3,18 +3,17 @@
 // Submit throughput with natural batching, and warm-load speed.
 //   store_bench URL [--keys-scale X] [--writers W] [--warm N] [--old N] [--index brin|btree|none] [--skip-insert] [--quick]
 //   [--warm-streams 1,2,3] (warm load once per listed StoreOptions::warm_streams, the list repeated twice)
-//   store_bench URL --shapes [--prefill N] [--shape-keys K] [--reps R]: the batch statement's shapes side by
+//   store_bench URL --shapes [--prefill N] [--shape-keys K] [--reps R] [--sizes 64,256,1024,4096]: the batch statement's shapes side by
 //   side on one connection each, commit per batch, per row at 64 / 256 / 1024 / 4096 keys (all-new batches,
 //   then half-duplicate batches); cells interleaved, R repetitions (bench/RESULTS.md "Storage: batch
 //   statement shapes"). Shapes: the former CTE statement, the storage/batch_statement.h one (the real class),
-//   the same INSERT reading present rows in the same statement, and binary COPY (raw libpq).
+//   the same INSERT reading present rows in the same statement, and BatchStatement::RunCopy (binary COPY).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <libpq-fe.h>
 #include <map>
 #include <pqxx/pqxx>
 #include <random>
@@ -34,7 +33,13 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 std::vector<Digest> RandomDigests(std::size_t n) {
-  std::mt19937_64 rng{std::random_device{}()};
+  // One generator for the process, seeded with 256 bits: per-call 32-bit seeds collide within a long run
+  // (two calls then produce the same digests, and a COPY of "fresh" keys conflicts).
+  static std::mt19937_64 rng = [] {
+    std::random_device rd;
+    std::seed_seq seq{rd(), rd(), rd(), rd(), rd(), rd(), rd(), rd()};
+    return std::mt19937_64(seq);
+  }();
   std::vector<Digest> out(n);
   for (auto& d : out) {
     for (std::size_t i = 0; i < d.size(); i += 8) {
@@ -191,54 +196,28 @@ void OneStatementShape(pqxx::connection& c, const std::vector<Digest>& batch) {
   tx.commit();
 }
 
-// Binary COPY of (digest, source) — first_seen takes its default now() — then the xid and now() in one more
-// statement, in one transaction. It cannot return first_seen nor skip a conflicting row: a duplicate aborts
-// the whole COPY (so it is measured on all-new batches only).
-void PgCheck(PGconn* c, PGresult* r, ExecStatusType want) {
-  const bool ok = PQresultStatus(r) == want;
-  PQclear(r);
-  if (!ok) throw std::runtime_error(std::string("copy shape: ") + PQerrorMessage(c));
+// BatchStatement::RunCopy, the path a batch of write-behind items only takes: txid_current() + now() in one
+// statement, then binary COPY of (digest, source, first_seen). It cannot skip a conflicting row (a
+// duplicate aborts the COPY; the store then re-runs the batch through Run()), so it is measured on all-new
+// batches only.
+void CopyShape(pqxx::connection& c, const std::vector<Digest>& batch) {
+  BatchStatement st(batch.size());
+  for (const auto& d : batch) st.Add(d, "till-1", 0);
+  pqxx::work tx(c);
+  const BatchAnswer a = st.RunCopy(tx);
+  if (a.results.size() != batch.size()) throw std::runtime_error("copy shape: wrong answer");
+  tx.commit();
 }
 
-void CopyShape(PGconn* c, const std::vector<Digest>& batch) {
-  static const std::string kHeader("PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0", 19);
-  std::string buf = kHeader;
-  buf.reserve(kHeader.size() + batch.size() * (2 + 4 + 32 + 4 + 6) + 2);
-  auto be32 = [&](std::uint32_t v) {
-    const char b[4] = {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
-    buf.append(b, 4);
-  };
-  for (const auto& d : batch) {
-    buf.append("\0\2", 2);  // 2 fields
-    be32(32);
-    buf.append(reinterpret_cast<const char*>(d.data()), d.size());
-    be32(6);
-    buf.append("till-1");
-  }
-  buf.append("\377\377", 2);  // trailer
-  PgCheck(c, PQexec(c, "BEGIN"), PGRES_COMMAND_OK);
-  PgCheck(c, PQexec(c, "COPY scan_keys (digest, source) FROM STDIN (FORMAT binary)"), PGRES_COPY_IN);
-  if (PQputCopyData(c, buf.data(), static_cast<int>(buf.size())) != 1 || PQputCopyEnd(c, nullptr) != 1) {
-    throw std::runtime_error("copy shape: put failed");
-  }
-  PgCheck(c, PQgetResult(c), PGRES_COMMAND_OK);
-  while (PGresult* extra = PQgetResult(c)) PQclear(extra);
-  PgCheck(c, PQexec(c, "SELECT txid_current_if_assigned(), (extract(epoch FROM now()) * 1000000)::int8"),
-          PGRES_TUPLES_OK);
-  PgCheck(c, PQexec(c, "COMMIT"), PGRES_COMMAND_OK);
-}
-
-void Shapes(const std::string& url, std::size_t keys_per_cell, int reps) {
-  pqxx::connection old_c(url), new_c(url), one_c(url);
-  for (auto* c : {&old_c, &new_c, &one_c}) c->set_client_encoding("UTF8");
+void Shapes(const std::string& url, std::size_t keys_per_cell, int reps, const std::vector<std::size_t>& sizes) {
+  pqxx::connection old_c(url), new_c(url), one_c(url), copy_c(url);
+  for (auto* c : {&old_c, &new_c, &one_c, &copy_c}) c->set_client_encoding("UTF8");
   old_c.prepare("bench_old", kOldInsertSql);
   BatchStatement::Prepare(new_c);
   one_c.prepare("bench_one", kOneStatementSql);
-  PGconn* copy_c = PQconnectdb(url.c_str());
-  if (PQstatus(copy_c) != CONNECTION_OK) throw std::runtime_error(PQerrorMessage(copy_c));
-  const std::vector<std::string> names = {"old CTE+to_char", "unnest+follow-up (chosen)", "unnest, one statement",
-                                          "binary COPY"};
-  const std::vector<std::size_t> sizes = {64, 256, 1024, 4096};
+  BatchStatement::Prepare(copy_c);
+  const std::vector<std::string> names = {"old CTE+to_char", "unnest+follow-up (Run)", "unnest, one statement",
+                                          "binary COPY (RunCopy)"};
   // (dup percent, size, shape) -> keys/s of each repetition
   std::map<std::tuple<int, std::size_t, int>, std::vector<double>> figures;
   std::vector<Digest> present;  // digests committed by earlier cells (for duplicates)
@@ -298,7 +277,6 @@ void Shapes(const std::string& url, std::size_t keys_per_cell, int reps) {
       std::printf("\n");
     }
   }
-  PQfinish(copy_c);
 }
 
 }  // namespace
@@ -321,6 +299,7 @@ int main(int argc, char** argv) {
   long prefill = 0;
   std::size_t shape_keys = 65536;
   int reps = 3;
+  std::vector<std::size_t> sizes{64, 256, 1024, 4096};
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--keys-scale" && i + 1 < argc) scale = std::atof(argv[++i]);
@@ -334,6 +313,14 @@ int main(int argc, char** argv) {
     else if (a == "--prefill" && i + 1 < argc) prefill = std::atol(argv[++i]);
     else if (a == "--shape-keys" && i + 1 < argc) shape_keys = static_cast<std::size_t>(std::atol(argv[++i]));
     else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else if (a == "--sizes" && i + 1 < argc) {
+      sizes.clear();
+      for (const char* p = argv[++i]; *p != '\0';) {
+        char* end = nullptr;
+        sizes.push_back(std::strtoul(p, &end, 10));
+        p = *end == ',' ? end + 1 : end;
+      }
+    }
     else if (a == "--warm-streams" && i + 1 < argc) {
       warm_streams.clear();
       for (const char* p = argv[++i]; *p != '\0';) {
@@ -373,7 +360,7 @@ int main(int argc, char** argv) {
       tx.exec0("VACUUM ANALYZE scan_keys");
       std::printf("prefilled %ld rows in %.1f s (+ VACUUM ANALYZE)\n", prefill, Seconds(t0));
     }
-    Shapes(url, shape_keys, reps);
+    Shapes(url, shape_keys, reps, sizes);
     return 0;
   }
   auto n = [&](double k) { return static_cast<std::size_t>(k * scale); };
