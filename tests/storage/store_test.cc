@@ -1090,6 +1090,33 @@ TEST_F(PgTest, InDoubtCommitSettledCommitted) {
   EXPECT_TRUE(store.up());
 }
 
+// A COPY batch (write-behind only) whose COMMIT answer is lost is settled by the xid its prologue noted:
+// committed -> the computed outcomes; rolled back -> the batch runs again (by COPY). Either way each row
+// lands exactly once and the commit hook sees kInserted with the row's first_seen.
+TEST_F(PgTest, InDoubtCopyCommitIsSettled) {
+  for (const StoreFault fault : {StoreFault::kCommitAnswerLost, StoreFault::kLostBeforeCommit}) {
+    SCOPED_TRACE(static_cast<int>(fault));
+    auto opts = Options(1);
+    opts.fault_hook = FaultOnce(fault);
+    Store store(opts);
+    store.Start();
+    const Digest d = RandomDigest();
+    std::promise<Result> p;
+    ASSERT_TRUE(store.SubmitWriteBehind(0, d, "copy", [&](const Result& r) { p.set_value(r); }, 0));
+    const Result r = p.get_future().get();
+    EXPECT_EQ(r.outcome, Outcome::kInserted);
+    EXPECT_EQ(r.first_seen, PgFirstSeen({d})[0]);
+    pqxx::connection c(Url());
+    EXPECT_EQ(CountRows(c, {d}), 1);
+    const auto s = store.Stats();
+    EXPECT_EQ(s.copy_batches, 1u);
+    EXPECT_EQ(s.copy_fallbacks, 0u);
+    EXPECT_EQ(s.in_doubt_committed, fault == StoreFault::kCommitAnswerLost ? 1u : 0u);
+    EXPECT_EQ(s.in_doubt_aborted, fault == StoreFault::kLostBeforeCommit ? 1u : 0u);
+    EXPECT_EQ(s.in_doubt_unknown + s.batch_failures, 0u);
+  }
+}
+
 // (b) The connection broke before the COMMIT reached the server: txid_status says aborted, so the batch
 // runs again transparently and the observation is told kInserted.
 TEST_F(PgTest, InDoubtCommitSettledAbortedIsRetried) {
