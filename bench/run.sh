@@ -3,8 +3,9 @@
 #   bench/run.sh                    full run (7 systems x 3 workloads x {64,256} conns x 3 repetitions, 15 s cells;
 #                                   ~1 h with the 10 M scale part)
 #   BENCH_QUICK=1 bench/run.sh      smoke test (5 s cells, 64 conns only, 1 repetition, 1 M scale keys, 10 s sustain)
-#   BENCH_SCALE_KEYS=100000000 BENCH_SKIP="matrix statuscost sustain redis" bench/run.sh
-#                                   the 100 M-key scale run (not default; --capacity sized for it, see below)
+#   BENCH_SCALE_KEYS=100000000 BENCH_SKIP="statuscost sustain redis" BENCH_SYSTEMS="ceiling commit" bench/run.sh
+#                                   the 100 M-key scale run (not default; --capacity sized for it, see below; the
+#                                   ceiling/commit matrix cells give the empty-table baseline of its ratio)
 # Builds release (build/release: scangate ceiling_server naive_server), starts a throwaway PostgreSQL 15 (fresh
 # data dir each run, scripts/pg.sh), drives each server with wrk + bench/observe.lua and prints markdown tables,
 # also written to bench/out/<timestamp>.md (raw TSV, wrk output and server logs in bench/out/<timestamp>/).
