@@ -7,7 +7,8 @@
 #   3. AddressSanitizer + UndefinedBehaviorSanitizer build of everything but benchmarks; the whole ctest suite
 #      (unit, storage, integration, hardening) against the sanitized scangate binary
 #   4. libFuzzer (clang, ASan+UBSan) over the request parsing layer: replay tests/fuzz/{corpus,regressions},
-#      then SCANGATE_FUZZ_SECONDS (default 45) of fuzzing; any crash fails
+#      then SCANGATE_FUZZ_SECONDS (default 45) of fuzzing; then the warm load's COPY parser (tests/fuzz/copy_corpus,
+#      SCANGATE_FUZZ_COPY_SECONDS, default 15); any crash fails
 # Each step prints its wall time. SCANGATE_SKIP_RUN=1 / SCANGATE_SKIP_ASAN=1 / SCANGATE_SKIP_FUZZ=1 skip steps
 # 1b / 3 / 4 (local use only).
 set -euo pipefail
@@ -80,7 +81,7 @@ fi
 
 step_start=$SECONDS
 if [[ ${SCANGATE_SKIP_FUZZ:-0} != 1 ]]; then
-  echo "== libFuzzer (request parsing)"
+  echo "== libFuzzer (request parsing, COPY parser)"
   bash tests/fuzz/run.sh build/fuzz
   echo "== fuzz step took $((SECONDS - step_start)) s"
 fi

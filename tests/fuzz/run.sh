@@ -1,28 +1,40 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer target (clang, ASan+UBSan) in build/fuzz, replays every committed corpus and
-# regression input, then fuzzes for SCANGATE_FUZZ_SECONDS (default 45 s). Any crash, leak, sanitizer report
+# Builds the libFuzzer targets (clang, ASan+UBSan) in build/fuzz, replays every committed corpus and
+# regression input, then fuzzes for SCANGATE_FUZZ_SECONDS (default 45 s) the request layer and for
+# SCANGATE_FUZZ_COPY_SECONDS (default 15 s) the warm load's COPY parser. Any crash, leak, sanitizer report
 # or check failure exits non-zero; the crashing input is left in build/fuzz/artifacts/ — copy it into
-# tests/fuzz/regressions/ once fixed. Usage: tests/fuzz/run.sh [build dir]
+# tests/fuzz/regressions/ (fuzz_request) or tests/fuzz/copy_corpus/ (fuzz_copy_parser) once fixed.
+# Usage: tests/fuzz/run.sh [build dir]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build/fuzz}
 seconds=${SCANGATE_FUZZ_SECONDS:-45}
 CXX=clang++ cmake -S tests/fuzz -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j "${SCANGATE_JOBS:-$(nproc)}"
-fuzzer="$build/fuzz_request"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-echo "== fuzz: replaying committed corpus and regressions"
 shopt -s nullglob
-inputs=(tests/fuzz/corpus/* tests/fuzz/regressions/*)
-"$fuzzer" -runs=0 "${inputs[@]}" 2>&1 | tail -n 3
-echo "== fuzz: ${seconds} s of fuzzing"
-work="$build/corpus"
-mkdir -p "$work" "$build/artifacts"
-"$fuzzer" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-  -artifact_prefix="$build/artifacts/" "$work" tests/fuzz/corpus 2>"$build/fuzz.log" || {
-  tail -n 60 "$build/fuzz.log"
-  echo "fuzz: FAILED (crash input in $build/artifacts/)" >&2
-  exit 1
+
+# fuzz TARGET SECONDS SEEDS WORK LOG INPUT...: replays the committed INPUTs, then fuzzes TARGET for SECONDS from
+# the SEEDS dir with a work corpus WORK; any crash fails the run (the crashing input is left in $build/artifacts/).
+fuzz() {
+  local name=$1 fuzzer="$build/$1" secs=$2 seeds=$3 work=$4 log=$5
+  shift 5
+  echo "== fuzz $name: replaying committed inputs"
+  "$fuzzer" -runs=0 "$@" 2>&1 | tail -n 3
+  echo "== fuzz $name: ${secs} s of fuzzing"
+  mkdir -p "$work" "$build/artifacts"
+  "$fuzzer" -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$build/artifacts/" "$work" "$seeds" 2>"$log" || {
+    tail -n 60 "$log"
+    echo "fuzz $name: FAILED (crash input in $build/artifacts/)" >&2
+    exit 1
+  }
+  grep -E '^(stat::|#[0-9]+ +DONE)' "$log" || true
+  echo "fuzz $name: corpus size $(ls "$work" | wc -l) files"
 }
-grep -E '^(stat::|#[0-9]+ +DONE)' "$build/fuzz.log" || true
-echo "fuzz: corpus size $(ls "$work" | wc -l) files"
+
+# The request layer (server/request.h, server/auth.h).
+fuzz fuzz_request "$seconds" tests/fuzz/corpus "$build/corpus" "$build/fuzz.log" tests/fuzz/corpus/* tests/fuzz/regressions/*
+# The warm load's binary-COPY parser (storage/copy_parser.h).
+fuzz fuzz_copy_parser "${SCANGATE_FUZZ_COPY_SECONDS:-15}" tests/fuzz/copy_corpus "$build/copy_corpus" \
+  "$build/fuzz_copy.log" tests/fuzz/copy_corpus/*

@@ -1,0 +1,200 @@
+// Store::WarmLoad (declared in storage/store.h): the digests of the recent window, streamed from
+// scan_keys by binary COPY over plain libpq connections — one, or N reading one exported snapshot in
+// ctid ranges — and parsed by storage/copy_parser.h. The batch writers live in storage/store.cc.
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <pqxx/pqxx>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "storage/copy_parser.h"
+#include "storage/error_summary.h"
+#include "storage/store.h"
+
+namespace scangate::storage {
+namespace {
+
+// WarmLoad: COPY (query) TO STDOUT in binary format over a plain libpq connection (pqxx 6.4 can neither
+// COPY from a query nor read binary results). Binary saves the server's hex encoding and our parsing:
+// 33 MB instead of 64 MB on the wire per million keys. COPY takes no bind parameters, so the window goes
+// into the text as an integer number of seconds.
+constexpr const char* kWarmCopySqlPrefix =
+    "COPY (SELECT digest FROM scan_keys WHERE first_seen > now() - make_interval(secs => ";
+constexpr const char* kWarmCopySqlSuffix = ")) TO STDOUT (FORMAT binary)";
+
+struct PgConnCloser {
+  void operator()(PGconn* c) const { PQfinish(c); }
+};
+struct PgResultClearer {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+using PgResultPtr = std::unique_ptr<PGresult, PgResultClearer>;
+using PgConnPtr = std::unique_ptr<PGconn, PgConnCloser>;
+
+constexpr unsigned kMaxWarmStreams = 16;  // connections one WarmLoad may open
+
+PgConnPtr WarmConnect(const std::string& url) {
+  PgConnPtr conn(PQconnectdb(url.c_str()));
+  if (!conn || PQstatus(conn.get()) != CONNECTION_OK) {
+    throw pqxx::broken_connection("WarmLoad: " + ErrorSummary(conn ? PQerrorMessage(conn.get()) : "out of memory"));
+  }
+  return conn;
+}
+
+// Runs a statement that returns no COPY; returns its result (tuples or command ok) or throws.
+PgResultPtr WarmExec(PGconn* conn, const std::string& sql) {
+  PgResultPtr r(PQexec(conn, sql.c_str()));
+  const auto st = PQresultStatus(r.get());
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+    throw std::runtime_error("WarmLoad: " + ErrorSummary(PQerrorMessage(conn)));
+  }
+  return r;
+}
+
+struct WarmAbort {};  // another stream failed: stop quietly, its error is the one reported
+
+// Runs one `COPY (query) TO STDOUT (FORMAT binary)` on `conn`, feeding digests to `sink`; returns the count.
+std::uint64_t RunWarmCopy(PGconn* conn, const std::string& sql,
+                          const std::function<void(std::span<const Digest>)>& sink, const std::atomic<bool>* abort) {
+  {
+    PgResultPtr r(PQexec(conn, sql.c_str()));
+    if (PQresultStatus(r.get()) != PGRES_COPY_OUT) {
+      throw std::runtime_error("WarmLoad: " + ErrorSummary(PQerrorMessage(conn)));
+    }
+  }
+  CopyDigestParser parser(sink);
+  for (;;) {
+    if (abort != nullptr && abort->load(std::memory_order_relaxed)) throw WarmAbort{};  // advisory flag only
+    char* buf = nullptr;
+    const int n = PQgetCopyData(conn, &buf, 0);
+    if (n > 0) {
+      std::unique_ptr<char, decltype(&PQfreemem)> owned(buf, &PQfreemem);
+      parser.Feed(std::string_view(buf, static_cast<std::size_t>(n)));
+      continue;
+    }
+    if (n == -2) throw std::runtime_error("WarmLoad: " + ErrorSummary(PQerrorMessage(conn)));
+    break;  // -1: COPY finished
+  }
+  bool ok = true;
+  std::string error;
+  while (PGresult* raw = PQgetResult(conn)) {
+    PgResultPtr r(raw);
+    if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) {
+      ok = false;
+      error = ErrorSummary(PQresultErrorMessage(r.get()));
+    }
+  }
+  if (!ok) throw std::runtime_error("WarmLoad: " + error);
+  return parser.Finish();
+}
+
+// Coordinator query, run as the first statement of a REPEATABLE READ transaction: the snapshot every
+// stream imports, the heap size in blocks (taken after the snapshot, so every visible row lies below it
+// or in the open-ended last range), the cutoff as an absolute timestamp (one now() for all streams),
+// and the planner's row estimates for the whole table and for the window (pg_class.reltuples is -1
+// before the first ANALYZE: then the estimate is unknown and the heap is split).
+constexpr const char* kWarmPlanSql =
+    "SELECT pg_export_snapshot(), "
+    "pg_relation_size('scan_keys') / current_setting('block_size')::bigint, "
+    "(now() - make_interval(secs => $1))::text, "
+    "(SELECT reltuples FROM pg_class WHERE oid = 'scan_keys'::regclass)";
+
+}  // namespace
+
+std::uint64_t Store::WarmLoad(std::chrono::seconds window,
+                              const std::function<void(std::span<const Digest>)>& sink) {
+  const unsigned streams = std::clamp(options_.warm_streams, 1u, kMaxWarmStreams);
+  PgConnPtr coord = WarmConnect(warm_conninfo_);
+  if (streams == 1) {
+    const std::string sql = kWarmCopySqlPrefix + std::to_string(window.count()) + kWarmCopySqlSuffix;
+    const std::uint64_t n = RunWarmCopy(coord.get(), sql, sink, nullptr);
+    last_warm_streams_.store(1);
+    return n;
+  }
+  WarmExec(coord.get(), "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+  std::string snapshot, cutoff;
+  long long blocks = 0;
+  double reltuples = -1;
+  {
+    const std::string secs = std::to_string(window.count());
+    const char* params[1] = {secs.c_str()};
+    PgResultPtr r(PQexecParams(coord.get(), kWarmPlanSql, 1, nullptr, params, nullptr, nullptr, 0));
+    if (PQresultStatus(r.get()) != PGRES_TUPLES_OK || PQntuples(r.get()) != 1) {
+      throw std::runtime_error("WarmLoad: " + ErrorSummary(PQerrorMessage(coord.get())));
+    }
+    snapshot = PQgetvalue(r.get(), 0, 0);
+    blocks = std::atoll(PQgetvalue(r.get(), 0, 1));
+    cutoff = PQgetvalue(r.get(), 0, 2);
+    reltuples = std::atof(PQgetvalue(r.get(), 0, 3));
+  }
+  // Text values from the server go into SQL text (COPY takes no parameters): make sure they cannot quote out.
+  const auto plain = [](const std::string& v) { return v.find_first_of("'\\") == std::string::npos; };
+  if (!plain(snapshot) || !plain(cutoff)) throw std::runtime_error("WarmLoad: unexpected snapshot/cutoff text");
+  const std::string where = "first_seen > '" + cutoff + "'::timestamptz";
+
+  // Split only when the window covers a large part of the table: a small recent window is a cheap BRIN
+  // bitmap scan that one stream reads best (each TID-range stream would repeat the BRIN scan and the
+  // planner may pick it per range anyway). The estimate is the planner's own (EXPLAIN) rows.
+  bool split = blocks >= static_cast<long long>(streams);
+  if (split && options_.warm_parallel_min_fraction > 0 && reltuples > 0) {
+    PgResultPtr r = WarmExec(coord.get(), "EXPLAIN SELECT digest FROM scan_keys WHERE " + where);
+    const std::string line = PQntuples(r.get()) > 0 ? PQgetvalue(r.get(), 0, 0) : "";
+    const auto at = line.find(" rows=");
+    const double est = at == std::string::npos ? reltuples : std::atof(line.c_str() + at + 6);
+    split = est >= options_.warm_parallel_min_fraction * reltuples;
+  }
+  const unsigned n_streams = split ? streams : 1;
+  const auto copy_sql = [&](unsigned i) {
+    std::string q = "COPY (SELECT digest FROM scan_keys WHERE " + where;
+    if (n_streams > 1) {
+      const long long b0 = blocks * i / n_streams, b1 = blocks * (i + 1) / n_streams;
+      if (i > 0) q += " AND ctid >= '(" + std::to_string(b0) + ",0)'::tid";
+      if (i + 1 < n_streams) q += " AND ctid < '(" + std::to_string(b1) + ",0)'::tid";  // last range open-ended
+    }
+    return q + ") TO STDOUT (FORMAT binary)";
+  };
+
+  // Each stream: own connection, REPEATABLE READ transaction importing the coordinator's snapshot (so the
+  // ranges partition one consistent set of rows), its COPY. The coordinator's transaction stays open until
+  // every stream has finished (a snapshot can only be imported while its exporter is open).
+  std::atomic<bool> abort{false};
+  std::mutex error_mu;
+  std::exception_ptr first_error;
+  std::vector<std::uint64_t> counts(n_streams, 0);
+  const auto run_stream = [&](unsigned i) {
+    try {
+      PgConnPtr conn = WarmConnect(warm_conninfo_);
+      WarmExec(conn.get(), "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+      WarmExec(conn.get(), "SET TRANSACTION SNAPSHOT '" + snapshot + "'");
+      counts[i] = RunWarmCopy(conn.get(), copy_sql(i), sink, &abort);
+      WarmExec(conn.get(), "COMMIT");
+    } catch (const WarmAbort&) {
+    } catch (...) {
+      std::lock_guard lk(error_mu);
+      if (!first_error) first_error = std::current_exception();
+      abort.store(true, std::memory_order_relaxed);  // advisory: others poll it between COPY messages
+    }
+  };
+  {
+    std::vector<std::jthread> threads;
+    threads.reserve(n_streams);
+    for (unsigned i = 0; i < n_streams; ++i) threads.emplace_back(run_stream, i);
+  }  // joins
+  if (first_error) std::rethrow_exception(first_error);
+  WarmExec(coord.get(), "COMMIT");
+  last_warm_streams_.store(n_streams);
+  std::uint64_t total = 0;
+  for (const auto c : counts) total += c;
+  return total;
+}
+
+}  // namespace scangate::storage
