@@ -15,6 +15,8 @@
 // round trip; counted as a recent hit). It is exact, so only recorded keys are ever answered from it; a
 // forgotten key goes to PostgreSQL. Write-behind inserts happen under the stripe lock with the enqueue, so
 // a concurrent observer of the digest finds either nothing (and queues behind the row, FIFO) or the entry.
+// Eviction is safe only because a key not found still queues behind its digest's write-behind row: a lane that
+// skipped the write-behind queue would need the set to keep pending rows' digests.
 #pragma once
 
 #include <array>
