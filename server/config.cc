@@ -32,6 +32,8 @@ constexpr auto kMaxFlushInterval = std::chrono::seconds(10);
 // load) would start to time out; above 10 min a client is better served by its own timeout.
 constexpr auto kMinRequestTimeout = std::chrono::milliseconds(100);
 constexpr auto kMaxRequestTimeout = std::chrono::minutes(10);
+// --recent-keys above this (~47 GB at ~47 bytes per key) is a typo, not a plan.
+constexpr std::uint64_t kMaxRecentKeys = 1'000'000'000;
 
 template <typename T>
 T ParseUnsigned(const std::string& text, std::string_view option, T min, T max) {
@@ -146,7 +148,9 @@ po::options_description Options() {
       ("fp-target", s("0.01"), "false-positive target of a filter query, in (0, 0.5)")
       ("window", s("24h"), "filter generation lifetime and warm-start window; units s m h d (e.g. 24h, 7d)")
       ("shards", s("64"), "filter shards, a power of two")
-      ("filter", s("on"), "on|off; off = every key takes the exact path (benchmarks)");
+      ("filter", s("on"), "on|off; off = every key takes the exact path (benchmarks)")
+      ("recent-keys", s("1048576"), "keys this instance knows are recorded, kept in memory (~47 bytes each) to "
+                                    "answer repeats without PostgreSQL; 0 = off");
   po::options_description ack("Acknowledgement");
   ack.add_options()
       ("ack", s("commit"), "commit: 'new' only after PostgreSQL commit; filter: 'new' from the filter once "
@@ -297,6 +301,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   c.digest_secret_file = str("digest-secret-file");
   if (!c.digest_secret_file.empty()) c.digest_secret = ReadSecretFile(c.digest_secret_file);
   c.filter = ParseOnOff(str("filter"), "filter");
+  c.recent_keys = ParseUnsigned<std::uint64_t>(str("recent-keys"), "recent-keys", 0, kMaxRecentKeys);
   c.access_log = ParseOnOff(str("access-log"), "access-log");
   c.tls_cert = str("tls-cert");
   c.tls_key = str("tls-key");
@@ -350,6 +355,7 @@ boost::json::object Describe(const Config& c) {
   o["digest"] = c.digest_secret.empty() ? "sha256" : "hmac-sha256";
   o["digest_secret"] = c.digest_secret.empty() ? "unset" : "set";
   o["filter"] = c.filter ? "on" : "off";
+  o["recent_keys"] = c.recent_keys;
   o["access_log"] = c.access_log ? "on" : "off";
   o["tls"] = c.tls() ? "on" : "off";
   o["tls_cert"] = c.tls_cert;

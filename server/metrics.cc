@@ -113,6 +113,7 @@ void Metrics::Collect(MetricsSnapshot& out) const {
     out.false_positives += b->false_positives.Get();
     out.stale += b->stale.Get();
     out.untrusted_negatives += b->untrusted_negatives.Get();
+    out.recent_hits += b->recent_hits.Get();
   }
 }
 
@@ -188,6 +189,14 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
            "Shards whose negatives are not trusted now (a capacity rotation forgot keys within the window; "
            "may lag by up to a few negatives, cleared lazily).");
   w.Sample("scangate_filter_distrusting_shards", "", distrusting);
+  w.Header("scangate_recent_hits_total", "counter",
+           "Possible hits answered duplicate from the recent set (digests this instance knows are recorded), "
+           "without a PostgreSQL round trip; also counted in scangate_verdicts_total{verdict=\"duplicate\"}.");
+  w.Sample("scangate_recent_hits_total", "", s.recent_hits);
+  w.Header("scangate_recent_keys", "gauge", "Digests held in the recent set now (at most scangate_recent_capacity).");
+  w.Sample("scangate_recent_keys", "", s.recent_keys);
+  w.Header("scangate_recent_capacity", "gauge", "Most digests the recent set holds (--recent-keys, rounded down).");
+  w.Sample("scangate_recent_capacity", "", s.recent_capacity);
   w.Header("scangate_write_behind_conflicts_total", "counter",
            "Write-behind rows (ack=filter) that PostgreSQL already held.");
   w.Sample("scangate_write_behind_conflicts_total", "", s.store.write_behind_conflicts);
@@ -307,6 +316,7 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
   o["verdicts"] = json::object{{"new_via_filter", s.new_via_filter},
                                {"new_via_exact", s.new_via_exact},
                                {"duplicate_via_exact", s.duplicate_via_exact}};
+  o["recent"] = json::object{{"hits", s.recent_hits}, {"keys", s.recent_keys}, {"capacity", s.recent_capacity}};
   json::array shards;
   std::uint64_t keys = 0, capacity_rotations = 0, window_rotations = 0;
   for (const ShardStats& st : s.shards) {

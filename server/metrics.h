@@ -54,6 +54,7 @@ struct alignas(64) ThreadCounters {
   SingleWriterCounter false_positives;  // filter said "possibly seen", PostgreSQL inserted
   SingleWriterCounter stale;            // filter said "definitely new", PostgreSQL had it (ack=commit)
   SingleWriterCounter untrusted_negatives;  // filter said "definitely new" but its shard forgot within the window
+  SingleWriterCounter recent_hits;          // answered "duplicate" from the recent set (no PostgreSQL round trip)
 };
 
 // Aggregated values of one scrape.
@@ -63,6 +64,8 @@ struct MetricsSnapshot {
   std::array<double, kRouteCount> latency_sum_seconds{};
   std::uint64_t new_via_filter = 0, new_via_exact = 0, duplicate_via_exact = 0;
   std::uint64_t false_positives = 0, stale = 0, untrusted_negatives = 0;
+  // The recent set (core/recent_set.h): hits (also counted in duplicate_via_exact), entries held now, bound.
+  std::uint64_t recent_hits = 0, recent_keys = 0, recent_capacity = 0;
   std::vector<ShardStats> shards;
   std::size_t filter_memory_bytes = 0;
   bool warm = false;

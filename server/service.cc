@@ -1,11 +1,15 @@
 #include "server/service.h"
 
+#include <chrono>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+
+#include "core/time_format.h"
 
 namespace scangate::server {
 namespace net = boost::asio;
@@ -40,6 +44,12 @@ constexpr std::string_view kBatchOutcomeUnknownDetail =
 std::uint64_t NextInstanceId() {
   static std::atomic<std::uint64_t> next{1};
   return next.fetch_add(1);
+}
+
+// Now as µs since the epoch: the first_seen of a key this instance records itself (write-behind, journal).
+std::int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 // Store route of a digest: its first four bytes (uniform for SHA-256/HMAC output).
@@ -90,8 +100,26 @@ Service::Service(const Config& config, Digester digester, ShardedFilter& filter,
       window_seconds_(std::chrono::duration<double>(config.window).count()),
       fp_target_(config.fp_target),
       filter_telemetry_(filter),
+      recent_(config.recent_keys),
       journal_(journal),
       instance_id_(NextInstanceId()) {}
+
+bool Service::RecentKnown(const Digest& d, Verdict& v, ThreadCounters& counters) {
+  const std::optional<std::int64_t> first_seen_us = recent_.FindConcurrently(d);
+  if (!first_seen_us) return false;
+  v.is_new = false;
+  v.via_filter = false;
+  v.first_seen = Rfc3339Micros(*first_seen_us);
+  counters.recent_hits.Inc();
+  return true;
+}
+
+void Service::RememberStored(const Digest& d, const storage::Result& r) {
+  if (!recent_.enabled()) return;
+  if (r.outcome != storage::Outcome::kInserted && r.outcome != storage::Outcome::kDuplicate) return;
+  // No parsable first_seen: not remembered (forgetting is always safe; the next repeat asks PostgreSQL).
+  if (const auto us = ParseRfc3339Micros(r.first_seen)) recent_.InsertConcurrently(d, *us);
+}
 
 void Service::Decide(const Probed& p, const storage::Result& r, ThreadCounters& counters, Verdict& v) const {
   const bool filter_said_new = p.filter_trusted && p.probe == Probe::kDefinitelyNew;
@@ -111,8 +139,10 @@ void Service::Decide(const Probed& p, const storage::Result& r, ThreadCounters& 
 void Service::SubmitWaiting(std::uint32_t route, const Digest& d, const std::string& source, const Probed& p,
                             Verdict v, const net::any_io_executor& ex, ThreadCounters& counters, ObserveDone done) {
   auto w = std::make_shared<Waiting>(ex, p, std::move(v), std::move(done));
-  auto on_stored = [this, w, &counters](const storage::Result& r) {
-    // Runs on a writer thread: hop back to the session's executor, never block here.
+  auto on_stored = [this, w, &counters, d](const storage::Result& r) {
+    // Runs on a writer thread: hop back to the session's executor, never block here. A committed outcome is
+    // remembered first (even when the deadline already answered: it is a fact either way).
+    RememberStored(d, r);
     net::post(w->timer.get_executor(), [this, w, &counters, r] {
       if (!w->done) return;  // the deadline already answered: this late outcome is dropped
       ObserveDone answer = std::move(w->done);
@@ -170,14 +200,23 @@ void Service::Observe(const Observation& obs, const net::any_io_executor& ex, Th
     // An untrusted negative falls through to the exact path below: queued behind any write-behind row of
     // this digest (same route, FIFO), so a key the filter forgot within the window is answered duplicate.
     if (p.filter_trusted && p.probe == Probe::kDefinitelyNew) {
-      if (journal_ != nullptr) return JournalNew(d, obs.source, std::move(v), ex, counters, done);  // journal hook
-      if (!store_.SubmitWriteBehind(route, d, obs.source)) {
+      const std::int64_t now_us = NowUs();  // first_seen of the journal record / write-behind row and the set
+      if (journal_ != nullptr) return JournalNew(d, obs.source, std::move(v), ex, counters, done, now_us);
+      if (!store_.SubmitWriteBehind(route, d, obs.source, now_us)) {
         done(Problem::Unavailable(std::string(kUnavailableDetail)));
         return;
       }
+      // Accepted: recorded (written behind with this first_seen). Inserted under the stripe lock, so a
+      // concurrent observer of the digest finds either nothing yet (and queues behind the row) or this entry.
+      recent_.InsertConcurrently(d, now_us);
       v.is_new = true;
       v.via_filter = true;
       counters.CountVerdict(true, true);
+      done(std::move(v));
+      return;
+    }
+    if (RecentKnown(d, v, counters)) {  // a recorded repeat: no PostgreSQL round trip
+      counters.CountVerdict(false, false);
       done(std::move(v));
       return;
     }
@@ -188,6 +227,12 @@ void Service::Observe(const Observation& obs, const net::any_io_executor& ex, Th
     if (filter_on_) p.probe = filter_.ObserveConcurrently(d);
     CountUntrusted(p.filter_trusted, p.probe, counters);
     if (journal_ != nullptr && JournalKnown(d, v.digest_hex, ex, counters, done)) return;  // journal hook (filter off)
+    // A trusted "definitely new" skips the set (ack=commit: PostgreSQL decides it anyway; no lookup per new key).
+    if (!(p.filter_trusted && p.probe == Probe::kDefinitelyNew) && RecentKnown(d, v, counters)) {
+      counters.CountVerdict(false, false);
+      done(std::move(v));
+      return;
+    }
     SubmitWaiting(route, d, obs.source, p, std::move(v), ex, counters, std::move(done));
   }
 }
@@ -245,8 +290,9 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
   auto submit = [&](std::size_t i) {
     const std::uint32_t route = RouteOfDigest(digests[i]);
     const bool queued = store_.Submit(route, digests[i], batch.entries[i].source,
-                                      [this, st, i, ex, &counters, finish_one](const storage::Result& r) {
-                                        // Writer thread: hop back to the session's executor.
+                                      [this, st, i, ex, &counters, finish_one, d = digests[i]](const storage::Result& r) {
+                                        // Writer thread: remember a committed outcome, hop back to `ex`.
+                                        RememberStored(d, r);
                                         net::post(ex, [this, st, i, r, &counters, finish_one] {
                                           st->in_store[i] = 0;
                                           if (r.outcome == storage::Outcome::kUnavailable) {
@@ -309,12 +355,18 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
     }
     return r.state != storage::JournalDrain::LookupResult::kAbsent;
   };
-  auto JournalNewInBatch = [&](std::size_t i) {
+  auto JournalNewInBatch = [&](std::size_t i, std::int64_t now_us) {
     st->in_journal[i] = 1;
-    if (!journal_->Append(digests[i], batch.entries[i].source, JournalGroup(ex), entry_done(i, true, {}))) {
+    auto waiter = [this, d = digests[i], now_us, answer = entry_done(i, true, {})](storage::JournalFate fate) {
+      if (fate == storage::JournalFate::kDurable) recent_.InsertConcurrently(d, now_us);  // as JournalNew
+      answer(fate);
+    };
+    if (!journal_->Append(digests[i], batch.entries[i].source, JournalGroup(ex), std::move(waiter), now_us)) {
       entry_done(i, true, {})(storage::JournalFate::kRefused);
     }
   };
+  // A recorded repeat: answered from the recent set (entry finished by the caller).
+  auto RecentKnownInBatch = [&](std::size_t i) { return RecentKnown(digests[i], st->verdicts[i], counters); };
 
   if (ack_ == AckMode::kFilter && filter_on_) {
     for (std::size_t i = 0; i < n; ++i) {
@@ -329,16 +381,20 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
       CountUntrusted(p.filter_trusted, p.probe, counters);  // untrusted: exact path, as in Observe
       if (journal_ != nullptr && JournalKnownInBatch(i)) continue;  // journal hook
       if (p.filter_trusted && p.probe == Probe::kDefinitelyNew) {
+        const std::int64_t now_us = NowUs();
         if (journal_ != nullptr) {  // journal hook
-          JournalNewInBatch(i);
+          JournalNewInBatch(i, now_us);
           continue;
         }
-        if (store_.SubmitWriteBehind(route, digests[i], batch.entries[i].source)) {
+        if (store_.SubmitWriteBehind(route, digests[i], batch.entries[i].source, now_us)) {
+          recent_.InsertConcurrently(digests[i], now_us);  // under the stripe lock, as in Observe
           st->verdicts[i].is_new = true;
           st->verdicts[i].via_filter = true;
         } else {
           st->unavailable = true;
         }
+        finish_one(st);
+      } else if (RecentKnownInBatch(i)) {
         finish_one(st);
       } else if (!submit(i)) {
         st->unavailable = true;
@@ -359,6 +415,11 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
   }
   for (std::size_t i = 0; i < n; ++i) {
     if (!st->unavailable && journal_ != nullptr && JournalKnownInBatch(i)) continue;  // journal hook (filter off)
+    const Probed& p = st->probed[i];
+    if (!st->unavailable && !(p.filter_trusted && p.probe == Probe::kDefinitelyNew) && RecentKnownInBatch(i)) {
+      finish_one(st);  // a recorded repeat (see Observe)
+      continue;
+    }
     // After the first refusal the rest are not submitted: the whole batch is answered 503 anyway.
     if (st->unavailable || !submit(i)) {
       st->unavailable = true;
@@ -383,6 +444,8 @@ MetricsSnapshot Service::Snapshot() const {
   s.filter_memory_bytes = filter_.geometry().memory_bytes;
   s.warm = warm();
   s.store = store_.Stats();
+  s.recent_keys = recent_.size();
+  s.recent_capacity = recent_.bound();
   if (journal_ != nullptr) s.journal = journal_->Stats();
   return s;
 }

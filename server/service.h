@@ -8,6 +8,15 @@
 // `unavailable` if its item was still queued (withdrawn through its storage::Ticket: nothing recorded),
 // `outcome-unknown` if a transaction already held it. The deadline timer and the Store completion race on
 // the request's executor (one thread); the first answers, the late one is dropped without touching the session.
+// Recent set (--recent-keys, core/recent_set.h): digests this instance KNOWS are recorded — the Store answered
+// kInserted/kDuplicate (committed, with PostgreSQL's first_seen), or (ack=filter) a write-behind row was
+// accepted or a journal record became durable, with the first_seen the row will carry. A key the filter does
+// not vouch for as new is looked up there first and, when found, answered "duplicate" at once (no PostgreSQL
+// round trip; counted as a recent hit). It is exact, so only recorded keys are ever answered from it; a
+// forgotten key goes to PostgreSQL. Write-behind inserts happen under the stripe lock with the enqueue, so
+// a concurrent observer of the digest finds either nothing (and queues behind the row, FIFO) or the entry.
+// Eviction is safe only because a key not found still queues behind its digest's write-behind row: a lane that
+// skipped the write-behind queue would need the set to keep pending rows' digests.
 #pragma once
 
 #include <array>
@@ -24,6 +33,7 @@
 
 #include "core/digest.h"
 #include "core/filter.h"
+#include "core/recent_set.h"
 #include "server/config.h"
 #include "server/filter_telemetry.h"
 #include "server/metrics.h"
@@ -87,13 +97,20 @@ class Service {
   void SubmitWaiting(std::uint32_t route, const Digest& d, const std::string& source, const Probed& p, Verdict v,
                      const boost::asio::any_io_executor& ex, ThreadCounters& counters, ObserveDone done);
 
+  // The recent set: true (and `v` a duplicate with its first_seen, the hit counted) when `d` is in it.
+  bool RecentKnown(const Digest& d, Verdict& v, ThreadCounters& counters);
+  // Puts `d` into the recent set when `r` is a committed fact (kInserted/kDuplicate with a first_seen).
+  // Any thread (writer threads call it).
+  void RememberStored(const Digest& d, const storage::Result& r);
+
   // Journal hooks (service_journal.cc), called under the digest's stripe lock in ack=filter.
   // JournalKnown: the digest is journalled and not yet in PostgreSQL -> answers "duplicate" (now, or once its
-  // record is durable) and returns true. JournalNew: journals a definitely-new digest; "new" once durable.
+  // record is durable) and returns true. JournalNew: journals a definitely-new digest first seen at `time_us`;
+  // "new" once durable, when it also enters the recent set with that time.
   bool JournalKnown(const Digest& d, const std::string& hex, const boost::asio::any_io_executor& ex,
                     ThreadCounters& counters, const ObserveDone& done);
   void JournalNew(const Digest& d, const std::string& source, Verdict v, const boost::asio::any_io_executor& ex,
-                  ThreadCounters& counters, const ObserveDone& done);
+                  ThreadCounters& counters, const ObserveDone& done, std::int64_t time_us);
   // This I/O thread's waiter group (its executor), created on first use.
   void* JournalGroup(const boost::asio::any_io_executor& ex);
   struct JournalGroupSlot {
@@ -113,6 +130,7 @@ class Service {
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   FilterTelemetry filter_telemetry_;  // after filter_: samples it on construction
   std::array<std::mutex, kStripes> stripes_;
+  RecentSet recent_;
   storage::JournalDrain* const journal_;
   const std::uint64_t instance_id_;  // tells this Service's thread-local group apart from an earlier one's
   std::mutex groups_mu_;             // taken once per I/O thread (first journalled request)

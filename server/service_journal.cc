@@ -84,18 +84,21 @@ bool Service::JournalKnown(const Digest& d, const std::string& hex, const net::a
 }
 
 void Service::JournalNew(const Digest& d, const std::string& source, Verdict v, const net::any_io_executor& ex,
-                         ThreadCounters& counters, const ObserveDone& done) {
-  auto waiter = [v = std::move(v), &counters, done](storage::JournalFate fate) mutable {
+                         ThreadCounters& counters, const ObserveDone& done, std::int64_t time_us) {
+  auto waiter = [this, d, time_us, v = std::move(v), &counters, done](storage::JournalFate fate) mutable {
     if (fate != storage::JournalFate::kDurable) {
       done(JournalProblem(fate));
       return;
     }
+    // Durable: recorded. The journal's pending set answers repeats until PostgreSQL commits the row (with this
+    // same time); the recent set answers them after that.
+    recent_.InsertConcurrently(d, time_us);
     v.is_new = true;
     v.via_filter = true;
     counters.CountVerdict(true, true);
     done(std::move(v));
   };
-  if (!journal_->Append(d, source, JournalGroup(ex), std::move(waiter))) {
+  if (!journal_->Append(d, source, JournalGroup(ex), std::move(waiter), time_us)) {
     done(JournalProblem(storage::JournalFate::kRefused));
   }
 }

@@ -52,7 +52,10 @@ class ExactStore {
   // `ticket` (optional): see Ticket; an implementation that never queues may ignore it.
   virtual bool Submit(std::uint32_t route, const Digest& d, std::string source, Completion done,
                       std::shared_ptr<Ticket> ticket = nullptr) = 0;
-  virtual bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source) = 0;
+  // `first_seen_us` (µs since the epoch; 0 = PostgreSQL's now() at insert): the time the caller already
+  // answers with (the server's recent set), so the row's first_seen equals it.
+  virtual bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source,
+                                 std::int64_t first_seen_us) = 0;
   virtual bool up() const = 0;
   virtual StoreStats Stats() const = 0;
 };

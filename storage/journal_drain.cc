@@ -83,8 +83,8 @@ void JournalDrain::Start(const std::function<void(std::span<const Digest>)>& rec
   journal_->Start();
 }
 
-bool JournalDrain::Append(const Digest& d, std::string source, void* group, Waiter done) {
-  const std::int64_t now = NowUs();
+bool JournalDrain::Append(const Digest& d, std::string source, void* group, Waiter done, std::int64_t time_us) {
+  const std::int64_t now = time_us != 0 ? time_us : NowUs();
   Shard& s = ShardOf(d);
   {
     std::lock_guard lk(s.mu);

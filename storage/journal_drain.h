@@ -64,10 +64,12 @@ class JournalDrain {
   // the Store (idempotent: ON CONFLICT DO NOTHING) and starts the flusher. Call once, before serving.
   void Start(const std::function<void(std::span<const Digest>)>& recovered);
 
-  // Under the caller's per-digest lock. Records `d` as first seen now and queues it for the next group
-  // commit; `done` runs once on `group`'s executor. Returns false (nothing recorded, `done` never runs) when
-  // the journal is failed or stopping. Call Lookup() first: `d` must not be pending.
-  bool Append(const Digest& d, std::string source, void* group, Waiter done);
+  // Under the caller's per-digest lock. Records `d` as first seen at `time_us` (µs since the epoch; 0 = now)
+  // and queues it for the next group commit; `done` runs once on `group`'s executor. Returns false (nothing
+  // recorded, `done` never runs) when the journal is failed or stopping. Call Lookup() first: `d` must not be
+  // pending. A caller that passes its own `time_us` (the server's recent set) answers with the same time as
+  // the record, Lookup() and the PostgreSQL row.
+  bool Append(const Digest& d, std::string source, void* group, Waiter done, std::int64_t time_us = 0);
 
   // Under the caller's per-digest lock. kAbsent: not pending, ask PostgreSQL. kDurable: durable record,
   // answer "duplicate" with first_seen now. kFollowing: being journalled; `done` runs on `group`'s executor

@@ -178,8 +178,13 @@ class Store final : public ExactStore {
   // ack=filter write-behind: recorded with lag <= flush_interval while the database is up, retried
   // across outages, never dropped once accepted (except at Shutdown() after shutdown_retry of outage).
   // Returns false when the queue is full or the store is shutting down. Safe to call concurrently.
-  bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source) override {
+  bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source) {
     return SubmitWriteBehind(route, d, std::move(source), Completion{}, 0);
+  }
+  // The same with the row's first_seen given (ExactStore: the server's recent set answers with it).
+  bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source,
+                         std::int64_t first_seen_us) override {
+    return SubmitWriteBehind(route, d, std::move(source), Completion{}, first_seen_us);
   }
   // `committed` (optional; the journal drain's hook) runs once on a writer thread after the transaction
   // holding the row committed (kInserted/kDuplicate), or with kUnavailable if it is dead-lettered or given up

@@ -94,6 +94,7 @@ TEST(Config, Defaults) {
   EXPECT_EQ(c.queue_limit, 65536u);
   EXPECT_TRUE(c.digest_secret.empty());
   EXPECT_TRUE(c.filter);
+  EXPECT_EQ(c.recent_keys, 1'048'576u);
   EXPECT_FALSE(c.access_log);
   EXPECT_NE(ParseError({}).find("database-url"), std::string::npos);
 }
@@ -103,7 +104,8 @@ TEST(Config, CommandLine) {
   Config c = ParseOk({"--database-url=" + std::string(kUrl), "--listen", "127.0.0.1", "--port", "0", "--threads", "3",
                       "--capacity", "5000", "--fp-target", "0.001", "--window", "15m", "--shards", "8", "--ack",
                       "filter", "--writers", "4", "--batch-limit", "64", "--flush-interval", "500us",
-                      "--queue-limit", "100", "--filter", "off", "--access-log=on", "--port-file", "/tmp/p"});
+                      "--queue-limit", "100", "--filter", "off", "--access-log=on", "--port-file", "/tmp/p",
+                      "--recent-keys", "0"});
   EXPECT_EQ(c.listen, "127.0.0.1");
   EXPECT_EQ(c.port, 0);
   EXPECT_EQ(c.threads, 3u);
@@ -117,6 +119,7 @@ TEST(Config, CommandLine) {
   EXPECT_EQ(c.flush_interval, 500us);
   EXPECT_EQ(c.queue_limit, 100u);
   EXPECT_FALSE(c.filter);
+  EXPECT_EQ(c.recent_keys, 0u);
   EXPECT_TRUE(c.access_log);
   EXPECT_EQ(c.port_file, "/tmp/p");
 }
@@ -180,6 +183,8 @@ TEST(Config, InvalidValues) {
       {{"--flush-interval", "11s"}, "--flush-interval"},
       {{"--queue-limit", "0"}, "--queue-limit"},
       {{"--filter", "yes"}, "--filter"},
+      {{"--recent-keys", "-1"}, "--recent-keys"},
+      {{"--recent-keys", "1000000001"}, "--recent-keys"},
       {{"--access-log", "1"}, "--access-log"},
       {{"--digest-secret-file", "/nonexistent/secret"}, "--digest-secret-file"},
       {{"--no-such-option", "1"}, "no-such-option"},
@@ -201,7 +206,7 @@ TEST(Config, Help) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> groups = {
       {"Listening", {"listen", "port", "threads", "port-file", "admin-listen"}},
       {"PostgreSQL", {"database-url", "writers", "batch-limit", "queue-limit", "request-timeout"}},
-      {"Filter", {"capacity", "fp-target", "window", "shards", "filter"}},
+      {"Filter", {"capacity", "fp-target", "window", "shards", "filter", "recent-keys"}},
       {"Acknowledgement", {"ack", "flush-interval", "journal", "journal-dir", "journal-max-bytes"}},
       {"Security", {"tls-cert", "tls-key", "tokens-file", "cors-origins", "digest-secret-file"}},
       {"Operations", {"access-log", "help", "version"}},
@@ -336,6 +341,8 @@ TEST(Config, RequestTimeout) {
         << bad;
   }
   EXPECT_NE(Parse({"--help"}).help.find("--request-timeout"), std::string::npos);
+  EXPECT_NE(boost::json::serialize(Describe(ParseOk({"--database-url", kUrl}))).find("\"recent_keys\":1048576"),
+            std::string::npos);
   EXPECT_NE(boost::json::serialize(Describe(ParseOk({"--database-url", kUrl}))).find("\"request_timeout_ms\":5000"),
             std::string::npos);
 }

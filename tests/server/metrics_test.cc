@@ -43,8 +43,12 @@ MetricsSnapshot SampleSnapshot() {
   m.ForThread(1).CountVerdict(false, false);
   m.ForThread(1).false_positives.Inc();
   m.ForThread(0).stale.Inc(2);
+  m.ForThread(0).recent_hits.Inc(2);
+  m.ForThread(1).recent_hits.Inc(3);
   MetricsSnapshot s;
   m.Collect(s);
+  s.recent_keys = 13;
+  s.recent_capacity = 1000;
   // Shard 1: 5 rotations (3 for capacity, 1 by age, 1 forced), distrusting its negatives.
   s.shards = {ShardStats{10, 0.25, 1.0, 0.001, 0, 0, 0, {}},
               ShardStats{20, 0.5, 2.0, 0.002, 5, 3, 1, std::chrono::steady_clock::time_point(1h)}};
@@ -125,7 +129,8 @@ TEST(Metrics, PrometheusText) {
         "scangate_copy_fallbacks_total counter", "scangate_pg_batch_size histogram",
         "scangate_pg_commit_seconds histogram", "scangate_write_behind_lost_total counter",
         "scangate_write_behind_dead_lettered_total counter", "scangate_batch_failures_total counter",
-        "scangate_commit_in_doubt_total counter"}) {
+        "scangate_commit_in_doubt_total counter", "scangate_recent_hits_total counter",
+        "scangate_recent_keys gauge", "scangate_recent_capacity gauge"}) {
     EXPECT_NE(text.find(std::string("# TYPE ") + family + "\n"), std::string::npos) << family;
   }
   const auto s = Samples(text);
@@ -155,6 +160,9 @@ TEST(Metrics, PrometheusText) {
   EXPECT_EQ(at(R"(scangate_filter_rotations_total{cause="window"})"), "1");
   EXPECT_EQ(at("scangate_filter_untrusted_negatives_total"), "4");
   EXPECT_EQ(at("scangate_filter_distrusting_shards"), "1");
+  EXPECT_EQ(at("scangate_recent_hits_total"), "5");
+  EXPECT_EQ(at("scangate_recent_keys"), "13");
+  EXPECT_EQ(at("scangate_recent_capacity"), "1000");
   EXPECT_EQ(at(R"(scangate_filter_fill_ratio{shard="1"})"), "0.5");
   EXPECT_EQ(at(R"(scangate_filter_estimated_fp{shard="0"})"), "0.001");
   EXPECT_EQ(at(R"(scangate_filter_keys{shard="1"})"), "20");
@@ -192,6 +200,9 @@ TEST(Metrics, StatsJson) {
   EXPECT_EQ(v.at("filter").at("shards").as_array().size(), 2u);
   EXPECT_EQ(v.at("filter").at("false_positives").to_number<std::uint64_t>(), 1u);
   EXPECT_EQ(v.at("filter").at("untrusted_negatives").to_number<std::uint64_t>(), 4u);
+  EXPECT_EQ(v.at("recent").at("hits").to_number<std::uint64_t>(), 5u);
+  EXPECT_EQ(v.at("recent").at("keys").to_number<std::uint64_t>(), 13u);
+  EXPECT_EQ(v.at("recent").at("capacity").to_number<std::uint64_t>(), 1000u);
   EXPECT_EQ(v.at("filter").at("rotations").at("capacity").to_number<std::uint64_t>(), 3u);
   EXPECT_EQ(v.at("filter").at("rotations").at("window").to_number<std::uint64_t>(), 1u);
   EXPECT_EQ(v.at("filter").at("shards").at(1).at("capacity_rotations").to_number<std::uint64_t>(), 3u);

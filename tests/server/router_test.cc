@@ -40,7 +40,7 @@ class FakeStore final : public storage::ExactStore {
     done(r);
     return true;
   }
-  bool SubmitWriteBehind(std::uint32_t, const Digest& d, std::string source) override {
+  bool SubmitWriteBehind(std::uint32_t, const Digest& d, std::string source, std::int64_t) override {
     const std::lock_guard lock(mu_);
     rows.try_emplace(ToHex(d), std::move(source));
     return true;

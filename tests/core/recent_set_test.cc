@@ -1,0 +1,161 @@
+// Tests of core/recent_set.h: the bound holds, eviction only forgets (a digest is found with the first_seen
+// it was inserted with, or not at all), a digest never inserted is never found, and concurrent inserts and
+// lookups keep all of that (RecentSetConcurrency also runs under ThreadSanitizer, scripts/test.sh).
+#include "core/recent_set.h"
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace scangate {
+namespace {
+
+// A uniform digest from a counter (splitmix64 per 8-byte word), distinct for distinct (n, salt).
+Digest DigestOf(std::uint64_t n, std::uint64_t salt = 0) {
+  Digest d{};
+  std::uint64_t x = n * 0x9E3779B97F4A7C15ull ^ (salt + 0x1234567);
+  for (std::size_t w = 0; w < 4; ++w) {
+    x += 0x9E3779B97F4A7C15ull;
+    std::uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    std::memcpy(d.data() + 8 * w, &z, sizeof z);
+  }
+  std::memcpy(d.data() + 24, &n, sizeof n);  // keeps digests of distinct n distinct
+  return d;
+}
+
+// The first_seen a test inserts for digest n: a pure function, so any hit can be checked.
+std::int64_t TimeOf(std::uint64_t n) { return 1'764'000'000'000'000 + static_cast<std::int64_t>(n) * 7; }
+
+// Disabled: nothing is held, nothing is found.
+TEST(RecentSet, ZeroCapacityDisables) {
+  RecentSet s(0);
+  EXPECT_FALSE(s.enabled());
+  s.InsertConcurrently(DigestOf(1), TimeOf(1));
+  EXPECT_FALSE(s.FindConcurrently(DigestOf(1)).has_value());
+  EXPECT_EQ(s.size(), 0u);
+  EXPECT_EQ(s.bound(), 0u);
+}
+
+// Inserted digests are found with their first_seen; others are not; a second insert keeps the first time.
+TEST(RecentSet, FindsWhatWasInsertedOnly) {
+  RecentSet s(1000);
+  for (std::uint64_t n = 0; n < 100; ++n) s.InsertConcurrently(DigestOf(n), TimeOf(n));
+  for (std::uint64_t n = 0; n < 100; ++n) {
+    const auto t = s.FindConcurrently(DigestOf(n));
+    ASSERT_TRUE(t.has_value()) << n;
+    EXPECT_EQ(*t, TimeOf(n));
+  }
+  for (std::uint64_t n = 100; n < 10'000; ++n) EXPECT_FALSE(s.FindConcurrently(DigestOf(n)).has_value()) << n;
+  s.InsertConcurrently(DigestOf(5), TimeOf(5) + 1'000'000);
+  EXPECT_EQ(s.FindConcurrently(DigestOf(5)), TimeOf(5)) << "a later insert replaced the first record";
+  EXPECT_EQ(s.size(), 100u);
+}
+
+// The geometry never exceeds the capacity, over small and large capacities, and loses little of it.
+TEST(RecentSet, GeometryWithinCapacity) {
+  for (std::uint64_t cap : {1ull, 2ull, 3ull, 10ull, 1000ull, 1791ull, 1792ull, 5000ull, 100'000ull, 1'048'576ull,
+                            10'000'000ull, 123'456'789ull}) {
+    RecentSet s(cap);
+    SCOPED_TRACE(cap);
+    EXPECT_LE(s.bound(), std::max<std::uint64_t>(cap, 2));
+    if (cap >= 1792) {
+      EXPECT_GE(s.shards(), 64u);
+      EXPECT_LT(s.shards(), 128u);
+      EXPECT_GE(s.bound(), cap - cap / 64) << "more than 1/64 of the capacity lost to rounding";
+      const std::uint64_t g = s.generation_capacity();
+      EXPECT_EQ(g % 7, 0u);
+      EXPECT_EQ((g / 7) & (g / 7 - 1), 0u) << "generation is not 7/8 of a power of two: " << g;
+    }
+  }
+}
+
+// Far more inserts than the capacity: the size never exceeds the bound, every hit carries its own
+// first_seen (eviction only forgets), and the most recent keys are still held.
+TEST(RecentSet, BoundHoldsAndEvictionOnlyForgets) {
+  for (std::uint64_t cap : {10ull, 5000ull, 50'000ull}) {
+    SCOPED_TRACE(cap);
+    RecentSet s(cap);
+    const std::uint64_t total = cap * 20;
+    for (std::uint64_t n = 0; n < total; ++n) {
+      s.InsertConcurrently(DigestOf(n), TimeOf(n));
+      if (n % (cap / 4 + 1) == 0) {
+        ASSERT_LE(s.size(), s.bound()) << "after " << n << " inserts";
+      }
+    }
+    EXPECT_LE(s.size(), s.bound());
+    EXPECT_GT(s.rotations(), 0u);
+    // Checked first (a lookup promotes a hit, so the full scan below reorders the set). Generation rotation
+    // keeps at least the last generation's worth per shard: the last inserted key is
+    // always held, and so is (nearly) the most recent half of the capacity.
+    EXPECT_TRUE(s.FindConcurrently(DigestOf(total - 1)).has_value());
+    std::uint64_t recent_held = 0;
+    const std::uint64_t recent = s.bound() / 4;
+    for (std::uint64_t n = total - recent; n < total; ++n) recent_held += s.FindConcurrently(DigestOf(n)).has_value();
+    EXPECT_GE(recent_held * 10, recent * 9) << "too few of the most recent keys held";
+    std::uint64_t held = 0;
+    for (std::uint64_t n = 0; n < total; ++n) {
+      const auto t = s.FindConcurrently(DigestOf(n));
+      if (!t) continue;
+      ++held;
+      ASSERT_EQ(*t, TimeOf(n)) << "digest " << n << " found with another digest's first_seen";
+    }
+    EXPECT_LE(held, s.bound());
+    // Never inserted: never found, however full.
+    for (std::uint64_t n = 0; n < 10'000; ++n) EXPECT_FALSE(s.FindConcurrently(DigestOf(n, 99)).has_value());
+  }
+}
+
+// A digest that keeps being looked up survives rotations (a hit in the previous generation promotes it).
+TEST(RecentSet, RepeatedKeySurvivesRotations) {
+  RecentSet s(5000);
+  const Digest hot = DigestOf(1, 7);
+  s.InsertConcurrently(hot, 42);
+  for (std::uint64_t n = 0; n < 100'000; ++n) {
+    s.InsertConcurrently(DigestOf(n), TimeOf(n));
+    if (n % 500 == 0) {
+      ASSERT_EQ(s.FindConcurrently(hot), 42) << "after " << n << " inserts";
+    }
+  }
+  EXPECT_GT(s.rotations(), 10u);
+}
+
+// Threads insert disjoint ranges and look up everything (their own, others', never-inserted) at once: every
+// hit carries the first_seen of its digest, never-inserted digests are never found, the bound holds.
+TEST(RecentSetConcurrency, ConcurrentInsertAndFind) {
+  constexpr int kThreads = 4;
+  constexpr std::uint64_t kPerThread = 40'000;
+  RecentSet s(20'000);  // smaller than what is inserted: rotations run concurrently with lookups
+  std::atomic<std::uint64_t> wrong{0}, phantom{0}, hits{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(static_cast<std::uint64_t>(t));
+      for (std::uint64_t i = 0; i < kPerThread; ++i) {
+        const std::uint64_t n = static_cast<std::uint64_t>(t) * kPerThread + i;
+        s.InsertConcurrently(DigestOf(n), TimeOf(n));
+        const std::uint64_t probe = rng() % (kThreads * kPerThread);
+        if (const auto f = s.FindConcurrently(DigestOf(probe))) {
+          hits.fetch_add(1, std::memory_order_relaxed);  // relaxed: counted only, read after join
+          if (*f != TimeOf(probe)) wrong.fetch_add(1, std::memory_order_relaxed);
+        }
+        if (s.FindConcurrently(DigestOf(probe, 99))) phantom.fetch_add(1, std::memory_order_relaxed);
+        if (i % 4096 == 0 && s.size() > s.bound()) wrong.fetch_add(1000000, std::memory_order_relaxed);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0u);
+  EXPECT_EQ(phantom.load(), 0u);
+  EXPECT_GT(hits.load(), 0u);
+  EXPECT_LE(s.size(), s.bound());
+}
+
+}  // namespace
+}  // namespace scangate
