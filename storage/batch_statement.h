@@ -7,7 +7,7 @@
 // batch, on the writer thread; Add() every item in queue order, then Run() inside a transaction (again in a
 // fresh transaction after a rollback).
 //
-// Shape (chosen by measurement, bench/RESULTS.md "Storage: batch statement shapes"):
+// Shape (chosen by measurement, bench/RESULTS.md "Batch statement shapes"):
 //   1. INSERT ... SELECT FROM unnest($1::bytea[], $2::text[], $3::int8[]) ORDER BY digest
 //      ON CONFLICT DO NOTHING RETURNING digest — the three arrays sent as binary parameters
 //      (storage/pg_array.h), linear in the batch, no per-row formatting; plus one row with

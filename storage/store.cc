@@ -355,7 +355,7 @@ void Store::WriteBatch(Writer& w, std::vector<Item>& batch, Attempt& att) {
   for (const auto& item : batch) statement.Add(item.digest, item.source, item.first_seen_us);
   att.distinct = statement.distinct();
   // A batch of write-behind items only is a batch of Bloom negatives ("definitely new"): binary COPY,
-  // cheaper from 256 rows up (bench/RESULTS.md "Storage: batch statement shapes"). A row that exists after
+  // cheaper from 256 rows up (bench/RESULTS.md "Batch statement shapes"). A row that exists after
   // all (a stale filter, another instance, a journal replay) aborts the COPY: the batch is then re-run
   // through ON CONFLICT in a fresh transaction, counted in copy_fallbacks.
   bool use_copy = statement.copy_eligible() &&

@@ -5,7 +5,7 @@
 //   [--warm-streams 1,2,3] (warm load once per listed StoreOptions::warm_streams, the list repeated twice)
 //   store_bench URL --shapes [--prefill N] [--shape-keys K] [--reps R] [--sizes 64,256,1024,4096]: the batch statement's shapes side by
 //   side on one connection each, commit per batch, per row at 64 / 256 / 1024 / 4096 keys (all-new batches,
-//   then half-duplicate batches); cells interleaved, R repetitions (bench/RESULTS.md "Storage: batch
+//   then half-duplicate batches); cells interleaved, R repetitions (bench/RESULTS.md "Batch
 //   statement shapes"). Shapes: the former CTE statement, the storage/batch_statement.h one (the real class),
 //   the same INSERT reading present rows in the same statement, and BatchStatement::RunCopy (binary COPY).
 #include <algorithm>
