@@ -139,11 +139,12 @@ void Service::Decide(const Probed& p, const storage::Result& r, ThreadCounters& 
 void Service::SubmitWaiting(std::uint32_t route, const Digest& d, const std::string& source, const Probed& p,
                             Verdict v, const net::any_io_executor& ex, ThreadCounters& counters, ObserveDone done) {
   auto w = std::make_shared<Waiting>(ex, p, std::move(v), std::move(done));
-  auto on_stored = [this, w, &counters, d](const storage::Result& r) {
-    // Runs on a writer thread: hop back to the session's executor, never block here. A committed outcome is
-    // remembered first (even when the deadline already answered: it is a fact either way).
+  auto on_stored = [this, w, &counters, d, inbox = &InboxOf(ex)](const storage::Result& r) {
+    // Runs on a writer thread: hop back to the session's thread (batched with the rest of the writer's batch
+    // bound for it), never block here. A committed outcome is remembered first (even when the deadline already
+    // answered: it is a fact either way).
     RememberStored(d, r);
-    net::post(w->timer.get_executor(), [this, w, &counters, r] {
+    inbox->Post([this, w, &counters, r] {
       if (!w->done) return;  // the deadline already answered: this late outcome is dropped
       ObserveDone answer = std::move(w->done);
       w->done = nullptr;
@@ -290,10 +291,11 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
   auto submit = [&](std::size_t i) {
     const std::uint32_t route = RouteOfDigest(digests[i]);
     const bool queued = store_.Submit(route, digests[i], batch.entries[i].source,
-                                      [this, st, i, ex, &counters, finish_one, d = digests[i]](const storage::Result& r) {
+                                      [this, st, i, inbox = &InboxOf(ex), &counters, finish_one,
+                                       d = digests[i]](const storage::Result& r) {
                                         // Writer thread: remember a committed outcome, hop back to `ex`.
                                         RememberStored(d, r);
-                                        net::post(ex, [this, st, i, r, &counters, finish_one] {
+                                        inbox->Post([this, st, i, r, &counters, finish_one] {
                                           st->in_store[i] = 0;
                                           if (r.outcome == storage::Outcome::kUnavailable) {
                                             st->unavailable = true;

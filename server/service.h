@@ -36,6 +36,7 @@
 #include "core/recent_set.h"
 #include "server/config.h"
 #include "server/filter_telemetry.h"
+#include "server/io_inbox.h"
 #include "server/metrics.h"
 #include "server/request.h"
 #include "storage/exact_store.h"
@@ -113,8 +114,15 @@ class Service {
                   ThreadCounters& counters, const ObserveDone& done, std::int64_t time_us);
   // This I/O thread's waiter group (its executor), created on first use.
   void* JournalGroup(const boost::asio::any_io_executor& ex);
+  // This I/O thread's inbox for Store completions. Call on the I/O thread that owns `ex`.
+  IoInbox& InboxOf(const boost::asio::any_io_executor& ex) {
+    return static_cast<JournalGroupSlot*>(JournalGroup(ex))->inbox;
+  }
+  // One per I/O thread: its executor (journal waiter batches) and the inbox of its Store completions.
   struct JournalGroupSlot {
+    explicit JournalGroupSlot(const boost::asio::any_io_executor& e) : ex(e), inbox(e) {}
     boost::asio::any_io_executor ex;  // the I/O thread's executor
+    IoInbox inbox;                    // Store completions, hopped from writer threads in batches
   };
 
   const AckMode ack_;
@@ -133,7 +141,7 @@ class Service {
   RecentSet recent_;
   storage::JournalDrain* const journal_;
   const std::uint64_t instance_id_;  // tells this Service's thread-local group apart from an earlier one's
-  std::mutex groups_mu_;             // taken once per I/O thread (first journalled request)
+  std::mutex groups_mu_;             // taken once per I/O thread (its first journalled or stored request)
   std::vector<std::unique_ptr<JournalGroupSlot>> groups_ ABSL_GUARDED_BY(groups_mu_);
 };
 

@@ -37,7 +37,7 @@ void* Service::JournalGroup(const net::any_io_executor& ex) {
   };
   thread_local Cache cache;
   if (cache.instance != instance_id_) {
-    auto slot = std::make_unique<JournalGroupSlot>(JournalGroupSlot{ex});
+    auto slot = std::make_unique<JournalGroupSlot>(ex);
     cache = Cache{instance_id_, slot.get()};
     std::lock_guard lk(groups_mu_);
     groups_.push_back(std::move(slot));
