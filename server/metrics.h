@@ -54,6 +54,8 @@ struct alignas(64) ThreadCounters {
   SingleWriterCounter false_positives;  // filter said "possibly seen", PostgreSQL inserted
   SingleWriterCounter stale;            // filter said "definitely new", PostgreSQL had it (ack=commit)
   SingleWriterCounter untrusted_negatives;  // filter said "definitely new" but its shard forgot within the window
+  SingleWriterCounter queue_waits;          // requests that found the write queue full and waited for room
+  SingleWriterCounter queue_wait_timeouts;  // of those, answered 503 because --queue-wait passed
 };
 
 // Aggregated values of one scrape.
@@ -63,6 +65,7 @@ struct MetricsSnapshot {
   std::array<double, kRouteCount> latency_sum_seconds{};
   std::uint64_t new_via_filter = 0, new_via_exact = 0, duplicate_via_exact = 0;
   std::uint64_t false_positives = 0, stale = 0, untrusted_negatives = 0;
+  std::uint64_t queue_waits = 0, queue_wait_timeouts = 0;
   std::vector<ShardStats> shards;
   std::size_t filter_memory_bytes = 0;
   bool warm = false;

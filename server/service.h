@@ -8,6 +8,9 @@
 // `unavailable` if its item was still queued (withdrawn through its storage::Ticket: nothing recorded),
 // `outcome-unknown` if a transaction already held it. The deadline timer and the Store completion race on
 // the request's executor (one thread); the first answers, the late one is dropped without touching the session.
+// Backpressure (--queue-wait, service_backpressure.cc): an item the Store refuses because its queue is full
+// waits for room (server/room_wait.h) up to min(--queue-wait, --request-timeout), then 503 unavailable;
+// a Store that is down still answers 503 at once.
 #pragma once
 
 #include <array>
@@ -86,6 +89,20 @@ class Service {
   // the outcome, or 503 at the deadline, or 503 at once when the Store refuses it.
   void SubmitWaiting(std::uint32_t route, const Digest& d, const std::string& source, const Probed& p, Verdict v,
                      const boost::asio::any_io_executor& ex, ThreadCounters& counters, ObserveDone done);
+  // Starts the request deadline of a submitted Waiting: at `deadline`, withdraw (unavailable) or outcome-unknown.
+  void ArmDeadline(const std::shared_ptr<Waiting>& w, std::chrono::steady_clock::time_point deadline);
+
+  // Backpressure hooks (service_backpressure.cc). True when a refused item may wait for room: --queue-wait
+  // is not 0 and the Store is up (a refusal while up means its queue is full or it is shutting down).
+  bool MayWaitForRoom() const { return queue_wait_.count() > 0 && store_.up(); }
+  // Parks a refused step on this I/O thread until the queue has room: `submit` retries it (true = accepted);
+  // `refuse` answers 503 unavailable when min(--queue-wait, --request-timeout) passes or the Store goes down.
+  void WaitForRoom(const boost::asio::any_io_executor& ex, ThreadCounters& counters, std::function<bool()> submit,
+                   std::function<void(Problem)> refuse);
+  // ObserveBatch: when the queue is full, parks a copy of the whole batch until there is room and returns
+  // true (ObserveBatch then runs again from the waiter); false = go on now.
+  bool WaitBeforeBatch(const BatchRequest& batch, const boost::asio::any_io_executor& ex, ThreadCounters& counters,
+                       BatchDone& done);
 
   // Journal hooks (service_journal.cc), called under the digest's stripe lock in ack=filter.
   // JournalKnown: the digest is journalled and not yet in PostgreSQL -> answers "duplicate" (now, or once its
@@ -102,6 +119,7 @@ class Service {
 
   const AckMode ack_;
   const std::chrono::milliseconds request_timeout_;
+  const std::chrono::milliseconds queue_wait_;  // --queue-wait, capped by request_timeout_; 0 = 503 at once
   const bool filter_on_;
   const Digester digester_;
   ShardedFilter& filter_;
