@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/cpu_per_request.sh — CPU-µs per answered request of one scangate process under wrk (issue 8, item 4).
 #   bench/cpu_per_request.sh BIN MODE CONNS SECONDS [PERF_DATA]
-#     BIN   scangate binary;  MODE commit | filter (ack=filter, journal on);  CONNS wrk connections
+#     BIN   scangate binary;  MODE commit | filter (ack=filter, journal on) | filternj (ack=filter
+#           --journal=off);  CONNS wrk connections;  env SG_EXTRA: more scangate flags (e.g. --queue-wait=0)
 #     PERF_DATA  optional: also `perf record -e cpu-clock -g` the server during the cell into this file
 # Needs a running PostgreSQL at $SG_URL (scripts/pg.sh start DIR PORT; scripts/pg.sh url DIR PORT).
 # Prints one line: mode conns rps non2xx cpu_s requests cpu_us_per_request loadavg. The server's CPU is
@@ -16,8 +17,11 @@ PORT=$((20000 + RANDOM % 20000))
 case "$MODE" in
   commit) ARGS=(--ack commit) ;;
   filter) ARGS=(--ack filter --journal-dir "$WORK/journal") ;;
-  *) echo "MODE: commit | filter" >&2; exit 2 ;;
+  filternj) ARGS=(--ack filter --journal off) ;;
+  *) echo "MODE: commit | filter | filternj" >&2; exit 2 ;;
 esac
+# shellcheck disable=SC2206
+ARGS+=(${SG_EXTRA:-})
 "$BIN" --port "$PORT" --threads 2 --database-url "$SG_URL" "${ARGS[@]}" >"$WORK/server.log" 2>&1 &
 PID=$!
 trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$WORK"' EXIT
@@ -25,6 +29,7 @@ for _ in $(seq 300); do
   curl -fs "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
   sleep 0.1
 done
+curl -fs "http://127.0.0.1:$PORT/readyz" >/dev/null || { echo "scangate did not become ready:" >&2; tail -3 "$WORK/server.log" >&2; exit 1; }
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 wrk_cell() {
   BENCH_COUNT_STATUS=0 wrk -t2 -c"$CONNS" -d"${1}s" --timeout 5s -s "$ROOT/bench/observe.lua" \
