@@ -48,7 +48,13 @@ struct Queue {
     }
     while (!waiters.empty()) {
       RoomWaiter& front = waiters.front();
-      const RetryResult r = front.retry();
+      RetryResult r = RetryResult::kDown;
+      try {
+        r = front.retry();
+      } catch (...) {
+        // A retry must not throw (the Service's answer 500 themselves); if one does anyway, drop that waiter
+        // with a 503 rather than leave this thread's queue stalled behind it.
+      }
       if (r == RetryResult::kRefused) break;
       RoomWaiter w = std::move(front);
       waiters.pop_front();

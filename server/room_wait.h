@@ -33,7 +33,7 @@ enum class GiveUp : std::uint8_t { kTimedOut, kDown };
 
 struct RoomWaiter {
   std::chrono::steady_clock::time_point deadline;  // give up (kTimedOut) once it passes
-  std::function<RetryResult()> retry;               // tries the refused step again
+  std::function<RetryResult()> retry;               // tries the refused step again; must not throw
   std::function<void(GiveUp)> give_up;              // answers 503; the waiter is then dropped
 };
 

@@ -5,10 +5,12 @@
 // requests also stop their connections' reading, and 2xx/s settles at the rate PostgreSQL drains the queue.
 // Bounds: min(--queue-wait, --request-timeout) from the refusal, then 503 unavailable (nothing recorded: the
 // item was never queued). A Store that is down (not full) answers 503 at once, waiting or not.
+#include <exception>
 #include <memory>
 #include <string>
 #include <utility>
 
+#include "server/log.h"
 #include "server/room_wait.h"
 #include "server/service.h"
 
@@ -61,10 +63,12 @@ bool Service::WaitBeforeBatch(const BatchRequest& batch, const net::any_io_execu
       [this, copy, answer, ex, &counters] {
         resuming_batch = true;
         try {
-          ObserveBatch(*copy, ex, counters, std::move(*answer));
-        } catch (...) {
-          resuming_batch = false;
-          throw;
+          ObserveBatch(*copy, ex, counters, *answer);  // a copy: `answer` stays usable for the 500 below
+        } catch (const std::exception& e) {
+          Log(LogLevel::kError, "error", {{"where", "batch resumed after waiting for room"}, {"what", e.what()}});
+          // As Router::Handle does for a throwing ObserveBatch (digest failure): 500; its answer-once guard
+          // drops this one if the batch already answered.
+          (*answer)(Problem::Internal());
         }
         resuming_batch = false;
         return true;
