@@ -201,7 +201,9 @@ void Service::Observe(const Observation& obs, const net::any_io_executor& ex, Th
         // an observer of this digest arriving from now on sees them and takes the exact path, which our
         // write-behind row would no longer precede. So this request takes the exact path too (waiting for
         // room without the lock): both exact, PostgreSQL tells exactly one of them "new" (invariant 2).
-        if (MayWaitForRoom()) return SubmitWaiting(route, d, obs.source, p, std::move(v), ex, counters, std::move(done));
+        if (MayWaitForRoom()) {
+          return SubmitWaiting(route, d, obs.source, p, std::move(v), ex, counters, std::move(done));
+        }
         done(Problem::Unavailable(std::string(kUnavailableDetail)));
         return;
       }

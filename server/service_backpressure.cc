@@ -53,9 +53,11 @@ void Service::WaitForRoom(const net::any_io_executor& ex, ThreadCounters& counte
 
 bool Service::WaitBeforeBatch(const BatchRequest& batch, const net::any_io_executor& ex, ThreadCounters& counters,
                               BatchDone& done) {
-  // Only a batch that would be refused part-way waits: one whose entries may go to the Store finds it full.
-  // A batch refused part-way (room for some entries only) is still one 503 (ObserveBatch).
-  if (resuming_batch || !store_.full() || !MayWaitForRoom()) return false;
+  // A batch whose entries go to the Store waits while it is full. A batch refused part-way (room for some
+  // entries only) is still one 503 (ObserveBatch). With the journal, new keys go to the journal, and its
+  // drain keeps the Store's queue full under load on purpose: such a batch does not wait here (its
+  // possibly-seen entries are refused as before when the queue is full).
+  if (resuming_batch || journal_ != nullptr || !store_.full() || !MayWaitForRoom()) return false;
   auto copy = std::make_shared<BatchRequest>(batch);
   auto answer = std::make_shared<BatchDone>(std::move(done));
   WaitForRoom(
