@@ -2,7 +2,8 @@
 # bench/cpu_per_request.sh — CPU-µs per answered request of one scangate process under wrk (issue 8, item 4).
 #   bench/cpu_per_request.sh BIN MODE CONNS SECONDS [PERF_DATA]
 #     BIN   scangate binary;  MODE commit | filter (ack=filter, journal on) | filternj (ack=filter
-#           --journal=off);  CONNS wrk connections;  env SG_EXTRA: more scangate flags (e.g. --queue-wait=0)
+#           --journal=off);  CONNS wrk connections;  env SG_EXTRA: more scangate flags (e.g. --queue-wait=0ms);
+#           env REPEAT: share of repeated keys (observe.lua; default 0 = all new)
 #     PERF_DATA  optional: also `perf record -e cpu-clock -g` the server during the cell into this file
 # Needs a running PostgreSQL at $SG_URL (scripts/pg.sh start DIR PORT; scripts/pg.sh url DIR PORT).
 # Prints one line: mode conns rps non2xx cpu_s requests cpu_us_per_request loadavg. The server's CPU is
@@ -33,7 +34,7 @@ curl -fs "http://127.0.0.1:$PORT/readyz" >/dev/null || { echo "scangate did not 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 wrk_cell() {
   BENCH_COUNT_STATUS=0 wrk -t2 -c"$CONNS" -d"${1}s" --timeout 5s -s "$ROOT/bench/observe.lua" \
-    "http://127.0.0.1:$PORT" -- 0 0 | grep '^BENCH_SUMMARY ' | sed 's/^BENCH_SUMMARY //'
+    "http://127.0.0.1:$PORT" -- "${REPEAT:-0}" 0 | grep '^BENCH_SUMMARY ' | sed 's/^BENCH_SUMMARY //'
 }
 wrk_cell 2 >/dev/null
 t0=$(ticks $PID)
