@@ -138,7 +138,9 @@ po::options_description Options() {
       ("database-url", s(""), "libpq URL of PostgreSQL (required)")
       ("writers", s("2"), "PostgreSQL writer threads (one connection each)")
       ("batch-limit", s("1024"), "max keys per PostgreSQL transaction")
-      ("queue-limit", s("65536"), "max queued PostgreSQL items; beyond it requests get 503")
+      ("queue-limit", s("65536"), "max queued PostgreSQL items; beyond it requests wait (--queue-wait), then 503")
+      ("queue-wait", s("1s"), "how long a request waits for room in a full write queue before 503 + Retry-After; "
+                              "0 = 503 at once; units ms s, 0..10m (capped by --request-timeout)")
       ("request-timeout", s("5s"), "a request waiting for PostgreSQL longer than this gets 503 + Retry-After "
                                    "(unavailable, or outcome-unknown if its transaction was in flight); "
                                    "units ms s m, 100ms..10m");
@@ -298,6 +300,11 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
     throw ConfigError("--request-timeout: must be in 100ms..10m, got '" + str("request-timeout") + "'");
   }
   c.request_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(request_timeout);
+  const auto queue_wait = ParseDuration(str("queue-wait"), {"ms", "s"}, "queue-wait");
+  if (queue_wait > kMaxRequestTimeout) {  // above --request-timeout it is capped by it (server/service.h)
+    throw ConfigError("--queue-wait: must be in 0..10m, got '" + str("queue-wait") + "'");
+  }
+  c.queue_wait = std::chrono::duration_cast<std::chrono::milliseconds>(queue_wait);
   c.digest_secret_file = str("digest-secret-file");
   if (!c.digest_secret_file.empty()) c.digest_secret = ReadSecretFile(c.digest_secret_file);
   c.filter = ParseOnOff(str("filter"), "filter");
@@ -352,6 +359,7 @@ boost::json::object Describe(const Config& c) {
   o["flush_interval_us"] = c.flush_interval.count();
   o["queue_limit"] = c.queue_limit;
   o["request_timeout_ms"] = c.request_timeout.count();
+  o["queue_wait_ms"] = c.queue_wait.count();
   o["digest"] = c.digest_secret.empty() ? "sha256" : "hmac-sha256";
   o["digest_secret"] = c.digest_secret.empty() ? "unset" : "set";
   o["filter"] = c.filter ? "on" : "off";

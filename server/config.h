@@ -39,6 +39,10 @@ struct Config {
   // and is now withdrawn, outcome-unknown if its transaction was in flight). Also sets the writers'
   // statement_timeout (this + 2 s) and tcp_user_timeout (server/main.cc).
   std::chrono::milliseconds request_timeout{5000};
+  // Backpressure: a request that finds the write queue full (--queue-limit) waits up to this long for room
+  // (capped by request_timeout: never past its request deadline), then gets 503 unavailable. 0 = 503 at once. A down PostgreSQL
+  // answers 503 at once either way.
+  std::chrono::milliseconds queue_wait{1000};
   std::string digest_secret_file;
   std::string digest_secret;               // file bytes, one trailing newline stripped; never printed
   bool filter = true;

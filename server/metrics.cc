@@ -114,6 +114,8 @@ void Metrics::Collect(MetricsSnapshot& out) const {
     out.stale += b->stale.Get();
     out.untrusted_negatives += b->untrusted_negatives.Get();
     out.recent_hits += b->recent_hits.Get();
+    out.queue_waits += b->queue_waits.Get();
+    out.queue_wait_timeouts += b->queue_wait_timeouts.Get();
   }
 }
 
@@ -164,6 +166,12 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.Sample("scangate_verdicts_total", "verdict=\"new\",via=\"filter\"", s.new_via_filter);
   w.Sample("scangate_verdicts_total", "verdict=\"new\",via=\"exact\"", s.new_via_exact);
   w.Sample("scangate_verdicts_total", "verdict=\"duplicate\",via=\"exact\"", s.duplicate_via_exact);
+  w.Header("scangate_queue_waits_total", "counter",
+           "Requests that found the PostgreSQL write queue full and waited for room (--queue-wait).");
+  w.Sample("scangate_queue_waits_total", "", s.queue_waits);
+  w.Header("scangate_queue_wait_timeouts_total", "counter",
+           "Requests that waited for room in the write queue past --queue-wait and got 503 unavailable.");
+  w.Sample("scangate_queue_wait_timeouts_total", "", s.queue_wait_timeouts);
   w.Header("scangate_filter_false_positives_total", "counter",
            "Filter said possibly seen, PostgreSQL inserted the key (after warm start).");
   w.Sample("scangate_filter_false_positives_total", "", s.false_positives);
@@ -349,6 +357,8 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
   const storage::StoreStats& st = s.store;
   o["pg"] = json::object{{"up", st.up},
                          {"queue_depth", st.queue_depth},
+                         {"queue_waits", s.queue_waits},
+                         {"queue_wait_timeouts", s.queue_wait_timeouts},
                          {"batches", st.batches},
                          {"keys_written", st.keys_written},
                          {"inserted", st.inserted},

@@ -1,5 +1,6 @@
 #include "server/service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -92,6 +93,7 @@ Service::Service(const Config& config, Digester digester, ShardedFilter& filter,
                  Metrics& metrics, storage::JournalDrain* journal)
     : ack_(config.ack),
       request_timeout_(config.request_timeout),
+      queue_wait_(std::min(config.queue_wait, config.request_timeout)),
       filter_on_(config.filter),
       digester_(std::move(digester)),
       filter_(filter),
@@ -162,14 +164,37 @@ void Service::SubmitWaiting(std::uint32_t route, const Digest& d, const std::str
       answer(std::move(w->verdict));
     });
   };
+  const auto started = std::chrono::steady_clock::now();
   // The ticket lives inside `w` (aliasing shared_ptr): no allocation of its own.
-  if (!store_.Submit(route, d, source, std::move(on_stored), std::shared_ptr<storage::Ticket>(w, &w->ticket))) {
+  if (!store_.Submit(route, d, source, on_stored, std::shared_ptr<storage::Ticket>(w, &w->ticket))) {
+    if (MayWaitForRoom()) {
+      // Queue full: wait for room (backpressure), then submit; the request deadline still counts from now.
+      WaitForRoom(
+          ex, counters,
+          [this, w, route, d, source, on_stored = std::move(on_stored), started] {
+            if (!store_.Submit(route, d, source, on_stored, std::shared_ptr<storage::Ticket>(w, &w->ticket))) {
+              return false;
+            }
+            ArmDeadline(w, started + request_timeout_);
+            return true;
+          },
+          [w](Problem problem) {
+            ObserveDone answer = std::move(w->done);
+            w->done = nullptr;
+            answer(std::move(problem));
+          });
+      return;
+    }
     ObserveDone answer = std::move(w->done);
     w->done = nullptr;
     answer(Problem::Unavailable(std::string(kUnavailableDetail)));
     return;
   }
-  w->timer.expires_after(request_timeout_);
+  ArmDeadline(w, started + request_timeout_);
+}
+
+void Service::ArmDeadline(const std::shared_ptr<Waiting>& w, std::chrono::steady_clock::time_point deadline) {
+  w->timer.expires_at(deadline);
   w->timer.async_wait([w](const boost::system::error_code& ec) {
     if (ec || !w->done) return;  // operation_aborted: the outcome arrived first and cancelled the timer
     ObserveDone answer = std::move(w->done);
@@ -204,6 +229,13 @@ void Service::Observe(const Observation& obs, const net::any_io_executor& ex, Th
       const std::int64_t now_us = NowUs();  // first_seen of the journal record / write-behind row and the set
       if (journal_ != nullptr) return JournalNew(d, obs.source, std::move(v), ex, counters, done, now_us);
       if (!store_.SubmitWriteBehind(route, d, obs.source, now_us)) {
+        // Queue full (backpressure). We must not wait holding the stripe lock, and our bits are already set:
+        // an observer of this digest arriving from now on sees them and takes the exact path, which our
+        // write-behind row would no longer precede. So this request takes the exact path too (waiting for
+        // room without the lock): both exact, PostgreSQL tells exactly one of them "new" (invariant 2).
+        if (MayWaitForRoom()) {
+          return SubmitWaiting(route, d, obs.source, p, std::move(v), ex, counters, std::move(done));
+        }
         done(Problem::Unavailable(std::string(kUnavailableDetail)));
         return;
       }
@@ -240,6 +272,7 @@ void Service::Observe(const Observation& obs, const net::any_io_executor& ex, Th
 
 void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor& ex, ThreadCounters& counters,
                            BatchDone done) {
+  if (WaitBeforeBatch(batch, ex, counters, done)) return;  // backpressure: queue full, parked until room
   const std::size_t n = batch.entries.size();
   // Aggregation state: touched only on `ex` (one thread), so plain fields suffice.
   // `done` is emptied by whichever of the last completion and the deadline answers first.

@@ -17,6 +17,9 @@
 // a concurrent observer of the digest finds either nothing (and queues behind the row, FIFO) or the entry.
 // Eviction is safe only because a key not found still queues behind its digest's write-behind row: a lane that
 // skipped the write-behind queue would need the set to keep pending rows' digests.
+// Backpressure (--queue-wait, service_backpressure.cc): an item the Store refuses because its queue is full
+// waits for room (server/room_wait.h) up to min(--queue-wait, --request-timeout), then 503 unavailable;
+// a Store that is down still answers 503 at once.
 #pragma once
 
 #include <array>
@@ -97,6 +100,20 @@ class Service {
   // the outcome, or 503 at the deadline, or 503 at once when the Store refuses it.
   void SubmitWaiting(std::uint32_t route, const Digest& d, const std::string& source, const Probed& p, Verdict v,
                      const boost::asio::any_io_executor& ex, ThreadCounters& counters, ObserveDone done);
+  // Starts the request deadline of a submitted Waiting: at `deadline`, withdraw (unavailable) or outcome-unknown.
+  void ArmDeadline(const std::shared_ptr<Waiting>& w, std::chrono::steady_clock::time_point deadline);
+
+  // Backpressure hooks (service_backpressure.cc). True when a refused item may wait for room: --queue-wait
+  // is not 0 and the Store is up (a refusal while up means its queue is full or it is shutting down).
+  bool MayWaitForRoom() const { return queue_wait_.count() > 0 && store_.up(); }
+  // Parks a refused step on this I/O thread until the queue has room: `submit` retries it (true = accepted);
+  // `refuse` answers 503 unavailable when min(--queue-wait, --request-timeout) passes or the Store goes down.
+  void WaitForRoom(const boost::asio::any_io_executor& ex, ThreadCounters& counters, std::function<bool()> submit,
+                   std::function<void(Problem)> refuse);
+  // ObserveBatch: when the queue is full, parks a copy of the whole batch until there is room and returns
+  // true (ObserveBatch then runs again from the waiter); false = go on now.
+  bool WaitBeforeBatch(const BatchRequest& batch, const boost::asio::any_io_executor& ex, ThreadCounters& counters,
+                       BatchDone& done);
 
   // The recent set: true (and `v` a duplicate with its first_seen, the hit counted) when `d` is in it.
   bool RecentKnown(const Digest& d, Verdict& v, ThreadCounters& counters);
@@ -127,6 +144,7 @@ class Service {
 
   const AckMode ack_;
   const std::chrono::milliseconds request_timeout_;
+  const std::chrono::milliseconds queue_wait_;  // --queue-wait, capped by request_timeout_; 0 = 503 at once
   const bool filter_on_;
   const Digester digester_;
   ShardedFilter& filter_;

@@ -57,6 +57,10 @@ class ExactStore {
   virtual bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source,
                                  std::int64_t first_seen_us) = 0;
   virtual bool up() const = 0;
+  // True while the accepted, unfinished items fill the queue bound: a refused Submit is then "full", not
+  // "down", and may succeed once a writer finishes a batch (the server waits for room, --queue-wait).
+  // A hint (it may change right after the call); an unbounded implementation keeps the default.
+  virtual bool full() const { return false; }
   virtual StoreStats Stats() const = 0;
 };
 

@@ -197,6 +197,10 @@ class Store final : public ExactStore {
   // True when every writer is connected and its last transaction succeeded. Safe to call concurrently.
   bool up() const override;
 
+  // True while pending items reach queue_limit (see ExactStore::full). Relaxed: a hint, nothing is
+  // published through it. Safe to call concurrently.
+  bool full() const override { return pending_.load(std::memory_order_relaxed) >= options_.queue_limit; }
+
   // Streams digests with first_seen > now() - window to `sink` in chunks of <= 65536 over its own
   // connection(s); returns the count. Every digest visible in one snapshot (taken at the start) is
   // delivered exactly once; rows committed later are not. With warm_streams > 1 the sink IS CALLED

@@ -205,7 +205,7 @@ TEST(Config, Help) {
   EXPECT_EQ(o.help.rfind(VersionLine(), 0), 0u) << o.help;
   const std::vector<std::pair<std::string, std::vector<std::string>>> groups = {
       {"Listening", {"listen", "port", "threads", "port-file", "admin-listen"}},
-      {"PostgreSQL", {"database-url", "writers", "batch-limit", "queue-limit", "request-timeout"}},
+      {"PostgreSQL", {"database-url", "writers", "batch-limit", "queue-limit", "queue-wait", "request-timeout"}},
       {"Filter", {"capacity", "fp-target", "window", "shards", "filter", "recent-keys"}},
       {"Acknowledgement", {"ack", "flush-interval", "journal", "journal-dir", "journal-max-bytes"}},
       {"Security", {"tls-cert", "tls-key", "tokens-file", "cors-origins", "digest-secret-file"}},
@@ -368,6 +368,23 @@ TEST(Config, CorsOrigins) {
                           "https://u@host"}) {
     EXPECT_NE(ParseError({url, std::string("--cors-origins=") + bad}).find("--cors-origins"), std::string::npos) << bad;
   }
+}
+
+// --queue-wait: default 1 s, 0 allowed (503 at once), duration syntax ms/s, at most 10 m, in Describe.
+TEST(Config, QueueWait) {
+  EXPECT_EQ(ParseOk({"--database-url", kUrl}).queue_wait, 1s);
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--queue-wait", "0s"}).queue_wait, 0ms);
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--queue-wait=250ms"}).queue_wait, 250ms);
+  {
+    ScopedEnv env("SCANGATE_QUEUE_WAIT", "3s");
+    EXPECT_EQ(ParseOk({"--database-url", kUrl}).queue_wait, 3s);
+  }
+  for (const char* bad : {"11m", "5", "5us", "1h", "-1s", "1.5s"}) {
+    EXPECT_NE(ParseError({"--database-url", kUrl, "--queue-wait", bad}).find("--queue-wait"), std::string::npos)
+        << bad;
+  }
+  EXPECT_NE(boost::json::serialize(Describe(ParseOk({"--database-url", kUrl}))).find("\"queue_wait_ms\":1000"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <variant>
 
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 
 namespace scangate::server {
 namespace {
@@ -228,6 +229,30 @@ TEST(Request, VerdictBodies) {
   v = json::parse(BatchBody(both));
   ASSERT_EQ(v.at("results").as_array().size(), 2u);
   EXPECT_EQ(v.at("results").as_array()[1].at("verdict").as_string(), "duplicate");
+}
+
+// The hand-written /observe body is byte-for-byte what Boost.JSON serializes for the same object (field
+// order included), for every verdict/via combination, and text needing escapes is escaped.
+TEST(Request, VerdictBodyMatchesBoostJson) {
+  const auto expected = [](const Verdict& v) {
+    json::object o;
+    o["verdict"] = v.is_new ? "new" : "duplicate";
+    o["digest"] = v.digest_hex;
+    o["via"] = v.via_filter ? "filter" : "exact";
+    if (!v.is_new) o["first_seen"] = v.first_seen;
+    return json::serialize(o);
+  };
+  for (const bool is_new : {true, false}) {
+    for (const bool via_filter : {true, false}) {
+      for (const std::string& first_seen : {std::string("2026-11-29T21:43:09.123456Z"), std::string("a\"b\\c\n")}) {
+        const Verdict v{is_new, via_filter, std::string(64, 'c'), is_new ? "" : first_seen};
+        EXPECT_EQ(VerdictBody(v), expected(v)) << is_new << via_filter << first_seen;
+      }
+    }
+  }
+  const Verdict odd{true, false, "x\"y\x01\xc3\xa9", ""};
+  EXPECT_EQ(VerdictBody(odd), expected(odd));
+  EXPECT_EQ(json::parse(VerdictBody(odd)).at("digest").as_string(), "x\"y\x01\xc3\xa9");
 }
 
 }  // namespace
