@@ -165,8 +165,10 @@ void Service::SubmitWaiting(std::uint32_t route, const Digest& d, const std::str
     });
   };
   const auto started = std::chrono::steady_clock::now();
-  // The ticket lives inside `w` (aliasing shared_ptr): no allocation of its own.
-  if (!store_.Submit(route, d, source, on_stored, std::shared_ptr<storage::Ticket>(w, &w->ticket))) {
+  // The ticket lives inside `w` (aliasing shared_ptr): no allocation of its own. Behind parked requests, this
+  // one parks too (first come, first served) rather than taking the room they wait for.
+  if (OthersWaitForRoom() ||
+      !store_.Submit(route, d, source, on_stored, std::shared_ptr<storage::Ticket>(w, &w->ticket))) {
     if (MayWaitForRoom()) {
       // Queue full: wait for room (backpressure), then submit; the request deadline still counts from now.
       WaitForRoom(
@@ -228,7 +230,7 @@ void Service::Observe(const Observation& obs, const net::any_io_executor& ex, Th
     if (p.filter_trusted && p.probe == Probe::kDefinitelyNew) {
       const std::int64_t now_us = NowUs();  // first_seen of the journal record / write-behind row and the set
       if (journal_ != nullptr) return JournalNew(d, obs.source, std::move(v), ex, counters, done, now_us);
-      if (!store_.SubmitWriteBehind(route, d, obs.source, now_us)) {
+      if (OthersWaitForRoom() || !store_.SubmitWriteBehind(route, d, obs.source, now_us)) {
         // Queue full (backpressure). We must not wait holding the stripe lock, and our bits are already set:
         // an observer of this digest arriving from now on sees them and takes the exact path, which our
         // write-behind row would no longer precede. So this request takes the exact path too (waiting for

@@ -106,6 +106,10 @@ class Service {
   // Backpressure hooks (service_backpressure.cc). True when a refused item may wait for room: --queue-wait
   // is not 0 and the Store is up (a refusal while up means its queue is full or it is shutting down).
   bool MayWaitForRoom() const { return queue_wait_.count() > 0 && store_.up(); }
+  // True while requests are parked for room (any I/O thread): a new request then parks behind them instead of
+  // taking room the moment it appears (the parked ones retry only on their poll tick), so waiting stays
+  // first come, first served and its latency bounded by the drain rate, not by starvation up to --queue-wait.
+  bool OthersWaitForRoom() const { return parked_.load(std::memory_order_relaxed) > 0 && MayWaitForRoom(); }
   // Parks a refused step on this I/O thread until the queue has room: `submit` retries it (true = accepted);
   // `refuse` answers 503 unavailable when min(--queue-wait, --request-timeout) passes or the Store goes down.
   void WaitForRoom(const boost::asio::any_io_executor& ex, ThreadCounters& counters, std::function<bool()> submit,
@@ -145,6 +149,8 @@ class Service {
   const AckMode ack_;
   const std::chrono::milliseconds request_timeout_;
   const std::chrono::milliseconds queue_wait_;  // --queue-wait, capped by request_timeout_; 0 = 503 at once
+  // Requests parked for room now. Relaxed: a fairness hint (who tries the queue first), no data depends on it.
+  std::atomic<std::int64_t> parked_{0};
   const bool filter_on_;
   const Digester digester_;
   ShardedFilter& filter_;

@@ -33,14 +33,19 @@ thread_local bool resuming_batch = false;
 void Service::WaitForRoom(const net::any_io_executor& ex, ThreadCounters& counters, std::function<bool()> submit,
                           std::function<void(Problem)> refuse) {
   counters.queue_waits.Inc();
+  parked_.fetch_add(1, std::memory_order_relaxed);  // relaxed: see parked_
   RoomWaiter w;
   w.deadline = std::chrono::steady_clock::now() + queue_wait_;
   w.retry = [this, submit = std::move(submit)] {
     if (store_.full()) return store_.up() ? RetryResult::kRefused : RetryResult::kDown;  // no room yet
-    if (submit()) return RetryResult::kIn;
+    if (submit()) {
+      parked_.fetch_sub(1, std::memory_order_relaxed);
+      return RetryResult::kIn;
+    }
     return store_.up() ? RetryResult::kRefused : RetryResult::kDown;  // another thread took the room
   };
-  w.give_up = [&counters, refuse = std::move(refuse)](GiveUp why) {
+  w.give_up = [this, &counters, refuse = std::move(refuse)](GiveUp why) {
+    parked_.fetch_sub(1, std::memory_order_relaxed);
     if (why == GiveUp::kTimedOut) {
       counters.queue_wait_timeouts.Inc();
       refuse(Problem::Unavailable(std::string(kQueueFullDetail)));
@@ -57,7 +62,9 @@ bool Service::WaitBeforeBatch(const BatchRequest& batch, const net::any_io_execu
   // entries only) is still one 503 (ObserveBatch). With the journal, new keys go to the journal, and its
   // drain keeps the Store's queue full under load on purpose: such a batch does not wait here (its
   // possibly-seen entries are refused as before when the queue is full).
-  if (resuming_batch || journal_ != nullptr || !store_.full() || !MayWaitForRoom()) return false;
+  if (resuming_batch || journal_ != nullptr || !(store_.full() || OthersWaitForRoom()) || !MayWaitForRoom()) {
+    return false;
+  }
   auto copy = std::make_shared<BatchRequest>(batch);
   auto answer = std::make_shared<BatchDone>(std::move(done));
   WaitForRoom(

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include <absl/base/thread_annotations.h>
+#include <absl/container/flat_hash_map.h>
 
 #include "core/utf8.h"
 #include "storage/batch_errors.h"
@@ -107,8 +108,12 @@ struct Store::Writer {
   unsigned index = 0;
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<Item> queue ABSL_GUARDED_BY(mu);
-  std::size_t waiting ABSL_GUARDED_BY(mu) = 0;  // Submit (non-write-behind) items in queue
+  std::deque<Item> queue ABSL_GUARDED_BY(mu);   // FIFO: write-behind rows, and Submit items queued behind them
+  std::deque<Item> urgent ABSL_GUARDED_BY(mu);  // the priority lane: Submit items of digests with no row pending
+  std::size_t waiting ABSL_GUARDED_BY(mu) = 0;  // Submit (non-write-behind) items in queue + urgent
+  // Write-behind items per digest that are queued or in a transaction (not finished): a Submit of such a
+  // digest joins `queue` behind its row, so items of one digest stay in order (never "new" twice).
+  absl::flat_hash_map<Digest, std::uint32_t> behind ABSL_GUARDED_BY(mu);
   bool up ABSL_GUARDED_BY(mu) = false;          // Submit refuses while false
   bool stop ABSL_GUARDED_BY(mu) = false;
   std::atomic<bool> up_flag{false};  // mirror of `up` for lock-free reads by up()
@@ -211,10 +216,16 @@ bool Store::Enqueue(std::uint32_t route, const Digest& d, std::string source, Co
       pending_.fetch_sub(1);
       return false;
     }
-    const bool was_empty = w.queue.empty();
-    w.queue.push_back(
+    const bool was_empty = w.queue.empty() && w.urgent.empty();
+    // A Submit skips the write-behind backlog (priority lane) unless a row of its digest is pending there.
+    std::deque<Item>& lane = !write_behind && !w.behind.contains(d) ? w.urgent : w.queue;
+    lane.push_back(
         Item{d, std::move(source), std::move(done), write_behind, Clock::now(), first_seen_us, std::move(ticket)});
-    if (!write_behind) ++w.waiting;
+    if (write_behind) {
+      ++w.behind[d];
+    } else {
+      ++w.waiting;
+    }
     // A write-behind item only needs to wake the writer to start its flush timer (queue was empty) or
     // when it completes a batch; otherwise the writer is already committing or timing the flush.
     notify = !write_behind || was_empty || w.queue.size() >= options_.batch_limit;
@@ -247,6 +258,7 @@ void Store::RunWriter(Writer& w) {
   std::optional<Clock::time_point> give_up_at;  // set once shutdown is seen while the database is down
   std::vector<Item> batch;
   batch.reserve(options_.batch_limit);
+  bool last_urgent = false;  // the previous batch came from the priority lane
   for (;;) {
     if (!w.conn && w.up_flag.load()) {
       // Connection gone while still marked up: an in-doubt COMMIT was settled without one (a batch that
@@ -264,7 +276,7 @@ void Store::RunWriter(Writer& w) {
       {
         std::unique_lock lk(w.mu);
         if (w.stop) {
-          if (w.queue.empty()) return;
+          if (w.queue.empty() && w.urgent.empty()) return;
           if (!give_up_at) give_up_at = Clock::now() + options_.shutdown_retry;
           if (Clock::now() >= *give_up_at) {
             lk.unlock();
@@ -293,7 +305,7 @@ void Store::RunWriter(Writer& w) {
     {
       std::unique_lock lk(w.mu);
       for (;;) {
-        if (w.queue.empty()) {
+        if (w.queue.empty() && w.urgent.empty()) {
           if (w.stop) return;
           w.cv.wait(lk);
           continue;
@@ -303,16 +315,22 @@ void Store::RunWriter(Writer& w) {
         if (Clock::now() >= deadline) break;
         w.cv.wait_until(lk, deadline);
       }
+      // The priority lane's items make a batch of their own (small, never behind write-behind rows; not
+      // mixed in, so a write-behind batch stays eligible for COPY). Lanes alternate while both hold items,
+      // so neither starves: a waiting item waits for at most the one batch in progress.
+      const bool take_urgent = !w.urgent.empty() && (!last_urgent || w.queue.empty());
+      last_urgent = take_urgent;
+      std::deque<Item>& from = take_urgent ? w.urgent : w.queue;
       std::size_t skipped = 0;
-      while (!w.queue.empty() && batch.size() < options_.batch_limit) {
-        Item& front = w.queue.front();
+      while (!from.empty() && batch.size() < options_.batch_limit) {
+        Item& front = from.front();
         if (!front.write_behind) --w.waiting;
         if (front.ticket && !front.ticket->Take()) {
           ++skipped;  // cancelled by its submitter (deadline passed while queued): never written
         } else {
           batch.push_back(std::move(front));
         }
-        w.queue.pop_front();
+        from.pop_front();
       }
       if (skipped > 0) {
         cancelled_.fetch_add(skipped);
@@ -484,7 +502,7 @@ Store::PartEnd Store::RunPart(Writer& w, std::vector<Item>& part, std::string& e
     try {
       if (!w.conn) throw pqxx::broken_connection("not connected");
       WriteBatch(w, part, att);
-      Finish(part, att.results);
+      Finish(w, part, att.results);
       return PartEnd::kDone;
     } catch (const pqxx::in_doubt_error& e) {
       error = ErrorSummary(e.what());
@@ -525,7 +543,7 @@ Store::PartEnd Store::RunPart(Writer& w, std::vector<Item>& part, std::string& e
                 std::move(fields));
     if (r == InDoubt::kCommitted) {
       RecordBatch(part, att);
-      Finish(part, att.results);
+      Finish(w, part, att.results);
       return PartEnd::kDone;
     }
     if (r == InDoubt::kAborted) {
@@ -542,7 +560,7 @@ Store::PartEnd Store::RunPart(Writer& w, std::vector<Item>& part, std::string& e
       std::lock_guard lk(metrics_->mu);
       metrics_->unavailable += waiting.size();
     }
-    Finish(waiting, std::vector<Result>(waiting.size(), Result{Outcome::kUnknown, {}}));
+    Finish(w, waiting, std::vector<Result>(waiting.size(), Result{Outcome::kUnknown, {}}));
     if (!w.conn) {
       error = "COMMIT outcome unknown; " + (why.empty() ? error : why);
       return PartEnd::kFailed;  // FailBatch re-queues the write-behind items and marks the writer down
@@ -606,11 +624,20 @@ bool Store::RejectRow(Writer& w, Item& item, const std::string& error) {
     std::lock_guard lk(metrics_->mu);
     (behind ? metrics_->dead_lettered : metrics_->unavailable) += 1;
   }
-  Finish(one, {Result{Outcome::kUnavailable, {}}});
+  Finish(w, one, {Result{Outcome::kUnavailable, {}}});
   return false;
 }
 
-void Store::Finish(std::vector<Item>& items, const std::vector<Result>& results) {
+void Store::Finish(Writer& w, std::vector<Item>& items, const std::vector<Result>& results) {
+  // Finished write-behind rows (committed, or given up) no longer hold their digest's Submits in the FIFO.
+  if (std::any_of(items.begin(), items.end(), [](const Item& item) { return item.write_behind; })) {
+    std::lock_guard lk(w.mu);
+    for (const Item& item : items) {
+      if (!item.write_behind) continue;
+      const auto it = w.behind.find(item.digest);
+      if (it != w.behind.end() && --it->second == 0) w.behind.erase(it);
+    }
+  }
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (!items[i].done) continue;  // write-behind items run theirs only when one was given
     // Queued items failed by an outage were never taken: the one that wins here completes, a cancelled
@@ -652,6 +679,8 @@ void Store::FailBatch(Writer& w, std::vector<Item>& batch, const std::string& er
       }
     }
     w.queue.swap(keep);
+    for (auto& item : w.urgent) failed.push_back(std::move(item));
+    w.urgent.clear();
     w.waiting = 0;
   }
   LogPgState(*log_, false, w.index, error);
@@ -662,7 +691,7 @@ void Store::FailBatch(Writer& w, std::vector<Item>& batch, const std::string& er
     ++metrics_->batch_failures;
     metrics_->unavailable += failed.size();
   }
-  Finish(failed, results);
+  Finish(w, failed, results);
 }
 
 void Store::GiveUp(Writer& w) {
@@ -670,6 +699,8 @@ void Store::GiveUp(Writer& w) {
   {
     std::lock_guard lk(w.mu);
     left.swap(w.queue);
+    for (auto& item : w.urgent) left.push_back(std::move(item));
+    w.urgent.clear();
     w.waiting = 0;
   }
   std::vector<Item> items(std::make_move_iterator(left.begin()), std::make_move_iterator(left.end()));
@@ -685,7 +716,7 @@ void Store::GiveUp(Writer& w) {
     metrics_->write_behind_lost += lost;
     metrics_->unavailable += items.size() - lost;
   }
-  Finish(items, results);
+  Finish(w, items, results);
 }
 
 void Store::Shutdown() {

@@ -4,9 +4,11 @@
 // gets kInserted. Outages yield kUnavailable or a refused Submit, never a guessed verdict.
 // Use one Store per process; the server posts completions back to its own executors.
 //
-// Design (group commit): W writer threads, each owning one connection and one FIFO queue. A digest
-// always goes to writer (route % W), so items of one digest are ordered. A writer takes everything
-// queued (up to batch_limit) into one transaction holding one INSERT ... ON CONFLICT statement for the
+// Design (group commit): W writer threads, each owning one connection, one FIFO queue and one priority
+// lane. A digest always goes to writer (route % W). Submit items go on the priority lane — a batch of their
+// own, taken before the write-behind backlog (lanes alternate while both hold items) — unless a write-behind
+// row of the same digest is still pending: then they join the FIFO behind it, so items of one digest are
+// always written in order. A writer takes what is queued (up to batch_limit) into one transaction holding one INSERT ... ON CONFLICT statement for the
 // whole batch (storage/batch_statement.h; a batch of write-behind items only goes by binary COPY, re-run
 // through ON CONFLICT if a row exists), commits, then runs the completions. Waiting (Submit) items are taken at once, so
 // batches form naturally from whatever arrives during the previous commit; when only write-behind
@@ -237,7 +239,7 @@ class Store final : public ExactStore {
   bool RejectRow(Writer& w, Item& item, const std::string& error);
   void FailBatch(Writer& w, std::vector<Item>& batch, const std::string& error);
   void GiveUp(Writer& w);
-  void Finish(std::vector<Item>& items, const std::vector<Result>& results);
+  void Finish(Writer& w, std::vector<Item>& items, const std::vector<Result>& results);
 
   StoreOptions options_;
   std::string writer_conninfo_;  // options_.url + conninfo defaults (writers)

@@ -541,6 +541,57 @@ TEST_F(PgTest, WriteBehindFlushesByItself) {
   EXPECT_EQ(CountRows(c, {d}), 1);
 }
 
+// Priority lane: a Submit queued after a backlog of write-behind rows does not wait for the backlog; it is
+// written within the batch in progress plus one (lanes alternate), not after every row queued before it.
+TEST_F(PgTest, SubmitSkipsTheWriteBehindBacklog) {
+  auto opts = Options(1);
+  opts.batch_limit = 64;
+  opts.flush_interval = 10s;  // write-behind rows go only in full batches: the backlog stays queued
+  Store store(opts);
+  store.Start();
+  constexpr int kBacklog = 64 * 40;
+  auto committed = std::make_shared<std::atomic<int>>(0);
+  for (int i = 0; i < kBacklog; ++i) {
+    const Digest d = RandomDigest();
+    ASSERT_TRUE(store.SubmitWriteBehind(0, d, "", [committed](const Result&) { committed->fetch_add(1); }, 0));
+  }
+  auto at_completion = std::make_shared<std::promise<std::pair<Outcome, int>>>();
+  auto future = at_completion->get_future();
+  ASSERT_TRUE(store.Submit(0, RandomDigest(), "", [at_completion, committed](const Result& r) {
+    at_completion->set_value({r.outcome, committed->load()});
+  }));
+  const auto [outcome, rows_before] = future.get();
+  EXPECT_EQ(outcome, Outcome::kInserted);
+  // FIFO would put it after all kBacklog rows; the lane lets at most the batch in progress and one more by.
+  EXPECT_LE(rows_before, 3 * 64) << "the Submit waited behind the write-behind backlog";
+  store.Shutdown();
+  EXPECT_EQ(committed->load(), kBacklog);
+}
+
+// ...but never ahead of a pending write-behind row of its own digest: that Submit joins the FIFO behind the
+// row and is told kDuplicate with the row's first_seen (skipping it would insert the digest a second time:
+// "new" twice across the fast path and the exact path).
+TEST_F(PgTest, SubmitOfAPendingWriteBehindDigestStaysBehindIt) {
+  auto opts = Options(1);
+  opts.flush_interval = 10s;  // the row stays queued until something forces a batch
+  Store store(opts);
+  store.Start();
+  const Digest d = RandomDigest();
+  constexpr std::int64_t kFirstSeenUs = 1'700'000'000'123'456;  // 2023-11-14T22:13:20.123456Z
+  ASSERT_TRUE(store.SubmitWriteBehind(RouteOf(d), d, "behind", Completion{}, kFirstSeenUs));
+  const auto r = SubmitAndWait(store, d);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->outcome, Outcome::kDuplicate);
+  EXPECT_EQ(r->first_seen, "2023-11-14T22:13:20.123456Z");
+  // Once the row committed, the digest's Submits take the lane again (and are still duplicates).
+  const auto again = SubmitAndWait(store, d);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->outcome, Outcome::kDuplicate);
+  store.Shutdown();
+  pqxx::connection c(Url());
+  EXPECT_EQ(CountRows(c, {d}), 1);
+}
+
 // Sources survive the binary text[] parameter unchanged; empty, invalid UTF-8 and NUL-carrying sources are
 // stored as NULL.
 TEST_F(PgTest, SourcesRoundTrip) {
