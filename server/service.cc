@@ -381,6 +381,7 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
     };
   };
   auto JournalKnownInBatch = [&](std::size_t i) {
+    if (!journal_->Holds(digests[i])) return false;  // the common case, without building a waiter
     auto first_seen = std::make_shared<std::string>();
     auto r = journal_->Lookup(digests[i], JournalGroup(ex), [entry_done, i, first_seen](storage::JournalFate fate) {
       entry_done(i, false, *first_seen)(fate);

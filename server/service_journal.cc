@@ -62,6 +62,8 @@ storage::JournalDrain::Deliver Service::JournalDeliver() {
 
 bool Service::JournalKnown(const Digest& d, const std::string& hex, const net::any_io_executor& ex,
                            ThreadCounters& counters, const ObserveDone& done) {
+  // Almost every digest is not pending: say so before building the waiter (its allocations are per request).
+  if (!journal_->Holds(d)) return false;
   auto first_seen = std::make_shared<std::string>();
   const auto answer = [hex, &counters, done, first_seen](storage::JournalFate fate) {
     if (fate != storage::JournalFate::kDurable) {

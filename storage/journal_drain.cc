@@ -14,6 +14,7 @@ namespace scangate::storage {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr std::size_t kRetryChunk = 1024;  // records handed over per pass without retry_mu_ (one Store batch)
 constexpr auto kRetryPause = std::chrono::milliseconds(10);  // Store queue full: retry the backlog after this
 
 std::int64_t NowUs() {
@@ -99,6 +100,12 @@ bool JournalDrain::Append(const Digest& d, std::string source, void* group, Wait
   return false;
 }
 
+bool JournalDrain::Holds(const Digest& d) {
+  Shard& s = ShardOf(d);
+  std::lock_guard lk(s.mu);
+  return s.map.contains(d);
+}
+
 JournalDrain::LookupResult JournalDrain::Lookup(const Digest& d, void* group, Waiter done) {
   LookupResult r;
   Shard& s = ShardOf(d);
@@ -145,53 +152,64 @@ void JournalDrain::OnCommit(std::vector<JournalEntry>& group, JournalFate fate) 
 }
 
 void JournalDrain::HandOff(std::vector<JournalEntry>& entries, bool recovered) {
-  std::vector<Backlogged> refused;
-  for (auto& e : entries) {
-    if (!refused.empty()) {  // the Store's queue is full: keep order, do not retry each record now
-      refused.push_back(Backlogged{std::move(e), recovered});
-      continue;
-    }
-    const Digest d = e.record.digest;
-    const std::uint64_t lsn = e.lsn;
-    auto committed = [this, d, lsn, recovered](const Result& r) {
-      // kUnavailable for a write-behind row: given up at Shutdown() (PostgreSQL down too long) -> it stays in
-      // the journal and is replayed at the next start; or dead-lettered while running (PostgreSQL rejected the
-      // row repeatedly, logged by the Store) -> applied, or it would hold the checkpoint back for ever.
-      if (r.outcome == Outcome::kUnavailable && stopping_.load()) return;
-      {
-        Shard& s = ShardOf(d);
-        std::lock_guard lk(s.mu);
-        const auto it = s.map.find(d);
-        if (it != s.map.end() && it->second.durable && it->second.lsn == lsn) s.map.erase(it);
-      }
-      journal_->Applied(lsn);
-      if (recovered) replay_left_.fetch_sub(1);
-    };
-    if (!store_.SubmitWriteBehind(RouteOf(d), d, e.record.source, std::move(committed), e.record.time_us)) {
-      refused.push_back(Backlogged{std::move(e), recovered});
-    }
-  }
-  if (refused.empty()) return;
+  bool behind_backlog;
   {
     std::lock_guard lk(retry_mu_);
-    for (auto& b : refused) backlog_.push_back(std::move(b));
+    behind_backlog = !backlog_.empty();
+  }
+  std::size_t i = 0;
+  // Behind an existing backlog records queue up in order (trying the full Store first would only fail).
+  if (!behind_backlog) {
+    while (i < entries.size() && Submit(entries[i], recovered)) ++i;  // until the Store's queue is full
+  }
+  if (i == entries.size()) return;
+  {
+    std::lock_guard lk(retry_mu_);
+    for (; i < entries.size(); ++i) backlog_.push_back(Backlogged{std::move(entries[i]), recovered});
   }
   retry_cv_.notify_one();
 }
 
+bool JournalDrain::Submit(const JournalEntry& e, bool recovered) {
+  const Digest d = e.record.digest;
+  const std::uint64_t lsn = e.lsn;
+  auto committed = [this, d, lsn, recovered](const Result& r) {
+    // kUnavailable for a write-behind row: given up at Shutdown() (PostgreSQL down too long) -> it stays in
+    // the journal and is replayed at the next start; or dead-lettered while running (PostgreSQL rejected the
+    // row repeatedly, logged by the Store) -> applied, or it would hold the checkpoint back for ever.
+    if (r.outcome == Outcome::kUnavailable && stopping_.load()) return;
+    {
+      Shard& s = ShardOf(d);
+      std::lock_guard lk(s.mu);
+      const auto it = s.map.find(d);
+      if (it != s.map.end() && it->second.durable && it->second.lsn == lsn) s.map.erase(it);
+    }
+    journal_->Applied(lsn);
+    if (recovered) replay_left_.fetch_sub(1);
+  };
+  return store_.SubmitWriteBehind(RouteOf(d), d, e.record.source, std::move(committed), e.record.time_us);
+}
+
+// Feeds the backlog to the Store from its front, in order, while the Store accepts, a chunk at a time and
+// without holding retry_mu_ while submitting (the flusher's HandOff takes it after every group commit): each
+// pass costs what it hands over, never a pass over the whole backlog (~1 M records when PostgreSQL lags).
 void JournalDrain::RunRetry() {
+  std::vector<Backlogged> chunk;
   std::unique_lock lk(retry_mu_);
   for (;;) {
     retry_cv_.wait(lk, [this] { return retry_stop_ || !backlog_.empty(); });
     if (retry_stop_) return;
-    std::vector<JournalEntry> fresh, replay;
-    for (auto& b : backlog_) (b.recovered ? replay : fresh).push_back(std::move(b.entry));
-    backlog_.clear();
+    const std::size_t n = std::min(backlog_.size(), kRetryChunk);
+    chunk.assign(std::make_move_iterator(backlog_.begin()),
+                 std::make_move_iterator(backlog_.begin() + static_cast<std::ptrdiff_t>(n)));
+    backlog_.erase(backlog_.begin(), backlog_.begin() + static_cast<std::ptrdiff_t>(n));
     lk.unlock();
-    HandOff(replay, true);  // refused ones (from the first refusal on) come back into backlog_
-    HandOff(fresh, false);
+    std::size_t k = 0;
+    while (k < chunk.size() && Submit(chunk[k].entry, chunk[k].recovered)) ++k;
     lk.lock();
-    if (!backlog_.empty()) retry_cv_.wait_for(lk, kRetryPause, [this] { return retry_stop_; });
+    for (std::size_t j = chunk.size(); j-- > k;) backlog_.push_front(std::move(chunk[j]));  // refused: in order
+    chunk.clear();
+    if (k < n) retry_cv_.wait_for(lk, kRetryPause, [this] { return retry_stop_; });  // the Store is full
   }
 }
 

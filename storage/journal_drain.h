@@ -75,6 +75,9 @@ class JournalDrain {
   // answer "duplicate" with first_seen now. kFollowing: being journalled; `done` runs on `group`'s executor
   // with the record's fate (durable -> "duplicate", else 503). `done` is kept only for kFollowing.
   LookupResult Lookup(const Digest& d, void* group, Waiter done);
+  // Whether `d` is pending (Lookup would not answer kAbsent right now): a cheap check (one shard lock, one
+  // probe) so a caller builds Lookup's waiter only for the rare pending digest. Safe to call concurrently.
+  bool Holds(const Digest& d);
 
   // Every record recovered at start is committed in PostgreSQL (part of /readyz). Safe to call concurrently.
   bool replayed() const { return replay_left_.load() == 0; }
@@ -111,6 +114,8 @@ class JournalDrain {
 
   void OnCommit(std::vector<JournalEntry>& group, JournalFate fate);
   void HandOff(std::vector<JournalEntry>& entries, bool recovered);
+  // Hands one durable record to the Store (write-behind); false = the Store's queue is full.
+  bool Submit(const JournalEntry& e, bool recovered);
   void RunRetry();
 
   Store& store_;
