@@ -9,23 +9,12 @@
 #include <vector>
 
 #include "core/recent_set.h"
+#include "tests/core/counter_digest.h"
 
 namespace scangate {
 namespace {
 
-Digest DigestOf(std::uint64_t n, std::uint64_t salt = 0) {
-  Digest d{};
-  std::uint64_t x = n * 0x9E3779B97F4A7C15ull ^ (salt + 0x1234567);
-  for (std::size_t w = 0; w < 4; ++w) {
-    x += 0x9E3779B97F4A7C15ull;
-    std::uint64_t z = x;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    std::memcpy(d.data() + 8 * w, &z, sizeof z);
-  }
-  return d;
-}
+Digest DigestOf(std::uint64_t n, std::uint64_t salt = 0) { return test_support::CounterDigest(n, salt); }
 
 std::size_t HeapBytes() {
   const struct mallinfo2 m = mallinfo2();

@@ -2,6 +2,7 @@
 // it was inserted with, or not at all), a digest never inserted is never found, and concurrent inserts and
 // lookups keep all of that (RecentSetConcurrency also runs under ThreadSanitizer, scripts/test.sh).
 #include "core/recent_set.h"
+#include "tests/core/counter_digest.h"
 
 #include <atomic>
 #include <cstring>
@@ -14,21 +15,7 @@
 namespace scangate {
 namespace {
 
-// A uniform digest from a counter (splitmix64 per 8-byte word), distinct for distinct (n, salt).
-Digest DigestOf(std::uint64_t n, std::uint64_t salt = 0) {
-  Digest d{};
-  std::uint64_t x = n * 0x9E3779B97F4A7C15ull ^ (salt + 0x1234567);
-  for (std::size_t w = 0; w < 4; ++w) {
-    x += 0x9E3779B97F4A7C15ull;
-    std::uint64_t z = x;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    std::memcpy(d.data() + 8 * w, &z, sizeof z);
-  }
-  std::memcpy(d.data() + 24, &n, sizeof n);  // keeps digests of distinct n distinct
-  return d;
-}
+Digest DigestOf(std::uint64_t n, std::uint64_t salt = 0) { return test_support::CounterDigest(n, salt); }
 
 // The first_seen a test inserts for digest n: a pure function, so any hit can be checked.
 std::int64_t TimeOf(std::uint64_t n) { return 1'764'000'000'000'000 + static_cast<std::int64_t>(n) * 7; }

@@ -655,6 +655,15 @@ std::vector<Result> SubmitAsOneBatch(Store& store, const std::vector<Digest>& ds
   return out;
 }
 
+// A row written by someone else (source 'psql'), as an operator's psql or another tool would.
+void InsertBehindTheStoresBack(const Digest& d, const std::string& first_seen) {
+  pqxx::connection c(Url());
+  pqxx::work tx(c);
+  tx.exec_params0("INSERT INTO scan_keys (digest, source, first_seen) VALUES ($1::bytea, 'psql', $2::timestamptz)",
+                  HexBytea(d), first_seen);
+  tx.commit();
+}
+
 // A key inserted behind the store's back (plain SQL on another connection, with its own first_seen) and
 // then submitted in one batch with fresh keys: that key is kDuplicate carrying the first_seen PostgreSQL
 // holds, every fresh key kInserted; each answer's first_seen equals PostgreSQL's to_char of the row.
@@ -667,14 +676,7 @@ TEST_F(PgTest, KeyInsertedBehindTheBackIsDuplicateInABatch) {
     Store store(opts);
     store.Start();
     const Digest behind = RandomDigest();
-    {
-      pqxx::connection c(Url());
-      pqxx::work tx(c);
-      tx.exec_params0("INSERT INTO scan_keys (digest, source, first_seen) "
-                      "VALUES ($1::bytea, 'psql', '2021-03-04 05:06:07.891011+00')",
-                      HexBytea(behind));
-      tx.commit();
-    }
+    InsertBehindTheStoresBack(behind, "2021-03-04 05:06:07.891011+00");
     std::vector<Digest> ds = RandomDigests(fresh);
     ds.insert(ds.begin() + static_cast<std::ptrdiff_t>(fresh / 2), behind);  // somewhere in the middle
     const auto before = store.Stats();
@@ -747,14 +749,7 @@ TEST_F(PgTest, WriteBehindCopyFallsBackOnConflict) {
   Store store(opts);
   store.Start();
   const Digest behind = RandomDigest();
-  {
-    pqxx::connection c(Url());
-    pqxx::work tx(c);
-    tx.exec_params0("INSERT INTO scan_keys (digest, source, first_seen) "
-                    "VALUES ($1::bytea, 'psql', '2022-05-06 07:08:09.000001+00')",
-                    HexBytea(behind));
-    tx.commit();
-  }
+  InsertBehindTheStoresBack(behind, "2022-05-06 07:08:09.000001+00");
   auto run_batch = [&](const std::vector<Digest>& ds) {
     std::vector<std::promise<Result>> promises(ds.size());
     for (std::size_t i = 0; i < ds.size(); ++i) {
