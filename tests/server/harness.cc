@@ -544,6 +544,16 @@ std::string RawExchange(std::uint16_t port, const std::string& bytes, std::chron
 
 Pg::Pg() : conn_(std::make_unique<pqxx::connection>(Env().pg_url)) {}
 
+bool Pg::WaitForLockWaiter() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    pqxx::nontransaction tx(*conn_);
+    if (tx.exec1("SELECT count(*) FROM pg_locks WHERE NOT granted")[0].as<int>() > 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
 std::int64_t Pg::CountDigest(const std::string& hex) {
   pqxx::nontransaction tx(*conn_);
   return tx.exec_params("SELECT count(*) FROM scan_keys WHERE digest = decode($1, 'hex')", hex)[0][0]

@@ -139,6 +139,9 @@ class Pg {
   std::int64_t CountDigests(const std::vector<std::string>& hexes);
   std::optional<std::string> SourceOf(const std::string& hex);
   std::int64_t TotalRows();
+  // Polls (up to 60 s) until some backend waits for a lock — e.g. a writer blocked behind a test's
+  // uncommitted row. False if none did.
+  bool WaitForLockWaiter();
   pqxx::connection& conn() { return *conn_; }
 
  private:

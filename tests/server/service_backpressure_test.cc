@@ -35,16 +35,6 @@ class RowBlocker {
   pqxx::work tx_;
 };
 
-bool WaitForLockWaiter(Pg& pg) {
-  const auto deadline = Clock::now() + kEventually;
-  while (Clock::now() < deadline) {
-    pqxx::nontransaction tx(pg.conn());
-    if (tx.exec1("SELECT count(*) FROM pg_locks WHERE NOT granted")[0].as<int>() > 0) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return false;
-}
-
 // One request on a fresh connection; a transport error (timeout, reset) is a test failure and status 0,
 // never an exception escaping a client thread.
 HttpResponse PostOrFail(std::uint16_t port, const std::string& target, const std::string& body) {
@@ -82,7 +72,7 @@ TEST(Backpressure, FullQueueWaitsThenSucceeds) {
     RowBlocker blocker(stalled);
     HttpResponse stalled_r;
     std::thread stalled_t([&] { stalled_r = PostOrFail(server.port(), "/observe", ObserveBody(stalled)); });
-    ASSERT_TRUE(WaitForLockWaiter(pg)) << "the writer never blocked on the test's row";
+    ASSERT_TRUE(pg.WaitForLockWaiter()) << "the writer never blocked on the test's row";
 
     constexpr int kClients = 8;  // the last one posts a batch
     std::vector<std::string> keys;
@@ -137,7 +127,7 @@ TEST(Backpressure, PastTheBoundIs503Unavailable) {
   RowBlocker blocker(stalled);
   HttpResponse stalled_r;
   std::thread stalled_t([&] { stalled_r = PostOrFail(server.port(), "/observe", ObserveBody(stalled)); });
-  ASSERT_TRUE(WaitForLockWaiter(pg)) << "the writer never blocked on the test's row";
+  ASSERT_TRUE(pg.WaitForLockWaiter()) << "the writer never blocked on the test's row";
 
   const std::string refused = UniqueKey("bp-refused");
   HttpClient c(server.port());

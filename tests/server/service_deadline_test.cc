@@ -45,17 +45,6 @@ std::string Slug(const HttpResponse& r) {
   return s.rfind(prefix, 0) == 0 ? s.substr(prefix.size()) : s;
 }
 
-// Polls until some backend waits for a lock (a writer blocked behind the test's uncommitted row).
-bool WaitForLockWaiter(Pg& pg) {
-  const auto deadline = Clock::now() + kEventually;
-  while (Clock::now() < deadline) {
-    pqxx::nontransaction tx(pg.conn());
-    if (tx.exec1("SELECT count(*) FROM pg_locks WHERE NOT granted")[0].as<int>() > 0) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return false;
-}
-
 bool WaitForRows(Pg& pg, const std::vector<std::string>& hexes, std::int64_t want) {
   const auto deadline = Clock::now() + kEventually;
   while (Clock::now() < deadline) {
@@ -110,7 +99,7 @@ TEST(Deadline, QueuedIsWithdrawnInFlightIsOutcomeUnknown) {
   HttpClient c1(server.port());
   Timed first;
   std::thread t([&] { first = TimedPost(c1, "/observe", ObserveBody(in_flight)); });
-  ASSERT_TRUE(WaitForLockWaiter(pg)) << "the writer never blocked on the test's row";
+  ASSERT_TRUE(pg.WaitForLockWaiter()) << "the writer never blocked on the test's row";
   HttpClient c2(server.port());
   const Timed second = TimedPost(c2, "/observe", ObserveBody(queued));  // queued behind the blocked batch
   t.join();
@@ -157,7 +146,7 @@ TEST(Deadline, BatchDeadline) {
   HttpClient c1(server.port());
   Timed first;
   std::thread t([&] { first = TimedPost(c1, "/observe/batch", BatchBody(held)); });
-  ASSERT_TRUE(WaitForLockWaiter(pg));
+  ASSERT_TRUE(pg.WaitForLockWaiter());
   HttpClient c2(server.port());
   const Timed second = TimedPost(c2, "/observe/batch", BatchBody(waiting));
   t.join();
