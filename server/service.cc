@@ -119,8 +119,8 @@ bool Service::RecentKnown(const Digest& d, Verdict& v, ThreadCounters& counters)
 void Service::RememberStored(const Digest& d, const storage::Result& r) {
   if (!recent_.enabled()) return;
   if (r.outcome != storage::Outcome::kInserted && r.outcome != storage::Outcome::kDuplicate) return;
-  // No parsable first_seen: not remembered (forgetting is always safe; the next repeat asks PostgreSQL).
-  if (const auto us = ParseRfc3339Micros(r.first_seen)) recent_.InsertConcurrently(d, *us);
+  // No first_seen: not remembered (forgetting is always safe; the next repeat asks PostgreSQL).
+  if (!r.first_seen.empty()) recent_.InsertConcurrently(d, r.first_seen_us);
 }
 
 void Service::Decide(const Probed& p, const storage::Result& r, ThreadCounters& counters, Verdict& v) const {

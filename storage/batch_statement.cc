@@ -217,7 +217,7 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
     const std::uint32_t u = slot_[i];
     const bool won = inserted[u] && first_item_[u] == i;
     a.any_inserted = a.any_inserted || won;
-    a.results.push_back(Result{won ? Outcome::kInserted : Outcome::kDuplicate, formatted[u]});
+    a.results.push_back(Result{won ? Outcome::kInserted : Outcome::kDuplicate, formatted[u], first_seen[u]});
   }
   return a;
 }
@@ -275,7 +275,9 @@ BatchAnswer BatchStatement::RunCopy(pqxx::dbtransaction& tx) {
   std::vector<std::string> formatted(n);
   for (std::size_t i = 0; i < n; ++i) formatted[i] = Rfc3339Micros(first_seen[i]);
   a.results.reserve(n);
-  for (std::size_t i = 0; i < slot_.size(); ++i) a.results.push_back(Result{Outcome::kInserted, formatted[slot_[i]]});
+  for (std::size_t i = 0; i < slot_.size(); ++i) {
+    a.results.push_back(Result{Outcome::kInserted, formatted[slot_[i]], first_seen[slot_[i]]});
+  }
   a.any_inserted = true;
   return a;
 }

@@ -54,6 +54,7 @@ struct Result {
   Outcome outcome;
   std::string first_seen;  // RFC 3339 UTC with microseconds, "2026-11-29T21:43:09.123456Z"; empty unless
                            // kInserted/kDuplicate
+  std::int64_t first_seen_us = 0;  // the same instant in µs since the epoch; valid when first_seen is set
 };
 
 // A write-behind row that PostgreSQL rejects with a data error (SQLSTATE class 22/23) in a transaction

@@ -36,6 +36,7 @@ class FakeStore final : public storage::ExactStore {
       auto [it, inserted] = rows.try_emplace(ToHex(d), std::move(source));
       r.outcome = inserted ? storage::Outcome::kInserted : storage::Outcome::kDuplicate;
       r.first_seen = "2026-11-30T10:00:00.000000Z";
+      r.first_seen_us = 1'796'032'800'000'000;  // the same instant
     }
     done(r);
     return true;
