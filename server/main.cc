@@ -30,6 +30,7 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/service.h"
+#include "storage/brin_summarizer.h"
 #include "storage/conninfo.h"
 #include "storage/lookup.h"
 #include "storage/journal_drain.h"
@@ -230,6 +231,18 @@ int main(int argc, char** argv) {
   storage::Lookup lookups(
       storage::LookupOptions{storage::WithConnectionDefaults(config.database_url, lookup_defaults)});
   lookups.Start();
+  // The first_seen BRIN index is summarized from here (sql/003: autosummarize cannot keep up), on its own
+  // connection; a pass may read every range a long outage of it left, hence the warm load's long bound.
+  storage::ConnectionDefaults brin_defaults;
+  brin_defaults.statement_timeout = store_options.warm_statement_timeout;
+  brin_defaults.tcp_user_timeout = store_options.tcp_user_timeout;
+  brin_defaults.application_name = "scangate-brin";
+  storage::BrinSummarizerOptions brin_options;
+  brin_options.conninfo = storage::WithConnectionDefaults(config.database_url, brin_defaults);
+  brin_options.log = store_options.log;
+  storage::BrinSummarizer brin(std::move(brin_options));
+  brin.Start();
+  service.AttachBrinSummarizer(&brin);
   Router router(config, service, &lookups);
   HttpServer server(config, router, metrics);
   try {
@@ -310,6 +323,7 @@ int main(int argc, char** argv) {
   if (journal) journal->Close();  // final checkpoint: what the store committed
   server.Stop();
   lookups.Shutdown();
+  brin.Shutdown();
   const storage::StoreStats st = store->Stats();
   Log(LogLevel::kInfo, "shutdown",
       {{"phase", "done"}, {"keys_written", st.keys_written}, {"write_behind_lost", st.write_behind_lost}});

@@ -241,6 +241,17 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
            "Binary COPY batches aborted by a row already present (stale filter, another instance, a journal "
            "replay) and re-run through INSERT ... ON CONFLICT.");
   w.Sample("scangate_copy_fallbacks_total", "", s.store.copy_fallbacks);
+  if (s.brin) {
+    w.Header("scangate_brin_summarized_ranges_total", "counter",
+             "Block ranges of the first_seen BRIN index summarized by scangate (storage/brin_summarizer.h).");
+    w.Sample("scangate_brin_summarized_ranges_total", "", s.brin->ranges);
+    w.Header("scangate_brin_summarize_failures_total", "counter",
+             "BRIN summarize passes that failed (connection, lock timeout behind a VACUUM, any error).");
+    w.Sample("scangate_brin_summarize_failures_total", "", s.brin->failures);
+    w.Header("scangate_brin_summarize_stopped", "gauge",
+             "1 when the BRIN summarizer gave up for good (not the index owner, or no such index).");
+    w.Sample("scangate_brin_summarize_stopped", "", std::uint64_t{s.brin->stopped ? 1u : 0u});
+  }
   w.Header("scangate_pg_batch_size", "histogram", "Keys per PostgreSQL transaction.");
   w.Histogram("scangate_pg_batch_size", "", s.store.batch_size_buckets, s.store.batch_size_sum,
               s.store.batch_size_count);
@@ -378,6 +389,12 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
                          {"commit_in_doubt", json::object{{"committed", st.in_doubt_committed},
                                                           {"aborted", st.in_doubt_aborted},
                                                           {"unknown", st.in_doubt_unknown}}}};
+  if (s.brin) {
+    o["brin"] = json::object{{"passes", s.brin->passes},
+                             {"ranges", s.brin->ranges},
+                             {"failures", s.brin->failures},
+                             {"stopped", s.brin->stopped}};
+  }
   if (s.journal) {
     const storage::JournalDrainStats& j = *s.journal;
     o["journal"] = json::object{

@@ -15,6 +15,7 @@
 
 #include "core/filter.h"
 #include "server/request.h"
+#include "storage/brin_summarizer.h"
 #include "storage/journal_drain.h"
 #include "storage/store.h"
 
@@ -81,6 +82,7 @@ struct MetricsSnapshot {
   double filter_fp_target = 0;
   double uptime_seconds = 0;  // since the service started (a monotonic clock for rates)
   std::optional<storage::JournalDrainStats> journal;  // ack=filter with the journal on
+  std::optional<storage::BrinSummarizerStats> brin;   // the first_seen BRIN summarizer, when one runs
 };
 
 // Quantile q (0..1) of a latency histogram (per-bucket counts over kLatencyBuckets, + Inf last), by linear

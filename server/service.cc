@@ -485,6 +485,7 @@ MetricsSnapshot Service::Snapshot() const {
   s.recent_keys = recent_.size();
   s.recent_capacity = recent_.bound();
   if (journal_ != nullptr) s.journal = journal_->Stats();
+  if (brin_ != nullptr) s.brin = brin_->Stats();
   return s;
 }
 

@@ -42,6 +42,7 @@
 #include "server/io_inbox.h"
 #include "server/metrics.h"
 #include "server/request.h"
+#include "storage/brin_summarizer.h"
 #include "storage/exact_store.h"
 #include "storage/journal_drain.h"
 #include "storage/store.h"
@@ -77,6 +78,9 @@ class Service {
 
   // The journal's Deliver: posts one batch of waiter calls to the I/O thread of the group (service_journal.cc).
   static storage::JournalDrain::Deliver JournalDeliver();
+
+  // The first_seen BRIN summarizer whose counters Snapshot() reports (null: none). Call before serving.
+  void AttachBrinSummarizer(const storage::BrinSummarizer* s) { brin_ = s; }
 
   // Every counter now; the filter's per-shard figures from the latest RefreshTelemetry() (age reported).
   MetricsSnapshot Snapshot() const;
@@ -164,6 +168,7 @@ class Service {
   std::array<std::mutex, kStripes> stripes_;
   RecentSet recent_;
   storage::JournalDrain* const journal_;
+  const storage::BrinSummarizer* brin_ = nullptr;  // set before serving, read-only afterwards
   const std::uint64_t instance_id_;  // tells this Service's thread-local group apart from an earlier one's
   std::mutex groups_mu_;             // taken once per I/O thread (its first journalled or stored request)
   std::vector<std::unique_ptr<JournalGroupSlot>> groups_ ABSL_GUARDED_BY(groups_mu_);

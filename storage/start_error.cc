@@ -5,6 +5,8 @@
 
 #include <pqxx/pqxx>
 
+#include "storage/sql_state.h"
+
 namespace scangate::storage {
 namespace {
 
@@ -29,24 +31,6 @@ StartFailure ClassifyConnectError(std::string_view what) {
     return {"3D000", false, "the database does not exist; create it — retrying until it does"};
   }
   return {"", false, ""};
-}
-
-// pqxx 6.4 passes the SQLSTATE only to a plain sql_error; its specialised classes carry none, so the
-// class stands for it (the most specific code the class implies).
-std::string SqlStateOf(const pqxx::sql_error& e) {
-  if (!e.sqlstate().empty()) return e.sqlstate();
-  if (dynamic_cast<const pqxx::insufficient_privilege*>(&e) != nullptr) return "42501";
-  if (dynamic_cast<const pqxx::undefined_table*>(&e) != nullptr) return "42P01";
-  if (dynamic_cast<const pqxx::undefined_column*>(&e) != nullptr) return "42703";
-  if (dynamic_cast<const pqxx::undefined_function*>(&e) != nullptr) return "42883";
-  if (dynamic_cast<const pqxx::syntax_error*>(&e) != nullptr) return "42601";
-  if (dynamic_cast<const pqxx::feature_not_supported*>(&e) != nullptr) return "0A000";
-  if (dynamic_cast<const pqxx::disk_full*>(&e) != nullptr) return "53100";
-  if (dynamic_cast<const pqxx::out_of_memory*>(&e) != nullptr) return "53200";
-  if (dynamic_cast<const pqxx::insufficient_resources*>(&e) != nullptr) return "53000";
-  if (dynamic_cast<const pqxx::data_exception*>(&e) != nullptr) return "22000";
-  if (dynamic_cast<const pqxx::integrity_constraint_violation*>(&e) != nullptr) return "23000";
-  return "";
 }
 
 StartFailure ClassifySqlError(const std::string& sqlstate) {

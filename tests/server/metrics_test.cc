@@ -72,6 +72,7 @@ MetricsSnapshot SampleSnapshot() {
   s.store.in_doubt_unknown = 12;
   s.store.copy_batches = 13;
   s.store.copy_fallbacks = 14;
+  s.brin = storage::BrinSummarizerStats{.passes = 15, .ranges = 16, .failures = 17, .stopped = true};
   return s;
 }
 
@@ -130,7 +131,9 @@ TEST(Metrics, PrometheusText) {
         "scangate_pg_commit_seconds histogram", "scangate_write_behind_lost_total counter",
         "scangate_write_behind_dead_lettered_total counter", "scangate_batch_failures_total counter",
         "scangate_commit_in_doubt_total counter", "scangate_recent_hits_total counter",
-        "scangate_recent_keys gauge", "scangate_recent_capacity gauge"}) {
+        "scangate_recent_keys gauge", "scangate_recent_capacity gauge",
+        "scangate_brin_summarized_ranges_total counter", "scangate_brin_summarize_failures_total counter",
+        "scangate_brin_summarize_stopped gauge"}) {
     EXPECT_NE(text.find(std::string("# TYPE ") + family + "\n"), std::string::npos) << family;
   }
   const auto s = Samples(text);
@@ -180,6 +183,9 @@ TEST(Metrics, PrometheusText) {
   EXPECT_EQ(at("scangate_batch_failures_total"), "9");
   EXPECT_EQ(at("scangate_copy_batches_total"), "13");
   EXPECT_EQ(at("scangate_copy_fallbacks_total"), "14");
+  EXPECT_EQ(at("scangate_brin_summarized_ranges_total"), "16");
+  EXPECT_EQ(at("scangate_brin_summarize_failures_total"), "17");
+  EXPECT_EQ(at("scangate_brin_summarize_stopped"), "1");
   EXPECT_EQ(at(R"(scangate_commit_in_doubt_total{resolution="committed"})"), "10");
   EXPECT_EQ(at(R"(scangate_commit_in_doubt_total{resolution="aborted"})"), "11");
   EXPECT_EQ(at(R"(scangate_commit_in_doubt_total{resolution="unknown"})"), "12");
@@ -215,6 +221,10 @@ TEST(Metrics, StatsJson) {
   EXPECT_EQ(v.at("pg").at("batch_failures").to_number<std::uint64_t>(), 9u);
   EXPECT_EQ(v.at("pg").at("copy_batches").to_number<std::uint64_t>(), 13u);
   EXPECT_EQ(v.at("pg").at("copy_fallbacks").to_number<std::uint64_t>(), 14u);
+  EXPECT_EQ(v.at("brin").at("passes").to_number<std::uint64_t>(), 15u);
+  EXPECT_EQ(v.at("brin").at("ranges").to_number<std::uint64_t>(), 16u);
+  EXPECT_EQ(v.at("brin").at("failures").to_number<std::uint64_t>(), 17u);
+  EXPECT_TRUE(v.at("brin").at("stopped").as_bool());
   EXPECT_EQ(v.at("pg").at("commit_in_doubt").at("committed").to_number<std::uint64_t>(), 10u);
   EXPECT_EQ(v.at("pg").at("commit_in_doubt").at("aborted").to_number<std::uint64_t>(), 11u);
   EXPECT_EQ(v.at("pg").at("commit_in_doubt").at("unknown").to_number<std::uint64_t>(), 12u);
