@@ -30,19 +30,22 @@ case "$cmd" in
         exit 1
       fi
       as_pg "$PGBIN/initdb" -D "$datadir" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
+      # shared_buffers: a quarter of the RAM, 128 MB to 8 GB. The primary key of random digests is touched at
+      # random leaves, so once it outgrows shared_buffers every insert evicts and re-reads a leaf page.
+      shared_mb=$(awk '/^MemTotal:/ {m = int($2 / 1024 / 4); print (m < 128 ? 128 : (m > 8192 ? 8192 : m))}' /proc/meminfo)
       # Settings shipped for scangate's local cluster. synchronous_commit stays on: an acknowledged
       # "new" must survive a crash of PostgreSQL as well as of scangate.
       cat >>"$datadir/postgresql.conf" <<CONF
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$datadir'
 max_connections = 200
-shared_buffers = 1GB
+shared_buffers = ${shared_mb}MB
 wal_buffers = 64MB
-max_wal_size = 4GB
-checkpoint_timeout = 15min
+max_wal_size = 16GB
+checkpoint_timeout = 30min
 synchronous_commit = on
 commit_delay = 0
-wal_compression = on
+wal_compression = lz4
 effective_cache_size = 8GB
 random_page_cost = 1.1
 log_min_messages = warning
