@@ -37,6 +37,10 @@ constexpr std::size_t kFixedPayload = 32 + 8 + 1;     // digest, time, source le
 constexpr std::size_t kMaxPayload = kFixedPayload + kMaxJournalSource;
 constexpr std::string_view kMetaHeader = "scangate-journal 1\n";
 constexpr std::size_t kCheckpointBytes = 12;          // u64 LSN + u32 CRC32C
+constexpr const char* kSpareName = "spare.tmp";        // the next segment, being zero-filled
+// Zeros written to the spare per flusher pass (between groups): an 8 MB segment is ready after 32 passes,
+// each ~20-40 µs of page-cache copying, so no group waits long for it.
+constexpr std::size_t kSpareSlice = 256 << 10;
 
 // Group sizes (records per fdatasync) and fsync latency buckets for /metrics.
 constexpr std::array<double, 13> kGroupBounds = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
@@ -139,6 +143,7 @@ struct Journal::Counters {
 Journal::Journal(JournalOptions options)
     : options_(std::move(options)),
       log_(options_.log ? options_.log : StderrLogSink()),
+      preallocate_(options_.preallocate),
       counters_(std::make_unique<Counters>()) {
   if (options_.dir.empty()) throw JournalError("journal: no directory given (--journal-dir)");
   if (options_.max_bytes < 2 * kMaxPayload) throw JournalError("journal: max_bytes is too small");
@@ -257,6 +262,10 @@ void Journal::Recover() {
     std::uint64_t lsn = base;
     std::size_t records = 0;
     while (pos < data.size()) {
+      // Zeros to the end: the unused rest of a pre-zeroed segment, its clean end (a torn write leaves bytes).
+      if (std::all_of(data.begin() + static_cast<std::ptrdiff_t>(pos), data.end(), [](char c) { return c == 0; })) {
+        break;
+      }
       bool good = data.size() - pos >= kRecordHeader;
       std::uint32_t len = 0;
       if (good) {
@@ -443,6 +452,7 @@ void Journal::RunFlusher() {
     } catch (const std::exception& e) {
       log_->Write(LogSeverity::kWarn, "journal", {{"checkpoint_error", e.what()}});
     }
+    if (!stopping) PrepareSpare();
     if (stopping) {
       std::lock_guard lk(mu_);
       if (buffer_.empty() && parked_.empty()) return;
@@ -452,26 +462,82 @@ void Journal::RunFlusher() {
 
 void Journal::OpenSegment(std::uint64_t base) {
   if (seg_fd_ >= 0) {
+    // The pre-zeroed rest is dropped (not synced: recovery reads a zero tail as the segment's end anyway).
+    if (seg_zeroed_) (void)!::ftruncate(seg_fd_, static_cast<off_t>(seg_bytes_));
     ::close(seg_fd_);
     seg_fd_ = -1;
   }
   const std::string path = options_.dir + "/" + SegmentName(base);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) ThrowErrno("create " + path);
   std::string header(kSegmentMagic);
   Put(header, base);
-  try {
-    WriteAll(fd, header.data(), header.size(), path);
-    if (::fdatasync(fd) != 0) ThrowErrno("fdatasync " + path);
-    if (::fsync(dir_fd_) != 0) ThrowErrno("fsync " + options_.dir);
-  } catch (...) {
-    ::close(fd);
-    throw;
+  if (spare_ready_) {
+    // Header first and durable, then the name: a crash never leaves a named segment without its header.
+    const std::string spare = options_.dir + "/" + kSpareName;
+    const int fd = spare_fd_;
+    spare_fd_ = -1;
+    spare_ready_ = false;
+    spare_bytes_ = 0;
+    try {
+      if (::pwrite(fd, header.data(), header.size(), 0) != static_cast<ssize_t>(header.size())) {
+        ThrowErrno("write " + spare);
+      }
+      if (::fdatasync(fd) != 0) ThrowErrno("fdatasync " + spare);
+      // RENAME_NOREPLACE: like the O_EXCL of a fresh segment, an existing file of that name is an error.
+      if (::renameat2(AT_FDCWD, spare.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0) {
+        ThrowErrno("rename " + spare);
+      }
+      if (::fsync(dir_fd_) != 0) ThrowErrno("fsync " + options_.dir);
+      if (::lseek(fd, static_cast<off_t>(header.size()), SEEK_SET) < 0) ThrowErrno("seek " + path);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    seg_fd_ = fd;
+    seg_zeroed_ = true;
+  } else {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) ThrowErrno("create " + path);
+    try {
+      WriteAll(fd, header.data(), header.size(), path);
+      if (::fdatasync(fd) != 0) ThrowErrno("fdatasync " + path);
+      if (::fsync(dir_fd_) != 0) ThrowErrno("fsync " + options_.dir);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    seg_fd_ = fd;
+    seg_zeroed_ = false;
   }
-  seg_fd_ = fd;
   seg_base_ = base;
   seg_bytes_ = header.size();
   segments_.emplace_back(base, path);
+}
+
+void Journal::PrepareSpare() {
+  if (!preallocate_ || spare_ready_) return;
+  static const std::array<char, kSpareSlice> kZeros{};
+  const std::string spare = options_.dir + "/" + kSpareName;
+  try {
+    if (spare_fd_ < 0) {
+      spare_fd_ = ::open(spare.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (spare_fd_ < 0) ThrowErrno("create " + spare);
+      spare_bytes_ = 0;
+    }
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kSpareSlice, options_.segment_bytes - spare_bytes_));
+    WriteAll(spare_fd_, kZeros.data(), n, spare);
+    spare_bytes_ += n;
+    if (spare_bytes_ >= options_.segment_bytes) {
+      if (::fdatasync(spare_fd_) != 0) ThrowErrno("fdatasync " + spare);
+      spare_ready_ = true;
+    }
+  } catch (const std::exception& e) {
+    // Not the journal's failure: segments grow by appending from now on (as with preallocate = false).
+    preallocate_ = false;
+    if (spare_fd_ >= 0) ::close(spare_fd_);
+    spare_fd_ = -1;
+    (void)::unlink(spare.c_str());
+    log_->Write(LogSeverity::kWarn, "journal", {{"preallocation", "off"}, {"error", e.what()}});
+  }
 }
 
 void Journal::WriteGroup(const std::string& bytes, std::uint64_t first_lsn) {
@@ -533,8 +599,14 @@ void Journal::Close() {
   closed_ = true;
   MaybeCheckpoint(true);
   if (seg_fd_ >= 0) {
+    if (seg_zeroed_) (void)!::ftruncate(seg_fd_, static_cast<off_t>(seg_bytes_));  // tidy, not needed
     ::close(seg_fd_);
     seg_fd_ = -1;
+  }
+  if (spare_fd_ >= 0) {
+    ::close(spare_fd_);
+    spare_fd_ = -1;
+    (void)::unlink((options_.dir + "/" + kSpareName).c_str());
   }
 }
 

@@ -18,6 +18,12 @@
 // covers everything that arrived during the previous one, never one sync per key — then calls on_commit
 // with the group. A new segment is started between groups once the active one reaches segment_bytes, so a
 // torn record can only be in the last segment; a bad record anywhere else is corruption and Open() refuses.
+// Pre-zeroed segments: between groups the flusher zero-fills the next segment's file (`spare.tmp`, a slice at
+// a time) and fdatasyncs it once complete; at rotation it gets its header (made durable) and is renamed into
+// place. Group commits then overwrite allocated blocks, so fdatasync flushes data only — no filesystem
+// journal commit for a grown file (measured on this disk: 0.085–0.105 ms and ~33 µs of CPU per fdatasync vs
+// 0.13–0.17 ms and ~55–62 µs when appending; storage/README.md "Journal"). So a segment may end in zero bytes
+// past its last record: recovery reads zeros running to the end of a segment as its clean end.
 // Bounded: when LSN bytes past the checkpoint would exceed max_bytes, records wait (FIFO) up to full_wait
 // for the checkpoint to advance, then are reported not durable. An I/O error fails the journal for good
 // (a failed fdatasync leaves the page cache state unknown): every later record is reported not durable.
@@ -78,6 +84,8 @@ struct JournalOptions {
   std::uint64_t segment_bytes = 8ull << 20;  // rotate to a new segment at this size (between groups)
   std::chrono::milliseconds full_wait{1000};  // bounded wait of a record while the journal is full
   std::chrono::milliseconds checkpoint_interval{100};  // at most one checkpoint write per interval
+  // Zero-fill the next segment ahead (see "Pre-zeroed segments" above); false = segments grow by appending.
+  bool preallocate = true;
   // Runs on the flusher thread after each group with the group's fate (every record of `group` shares it).
   // Must not block long.
   std::function<void(std::vector<JournalEntry>& group, JournalFate fate)> on_commit;
@@ -147,6 +155,9 @@ class Journal {
   // Writes `group_bytes` to the active segment (rotating first when due) and fdatasyncs. Flusher thread only.
   void WriteGroup(const std::string& bytes, std::uint64_t first_lsn);
   void OpenSegment(std::uint64_t base_lsn);
+  // Zero-fills one more slice of the spare segment (fdatasync once complete). Flusher thread only. An error
+  // only turns preallocation off (logged once): segments then grow by appending, as before.
+  void PrepareSpare();
   // Writes a checkpoint when the applied position moved; deletes segments below it. Flusher thread (or Close).
   void MaybeCheckpoint(bool force);
   std::uint64_t AppliedPosition() const;  // mu_ held
@@ -159,6 +170,11 @@ class Journal {
   int seg_fd_ = -1;                    // active segment (flusher thread; Recover/Close before/after it)
   std::uint64_t seg_base_ = 0;         // flusher thread
   std::uint64_t seg_bytes_ = 0;        // file bytes written to the active segment (flusher thread)
+  bool seg_zeroed_ = false;            // the active segment was pre-zeroed (flusher thread)
+  int spare_fd_ = -1;                  // the next segment being zero-filled (flusher thread)
+  std::uint64_t spare_bytes_ = 0;      // zeros written to it so far (flusher thread)
+  bool spare_ready_ = false;           // complete and fdatasync'ed (flusher thread)
+  bool preallocate_ = true;            // options_.preallocate until an error turns it off (flusher thread)
   std::vector<std::pair<std::uint64_t, std::string>> segments_;  // (base lsn, path), ascending; flusher thread
   std::vector<JournalEntry> recovered_;
 

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 #include <algorithm>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -114,6 +115,75 @@ TEST_F(JournalFiles, AppendRecoverRoundTrip) {
   }
   Journal j(Options());
   ExpectRecords(j.TakeRecovered(), 0, 500);
+}
+
+// Pre-zeroed segments: after the first rotation the active segment is a zero-filled file of segment_bytes
+// (the spare), records overwrite its zeros, and a copy of the directory taken while running (a crash image:
+// nothing truncated) recovers every durable record, the zero tails read as clean ends (the last segment's,
+// and one added to a segment before it), a leftover spare.tmp ignored. preallocate = false appends instead.
+TEST_F(JournalFiles, PreZeroedSegmentsRecoverFromACrashImage) {
+  JournalOptions o = Options();
+  o.segment_bytes = 16 << 10;  // below one spare slice: the spare is ready after one flusher pass
+  const std::string image = dir + "-image";
+  {
+    Journal j(o);
+    j.Start();
+    Write(j, 0, 2000, /*per_group=*/true);  // ~60 B a record: ~7 segments
+    auto segs = Segments();
+    ASSERT_GE(segs.size(), 3u);
+    EXPECT_GE(fs::file_size(segs.back()), o.segment_bytes) << "the active segment was not pre-zeroed";
+    fs::copy(dir, image, fs::copy_options::recursive);  // every record in it is durable (Write waited)
+  }
+  {
+    // The image as a crash leaves it, plus a zero tail on a segment before the last and a stale spare.
+    std::vector<fs::path> segs;
+    for (const auto& e : fs::directory_iterator(image)) {
+      if (e.path().extension() == ".seg") segs.push_back(e.path());
+    }
+    std::sort(segs.begin(), segs.end());
+    ASSERT_GE(segs.size(), 3u);
+    std::string last_segment;
+    {
+      std::ifstream in(segs.back(), std::ios::binary);
+      last_segment.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    EXPECT_EQ(last_segment.back(), '\0') << "the crash image's last segment has no zero tail to test";
+    {
+      std::ofstream out(segs[1], std::ios::binary | std::ios::app);
+      const std::string zeros(5000, '\0');
+      out.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+    }
+    std::ofstream(image + "/spare.tmp", std::ios::binary) << "stale spare";
+    JournalOptions io = o;
+    io.dir = image;
+    Journal j(io);
+    ExpectRecords(j.TakeRecovered(), 0, 2000);
+    j.Start();
+    Write(j, 2000, 2600, /*per_group=*/true);  // rotates again: the stale spare is rewritten and used
+  }
+  {
+    JournalOptions io = o;
+    io.dir = image;
+    Journal j(io);
+    ExpectRecords(j.TakeRecovered(), 0, 2600);
+  }
+  fs::remove_all(image);
+  // Without preallocation a segment only ever holds what was written.
+  fs::remove_all(dir);
+  JournalOptions plain = Options();
+  plain.segment_bytes = 16 << 10;
+  plain.preallocate = false;
+  Journal j(plain);
+  j.Start();
+  Write(j, 0, 1001, /*per_group=*/true);  // the last record, 1000, ends in its source "till-1000"
+  EXPECT_LT(fs::file_size(Segments().back()), plain.segment_bytes + 4096);
+  std::string active;
+  {
+    std::ifstream in(Segments().back(), std::ios::binary);
+    active.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  EXPECT_NE(active.back(), '\0') << "appending segments end in a record, not zeros";
+  EXPECT_FALSE(fs::exists(dir + "/spare.tmp"));
 }
 
 // A torn last record (the crash hit its write) is dropped and the file truncated; appends continue after it.
