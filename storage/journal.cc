@@ -325,7 +325,11 @@ void Journal::Recover() {
 
 std::vector<JournalEntry> Journal::TakeRecovered() { return std::move(recovered_); }
 
-void Journal::Start() { flusher_ = std::thread([this] { RunFlusher(); }); }
+void Journal::Start() {
+  // The first segment is pre-zeroed too: 8 MiB of zeros and one fdatasync here (~20-50 ms) before serving.
+  while (preallocate_ && !spare_ready_) PrepareSpare();
+  flusher_ = std::thread([this] { RunFlusher(); });
+}
 
 void Journal::EncodeLocked(JournalRecord&& record) {
   if (record.source.size() > kMaxJournalSource) record.source.resize(kMaxJournalSource);

@@ -124,6 +124,7 @@ class Journal {
   std::vector<JournalEntry> TakeRecovered();
 
   void Start();  // starts the flusher thread
+  // (With preallocate, Start() first zero-fills the first segment: ~20-50 ms for 8 MiB.)
 
   // Queues one record for the next group commit. Returns false (nothing queued, on_commit not called for
   // it) when the journal failed or is stopping. Never blocks on I/O. Safe to call concurrently.
