@@ -360,6 +360,11 @@ void Journal::Applied(std::uint64_t lsn) {
   outstanding_.erase(lsn);
 }
 
+void Journal::Applied(std::span<const std::uint64_t> lsns) {
+  std::lock_guard lk(mu_);
+  for (const std::uint64_t lsn : lsns) outstanding_.erase(lsn);
+}
+
 std::uint64_t Journal::AppliedPosition() const {
   return outstanding_.empty() ? durable_lsn_ : std::min(*outstanding_.begin(), durable_lsn_);
 }

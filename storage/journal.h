@@ -31,6 +31,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -123,6 +124,8 @@ class Journal {
 
   // The record at `lsn` is committed in PostgreSQL; the checkpoint may pass it. Safe to call concurrently.
   void Applied(std::uint64_t lsn);
+  // The same for every LSN of `lsns`, under one lock (the drain reports a writer's batch at once).
+  void Applied(std::span<const std::uint64_t> lsns);
 
   // Flushes what is queued (parked records are rejected), joins the flusher. Appends fail from now on.
   // Applied() keeps working. Idempotent.
