@@ -21,6 +21,8 @@
 // A row PostgreSQL rejects (data error) is isolated by bisecting its batch; the good rows commit, the
 // row's waiting item gets kUnavailable, a write-behind row is dead-lettered after kMaxRowAttempts.
 // Details and the reasoning: storage/README.md.
+// Write-behind rows may also come as a group (SubmitWriteBehindGroup: the journal drain's path), each with a
+// tag instead of a closure; a writer reports a batch's finished rows to the group's WriteBehindSink at once.
 // A waiting item carries a Ticket: its submitter may give up (request deadline) while the item is still
 // queued — then it is never written and its completion never runs — but not once a writer has taken it.
 // Every connection gets storage/conninfo.h's defaults (timeouts, keepalives, application_name=scangate).
