@@ -30,7 +30,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -39,6 +38,7 @@
 #include <vector>
 
 #include <absl/base/thread_annotations.h>
+#include <absl/container/btree_set.h>
 
 #include "core/digest.h"
 #include "storage/log_sink.h"
@@ -173,7 +173,9 @@ class Journal {
   std::uint64_t next_lsn_ ABSL_GUARDED_BY(mu_) = 0;        // LSN of the next appended record
   std::uint64_t durable_lsn_ ABSL_GUARDED_BY(mu_) = 0;     // end of the last durable group
   std::uint64_t checkpoint_lsn_ ABSL_GUARDED_BY(mu_) = 0;  // last written checkpoint
-  std::set<std::uint64_t> outstanding_ ABSL_GUARDED_BY(mu_);  // LSNs appended/recovered, not yet Applied
+  // LSNs appended/recovered, not yet Applied. A B-tree: inserted in ascending order, erased roughly so, one
+  // node per many LSNs instead of std::set's allocation (and rebalancing) per record.
+  absl::btree_set<std::uint64_t> outstanding_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ = false, closed_ = false;  // Stop/Close caller thread only
