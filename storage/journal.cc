@@ -346,7 +346,7 @@ void Journal::EncodeLocked(JournalRecord&& record) {
   crc.process_bytes(buffer_.data() + at + kRecordHeader, len);
   const std::uint32_t sum = crc.checksum();
   std::memcpy(buffer_.data() + at + 4, &sum, 4);
-  outstanding_.insert(next_lsn_);
+  outstanding_.insert(outstanding_.end(), next_lsn_);  // the largest yet: hint at the end
   buffered_.push_back(JournalEntry{std::move(record), next_lsn_});
   next_lsn_ += kRecordHeader + len;
 }
@@ -371,6 +371,11 @@ bool Journal::Append(JournalRecord record) {
 void Journal::Applied(std::uint64_t lsn) {
   std::lock_guard lk(mu_);
   outstanding_.erase(lsn);
+}
+
+void Journal::Applied(std::span<const std::uint64_t> lsns) {
+  std::lock_guard lk(mu_);
+  for (const std::uint64_t lsn : lsns) outstanding_.erase(lsn);
 }
 
 std::uint64_t Journal::AppliedPosition() const {

@@ -15,6 +15,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t kRetryChunk = 1024;  // records handed over per pass without retry_mu_ (one Store batch)
+// HandOff builds the Store's rows this many records at a time (bounds the row buffer when start hands over a
+// large recovered journal; a group commit is usually far smaller).
+constexpr std::size_t kHandOffChunk = 4096;
 constexpr auto kRetryPause = std::chrono::milliseconds(10);  // Store queue full: retry the backlog after this
 
 std::int64_t NowUs() {
@@ -28,6 +31,12 @@ std::uint32_t RouteOf(const Digest& d) {
   std::uint32_t r = 0;
   std::memcpy(&r, d.data(), sizeof r);
   return r;
+}
+
+// The Store's view of a durable record: its LSN and whether it was recovered come back in Done().
+WriteBehindRow RowOf(const JournalEntry& e, bool recovered) {
+  return WriteBehindRow{RouteOf(e.record.digest), e.record.digest, e.record.source, e.record.time_us, e.lsn,
+                        recovered};
 }
 
 constexpr const char* kIdentitySql =
@@ -159,8 +168,14 @@ void JournalDrain::HandOff(std::vector<JournalEntry>& entries, bool recovered) {
   }
   std::size_t i = 0;
   // Behind an existing backlog records queue up in order (trying the full Store first would only fail).
-  if (!behind_backlog) {
-    while (i < entries.size() && Submit(entries[i], recovered)) ++i;  // until the Store's queue is full
+  // Otherwise whole groups go to the Store, until its queue is full (it accepts a prefix).
+  while (!behind_backlog && i < entries.size()) {
+    const std::size_t n = std::min(entries.size() - i, kHandOffChunk);
+    handoff_rows_.clear();
+    for (std::size_t j = i; j < i + n; ++j) handoff_rows_.push_back(RowOf(entries[j], recovered));
+    const std::size_t accepted = store_.SubmitWriteBehindGroup(handoff_rows_, *this);
+    i += accepted;
+    if (accepted < n) break;
   }
   if (i == entries.size()) return;
   {
@@ -170,24 +185,27 @@ void JournalDrain::HandOff(std::vector<JournalEntry>& entries, bool recovered) {
   retry_cv_.notify_one();
 }
 
-bool JournalDrain::Submit(const JournalEntry& e, bool recovered) {
-  const Digest d = e.record.digest;
-  const std::uint64_t lsn = e.lsn;
-  auto committed = [this, d, lsn, recovered](const Result& r) {
-    // kUnavailable for a write-behind row: given up at Shutdown() (PostgreSQL down too long) -> it stays in
-    // the journal and is replayed at the next start; or dead-lettered while running (PostgreSQL rejected the
-    // row repeatedly, logged by the Store) -> applied, or it would hold the checkpoint back for ever.
-    if (r.outcome == Outcome::kUnavailable && stopping_.load()) return;
+void JournalDrain::Done(std::span<const WriteBehindDone> rows) {
+  // kUnavailable for a write-behind row: given up at Shutdown() (PostgreSQL down too long) -> it stays in
+  // the journal and is replayed at the next start; or dead-lettered while running (PostgreSQL rejected the
+  // row repeatedly, logged by the Store) -> applied, or it would hold the checkpoint back for ever.
+  const bool stopping = stopping_.load();
+  thread_local std::vector<std::uint64_t> lsns;  // reused: one per writer thread
+  lsns.clear();
+  std::uint64_t replayed = 0;
+  for (const WriteBehindDone& r : rows) {
+    if (r.outcome == Outcome::kUnavailable && stopping) continue;
     {
-      Shard& s = ShardOf(d);
+      Shard& s = ShardOf(r.digest);
       std::lock_guard lk(s.mu);
-      const auto it = s.map.find(d);
-      if (it != s.map.end() && it->second.durable && it->second.lsn == lsn) s.map.erase(it);
+      const auto it = s.map.find(r.digest);
+      if (it != s.map.end() && it->second.durable && it->second.lsn == r.tag) s.map.erase(it);
     }
-    journal_->Applied(lsn);
-    if (recovered) replay_left_.fetch_sub(1);
-  };
-  return store_.SubmitWriteBehind(RouteOf(d), d, e.record.source, std::move(committed), e.record.time_us);
+    lsns.push_back(r.tag);
+    replayed += r.flag ? 1 : 0;
+  }
+  if (!lsns.empty()) journal_->Applied(lsns);  // once per batch: the journal's mutex is shared with Append()
+  if (replayed > 0) replay_left_.fetch_sub(replayed);
 }
 
 // Feeds the backlog to the Store from its front, in order, while the Store accepts, a chunk at a time and
@@ -195,6 +213,7 @@ bool JournalDrain::Submit(const JournalEntry& e, bool recovered) {
 // pass costs what it hands over, never a pass over the whole backlog (~1 M records when PostgreSQL lags).
 void JournalDrain::RunRetry() {
   std::vector<Backlogged> chunk;
+  std::vector<WriteBehindRow> rows;
   std::unique_lock lk(retry_mu_);
   for (;;) {
     retry_cv_.wait(lk, [this] { return retry_stop_ || !backlog_.empty(); });
@@ -204,8 +223,9 @@ void JournalDrain::RunRetry() {
                  std::make_move_iterator(backlog_.begin() + static_cast<std::ptrdiff_t>(n)));
     backlog_.erase(backlog_.begin(), backlog_.begin() + static_cast<std::ptrdiff_t>(n));
     lk.unlock();
-    std::size_t k = 0;
-    while (k < chunk.size() && Submit(chunk[k].entry, chunk[k].recovered)) ++k;
+    rows.clear();
+    for (const auto& b : chunk) rows.push_back(RowOf(b.entry, b.recovered));
+    const std::size_t k = store_.SubmitWriteBehindGroup(rows, *this);  // a prefix, in order
     lk.lock();
     for (std::size_t j = chunk.size(); j-- > k;) backlog_.push_front(std::move(chunk[j]));  // refused: in order
     chunk.clear();

@@ -39,7 +39,7 @@ struct JournalDrainStats {
   std::uint64_t recovered = 0;    // records recovered at start
 };
 
-class JournalDrain {
+class JournalDrain final : private WriteBehindSink {
  public:
   // Called on the waiter's executor with the fate of the record: kDurable -> answer; kRefused -> 503, nothing
   // recorded; kIoError -> 503, the record may have reached the disk (outcome unknown).
@@ -114,9 +114,9 @@ class JournalDrain {
 
   void OnCommit(std::vector<JournalEntry>& group, JournalFate fate);
   void HandOff(std::vector<JournalEntry>& entries, bool recovered);
-  // Hands one durable record to the Store (write-behind); false = the Store's queue is full.
-  bool Submit(const JournalEntry& e, bool recovered);
   void RunRetry();
+  // WriteBehindSink: rows of one Store transaction (or dead letter, or give-up) are finished. Writer threads.
+  void Done(std::span<const WriteBehindDone> rows) override;
 
   Store& store_;
   JournalOptions options_;
@@ -136,6 +136,7 @@ class JournalDrain {
   std::deque<Backlogged> backlog_ ABSL_GUARDED_BY(retry_mu_);
   bool retry_stop_ ABSL_GUARDED_BY(retry_mu_) = false;
   std::thread retry_;
+  std::vector<WriteBehindRow> handoff_rows_;  // HandOff's (Start, then the flusher thread only)
   bool stopped_ = false, closed_ = false;
 };
 

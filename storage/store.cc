@@ -18,6 +18,7 @@
 
 #include <absl/base/thread_annotations.h>
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/inlined_vector.h>
 
 #include "core/utf8.h"
 #include "storage/batch_errors.h"
@@ -83,6 +84,10 @@ struct Store::Item {
   std::int64_t first_seen_us = 0;  // 0 = now() at insert; else the journal's time of first observation
   std::shared_ptr<Ticket> ticket;  // Submit items only, optional
   int rejected = 0;           // data-error rejections in a transaction of its own (dead letter at kMaxRowAttempts)
+  // SubmitWriteBehindGroup rows: where the outcome goes (instead of `done`), with the submitter's tag and flag.
+  WriteBehindSink* sink = nullptr;
+  std::uint64_t tag = 0;
+  bool flag = false;
 };
 
 // What one batch transaction established before its COMMIT: the outcomes it would deliver and the
@@ -117,6 +122,7 @@ struct Store::Writer {
   bool up ABSL_GUARDED_BY(mu) = false;          // Submit refuses while false
   bool stop ABSL_GUARDED_BY(mu) = false;
   std::atomic<bool> up_flag{false};  // mirror of `up` for lock-free reads by up()
+  std::vector<WriteBehindDone> sink_rows;  // writer thread only: Finish's batch for a WriteBehindSink
   std::unique_ptr<pqxx::connection> conn;  // writer thread only (Start() before the thread exists)
   std::thread thread;
 };
@@ -243,6 +249,59 @@ bool Store::Submit(std::uint32_t route, const Digest& d, std::string source, Com
 bool Store::SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source, Completion committed,
                               std::int64_t first_seen_us) {
   return Enqueue(route, d, std::move(source), std::move(committed), true, nullptr, first_seen_us);
+}
+
+std::size_t Store::SubmitWriteBehindGroup(std::span<const WriteBehindRow> rows, WriteBehindSink& sink) {
+  if (rows.empty() || !accepting_.load() || writers_.empty()) return 0;
+  // Room for a prefix, taken exactly (a compare-exchange, not fetch_add then give back: a transient
+  // overshoot of queue_limit would refuse a concurrent Submit, i.e. answer a request 503).
+  std::size_t n = 0;
+  std::size_t p = pending_.load();
+  do {
+    if (p >= options_.queue_limit) return 0;
+    n = std::min(rows.size(), options_.queue_limit - p);
+  } while (!pending_.compare_exchange_weak(p, p + n));
+  const std::size_t nw = writers_.size();
+  // The writers the prefix routes to are locked together, in index order (nothing else holds two writer
+  // locks), so a Shutdown() racing this call refuses the whole group rather than a row in its middle.
+  absl::InlinedVector<std::unique_lock<std::mutex>, 8> locks(nw);
+  absl::InlinedVector<std::uint8_t, 8> involved(nw, 0);  // 1 = locked; 2 = to be notified afterwards
+  for (std::size_t i = 0; i < n; ++i) involved[rows[i].route % nw] = 1;
+  bool stopped = false;
+  for (std::size_t k = 0; k < nw; ++k) {
+    if (involved[k] == 0) continue;
+    Writer& w = *writers_[k];
+    locks[k] = std::unique_lock(w.mu);
+    stopped = stopped || w.stop;
+    // As in Enqueue: a write-behind row wakes its writer only to start the flush timer (queue empty)...
+    if (w.queue.empty() && w.urgent.empty()) involved[k] = 2;
+  }
+  if (stopped) {
+    for (auto& lk : locks) {
+      if (lk.owns_lock()) lk.unlock();
+    }
+    pending_.fetch_sub(n);
+    return 0;
+  }
+  const auto now = Clock::now();
+  for (std::size_t i = 0; i < n; ++i) {
+    const WriteBehindRow& row = rows[i];
+    Writer& w = *writers_[row.route % nw];
+    std::string source = ValidUtf8NoNul(row.source) ? std::string(row.source) : std::string();
+    w.queue.push_back(Item{row.digest, std::move(source), Completion{}, true, now, row.first_seen_us, nullptr, 0,
+                           &sink, row.tag, row.flag});
+    ++w.behind[row.digest];
+  }
+  for (std::size_t k = 0; k < nw; ++k) {
+    if (involved[k] == 0) continue;
+    // ...or when it completes a batch.
+    if (writers_[k]->queue.size() >= options_.batch_limit) involved[k] = 2;
+    locks[k].unlock();
+  }
+  for (std::size_t k = 0; k < nw; ++k) {
+    if (involved[k] == 2) writers_[k]->cv.notify_one();
+  }
+  return n;
 }
 
 bool Store::up() const {
@@ -638,6 +697,7 @@ void Store::Finish(Writer& w, std::vector<Item>& items, const std::vector<Result
       if (it != w.behind.end() && --it->second == 0) w.behind.erase(it);
     }
   }
+  ReportToSinks(w, items, results);
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (!items[i].done) continue;  // write-behind items run theirs only when one was given
     // Queued items failed by an outage were never taken: the one that wins here completes, a cancelled
@@ -653,6 +713,32 @@ void Store::Finish(Writer& w, std::vector<Item>& items, const std::vector<Result
     }
   }
   pending_.fetch_sub(items.size());
+}
+
+// The group rows among `items` go to their sinks: one call per run of rows with the same sink (in practice
+// one sink, so one call per Finish), instead of one closure per row.
+void Store::ReportToSinks(Writer& w, const std::vector<Item>& items, const std::vector<Result>& results) {
+  WriteBehindSink* sink = nullptr;
+  auto flush = [&] {
+    if (sink != nullptr && !w.sink_rows.empty()) {
+      try {
+        sink->Done(w.sink_rows);
+      } catch (...) {
+        // A sink must not throw; the writer must survive one that does.
+      }
+    }
+    w.sink_rows.clear();
+  };
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const Item& item = items[i];
+    if (item.sink == nullptr) continue;
+    if (item.sink != sink) {
+      flush();
+      sink = item.sink;
+    }
+    w.sink_rows.push_back(WriteBehindDone{item.digest, item.tag, item.flag, results[i].outcome});
+  }
+  flush();
 }
 
 void Store::FailBatch(Writer& w, std::vector<Item>& batch, const std::string& error) {

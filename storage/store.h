@@ -21,6 +21,8 @@
 // A row PostgreSQL rejects (data error) is isolated by bisecting its batch; the good rows commit, the
 // row's waiting item gets kUnavailable, a write-behind row is dead-lettered after kMaxRowAttempts.
 // Details and the reasoning: storage/README.md.
+// Write-behind rows may also come as a group (SubmitWriteBehindGroup: the journal drain's path), each with a
+// tag instead of a closure; a writer reports a batch's finished rows to the group's WriteBehindSink at once.
 // A waiting item carries a Ticket: its submitter may give up (request deadline) while the item is still
 // queued — then it is never written and its completion never runs — but not once a writer has taken it.
 // Every connection gets storage/conninfo.h's defaults (timeouts, keepalives, application_name=scangate).
@@ -36,6 +38,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -80,6 +83,36 @@ enum class StoreFault : std::uint8_t {
 
 // Runs on a writer thread after the commit (or failure): must not block; post to your own executor.
 using Completion = std::function<void(const Result&)>;
+
+// A write-behind row handed over in a group (Store::SubmitWriteBehindGroup): no closure, a tag instead.
+struct WriteBehindRow {
+  std::uint32_t route = 0;
+  Digest digest{};
+  std::string_view source;         // copied by the Store
+  std::int64_t first_seen_us = 0;  // as SubmitWriteBehind's
+  std::uint64_t tag = 0;           // the submitter's (the journal drain: the record's LSN); handed back
+  bool flag = false;               // the submitter's (the journal drain: recovered at start); handed back
+};
+
+// What became of one row of a group: kInserted/kDuplicate once the transaction holding it committed,
+// kUnavailable when it was dead-lettered or given up at Shutdown().
+struct WriteBehindDone {
+  Digest digest;
+  std::uint64_t tag;
+  bool flag;
+  Outcome outcome;
+};
+
+// Receives the finished rows of SubmitWriteBehindGroup, once per row, in batches (a writer reports the
+// rows of one transaction — or of one dead letter, one give-up — in one call). Called on writer threads,
+// concurrently from several: must be thread-safe, must not block, must not throw.
+class WriteBehindSink {
+ public:
+  virtual void Done(std::span<const WriteBehindDone> rows) = 0;
+
+ protected:
+  ~WriteBehindSink() = default;
+};
 
 // Store::Start() failed. `permanent`: a misconfiguration retrying cannot heal (authentication failed,
 // permission denied, a migration PostgreSQL rejects as invalid) — exit instead of retrying. `cause` is
@@ -196,6 +229,11 @@ class Store final : public ExactStore {
   // so a replayed row keeps it and PostgreSQL's first_seen equals what the journal already answered.
   bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source, Completion committed,
                          std::int64_t first_seen_us);
+  // The same for a group of rows whose outcomes go to `sink` (which must outlive Shutdown()): routed as
+  // SubmitWriteBehind routes each row, but each writer's lock is taken once per group and each writer woken
+  // at most once. Returns how many rows were accepted — always a prefix of `rows`, in order; the rest were
+  // refused (queue full, or shutting down) and never reach the sink. Safe to call concurrently.
+  std::size_t SubmitWriteBehindGroup(std::span<const WriteBehindRow> rows, WriteBehindSink& sink);
 
   // True when every writer is connected and its last transaction succeeded. Safe to call concurrently.
   bool up() const override;
@@ -241,6 +279,7 @@ class Store final : public ExactStore {
   void FailBatch(Writer& w, std::vector<Item>& batch, const std::string& error);
   void GiveUp(Writer& w);
   void Finish(Writer& w, std::vector<Item>& items, const std::vector<Result>& results);
+  void ReportToSinks(Writer& w, const std::vector<Item>& items, const std::vector<Result>& results);
 
   StoreOptions options_;
   std::string writer_conninfo_;  // options_.url + conninfo defaults (writers)

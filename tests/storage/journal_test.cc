@@ -298,6 +298,28 @@ TEST_F(JournalFiles, CheckpointRecyclesSegments) {
   EXPECT_TRUE(j.TakeRecovered().empty()) << "applied records replayed again";
 }
 
+// Applied() of a span marks every LSN of it applied, under one call: the checkpoint passes them up to the
+// first record not applied (4 here), and exactly the records from there on are recovered.
+TEST_F(JournalFiles, AppliedSpanCheckpointsUpToTheFirstUnapplied) {
+  JournalOptions o = Options();
+  o.checkpoint_interval = std::chrono::milliseconds(0);
+  {
+    Journal j(o);
+    j.Start();
+    Write(j, 0, 10);
+    std::vector<std::uint64_t> lsns;
+    for (int i = 0; i < 10; ++i) {
+      if (i != 4) lsns.push_back(sink.durable[static_cast<std::size_t>(i)].lsn);
+    }
+    j.Applied(lsns);
+    EXPECT_EQ(j.Stats().outstanding, 1u);
+    j.Stop();
+    j.Close();
+  }
+  Journal j(o);
+  ExpectRecords(j.TakeRecovered(), 4, 10);
+}
+
 // Bounded: past max_bytes (nothing applied) a record waits full_wait, then is reported not durable.
 TEST_F(JournalFiles, FullJournalRejectsAfterBoundedWait) {
   JournalOptions o = Options();

@@ -17,6 +17,7 @@
 #include <pqxx/pqxx>
 #include <random>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1390,6 +1391,159 @@ TEST_F(PgTest, EventsGoToTheLogSink) {
     EXPECT_EQ(boost::json::serialize(fields).find("secret"), std::string::npos);
   }
   EXPECT_TRUE(found);
+}
+
+// ---- SubmitWriteBehindGroup and WriteBehindSink -----------------------------------------------------
+
+// Records what a WriteBehindSink is told, in the order it is told.
+struct RecordingSink final : WriteBehindSink {
+  std::mutex mu;
+  std::vector<WriteBehindDone> rows;
+  int calls = 0;
+  void Done(std::span<const WriteBehindDone> r) override {
+    std::lock_guard lk(mu);
+    rows.insert(rows.end(), r.begin(), r.end());
+    ++calls;
+  }
+  // tag -> how often it was reported.
+  std::map<std::uint64_t, int> Counts() {
+    std::lock_guard lk(mu);
+    std::map<std::uint64_t, int> out;
+    for (const auto& r : rows) ++out[r.tag];
+    return out;
+  }
+};
+
+// Rows of `ds` tagged 0..n-1 (flag = odd tag), sourced "group".
+std::vector<WriteBehindRow> GroupRows(const std::vector<Digest>& ds) {
+  std::vector<WriteBehindRow> rows;
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    rows.push_back(WriteBehindRow{RouteOf(ds[i]), ds[i], "group", 0, i, i % 2 == 1});
+  }
+  return rows;
+}
+
+// A group meeting a full queue is accepted as a prefix (in order, up to queue_limit); the rest is refused
+// and accepted later; the sink hears of every row once, in submission order (one writer: FIFO).
+TEST_F(PgTest, WriteBehindGroupAcceptsAPrefixWhenFull) {
+  auto opts = Options(1);
+  opts.queue_limit = 8;
+  Store store(opts);
+  store.Start();
+  const Digest blocked = RandomDigest();
+  RowBlocker blocker(blocked);
+  auto held = std::make_shared<std::promise<Result>>();
+  ASSERT_TRUE(store.Submit(0, blocked, "", [held](const Result& r) { held->set_value(r); }));
+  ASSERT_TRUE(WaitForLockWaiter()) << "the writer never blocked on the test's row";
+  const auto ds = RandomDigests(10);
+  const auto rows = GroupRows(ds);
+  RecordingSink sink;
+  EXPECT_EQ(store.SubmitWriteBehindGroup(rows, sink), 7u);  // 1 in flight + 7 = queue_limit
+  EXPECT_EQ(store.Stats().queue_depth, 8u);
+  const std::span<const WriteBehindRow> rest(rows.begin() + 7, rows.end());
+  EXPECT_EQ(store.SubmitWriteBehindGroup(rest, sink), 0u);
+  blocker.Rollback();
+  EXPECT_EQ(held->get_future().get().outcome, Outcome::kInserted);
+  const auto deadline = std::chrono::steady_clock::now() + kEventually;
+  while (store.Stats().queue_depth > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(store.SubmitWriteBehindGroup(rest, sink), 3u);
+  store.Shutdown();
+  std::lock_guard lk(sink.mu);
+  ASSERT_EQ(sink.rows.size(), rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(sink.rows[i].tag, i);
+    EXPECT_EQ(sink.rows[i].digest, ds[i]);
+    EXPECT_EQ(sink.rows[i].flag, i % 2 == 1);
+    EXPECT_EQ(sink.rows[i].outcome, Outcome::kInserted);
+  }
+  pqxx::connection c(Url());
+  EXPECT_EQ(CountRows(c, ds), static_cast<std::int64_t>(ds.size()));
+}
+
+// Committed rows reach the sink exactly once each, batched (one call per transaction, not per row): new
+// rows kInserted, rows already in the table kDuplicate (their COPY batches fell back to ON CONFLICT).
+TEST_F(PgTest, WriteBehindGroupSinkSeesEveryCommittedRowOnce) {
+  auto opts = Options(2);
+  opts.batch_limit = 64;
+  opts.flush_interval = 10s;  // batches form by batch_limit and Shutdown's flush only
+  Store store(opts);
+  store.Start();
+  auto ds = RandomDigests(480);
+  std::set<std::uint64_t> existing;
+  for (std::size_t i = 0; i < ds.size(); i += 24) {
+    ASSERT_EQ(SubmitAndWait(store, ds[i])->outcome, Outcome::kInserted);
+    existing.insert(i);
+  }
+  RecordingSink sink;
+  const auto rows = GroupRows(ds);
+  ASSERT_EQ(store.SubmitWriteBehindGroup(rows, sink), rows.size());
+  store.Shutdown();
+  const auto counts = sink.Counts();
+  ASSERT_EQ(counts.size(), rows.size());
+  for (const auto& [tag, n] : counts) EXPECT_EQ(n, 1) << "tag " << tag;
+  std::lock_guard lk(sink.mu);
+  for (const auto& r : sink.rows) {
+    ASSERT_LT(r.tag, ds.size());
+    EXPECT_EQ(r.digest, ds[r.tag]);
+    EXPECT_EQ(r.flag, r.tag % 2 == 1);
+    EXPECT_EQ(r.outcome, existing.contains(r.tag) ? Outcome::kDuplicate : Outcome::kInserted) << r.tag;
+  }
+  const auto s = store.Stats();
+  EXPECT_LE(static_cast<std::uint64_t>(sink.calls), s.batches);  // once per transaction at most
+  EXPECT_GE(s.copy_fallbacks, 1u);
+  EXPECT_EQ(s.queue_depth, 0u);
+  pqxx::connection c(Url());
+  EXPECT_EQ(CountRows(c, ds), static_cast<std::int64_t>(ds.size()));
+}
+
+// A dead-lettered group row reaches the sink once, kUnavailable; the good rows of its batch kInserted.
+TEST_F(PgTest, WriteBehindGroupSinkSeesADeadLetterOnce) {
+  Latin1Db db;
+  auto opts = Options(1);
+  opts.url = db.url;
+  Store store(opts);
+  store.Start();
+  const auto ds = RandomDigests(20);
+  auto rows = GroupRows(ds);
+  const std::string bad_source = "till-\xE2\x82\xAC";  // "till-€": LATIN1 cannot hold it
+  rows[7].source = bad_source;
+  RecordingSink sink;
+  ASSERT_EQ(store.SubmitWriteBehindGroup(rows, sink), rows.size());
+  store.Shutdown();
+  EXPECT_EQ(store.Stats().dead_lettered, 1u);
+  const auto counts = sink.Counts();
+  ASSERT_EQ(counts.size(), rows.size());
+  for (const auto& [tag, n] : counts) EXPECT_EQ(n, 1) << "tag " << tag;
+  std::lock_guard lk(sink.mu);
+  for (const auto& r : sink.rows) {
+    EXPECT_EQ(r.outcome, r.tag == 7 ? Outcome::kUnavailable : Outcome::kInserted) << r.tag;
+  }
+}
+
+// Rows given up at Shutdown() (database down past shutdown_retry) reach the sink once each, kUnavailable.
+TEST_F(PgTest, WriteBehindGroupSinkSeesAGiveUpOnce) {
+  auto opts = Options(2);
+  opts.reconnect_backoff_max = 100ms;
+  opts.shutdown_retry = 1s;
+  Store store(opts);
+  store.Start();
+  RestartGuard guard;
+  ASSERT_EQ(PgCtl("stop"), 0);
+  guard.stopped = true;
+  const auto ds = RandomDigests(40);
+  const auto rows = GroupRows(ds);
+  RecordingSink sink;
+  ASSERT_EQ(store.SubmitWriteBehindGroup(rows, sink), rows.size());
+  store.Shutdown();
+  EXPECT_EQ(store.Stats().write_behind_lost, rows.size());
+  EXPECT_EQ(store.Stats().queue_depth, 0u);
+  const auto counts = sink.Counts();
+  ASSERT_EQ(counts.size(), rows.size());
+  for (const auto& [tag, n] : counts) EXPECT_EQ(n, 1) << "tag " << tag;
+  std::lock_guard lk(sink.mu);
+  for (const auto& r : sink.rows) EXPECT_EQ(r.outcome, Outcome::kUnavailable) << r.tag;
 }
 
 }  // namespace

@@ -1,0 +1,284 @@
+// Tests storage/journal_drain.h against a real PostgreSQL (CTest fixture "pg"): what the drain tells the
+// journal once the Store has finished a row. A committed row is Applied (the checkpoint passes it, nothing is
+// replayed), a dead-lettered row is Applied too (or it would hold the checkpoint back for ever), and a row the
+// Store gave up at shutdown (database down) is NOT: it is replayed at the next start, and replayed() waits
+// for it. Digests are random, so reruns against the same cluster never collide.
+#include "storage/journal_drain.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <pqxx/pqxx>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace scangate::storage {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+constexpr auto kEventually = 60s;  // liveness bound (not a performance assertion)
+
+std::string ReadFileLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string PgDir() {
+  const char* dir = std::getenv("SCANGATE_TEST_PG_DIR");
+  return dir != nullptr ? dir : "";
+}
+
+std::string Url() { return ReadFileLine(PgDir() + "/url"); }
+
+Digest RandomDigest() {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::lock_guard lk(mu);
+  Digest d;
+  for (std::size_t i = 0; i < d.size(); i += 8) {
+    const std::uint64_t v = rng();
+    std::memcpy(d.data() + i, &v, 8);
+  }
+  return d;
+}
+
+std::string HexBytea(const Digest& d) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s = "\\x";
+  for (const auto b : d) {
+    s += kHex[b >> 4];
+    s += kHex[b & 15];
+  }
+  return s;
+}
+
+std::int64_t CountRows(const std::string& url, const std::vector<Digest>& ds) {
+  pqxx::connection c(url);
+  pqxx::work tx(c);
+  std::int64_t n = 0;
+  for (const auto& d : ds) {
+    n += tx.exec_params1("SELECT count(*) FROM scan_keys WHERE digest = $1::bytea", HexBytea(d))[0].as<std::int64_t>();
+  }
+  tx.commit();
+  return n;
+}
+
+// Runs scripts/pg.sh on the fixture's cluster.
+int PgCtl(const std::string& cmd) {
+  const char* src = std::getenv("SCANGATE_SOURCE_DIR");
+  std::string line = std::string(src != nullptr ? src : ".") + "/scripts/pg.sh " + cmd + " " +
+                     ReadFileLine(PgDir() + "/pgdata");
+  if (cmd == "start") line += " " + ReadFileLine(PgDir() + "/port");
+  return std::system(line.c_str());
+}
+
+// Restarts the cluster when the test ends, even on failure, so later tests find it running.
+struct RestartGuard {
+  bool stopped = false;
+  ~RestartGuard() {
+    if (stopped) PgCtl("start");
+  }
+};
+
+bool Eventually(const std::function<bool()>& cond) {
+  const auto deadline = std::chrono::steady_clock::now() + kEventually;
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+struct JournalDrainTest : ::testing::Test {
+  std::string dir;
+  std::atomic<int> durable{0}, not_durable{0};
+
+  void SetUp() override {
+    ASSERT_FALSE(PgDir().empty()) << "SCANGATE_TEST_PG_DIR not set (run through ctest)";
+    std::string tmpl = (fs::temp_directory_path() / "scangate-drain-test.XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir); }
+
+  StoreOptions StoreOpts(const std::string& url) {
+    StoreOptions o;
+    o.url = url;
+    o.writers = 2;
+    o.reconnect_backoff_max = 100ms;
+    return o;
+  }
+  JournalOptions JournalOpts() {
+    JournalOptions o;
+    o.dir = dir;
+    o.identity = "system_identifier=1 database=drain-test";
+    o.checkpoint_interval = 0ms;
+    return o;
+  }
+  // Waiters run inline on the flusher thread.
+  static JournalDrain::Deliver Inline() {
+    return [](void*, std::vector<std::function<void()>> calls) {
+      for (auto& c : calls) c();
+    };
+  }
+  // Appends `ds` (with `source`) and waits until each was reported durable.
+  void AppendAll(JournalDrain& drain, const std::vector<Digest>& ds, const std::string& source = "till-1") {
+    const int before = durable.load();
+    for (const auto& d : ds) {
+      ASSERT_TRUE(drain.Append(d, source, nullptr, [this](JournalFate f) {
+        (f == JournalFate::kDurable ? durable : not_durable).fetch_add(1);
+      }));
+    }
+    ASSERT_TRUE(Eventually([&] { return durable.load() - before == static_cast<int>(ds.size()); }));
+    EXPECT_EQ(not_durable.load(), 0);
+  }
+  // What a fresh Journal on the directory would replay.
+  std::size_t Recoverable() {
+    Journal j(JournalOpts());
+    return j.TakeRecovered().size();
+  }
+};
+
+std::vector<Digest> RandomDigests(std::size_t n) {
+  std::vector<Digest> out(n);
+  for (auto& d : out) d = RandomDigest();
+  return out;
+}
+
+// Committed rows are Applied: the pending set and the journal's outstanding LSNs empty, and nothing is left
+// to replay after the final checkpoint. `queue_limit` small: most records go through the drain's backlog.
+void ExpectCommittedRecordsApplied(JournalDrainTest& t, std::size_t queue_limit) {
+  const auto ds = RandomDigests(300);
+  {
+    auto opts = t.StoreOpts(Url());
+    opts.queue_limit = queue_limit;
+    Store store(opts);
+    store.Start();
+    JournalDrain drain(store, t.JournalOpts(), JournalDrainTest::Inline());
+    drain.Start([](std::span<const Digest>) {});
+    t.AppendAll(drain, ds);
+    EXPECT_TRUE(Eventually([&] {
+      const auto s = drain.Stats();
+      return s.pending == 0 && s.journal.outstanding == 0 && s.backlog == 0;
+    })) << "pending " << drain.Stats().pending << ", outstanding " << drain.Stats().journal.outstanding;
+    drain.StopAppends();
+    store.Shutdown();
+    drain.Close();
+  }  // the drain's Journal releases the directory
+  EXPECT_EQ(CountRows(Url(), ds), static_cast<std::int64_t>(ds.size()));
+  EXPECT_EQ(t.Recoverable(), 0u);
+}
+
+TEST_F(JournalDrainTest, CommittedRecordsAreApplied) { ExpectCommittedRecordsApplied(*this, 65536); }
+
+// The same through the backlog: the Store takes 16 rows at a time, the rest wait and are retried in order.
+TEST_F(JournalDrainTest, BackloggedRecordsAreApplied) { ExpectCommittedRecordsApplied(*this, 16); }
+
+// A database whose encoding cannot hold "€" (LATIN1): a record with such a source is a row PostgreSQL always
+// rejects. Dropped when the test ends.
+struct Latin1Db {
+  std::string name = "scangate_drain_latin1_" + std::to_string(std::random_device{}() % 1000000);
+  std::string url;
+  Latin1Db() {
+    pqxx::connection c(Url());
+    pqxx::nontransaction tx(c);
+    tx.exec("CREATE DATABASE " + name + " ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0");
+    url = Url();
+    const auto slash = url.rfind('/'), query = url.find('?', slash);
+    url = url.substr(0, slash + 1) + name + (query == std::string::npos ? "" : url.substr(query));
+  }
+  ~Latin1Db() {
+    try {
+      pqxx::connection c(Url());
+      pqxx::nontransaction tx(c);
+      tx.exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+    } catch (...) {
+    }
+  }
+};
+
+// A dead-lettered row is Applied all the same (it would otherwise hold the checkpoint back for ever); the
+// good rows around it are committed.
+TEST_F(JournalDrainTest, DeadLetteredRecordIsApplied) {
+  Latin1Db db;
+  const auto good = RandomDigests(20);
+  const Digest bad = RandomDigest();
+  {
+    Store store(StoreOpts(db.url));
+    store.Start();
+    JournalDrain drain(store, JournalOpts(), Inline());
+    drain.Start([](std::span<const Digest>) {});
+    AppendAll(drain, {good.begin(), good.begin() + 10});
+    AppendAll(drain, {bad}, "till-\xE2\x82\xAC");  // "till-€"
+    AppendAll(drain, {good.begin() + 10, good.end()});
+    EXPECT_TRUE(Eventually([&] { return store.Stats().dead_lettered == 1; }));
+    EXPECT_TRUE(Eventually([&] {
+      const auto s = drain.Stats();
+      return s.pending == 0 && s.journal.outstanding == 0;
+    })) << "pending " << drain.Stats().pending << ", outstanding " << drain.Stats().journal.outstanding;
+    drain.StopAppends();
+    store.Shutdown();
+    drain.Close();
+  }
+  EXPECT_EQ(CountRows(db.url, good), static_cast<std::int64_t>(good.size()));
+  EXPECT_EQ(CountRows(db.url, {bad}), 0);
+  EXPECT_EQ(Recoverable(), 0u);
+}
+
+// Rows the Store gives up at shutdown (database down past shutdown_retry) are NOT Applied: they stay in the
+// journal, are recovered at the next start, count in replay_left until committed, and land in PostgreSQL.
+TEST_F(JournalDrainTest, GivenUpAtShutdownIsReplayed) {
+  const auto ds = RandomDigests(40);
+  {
+    auto opts = StoreOpts(Url());
+    opts.shutdown_retry = 1s;
+    Store store(opts);
+    store.Start();
+    JournalDrain drain(store, JournalOpts(), Inline());
+    drain.Start([](std::span<const Digest>) {});
+    RestartGuard guard;
+    ASSERT_EQ(PgCtl("stop"), 0);
+    guard.stopped = true;
+    AppendAll(drain, ds);
+    drain.StopAppends();
+    store.Shutdown();
+    EXPECT_EQ(store.Stats().write_behind_lost, ds.size());
+    EXPECT_EQ(drain.Stats().journal.outstanding, ds.size());
+    drain.Close();
+    ASSERT_EQ(PgCtl("start"), 0);
+    guard.stopped = false;
+  }
+  EXPECT_EQ(Recoverable(), ds.size());
+  {
+    Store store(StoreOpts(Url()));
+    store.Start();
+    JournalDrain drain(store, JournalOpts(), Inline());
+    std::size_t recovered = 0;
+    drain.Start([&](std::span<const Digest> d) { recovered += d.size(); });
+    EXPECT_EQ(recovered, ds.size());
+    EXPECT_EQ(drain.Stats().recovered, ds.size());
+    EXPECT_TRUE(Eventually([&] { return drain.replayed(); })) << "replay_left " << drain.Stats().replay_left;
+    EXPECT_EQ(CountRows(Url(), ds), static_cast<std::int64_t>(ds.size()));
+    drain.StopAppends();
+    store.Shutdown();
+    drain.Close();
+  }
+  EXPECT_EQ(Recoverable(), 0u);
+}
+
+}  // namespace
+}  // namespace scangate::storage
