@@ -323,11 +323,11 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
     for (const Verdict& v : s->verdicts) counters.CountVerdict(v.is_new, v.via_filter);
     answer(std::move(s->verdicts));
   };
-  auto submit = [&](std::size_t i) {
-    const std::uint32_t route = RouteOfDigest(digests[i]);
-    const bool queued = store_.Submit(route, digests[i], batch.entries[i].source,
-                                      [this, st, i, inbox = &InboxOf(ex), &counters, finish_one,
-                                       d = digests[i]](const storage::Result& r) {
+  // Submits entry i to the Store (by value: a parked entry calls it later, after ObserveBatch returned).
+  auto submit_entry = [this, st, inbox = &InboxOf(ex), &counters, finish_one](std::size_t i, const Digest& d,
+                                                                             const std::string& source) {
+    const bool queued = store_.Submit(RouteOfDigest(d), d, source,
+                                      [this, st, i, inbox, &counters, finish_one, d](const storage::Result& r) {
                                         // Writer thread: remember a committed outcome, hop back to `ex`.
                                         RememberStored(d, r);
                                         inbox->Post([this, st, i, r, &counters, finish_one] {
@@ -345,6 +345,24 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
                                       std::shared_ptr<storage::Ticket>(st, &st->tickets[i]));
     if (queued) st->in_store[i] = 1;
     return queued;
+  };
+  // Entry i to the Store, or (queue full, PostgreSQL up: backpressure) parked until there is room, first
+  // come first served as in Observe. False = refused (down, or --queue-wait=0): the batch is answered 503.
+  // A parked entry whose batch was answered meanwhile (deadline) is dropped unsubmitted: that answer said
+  // nothing of it was recorded.
+  auto submit = [&](std::size_t i) {
+    if (!OthersWaitForRoom() && submit_entry(i, digests[i], batch.entries[i].source)) return true;
+    if (!MayWaitForRoom()) return false;
+    WaitForRoom(
+        ex, counters,
+        [st, i, submit_entry, d = digests[i], source = batch.entries[i].source] {
+          return !st->done || submit_entry(i, d, source);
+        },
+        [st, finish_one](Problem) {
+          st->unavailable = true;
+          finish_one(st);
+        });
+    return true;
   };
   // Armed once every entry is submitted, if some still wait: withdraws the queued ones at the deadline.
   auto arm_deadline = [this, &st] {

@@ -58,8 +58,8 @@ void Service::WaitForRoom(const net::any_io_executor& ex, ThreadCounters& counte
 
 bool Service::WaitBeforeBatch(const BatchRequest& batch, const net::any_io_executor& ex, ThreadCounters& counters,
                               BatchDone& done) {
-  // A batch whose entries go to the Store waits while it is full. A batch refused part-way (room for some
-  // entries only) is still one 503 (ObserveBatch). With the journal, new keys go to the journal, and its
+  // A batch whose entries go to the Store waits while it is full. Room taken by another request between
+  // the wake-up and the batch's submissions parks the refused entries again (ObserveBatch), not 503. With the journal, new keys go to the journal, and its
   // drain keeps the Store's queue full under load on purpose: such a batch does not wait here (its
   // possibly-seen entries are refused as before when the queue is full).
   if (resuming_batch || journal_ != nullptr || !(store_.full() || OthersWaitForRoom()) || !MayWaitForRoom()) {

@@ -151,5 +151,46 @@ TEST(Backpressure, PastTheBoundIs503Unavailable) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
+// A batch with more Store-bound entries than the room left: the entries that do not fit wait for room
+// (counted as queue waits) instead of the whole batch being answered 503; once the stall ends the batch is
+// answered 200 with every key new and recorded. (Before, a batch refused part-way was one 503.)
+TEST(Backpressure, BatchLargerThanTheRoomWaitsForIt) {
+  ScangateProcess server({"--writers=1", "--queue-limit=2", "--queue-wait=30s", "--request-timeout=40s"});
+  ASSERT_TRUE(server.Start());
+  Pg pg;
+  HttpClient admin(server.port());
+  const std::string stalled = UniqueKey("bp-stalled");
+  RowBlocker blocker(stalled);
+  HttpResponse stalled_r;
+  std::thread stalled_t([&] { stalled_r = PostOrFail(server.port(), "/observe", ObserveBody(stalled)); });
+  ASSERT_TRUE(pg.WaitForLockWaiter()) << "the writer never blocked on the test's row";
+
+  // One slot is free beside the stalled item: the first key takes it, the other two wait.
+  std::vector<std::string> keys = {UniqueKey("bp-batch"), UniqueKey("bp-batch"), UniqueKey("bp-batch")};
+  HttpResponse batch_r;
+  std::atomic<bool> answered{false};
+  std::thread batch_t([&] {
+    batch_r = PostOrFail(server.port(), "/observe/batch",
+                         "{\"keys\":[" + JsonString(keys[0]) + "," + JsonString(keys[1]) + "," + JsonString(keys[2]) +
+                             "]}");
+    answered = true;
+  });
+  EXPECT_TRUE(WaitForMetric(admin, "scangate_queue_waits_total", 2, [&] { return answered.load(); }))
+      << admin.Get("/metrics").body;
+  EXPECT_FALSE(answered.load()) << "the batch was answered while its entries had no room";  // (its body below)
+  blocker.Release();
+  batch_t.join();
+  stalled_t.join();
+  EXPECT_EQ(stalled_r.status, 201) << stalled_r;
+  ASSERT_EQ(batch_r.status, 200) << batch_r;
+  const auto body = batch_r.json();
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(body.at("results").at(i).at("verdict"), "new") << batch_r;
+    EXPECT_EQ(pg.CountDigest(Sha256Hex(keys[i])), 1) << i;
+  }
+  EXPECT_EQ(Metric(admin, "scangate_queue_wait_timeouts_total"), 0);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 }  // namespace
 }  // namespace scangate::it
