@@ -46,6 +46,32 @@ HttpResponse PostOrFail(std::uint16_t port, const std::string& target, const std
   }
 }
 
+// A request whose key's row the test holds uncommitted (RowBlocker): in flight on the only writer, which
+// blocks on the row lock until Release(); Join() returns its response.
+class StalledRequest {
+ public:
+  explicit StalledRequest(std::uint16_t port)
+      : key_(UniqueKey("bp-stalled")),
+        blocker_(key_),
+        thread_([this, port] { response_ = PostOrFail(port, "/observe", ObserveBody(key_)); }) {}
+  ~StalledRequest() {
+    if (!thread_.joinable()) return;
+    blocker_.Release();  // a test that failed early: end the stall so the thread can finish
+    thread_.join();
+  }
+  void Release() { blocker_.Release(); }
+  HttpResponse Join() {
+    thread_.join();
+    return response_;
+  }
+
+ private:
+  std::string key_;
+  RowBlocker blocker_;
+  HttpResponse response_;
+  std::thread thread_;  // last: starts once the row is held
+};
+
 double Metric(HttpClient& c, std::string_view name) { return MetricValue(c.Get("/metrics").body, name).value_or(-1); }
 
 // Polls until the metric reaches `at_least`, or `give_up` says there is no point waiting any longer.
@@ -68,10 +94,7 @@ TEST(Backpressure, FullQueueWaitsThenSucceeds) {
     ASSERT_TRUE(server.Start());
     Pg pg;
     HttpClient admin(server.port());
-    const std::string stalled = UniqueKey("bp-stalled");
-    RowBlocker blocker(stalled);
-    HttpResponse stalled_r;
-    std::thread stalled_t([&] { stalled_r = PostOrFail(server.port(), "/observe", ObserveBody(stalled)); });
+    StalledRequest stalled(server.port());
     ASSERT_TRUE(pg.WaitForLockWaiter()) << "the writer never blocked on the test's row";
 
     constexpr int kClients = 8;  // the last one posts a batch
@@ -91,10 +114,10 @@ TEST(Backpressure, FullQueueWaitsThenSucceeds) {
     // One item fits beside the stalled one; the other 7 requests wait for room (none is answered meanwhile).
     EXPECT_TRUE(WaitForMetric(admin, "scangate_queue_waits_total", kClients - 1, [&] { return answered > 1; }))
         << admin.Get("/metrics").body;
-    blocker.Release();
+    stalled.Release();
     for (auto& t : clients) t.join();
-    stalled_t.join();
-
+    
+    const HttpResponse stalled_r = stalled.Join();
     EXPECT_EQ(stalled_r.status, 201) << stalled_r;
     for (int i = 0; i < kClients; ++i) {
       const int want = i + 1 < kClients ? 201 : 200;
@@ -123,10 +146,7 @@ TEST(Backpressure, PastTheBoundIs503Unavailable) {
   ASSERT_TRUE(server.Start());
   Pg pg;
   HttpClient admin(server.port());
-  const std::string stalled = UniqueKey("bp-stalled");
-  RowBlocker blocker(stalled);
-  HttpResponse stalled_r;
-  std::thread stalled_t([&] { stalled_r = PostOrFail(server.port(), "/observe", ObserveBody(stalled)); });
+  StalledRequest stalled(server.port());
   ASSERT_TRUE(pg.WaitForLockWaiter()) << "the writer never blocked on the test's row";
 
   const std::string refused = UniqueKey("bp-refused");
@@ -141,8 +161,8 @@ TEST(Backpressure, PastTheBoundIs503Unavailable) {
   EXPECT_EQ(Metric(admin, "scangate_queue_waits_total"), 1);
   EXPECT_EQ(Metric(admin, "scangate_queue_wait_timeouts_total"), 1);
 
-  blocker.Release();
-  stalled_t.join();
+  stalled.Release();
+  const HttpResponse stalled_r = stalled.Join();
   EXPECT_EQ(stalled_r.status, 201) << stalled_r;
   EXPECT_EQ(pg.CountDigest(Sha256Hex(refused)), 0) << "a key answered 'unavailable' was written";
   // Room again: the same connection's next request is answered at once.
@@ -159,10 +179,7 @@ TEST(Backpressure, BatchLargerThanTheRoomWaitsForIt) {
   ASSERT_TRUE(server.Start());
   Pg pg;
   HttpClient admin(server.port());
-  const std::string stalled = UniqueKey("bp-stalled");
-  RowBlocker blocker(stalled);
-  HttpResponse stalled_r;
-  std::thread stalled_t([&] { stalled_r = PostOrFail(server.port(), "/observe", ObserveBody(stalled)); });
+  StalledRequest stalled(server.port());
   ASSERT_TRUE(pg.WaitForLockWaiter()) << "the writer never blocked on the test's row";
 
   // One slot is free beside the stalled item: the first key takes it, the other two wait.
@@ -178,9 +195,9 @@ TEST(Backpressure, BatchLargerThanTheRoomWaitsForIt) {
   EXPECT_TRUE(WaitForMetric(admin, "scangate_queue_waits_total", 2, [&] { return answered.load(); }))
       << admin.Get("/metrics").body;
   EXPECT_FALSE(answered.load()) << "the batch was answered while its entries had no room";  // (its body below)
-  blocker.Release();
+  stalled.Release();
   batch_t.join();
-  stalled_t.join();
+  const HttpResponse stalled_r = stalled.Join();
   EXPECT_EQ(stalled_r.status, 201) << stalled_r;
   ASSERT_EQ(batch_r.status, 200) << batch_r;
   const auto body = batch_r.json();

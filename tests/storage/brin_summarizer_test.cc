@@ -6,8 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdlib>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -15,17 +13,12 @@
 #include <pqxx/pqxx>
 
 #include "storage/store.h"
+#include "tests/storage/pg_test_db.h"
 
 namespace scangate::storage {
 namespace {
 
-std::string Url() {
-  const char* dir = std::getenv("SCANGATE_TEST_PG_DIR");
-  std::ifstream in(std::string(dir != nullptr ? dir : "") + "/url");
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
+std::string Url() { return PgTestUrl(); }
 
 BrinSummarizerOptions Options(std::string url) {
   BrinSummarizerOptions o;

@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/storage/pg_test_db.h"
+
 namespace scangate::storage {
 namespace {
 
@@ -30,41 +32,7 @@ namespace fs = std::filesystem;
 
 constexpr auto kEventually = 60s;  // liveness bound (not a performance assertion)
 
-std::string ReadFileLine(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-std::string PgDir() {
-  const char* dir = std::getenv("SCANGATE_TEST_PG_DIR");
-  return dir != nullptr ? dir : "";
-}
-
-std::string Url() { return ReadFileLine(PgDir() + "/url"); }
-
-Digest RandomDigest() {
-  static std::mutex mu;
-  static std::mt19937_64 rng{std::random_device{}()};
-  std::lock_guard lk(mu);
-  Digest d;
-  for (std::size_t i = 0; i < d.size(); i += 8) {
-    const std::uint64_t v = rng();
-    std::memcpy(d.data() + i, &v, 8);
-  }
-  return d;
-}
-
-std::string HexBytea(const Digest& d) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string s = "\\x";
-  for (const auto b : d) {
-    s += kHex[b >> 4];
-    s += kHex[b & 15];
-  }
-  return s;
-}
+std::string Url() { return PgTestUrl(); }
 
 std::int64_t CountRows(const std::string& url, const std::vector<Digest>& ds) {
   pqxx::connection c(url);
@@ -153,12 +121,6 @@ struct JournalDrainTest : ::testing::Test {
   }
 };
 
-std::vector<Digest> RandomDigests(std::size_t n) {
-  std::vector<Digest> out(n);
-  for (auto& d : out) d = RandomDigest();
-  return out;
-}
-
 // Committed rows are Applied: the pending set and the journal's outstanding LSNs empty, and nothing is left
 // to replay after the final checkpoint. `queue_limit` small: most records go through the drain's backlog.
 void ExpectCommittedRecordsApplied(JournalDrainTest& t, std::size_t queue_limit) {
@@ -187,29 +149,6 @@ TEST_F(JournalDrainTest, CommittedRecordsAreApplied) { ExpectCommittedRecordsApp
 
 // The same through the backlog: the Store takes 16 rows at a time, the rest wait and are retried in order.
 TEST_F(JournalDrainTest, BackloggedRecordsAreApplied) { ExpectCommittedRecordsApplied(*this, 16); }
-
-// A database whose encoding cannot hold "€" (LATIN1): a record with such a source is a row PostgreSQL always
-// rejects. Dropped when the test ends.
-struct Latin1Db {
-  std::string name = "scangate_drain_latin1_" + std::to_string(std::random_device{}() % 1000000);
-  std::string url;
-  Latin1Db() {
-    pqxx::connection c(Url());
-    pqxx::nontransaction tx(c);
-    tx.exec("CREATE DATABASE " + name + " ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0");
-    url = Url();
-    const auto slash = url.rfind('/'), query = url.find('?', slash);
-    url = url.substr(0, slash + 1) + name + (query == std::string::npos ? "" : url.substr(query));
-  }
-  ~Latin1Db() {
-    try {
-      pqxx::connection c(Url());
-      pqxx::nontransaction tx(c);
-      tx.exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
-    } catch (...) {
-    }
-  }
-};
 
 // A dead-lettered row is Applied all the same (it would otherwise hold the checkpoint back for ever); the
 // good rows around it are committed.

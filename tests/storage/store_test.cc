@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "storage/migrations.h"
+#include "tests/storage/pg_test_db.h"
 
 namespace scangate::storage {
 namespace {
@@ -32,49 +33,9 @@ using namespace std::chrono_literals;
 // Liveness bound for things that must happen "by themselves" (not a performance assertion).
 constexpr auto kEventually = 60s;
 
-std::string ReadFileLine(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-std::string PgDir() {
-  const char* dir = std::getenv("SCANGATE_TEST_PG_DIR");
-  return dir != nullptr ? dir : "";
-}
-
-std::string Url() { return ReadFileLine(PgDir() + "/url"); }
-
-Digest RandomDigest() {
-  static std::mutex mu;
-  static std::mt19937_64 rng{std::random_device{}()};
-  std::lock_guard lk(mu);
-  Digest d;
-  for (std::size_t i = 0; i < d.size(); i += 8) {
-    const std::uint64_t v = rng();
-    std::memcpy(d.data() + i, &v, 8);
-  }
-  return d;
-}
-
-std::vector<Digest> RandomDigests(std::size_t n) {
-  std::vector<Digest> out(n);
-  for (auto& d : out) d = RandomDigest();
-  return out;
-}
+std::string Url() { return PgTestUrl(); }
 
 std::uint32_t RouteOf(const Digest& d) { return d[0] | (d[1] << 8); }
-
-std::string HexBytea(const Digest& d) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string s = "\\x";
-  for (const auto b : d) {
-    s += kHex[b >> 4];
-    s += kHex[b & 15];
-  }
-  return s;
-}
 
 StoreOptions Options(unsigned writers = 2) {
   StoreOptions o;
@@ -1287,31 +1248,6 @@ TEST_F(PgTest, OutageDuringInDoubtRepeatGoesDown) {
   ASSERT_TRUE(again.has_value());
   EXPECT_EQ(again->outcome, Outcome::kDuplicate);
 }
-
-// A database whose encoding cannot hold every source (LATIN1): a source with "€" is a row PostgreSQL
-// always rejects (SQLSTATE 22P05). Dropped when the test ends.
-struct Latin1Db {
-  std::string name = "scangate_latin1_" + std::to_string(std::random_device{}() % 1000000);
-  std::string url;
-  Latin1Db() {
-    pqxx::connection c(Url());
-    pqxx::nontransaction tx(c);
-    tx.exec("CREATE DATABASE " + name + " ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0");
-    url = Url();
-    const auto slash = url.rfind('/'), query = url.find('?', slash);
-    // No client_encoding here: the store itself must declare its sources UTF-8 (else "€" is stored as
-    // three LATIN1 characters and nothing fails).
-    url = url.substr(0, slash + 1) + name + (query == std::string::npos ? "" : url.substr(query));
-  }
-  ~Latin1Db() {
-    try {
-      pqxx::connection c(Url());
-      pqxx::nontransaction tx(c);
-      tx.exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
-    } catch (...) {
-    }
-  }
-};
 
 // A write-behind row PostgreSQL always rejects is dead-lettered after kMaxRowAttempts: the good rows of
 // its batch commit, the writer keeps serving other keys (waiting items get verdicts, not 503) and the

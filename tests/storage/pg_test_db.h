@@ -1,0 +1,95 @@
+// Test helpers for storage/ tests that talk to the throwaway PostgreSQL of CTest fixture "pg"
+// (tests/pg_fixture.sh): its directory and URL, random digests (reruns against one cluster never collide),
+// bytea literals, and a scratch database whose encoding rejects some sources.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <pqxx/pqxx>
+
+#include "core/digest.h"
+
+namespace scangate::storage {
+
+// The first line of `path` ("" when unreadable).
+inline std::string ReadFileLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// The fixture's directory (SCANGATE_TEST_PG_DIR: url, port, pgdata files).
+inline std::string PgDir() {
+  const char* dir = std::getenv("SCANGATE_TEST_PG_DIR");
+  return dir != nullptr ? dir : "";
+}
+
+// The fixture's libpq URL; "" when the fixture did not run.
+inline std::string PgTestUrl() { return ReadFileLine(PgDir() + "/url"); }
+
+// A uniformly random digest. Thread-safe.
+inline Digest RandomDigest() {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::lock_guard lk(mu);
+  Digest d;
+  for (std::size_t i = 0; i < d.size(); i += 8) {
+    const std::uint64_t v = rng();
+    std::memcpy(d.data() + i, &v, 8);
+  }
+  return d;
+}
+
+inline std::vector<Digest> RandomDigests(std::size_t n) {
+  std::vector<Digest> out(n);
+  for (auto& d : out) d = RandomDigest();
+  return out;
+}
+
+// `d` as a bytea hex literal body ("\\x..."), for SQL written by tests.
+inline std::string HexBytea(const Digest& d) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s = "\\x";
+  for (const auto b : d) {
+    s += kHex[b >> 4];
+    s += kHex[b & 15];
+  }
+  return s;
+}
+
+// A database whose encoding cannot hold every source (LATIN1): a source with "€" is a row PostgreSQL
+// always rejects (SQLSTATE 22P05). Dropped when the object goes.
+struct Latin1Db {
+  std::string name = "scangate_latin1_" + std::to_string(std::random_device{}() % 1000000);
+  std::string url;
+  Latin1Db() {
+    pqxx::connection c(PgTestUrl());
+    pqxx::nontransaction tx(c);
+    tx.exec("CREATE DATABASE " + name + " ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0");
+    url = PgTestUrl();
+    const auto slash = url.rfind('/'), query = url.find('?', slash);
+    // No client_encoding here: the store itself must declare its sources UTF-8 (else "€" is stored as
+    // three LATIN1 characters and nothing fails).
+    url = url.substr(0, slash + 1) + name + (query == std::string::npos ? "" : url.substr(query));
+  }
+  ~Latin1Db() {
+    try {
+      pqxx::connection c(PgTestUrl());
+      pqxx::nontransaction tx(c);
+      tx.exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+    } catch (...) {
+    }
+  }
+  Latin1Db(const Latin1Db&) = delete;
+  Latin1Db& operator=(const Latin1Db&) = delete;
+};
+
+}  // namespace scangate::storage
