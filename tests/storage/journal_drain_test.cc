@@ -36,31 +36,8 @@ std::string Url() { return PgTestUrl(); }
 
 std::int64_t CountRows(const std::string& url, const std::vector<Digest>& ds) {
   pqxx::connection c(url);
-  pqxx::work tx(c);
-  std::int64_t n = 0;
-  for (const auto& d : ds) {
-    n += tx.exec_params1("SELECT count(*) FROM scan_keys WHERE digest = $1::bytea", HexBytea(d))[0].as<std::int64_t>();
-  }
-  tx.commit();
-  return n;
+  return storage::CountRows(c, ds);
 }
-
-// Runs scripts/pg.sh on the fixture's cluster.
-int PgCtl(const std::string& cmd) {
-  const char* src = std::getenv("SCANGATE_SOURCE_DIR");
-  std::string line = std::string(src != nullptr ? src : ".") + "/scripts/pg.sh " + cmd + " " +
-                     ReadFileLine(PgDir() + "/pgdata");
-  if (cmd == "start") line += " " + ReadFileLine(PgDir() + "/port");
-  return std::system(line.c_str());
-}
-
-// Restarts the cluster when the test ends, even on failure, so later tests find it running.
-struct RestartGuard {
-  bool stopped = false;
-  ~RestartGuard() {
-    if (stopped) PgCtl("start");
-  }
-};
 
 bool Eventually(const std::function<bool()>& cond) {
   const auto deadline = std::chrono::steady_clock::now() + kEventually;

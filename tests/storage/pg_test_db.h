@@ -1,6 +1,7 @@
 // Test helpers for storage/ tests that talk to the throwaway PostgreSQL of CTest fixture "pg"
-// (tests/pg_fixture.sh): its directory and URL, random digests (reruns against one cluster never collide),
-// bytea literals, and a scratch database whose encoding rejects some sources.
+// (tests/pg_fixture.sh): its directory and URL, stopping/starting it, random digests (reruns against one
+// cluster never collide), bytea literals, row counts, and a scratch database whose encoding rejects some
+// sources.
 #pragma once
 
 #include <cstdint>
@@ -64,6 +65,34 @@ inline std::string HexBytea(const Digest& d) {
   }
   return s;
 }
+
+// How many of `ds` are rows of scan_keys.
+inline std::int64_t CountRows(pqxx::connection& c, const std::vector<Digest>& ds) {
+  pqxx::work tx(c);
+  std::int64_t n = 0;
+  for (const auto& d : ds) {
+    n += tx.exec_params1("SELECT count(*) FROM scan_keys WHERE digest = $1::bytea", HexBytea(d))[0].as<std::int64_t>();
+  }
+  tx.commit();
+  return n;
+}
+
+// Runs scripts/pg.sh CMD on the fixture's cluster (stop, start, kill); its exit status.
+inline int PgCtl(const std::string& cmd) {
+  const char* src = std::getenv("SCANGATE_SOURCE_DIR");
+  std::string line = std::string(src != nullptr ? src : ".") + "/scripts/pg.sh " + cmd + " " +
+                     ReadFileLine(PgDir() + "/pgdata");
+  if (cmd == "start") line += " " + ReadFileLine(PgDir() + "/port");
+  return std::system(line.c_str());
+}
+
+// Restarts the cluster when the test ends, even on failure, so later tests find it running.
+struct RestartGuard {
+  bool stopped = false;
+  ~RestartGuard() {
+    if (stopped) PgCtl("start");
+  }
+};
 
 // A database whose encoding cannot hold every source (LATIN1): a source with "€" is a row PostgreSQL
 // always rejects (SQLSTATE 22P05). Dropped when the object goes.

@@ -55,16 +55,6 @@ std::optional<Result> SubmitAndWait(Store& store, const Digest& d, std::string s
   return future.get();
 }
 
-std::int64_t CountRows(pqxx::connection& c, const std::vector<Digest>& ds) {
-  pqxx::work tx(c);
-  std::int64_t n = 0;
-  for (const auto& d : ds) {
-    n += tx.exec_params1("SELECT count(*) FROM scan_keys WHERE digest = $1::bytea", HexBytea(d))[0].as<std::int64_t>();
-  }
-  tx.commit();
-  return n;
-}
-
 class PgTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -946,23 +936,6 @@ TEST_F(PgTest, StatsHistogramsConsistent) {
   EXPECT_EQ(s.commit_seconds_buckets.front().first, 0.0005);
   EXPECT_EQ(s.commit_seconds_buckets.back().second, s.batches);
 }
-
-// Runs scripts/pg.sh on the fixture's cluster.
-int PgCtl(const std::string& cmd) {
-  const char* src = std::getenv("SCANGATE_SOURCE_DIR");
-  std::string line = std::string(src != nullptr ? src : ".") + "/scripts/pg.sh " + cmd + " " +
-                     ReadFileLine(PgDir() + "/pgdata");
-  if (cmd == "start") line += " " + ReadFileLine(PgDir() + "/port");
-  return std::system(line.c_str());
-}
-
-// Restarts the cluster when the test ends, even on failure, so later tests find it running.
-struct RestartGuard {
-  bool stopped = false;
-  ~RestartGuard() {
-    if (stopped) PgCtl("start");
-  }
-};
 
 // Outage: Submit fails fast or completes kUnavailable (never a verdict); write-behind queues; after
 // PostgreSQL returns the store comes back up by itself, inserts work and the queued write-behind lands.
