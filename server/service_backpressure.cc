@@ -59,9 +59,10 @@ void Service::WaitForRoom(const net::any_io_executor& ex, ThreadCounters& counte
 bool Service::WaitBeforeBatch(const BatchRequest& batch, const net::any_io_executor& ex, ThreadCounters& counters,
                               BatchDone& done) {
   // A batch whose entries go to the Store waits while it is full. Room taken by another request between
-  // the wake-up and the batch's submissions parks the refused entries again (ObserveBatch), not 503. With the journal, new keys go to the journal, and its
-  // drain keeps the Store's queue full under load on purpose: such a batch does not wait here (its
-  // possibly-seen entries, if the queue is full, wait one by one in ObserveBatch, as single requests do).
+  // the wake-up and the batch's submissions parks the refused entries again (ObserveBatch), not 503. With
+  // the journal, new keys go to the journal, and its drain keeps the Store's queue full under load on
+  // purpose: such a batch does not wait here (its possibly-seen entries, if the queue is full, wait one by
+  // one in ObserveBatch, as single requests do).
   if (resuming_batch || journal_ != nullptr || !(store_.full() || OthersWaitForRoom()) || !MayWaitForRoom()) {
     return false;
   }

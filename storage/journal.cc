@@ -143,6 +143,7 @@ struct Journal::Counters {
 Journal::Journal(JournalOptions options)
     : options_(std::move(options)),
       log_(options_.log ? options_.log : StderrLogSink()),
+      spare_path_(options_.dir + "/" + kSpareName),
       preallocate_(options_.preallocate),
       counters_(std::make_unique<Counters>()) {
   if (options_.dir.empty()) throw JournalError("journal: no directory given (--journal-dir)");
@@ -368,10 +369,7 @@ bool Journal::Append(JournalRecord record) {
   return true;
 }
 
-void Journal::Applied(std::uint64_t lsn) {
-  std::lock_guard lk(mu_);
-  outstanding_.erase(lsn);
-}
+void Journal::Applied(std::uint64_t lsn) { Applied(std::span<const std::uint64_t>(&lsn, 1)); }
 
 void Journal::Applied(std::span<const std::uint64_t> lsns) {
   std::lock_guard lk(mu_);
@@ -469,54 +467,49 @@ void Journal::RunFlusher() {
   }
 }
 
+void Journal::CloseSegment() {
+  if (seg_fd_ < 0) return;
+  // The pre-zeroed rest is dropped (not synced: recovery reads a zero tail as the segment's end anyway).
+  if (seg_zeroed_) (void)!::ftruncate(seg_fd_, static_cast<off_t>(seg_bytes_));
+  ::close(seg_fd_);
+  seg_fd_ = -1;
+}
+
 void Journal::OpenSegment(std::uint64_t base) {
-  if (seg_fd_ >= 0) {
-    // The pre-zeroed rest is dropped (not synced: recovery reads a zero tail as the segment's end anyway).
-    if (seg_zeroed_) (void)!::ftruncate(seg_fd_, static_cast<off_t>(seg_bytes_));
-    ::close(seg_fd_);
-    seg_fd_ = -1;
-  }
+  CloseSegment();
   const std::string path = options_.dir + "/" + SegmentName(base);
   std::string header(kSegmentMagic);
   Put(header, base);
-  if (spare_ready_) {
-    // Header first and durable, then the name: a crash never leaves a named segment without its header.
-    const std::string spare = options_.dir + "/" + kSpareName;
-    const int fd = spare_fd_;
+  // The spare when it is ready (renamed into place below), else a new, empty file.
+  const bool zeroed = spare_ready_;
+  int fd;
+  if (zeroed) {
+    fd = spare_fd_;
     spare_fd_ = -1;
     spare_ready_ = false;
     spare_bytes_ = 0;
-    try {
-      if (::pwrite(fd, header.data(), header.size(), 0) != static_cast<ssize_t>(header.size())) {
-        ThrowErrno("write " + spare);
-      }
-      if (::fdatasync(fd) != 0) ThrowErrno("fdatasync " + spare);
-      // RENAME_NOREPLACE: like the O_EXCL of a fresh segment, an existing file of that name is an error.
-      if (::renameat2(AT_FDCWD, spare.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0) {
-        ThrowErrno("rename " + spare);
-      }
-      if (::fsync(dir_fd_) != 0) ThrowErrno("fsync " + options_.dir);
-      if (::lseek(fd, static_cast<off_t>(header.size()), SEEK_SET) < 0) ThrowErrno("seek " + path);
-    } catch (...) {
-      ::close(fd);
-      throw;
-    }
-    seg_fd_ = fd;
-    seg_zeroed_ = true;
   } else {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) ThrowErrno("create " + path);
-    try {
-      WriteAll(fd, header.data(), header.size(), path);
-      if (::fdatasync(fd) != 0) ThrowErrno("fdatasync " + path);
-      if (::fsync(dir_fd_) != 0) ThrowErrno("fsync " + options_.dir);
-    } catch (...) {
-      ::close(fd);
-      throw;
-    }
-    seg_fd_ = fd;
-    seg_zeroed_ = false;
   }
+  try {
+    // Header first and durable, then the name: a crash never leaves a named segment without its header.
+    if (::pwrite(fd, header.data(), header.size(), 0) != static_cast<ssize_t>(header.size())) {
+      ThrowErrno("write " + path);
+    }
+    if (::fdatasync(fd) != 0) ThrowErrno("fdatasync " + path);
+    // RENAME_NOREPLACE: like the O_EXCL of a new file, an existing file of that name is an error.
+    if (zeroed && ::renameat2(AT_FDCWD, spare_path_.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0) {
+      ThrowErrno("rename " + spare_path_);
+    }
+    if (::fsync(dir_fd_) != 0) ThrowErrno("fsync " + options_.dir);
+    if (::lseek(fd, static_cast<off_t>(header.size()), SEEK_SET) < 0) ThrowErrno("seek " + path);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  seg_fd_ = fd;
+  seg_zeroed_ = zeroed;
   seg_base_ = base;
   seg_bytes_ = header.size();
   segments_.emplace_back(base, path);
@@ -525,7 +518,7 @@ void Journal::OpenSegment(std::uint64_t base) {
 void Journal::PrepareSpare() {
   if (!preallocate_ || spare_ready_) return;
   static const std::array<char, kSpareSlice> kZeros{};
-  const std::string spare = options_.dir + "/" + kSpareName;
+  const std::string& spare = spare_path_;
   try {
     if (spare_fd_ < 0) {
       spare_fd_ = ::open(spare.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -607,15 +600,11 @@ void Journal::Close() {
   if (closed_) return;
   closed_ = true;
   MaybeCheckpoint(true);
-  if (seg_fd_ >= 0) {
-    if (seg_zeroed_) (void)!::ftruncate(seg_fd_, static_cast<off_t>(seg_bytes_));  // tidy, not needed
-    ::close(seg_fd_);
-    seg_fd_ = -1;
-  }
+  CloseSegment();
   if (spare_fd_ >= 0) {
     ::close(spare_fd_);
     spare_fd_ = -1;
-    (void)::unlink((options_.dir + "/" + kSpareName).c_str());
+    (void)::unlink(spare_path_.c_str());
   }
 }
 

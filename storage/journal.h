@@ -159,6 +159,8 @@ class Journal {
   // Writes `group_bytes` to the active segment (rotating first when due) and fdatasyncs. Flusher thread only.
   void WriteGroup(const std::string& bytes, std::uint64_t first_lsn);
   void OpenSegment(std::uint64_t base_lsn);
+  // Closes the active segment (if any), cutting off its unused pre-zeroed rest. Flusher thread (or Close).
+  void CloseSegment();
   // Zero-fills one more slice of the spare segment (fdatasync once complete). Flusher thread only. An error
   // only turns preallocation off (logged once): segments then grow by appending, as before.
   void PrepareSpare();
@@ -175,6 +177,7 @@ class Journal {
   std::uint64_t seg_base_ = 0;         // flusher thread
   std::uint64_t seg_bytes_ = 0;        // file bytes written to the active segment (flusher thread)
   bool seg_zeroed_ = false;            // the active segment was pre-zeroed (flusher thread)
+  const std::string spare_path_;       // dir/spare.tmp
   int spare_fd_ = -1;                  // the next segment being zero-filled (flusher thread)
   std::uint64_t spare_bytes_ = 0;      // zeros written to it so far (flusher thread)
   bool spare_ready_ = false;           // complete and fdatasync'ed (flusher thread)
