@@ -6,7 +6,8 @@
 
 #include <absl/base/thread_annotations.h>
 #include <absl/container/flat_hash_map.h>
-#include <absl/hash/hash.h>
+
+#include "core/digest_hash.h"
 
 namespace scangate {
 namespace {
@@ -19,16 +20,7 @@ constexpr std::uint32_t kTargetShards = 64;
 // keys the set is one shard of capacity / 2 per generation (tests, tiny deployments).
 constexpr std::uint64_t kMinRoundedGeneration = 14;
 
-// Digest bits 64..127 hash inside a shard, through absl::Hash (seeded per process: a client who can choose
-// keys without the HMAC secret still cannot aim them at one probe sequence). Bits 0..63 route the store
-// and the journal, bits 128..191 pick the shard.
-struct DigestHash {
-  std::size_t operator()(const Digest& d) const noexcept {
-    std::uint64_t w;
-    std::memcpy(&w, d.data() + 8, sizeof w);
-    return absl::Hash<std::uint64_t>{}(w);
-  }
-};
+// Bits 128..191 pick the shard, bits 64..127 hash inside it (core/digest_hash.h).
 using Map = absl::flat_hash_map<Digest, std::int64_t, DigestHash>;
 
 }  // namespace

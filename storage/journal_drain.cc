@@ -46,12 +46,6 @@ constexpr const char* kIdentitySql =
 
 std::string FormatTimeUs(std::int64_t time_us) { return Rfc3339Micros(time_us); }
 
-std::size_t JournalDrain::DigestHash::operator()(const Digest& d) const noexcept {
-  std::uint64_t h;
-  std::memcpy(&h, d.data() + 8, sizeof h);  // digests are uniform; bytes 0..4 pick route and shard
-  return static_cast<std::size_t>(h);
-}
-
 std::string JournalDrain::QueryIdentity(const std::string& url) {
   pqxx::connection conn(url);
   pqxx::nontransaction tx(conn);

@@ -26,6 +26,7 @@
 #include <absl/container/flat_hash_map.h>
 
 #include "core/digest.h"
+#include "core/digest_hash.h"
 #include "storage/journal.h"
 #include "storage/store.h"
 
@@ -100,9 +101,6 @@ class JournalDrain final : private WriteBehindSink {
     std::uint64_t lsn = 0;    // valid once durable
     bool durable = false;
     std::vector<std::pair<void*, Waiter>> waiters;  // empty once durable
-  };
-  struct DigestHash {
-    std::size_t operator()(const Digest& d) const noexcept;
   };
   // 64 shards: the set is touched once per request (Lookup) and once per commit; ~1/64 collision odds.
   static constexpr std::size_t kShards = 64;
