@@ -28,6 +28,12 @@ constexpr unsigned kMaxWriters = 64;
 constexpr std::size_t kMaxBatchLimit = 100'000;
 constexpr auto kMinWindow = std::chrono::seconds(1);
 constexpr auto kMaxFlushInterval = std::chrono::seconds(10);
+// --flush-interval=auto. Without the journal the lag is what a crash loses: keep it short. With the journal
+// the rows are durable before their answer, so the lag only sizes PostgreSQL's transactions: at 64 / 256
+// connections all-new, 2 -> 20 ms took rows per transaction from ~75-105 to ~670-740, PostgreSQL CPU per row
+// -25 to -30 % and 2xx/s +6 to +17 % (measured, /tmp/ab3.sh pairs; bench/RESULTS.md "Write-behind lag").
+constexpr std::chrono::microseconds kMemoryFlushInterval{2000};
+constexpr std::chrono::microseconds kJournalFlushInterval{20000};
 // --request-timeout bounds: below 100 ms a healthy group commit (one fsync, ~7-10 ms here, more under
 // load) would start to time out; above 10 min a client is better served by its own timeout.
 constexpr auto kMinRequestTimeout = std::chrono::milliseconds(100);
@@ -157,7 +163,8 @@ po::options_description Options() {
   ack.add_options()
       ("ack", s("commit"), "commit: 'new' only after PostgreSQL commit; filter: 'new' from the filter once "
                            "journalled, written behind to PostgreSQL")
-      ("flush-interval", s("2ms"), "max write-behind lag (ack=filter); units us ms s")
+      ("flush-interval", s("auto"), "max write-behind lag (ack=filter); units us ms s; auto = 20ms with the "
+                                    "journal (its rows are durable already), 2ms with --journal=off (the loss window)")
       ("journal", s("on"), "on|off (ack=filter): on = a filter negative is answered 'new' only once fsynced in a "
                            "local journal; off = in-memory write-behind, which a crash can lose")
       ("journal-dir", s("scangate-journal"), "journal directory (ack=filter); one per instance and database")
@@ -289,11 +296,6 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   else throw ConfigError("--ack: expected commit or filter, got '" + ack + "'");
   c.writers = ParseUnsigned<unsigned>(str("writers"), "writers", 1, kMaxWriters);
   c.batch_limit = ParseUnsigned<std::size_t>(str("batch-limit"), "batch-limit", 1, kMaxBatchLimit);
-  const auto flush = ParseDuration(str("flush-interval"), {"us", "ms", "s"}, "flush-interval");
-  if (flush < std::chrono::microseconds(1) || flush > kMaxFlushInterval) {
-    throw ConfigError("--flush-interval: must be in 1us..10s, got '" + str("flush-interval") + "'");
-  }
-  c.flush_interval = std::chrono::duration_cast<std::chrono::microseconds>(flush);
   c.queue_limit = ParseUnsigned<std::size_t>(str("queue-limit"), "queue-limit", 1, std::size_t{1} << 30);
   const auto request_timeout = ParseDuration(str("request-timeout"), {"ms", "s", "m"}, "request-timeout");
   if (request_timeout < kMinRequestTimeout || request_timeout > kMaxRequestTimeout) {
@@ -326,6 +328,15 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
     c.token_hashes = std::get<std::vector<TokenHash>>(std::move(parsed));
   }
   c.journal = ParseOnOff(str("journal"), "journal");
+  if (str("flush-interval") == "auto") {
+    c.flush_interval = c.ack == AckMode::kFilter && c.journal ? kJournalFlushInterval : kMemoryFlushInterval;
+  } else {
+    const auto flush = ParseDuration(str("flush-interval"), {"us", "ms", "s"}, "flush-interval");
+    if (flush < std::chrono::microseconds(1) || flush > kMaxFlushInterval) {
+      throw ConfigError("--flush-interval: must be in 1us..10s or auto, got '" + str("flush-interval") + "'");
+    }
+    c.flush_interval = std::chrono::duration_cast<std::chrono::microseconds>(flush);
+  }
   c.journal_dir = str("journal-dir");
   if (c.journal_dir.empty()) throw ConfigError("--journal-dir: must not be empty");
   c.journal_max_bytes =

@@ -33,7 +33,7 @@ struct Config {
   AckMode ack = AckMode::kCommit;
   unsigned writers = 2;
   std::size_t batch_limit = 1024;
-  std::chrono::microseconds flush_interval{2000};
+  std::chrono::microseconds flush_interval{2000};  // --flush-interval; auto: 20 ms with the journal, else 2 ms
   std::size_t queue_limit = 65536;
   // A request waiting for PostgreSQL longer than this gets 503 (unavailable if its key was still queued
   // and is now withdrawn, outcome-unknown if its transaction was in flight). Also sets the writers'

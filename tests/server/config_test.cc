@@ -99,6 +99,17 @@ TEST(Config, Defaults) {
   EXPECT_NE(ParseError({}).find("database-url"), std::string::npos);
 }
 
+// --flush-interval=auto (the default) follows the mode: a long lag only where the rows are already durable.
+TEST(Config, FlushIntervalFollowsTheJournal) {
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--ack", "filter"}).flush_interval, 20ms);
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--ack", "filter", "--journal", "off"}).flush_interval, 2ms);
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--ack", "commit", "--journal", "on"}).flush_interval, 2ms);
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--ack", "filter", "--flush-interval", "auto"}).flush_interval, 20ms);
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--ack", "filter", "--flush-interval", "3ms"}).flush_interval, 3ms);
+  EXPECT_NE(ParseError({"--database-url", kUrl, "--flush-interval", "automatic"}).find("--flush-interval"),
+            std::string::npos);
+}
+
 // Every option parses from the command line, both "--x v" and "--x=v".
 TEST(Config, CommandLine) {
   Config c = ParseOk({"--database-url=" + std::string(kUrl), "--listen", "127.0.0.1", "--port", "0", "--threads", "3",
