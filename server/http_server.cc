@@ -24,6 +24,7 @@
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <openssl/ssl.h>
 
+#include "core/thread_name.h"
 #include "server/log.h"
 
 namespace scangate::server {
@@ -442,6 +443,7 @@ void HttpServer::Start() {
     DoAccept(*w, w->acceptor, Listener::kMain);
     Worker* wp = w.get();
     wp->thread = std::thread([wp] {
+      SetThreadName("sg-io-" + std::to_string(wp->index));
       for (;;) {
         try {
           wp->ioc.run();

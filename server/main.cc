@@ -23,17 +23,18 @@
 
 #include "core/digest.h"
 #include "core/filter.h"
+#include "core/thread_name.h"
 #include "server/config.h"
-#include "server/filter_telemetry.h"
 #include "server/filter_rotation_log.h"
+#include "server/filter_telemetry.h"
 #include "server/http_server.h"
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/service.h"
 #include "storage/brin_summarizer.h"
 #include "storage/conninfo.h"
-#include "storage/lookup.h"
 #include "storage/journal_drain.h"
+#include "storage/lookup.h"
 #include "storage/store.h"
 
 namespace {
@@ -268,6 +269,7 @@ int main(int argc, char** argv) {
   // Warm start: every digest PostgreSQL saw within the window goes into the filter; until then every key
   // takes the exact path. Retries while PostgreSQL is unreachable; abandoned at shutdown.
   std::thread warm([&] {
+    SetThreadName("sg-warm-start");
     while (!stop_requested.load()) {
       const auto t0 = std::chrono::steady_clock::now();
       try {

@@ -5,6 +5,7 @@
 
 #include <pqxx/pqxx>
 
+#include "core/thread_name.h"
 #include "storage/error_summary.h"
 #include "storage/sql_state.h"
 
@@ -33,7 +34,12 @@ BrinSummarizer::BrinSummarizer(BrinSummarizerOptions options)
 
 BrinSummarizer::~BrinSummarizer() { Shutdown(); }
 
-void BrinSummarizer::Start() { thread_ = std::thread([this] { Run(); }); }
+void BrinSummarizer::Start() {
+  thread_ = std::thread([this] {
+    SetThreadName("sg-brin");
+    Run();
+  });
+}
 
 void BrinSummarizer::Shutdown() {
   {

@@ -20,6 +20,7 @@
 
 #include <boost/crc.hpp>
 
+#include "core/thread_name.h"
 #include "storage/histogram.h"
 
 namespace scangate::storage {
@@ -329,7 +330,10 @@ std::vector<JournalEntry> Journal::TakeRecovered() { return std::move(recovered_
 void Journal::Start() {
   // The first segment is pre-zeroed too: 8 MiB of zeros and one fdatasync here (~20-50 ms) before serving.
   while (preallocate_ && !spare_ready_) PrepareSpare();
-  flusher_ = std::thread([this] { RunFlusher(); });
+  flusher_ = std::thread([this] {
+    SetThreadName("sg-journal");
+    RunFlusher();
+  });
 }
 
 void Journal::EncodeLocked(JournalRecord&& record) {

@@ -8,6 +8,7 @@
 
 #include <pqxx/pqxx>
 
+#include "core/thread_name.h"
 #include "core/time_format.h"
 
 namespace scangate::storage {
@@ -82,7 +83,10 @@ void JournalDrain::Start(const std::function<void(std::span<const Digest>)>& rec
     p.durable = true;
   }
   if (!digests.empty() && recovered) recovered(digests);
-  retry_ = std::thread([this] { RunRetry(); });
+  retry_ = std::thread([this] {
+    SetThreadName("sg-journal-rtry");
+    RunRetry();
+  });
   HandOff(entries, true);
   journal_->Start();
 }

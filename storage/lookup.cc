@@ -5,6 +5,8 @@
 
 #include <pqxx/pqxx>
 
+#include "core/thread_name.h"
+
 namespace scangate::storage {
 
 namespace {
@@ -47,7 +49,10 @@ bool Lookup::Connect() {
 
 void Lookup::Start() {
   Connect();
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    SetThreadName("sg-lookup");
+    Run();
+  });
 }
 
 bool Lookup::Find(const Digest& d, LookupDone done) {

@@ -20,6 +20,7 @@
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/inlined_vector.h>
 
+#include "core/thread_name.h"
 #include "core/utf8.h"
 #include "storage/batch_errors.h"
 #include "storage/batch_statement.h"
@@ -201,7 +202,10 @@ void Store::Start() {
   accepting_.store(true);
   for (auto& w : writers_) {
     Writer* raw = w.get();
-    w->thread = std::thread([this, raw] { RunWriter(*raw); });
+    w->thread = std::thread([this, raw] {
+      SetThreadName("sg-pg-writer-" + std::to_string(raw->index));
+      RunWriter(*raw);
+    });
   }
 }
 

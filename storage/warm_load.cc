@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/thread_name.h"
 #include "storage/copy_parser.h"
 #include "storage/error_summary.h"
 #include "storage/store.h"
@@ -171,6 +172,7 @@ std::uint64_t Store::WarmLoad(std::chrono::seconds window,
   std::exception_ptr first_error;
   std::vector<std::uint64_t> counts(n_streams, 0);
   const auto run_stream = [&](unsigned i) {
+    SetThreadName("sg-warm-" + std::to_string(i));
     try {
       PgConnPtr conn = WarmConnect(warm_conninfo_);
       WarmExec(conn.get(), "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
