@@ -46,12 +46,12 @@ void* Service::JournalGroup(const net::any_io_executor& ex) {
 }
 
 storage::JournalDrain::Deliver Service::JournalDeliver() {
-  return [](void* group, std::vector<std::function<void()>> calls) {
+  return [](void* group, std::vector<storage::JournalDrain::Waiter> waiters, storage::JournalFate fate) {
     auto* slot = static_cast<JournalGroupSlot*>(group);
-    net::post(slot->ex, [calls = std::move(calls)] {
-      for (const auto& call : calls) {
+    net::post(slot->ex, [waiters = std::move(waiters), fate] {
+      for (const auto& waiter : waiters) {
         try {
-          call();
+          waiter(fate);
         } catch (const std::exception&) {
           // A waiter's done() must not throw (it writes a response); never let one stop the others.
         }

@@ -131,10 +131,11 @@ JournalDrain::LookupResult JournalDrain::Lookup(const Digest& d, void* group, Wa
 
 void JournalDrain::OnCommit(std::vector<JournalEntry>& group, JournalFate fate) {
   const bool durable = fate == JournalFate::kDurable;
-  // Wake the waiters, batched per group (executor): one post per I/O thread per commit.
-  std::vector<std::pair<void*, std::vector<std::function<void()>>>> batches;
+  // Wake the waiters, batched per group (executor): one post per I/O thread per commit. Every record of
+  // `group` shares `fate`, so the waiters travel as they are (no per-waiter wrapper).
+  std::vector<std::pair<void*, std::vector<Waiter>>> batches;
   for (const auto& e : group) {
-    std::vector<std::pair<void*, Waiter>> waiters;
+    absl::InlinedVector<std::pair<void*, Waiter>, 1> waiters;
     {
       Shard& s = ShardOf(e.record.digest);
       std::lock_guard lk(s.mu);
@@ -151,10 +152,10 @@ void JournalDrain::OnCommit(std::vector<JournalEntry>& group, JournalFate fate) 
     for (auto& [g, w] : waiters) {
       auto b = std::find_if(batches.begin(), batches.end(), [g = g](const auto& x) { return x.first == g; });
       if (b == batches.end()) b = batches.insert(batches.end(), {g, {}});
-      b->second.push_back([w = std::move(w), fate] { w(fate); });
+      b->second.push_back(std::move(w));
     }
   }
-  for (auto& [g, calls] : batches) deliver_(g, std::move(calls));
+  for (auto& [g, waiters] : batches) deliver_(g, std::move(waiters), fate);
   if (durable) HandOff(group, false);
 }
 

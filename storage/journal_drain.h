@@ -24,6 +24,7 @@
 
 #include <absl/base/thread_annotations.h>
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/inlined_vector.h>
 
 #include "core/digest.h"
 #include "core/digest_hash.h"
@@ -45,9 +46,9 @@ class JournalDrain final : private WriteBehindSink {
   // Called on the waiter's executor with the fate of the record: kDurable -> answer; kRefused -> 503, nothing
   // recorded; kIoError -> 503, the record may have reached the disk (outcome unknown).
   using Waiter = std::function<void(JournalFate fate)>;
-  // Runs on the flusher thread once per waiter group and commit: post `calls` to the group's executor
-  // (one post for the whole batch) and return.
-  using Deliver = std::function<void(void* group, std::vector<std::function<void()>> calls)>;
+  // Runs on the flusher thread once per waiter group and commit: post one call that runs every waiter of
+  // `waiters` with `fate` to the group's executor (one post for the whole batch) and return.
+  using Deliver = std::function<void(void* group, std::vector<Waiter> waiters, JournalFate fate)>;
 
   struct LookupResult {
     enum State : std::uint8_t { kAbsent, kDurable, kFollowing } state = kAbsent;
@@ -100,7 +101,8 @@ class JournalDrain final : private WriteBehindSink {
     std::int64_t time_us = 0;
     std::uint64_t lsn = 0;    // valid once durable
     bool durable = false;
-    std::vector<std::pair<void*, Waiter>> waiters;  // empty once durable
+    // Empty once durable. Almost always one waiter (the appender): kept inline, no allocation per key.
+    absl::InlinedVector<std::pair<void*, Waiter>, 1> waiters;
   };
   // 64 shards: the set is touched once per request (Lookup) and once per commit; ~1/64 collision odds.
   static constexpr std::size_t kShards = 64;

@@ -76,8 +76,8 @@ struct JournalDrainTest : ::testing::Test {
   }
   // Waiters run inline on the flusher thread.
   static JournalDrain::Deliver Inline() {
-    return [](void*, std::vector<std::function<void()>> calls) {
-      for (auto& c : calls) c();
+    return [](void*, std::vector<JournalDrain::Waiter> waiters, JournalFate fate) {
+      for (auto& w : waiters) w(fate);
     };
   }
   // Appends `ds` (with `source`) and waits until each was reported durable.
