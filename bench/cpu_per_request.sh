@@ -5,10 +5,15 @@
 #           --journal=off);  CONNS wrk connections;  env SG_EXTRA: more scangate flags (e.g. --queue-wait=0ms);
 #           env REPEAT: share of repeated keys (observe.lua; default 0 = all new)
 #     PERF_DATA  optional: also `perf record -e cpu-clock -g` the server during the cell into this file
+#           env SG_TRUNCATE=1: empty scan_keys before the server starts (cells then compare like with like:
+#           a table grown by earlier cells warm-loads into the filter and slows inserts)
 # Needs a running PostgreSQL at $SG_URL (scripts/pg.sh start DIR PORT; scripts/pg.sh url DIR PORT).
-# Prints one line: mode conns rps non2xx cpu_s requests cpu_us_per_request loadavg. The server's CPU is
-# utime+stime from /proc/<pid>/stat over the measured cell (after a 2 s warm-up), divided by the requests
-# wrk counted (bench/observe.lua's BENCH_SUMMARY; all-new keys, status counting off).
+# Prints one line: mode conns rps non2xx cpu_s requests cpu_us_per_request pg_us_per_request rows_per_batch
+# records_per_fsync p99 loadavg, then the server's CPU-µs per request by thread name (sg-io-N, sg-journal, ...). The server's CPU is utime+stime from /proc/<pid>/stat over the measured cell
+# (after a 2 s warm-up), divided by the requests wrk counted (bench/observe.lua's BENCH_SUMMARY; status
+# counting off). PostgreSQL's is the same over the postmaster and all its children (found through
+# the process listening on the URL's port, so the cluster must be on this host). rows_per_batch / records_per_fsync: requests
+# per PostgreSQL transaction / per journal fdatasync over the cell, from /metrics.
 set -euo pipefail
 BIN=${1:?BIN}; MODE=${2:?MODE}; CONNS=${3:?CONNS}; DUR=${4:?SECONDS}; PERF_DATA=${5:-}
 : "${SG_URL:?set SG_URL to the PostgreSQL URL}"
@@ -23,6 +28,7 @@ case "$MODE" in
 esac
 # shellcheck disable=SC2206
 ARGS+=(${SG_EXTRA:-})
+if [[ ${SG_TRUNCATE:-0} == 1 ]]; then psql -qX "$SG_URL" -c "TRUNCATE scan_keys" >/dev/null; fi
 "$BIN" --port "$PORT" --threads 2 --database-url "$SG_URL" "${ARGS[@]}" >"$WORK/server.log" 2>&1 &
 PID=$!
 trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$WORK"' EXIT
@@ -32,11 +38,34 @@ for _ in $(seq 300); do
 done
 curl -fs "http://127.0.0.1:$PORT/readyz" >/dev/null || { echo "scangate did not become ready:" >&2; tail -3 "$WORK/server.log" >&2; exit 1; }
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# The postmaster: the process listening on the URL's port (a psql backend's parent would race its exit).
+PG_PORT=$(sed -E 's|^[a-z]+://[^/]*:([0-9]+)/.*|\1|' <<<"$SG_URL")
+PM=$(ss -Hltnp "sport = :$PG_PORT" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2)
+PM=${PM:-0}
+pg_ticks() {
+  local sum=0 p
+  [[ $PM == 0 ]] && { echo 0; return; }
+  for p in $PM $(pgrep -P "$PM"); do sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done
+  echo "$sum"
+}
+threads() {  # "name ticks" per scangate thread (core/thread_name.h names them)
+  local t
+  for t in /proc/"$PID"/task/*; do
+    echo "$(cat "$t/comm" 2>/dev/null) $(awk '{print $14 + $15}' "$t/stat" 2>/dev/null)"
+  done
+}
+counts() {  # PostgreSQL transactions, journal fdatasyncs
+  curl -fs "http://127.0.0.1:$PORT/metrics" | awk '/^scangate_pg_batch_size_count/ {b = $2}
+    /^scangate_journal_fsync_seconds_count/ {f = $2} END {print b + 0, f + 0}'
+}
 wrk_cell() {
   BENCH_COUNT_STATUS=0 wrk -t2 -c"$CONNS" -d"${1}s" --timeout 5s -s "$ROOT/bench/observe.lua" \
     "http://127.0.0.1:$PORT" -- "${REPEAT:-0}" 0 | grep '^BENCH_SUMMARY ' | sed 's/^BENCH_SUMMARY //'
 }
 wrk_cell 2 >/dev/null
+read -r b0 f0 < <(counts)
+g0=$(pg_ticks)
+threads >"$WORK/threads0"
 t0=$(ticks $PID)
 if [[ -n $PERF_DATA ]]; then
   perf record -q -e cpu-clock -g -p "$PID" -o "$PERF_DATA" -- sleep "$DUR" >/dev/null 2>&1 &
@@ -44,13 +73,32 @@ if [[ -n $PERF_DATA ]]; then
 fi
 line=$(wrk_cell "$DUR")
 t1=$(ticks $PID)
+threads >"$WORK/threads1"
+g1=$(pg_ticks)
+read -r b1 f1 < <(counts)
 [[ -n $PERF_DATA ]] && wait "$PERF_PID"
 hz=$(getconf CLK_TCK)
-python3 - "$MODE" "$CONNS" "$line" "$t0" "$t1" "$hz" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
-import json, sys
-mode, conns, line, t0, t1, hz, load = sys.argv[1:]
+python3 - "$MODE" "$CONNS" "$line" "$t0" "$t1" "$hz" "$(cut -d' ' -f1-3 /proc/loadavg)" "$g0" "$g1" \
+  "$((b1 - b0))" "$((f1 - f0))" "$WORK/threads0" "$WORK/threads1" <<'PY'
+import collections, json, sys
+mode, conns, line, t0, t1, hz, load, g0, g1, batches, fsyncs, th0, th1 = sys.argv[1:]
 s = json.loads(line)
+n = max(s['requests'], 1)
 cpu = (int(t1) - int(t0)) / int(hz)
+pg = (int(g1) - int(g0)) / int(hz)
+rows = f"{n / int(batches):.1f}" if int(batches) else "-"
+recs = f"{n / int(fsyncs):.1f}" if int(fsyncs) else "-"
+def by_name(path):
+    out = collections.Counter()
+    for row in open(path):
+        name, _, ticks = row.rstrip("\n").rpartition(" ")
+        if name and ticks:
+            out[name] += int(ticks)
+    return out
+a, b = by_name(th0), by_name(th1)
+per_thread = " ".join(f"{k}={(b[k] - a.get(k, 0)) / int(hz) * 1e6 / n:.2f}" for k in sorted(b)
+                      if b[k] - a.get(k, 0) > 0)
 print(f"{mode}\t{conns}\trps={s['rps']:.0f}\tnon2xx={s['non2xx']}\tcpu_s={cpu:.2f}\trequests={s['requests']}\t"
-      f"cpu_us_per_req={cpu * 1e6 / max(s['requests'], 1):.1f}\tload={load}")
+      f"cpu_us_per_req={cpu * 1e6 / n:.1f}\tpg_us_per_req={pg * 1e6 / n:.1f}\trows_per_batch={rows}\t"
+      f"records_per_fsync={recs}\tp99_ms={s['p99_us'] / 1000:.2f}\tload={load}\tthreads_us_per_req: {per_thread}")
 PY
