@@ -45,6 +45,8 @@
 #                              BENCH_INSTALL_REDIS=1 lets this script apt-get install redis-server first)
 #   BENCH_SCANGATE_ARGS ("")   extra flags for every scangate start
 #   BENCH_KEEP_PG (0)          1 = keep the PostgreSQL data dir /tmp/scangate-bench-pg after the run
+#   BENCH_WAL_PREFILL (128)    WAL segments (16 MB each) created before the first cell; a CHECKPOINT before
+#                              every throughput cell recycles them (see prefill_wal)
 #   BENCH_NICE (-10)           niceness of the whole run (needs root for < 0; 0 = leave as is)
 #   BENCH_BUILD_DIR (build/release)  BENCH_SKIP_BUILD (0)
 #   BENCH_SKIP (""): space-separated parts to skip: matrix statuscost scale sustain redis
@@ -182,6 +184,21 @@ truncate_keys() {  # empty scan_keys of DB (if it exists yet)
     >/dev/null || log "WARNING: truncate of $1.scan_keys failed"
 }
 
+# A fresh cluster creates each WAL segment (zero-fill + fsync of 16 MB) inside the commit that first needs it:
+# a ~30 ms writer stall every ~55 k rows, which set ack=commit's p99 (34-41 ms vs 8.4-8.6 ms on a cluster
+# reusing segments: RESULTS.md "WAL segment creation"). A production cluster recycles segments after its first
+# checkpoints, so the bench creates them up front (BENCH_WAL_PREFILL segments, each forced by a switch) and
+# checkpoints before every throughput cell, which recycles the previous cell's segments for the next.
+prefill_wal() {
+  local i
+  sql postgres "CREATE TABLE IF NOT EXISTS bench_wal_prefill (x int)" >/dev/null
+  for ((i = 0; i < ${BENCH_WAL_PREFILL:-128}; i++)); do
+    sql postgres "INSERT INTO bench_wal_prefill VALUES (1); SELECT pg_switch_wal()" >/dev/null
+  done
+  sql postgres "DROP TABLE bench_wal_prefill; CHECKPOINT" >/dev/null
+}
+recycle_wal() { sql postgres "CHECKPOINT" >/dev/null || log "WARNING: CHECKPOINT failed"; }
+
 is_scangate() { [[ $1 == commit || $1 == filter || $1 == filternj || $1 == nofilter || $1 == filteroff ]]; }
 
 # start_server SYSTEM LOGNAME -> sets SRV_PID, SRV_LOG, READY_S; returns non-zero when it never became ready
@@ -294,6 +311,8 @@ log "PostgreSQL: fresh cluster in $PG_DIR on port $PG_PORT"
 rm -rf "$PG_DIR"
 "$ROOT/scripts/pg.sh" start "$PG_DIR" "$PG_PORT" || { log "PostgreSQL failed to start"; exit 1; }
 sql postgres "CREATE DATABASE naive" >/dev/null
+prefill_wal
+log "PostgreSQL: $(ls "$PG_DIR/pg_wal" | grep -c '^[0-9A-F]\{24\}$') WAL segments ready (BENCH_WAL_PREFILL)"
 autogroup_nice "$(head -1 "$PG_DIR/postmaster.pid")"   # the postmaster runs in its own session
 
 # ---------------------------------------------------------------- machine
@@ -330,6 +349,7 @@ if ! skipped matrix; then
           name="$sys-r$rep-c$conns-n$iter"
           log "cell $name"
           truncate_keys "$(db_of "$sys")"
+          recycle_wal
           if start_server "$sys" "$name"; then
             measure "$sys" "$conns" "$rep" "$name" "$iter"
             stop_server

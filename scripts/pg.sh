@@ -42,6 +42,7 @@ max_connections = 200
 shared_buffers = ${shared_mb}MB
 wal_buffers = 64MB
 max_wal_size = 16GB
+min_wal_size = 2GB
 checkpoint_timeout = 30min
 synchronous_commit = on
 commit_delay = 0
