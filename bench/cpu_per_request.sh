@@ -9,11 +9,12 @@
 #           a table grown by earlier cells warm-loads into the filter and slows inserts)
 # Needs a running PostgreSQL at $SG_URL (scripts/pg.sh start DIR PORT; scripts/pg.sh url DIR PORT).
 # Prints one line: mode conns rps non2xx cpu_s requests cpu_us_per_request pg_us_per_request rows_per_batch
-# records_per_fsync p99 loadavg, then the server's CPU-µs per request by thread name (sg-io-N, sg-journal, ...). The server's CPU is utime+stime from /proc/<pid>/stat over the measured cell
-# (after a 2 s warm-up), divided by the requests wrk counted (bench/observe.lua's BENCH_SUMMARY; status
-# counting off). PostgreSQL's is the same over the postmaster and all its children (found through
-# the process listening on the URL's port, so the cluster must be on this host). rows_per_batch / records_per_fsync: requests
-# per PostgreSQL transaction / per journal fdatasync over the cell, from /metrics.
+# records_per_fsync p99 loadavg, then the server's CPU-µs per request by thread name (sg-io-N, sg-journal,
+# ...). The server's CPU is utime+stime from /proc/<pid>/stat over the measured cell (after a 2 s warm-up),
+# divided by the requests wrk counted (bench/observe.lua's BENCH_SUMMARY; status counting off). PostgreSQL's
+# is the same over the postmaster (the process listening on the URL's port, so the cluster must be on this
+# host) and all its children. rows_per_batch / records_per_fsync: requests per PostgreSQL transaction / per
+# journal fdatasync over the cell, from /metrics.
 set -euo pipefail
 BIN=${1:?BIN}; MODE=${2:?MODE}; CONNS=${3:?CONNS}; DUR=${4:?SECONDS}; PERF_DATA=${5:-}
 : "${SG_URL:?set SG_URL to the PostgreSQL URL}"

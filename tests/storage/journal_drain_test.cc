@@ -167,8 +167,7 @@ TEST_F(JournalDrainTest, GivenUpAtShutdownIsReplayed) {
     JournalDrain drain(store, JournalOpts(), Inline());
     drain.Start([](std::span<const Digest>) {});
     RestartGuard guard;
-    ASSERT_EQ(PgCtl("stop"), 0);
-    guard.stopped = true;
+    ASSERT_EQ(guard.Stop(), 0);
     AppendAll(drain, ds);
     drain.StopAppends();
     store.Shutdown();

@@ -89,6 +89,12 @@ inline int PgCtl(const std::string& cmd) {
 // Restarts the cluster when the test ends, even on failure, so later tests find it running.
 struct RestartGuard {
   bool stopped = false;
+  // Stops the cluster (pg_ctl stop); once that succeeded the destructor starts it again. pg_ctl's status.
+  int Stop() {
+    const int status = PgCtl("stop");
+    if (status == 0) stopped = true;
+    return status;
+  }
   ~RestartGuard() {
     if (stopped) PgCtl("start");
   }

@@ -45,6 +45,15 @@ StoreOptions Options(unsigned writers = 2) {
   return o;
 }
 
+// A store meant to meet an outage and be shut down during it: quick reconnect attempts, and Shutdown() gives
+// up the write-behind it could not write after 1 s.
+StoreOptions GiveUpOptions(unsigned writers) {
+  StoreOptions o = Options(writers);
+  o.reconnect_backoff_max = 100ms;
+  o.shutdown_retry = 1s;
+  return o;
+}
+
 // Submits and waits; nullopt when Submit refused.
 std::optional<Result> SubmitAndWait(Store& store, const Digest& d, std::string source = "") {
   auto promise = std::make_shared<std::promise<Result>>();
@@ -948,8 +957,7 @@ TEST_F(PgTest, OutageFailsFastAndRecovers) {
   ASSERT_EQ(SubmitAndWait(store, before)->outcome, Outcome::kInserted);
 
   RestartGuard guard;
-  ASSERT_EQ(PgCtl("stop"), 0);
-  guard.stopped = true;
+  ASSERT_EQ(guard.Stop(), 0);
 
   // Every route: the first Submit may still be accepted (the writer learns of the outage from the
   // failing transaction) and must complete kUnavailable; then Submit refuses at once.
@@ -1010,8 +1018,7 @@ TEST_F(PgTest, RestartWhileIdleIsInvisible) {
   ASSERT_EQ(SubmitAndWait(store, d)->outcome, Outcome::kInserted);
   {
     RestartGuard guard;
-    ASSERT_EQ(PgCtl("stop"), 0);
-    guard.stopped = true;
+    ASSERT_EQ(guard.Stop(), 0);
     ASSERT_EQ(PgCtl("start"), 0);
     guard.stopped = false;
   }
@@ -1028,14 +1035,10 @@ TEST_F(PgTest, RestartWhileIdleIsInvisible) {
 // Shutdown while the database stays down gives up after shutdown_retry instead of hanging, and
 // accounts for the write-behind items it could not write.
 TEST_F(PgTest, ShutdownDuringOutageIsBounded) {
-  auto opts = Options(1);
-  opts.reconnect_backoff_max = 100ms;
-  opts.shutdown_retry = 1s;
-  Store store(opts);
+  Store store(GiveUpOptions(1));
   store.Start();
   RestartGuard guard;
-  ASSERT_EQ(PgCtl("stop"), 0);
-  guard.stopped = true;
+  ASSERT_EQ(guard.Stop(), 0);
   // Make the writer notice: a waiting item fails.
   auto r = SubmitAndWait(store, RandomDigest());
   if (r.has_value()) {
@@ -1433,14 +1436,10 @@ TEST_F(PgTest, WriteBehindGroupSinkSeesADeadLetterOnce) {
 
 // Rows given up at Shutdown() (database down past shutdown_retry) reach the sink once each, kUnavailable.
 TEST_F(PgTest, WriteBehindGroupSinkSeesAGiveUpOnce) {
-  auto opts = Options(2);
-  opts.reconnect_backoff_max = 100ms;
-  opts.shutdown_retry = 1s;
-  Store store(opts);
+  Store store(GiveUpOptions(2));
   store.Start();
   RestartGuard guard;
-  ASSERT_EQ(PgCtl("stop"), 0);
-  guard.stopped = true;
+  ASSERT_EQ(guard.Stop(), 0);
   const auto ds = RandomDigests(40);
   const auto rows = GroupRows(ds);
   RecordingSink sink;
