@@ -8,8 +8,8 @@
 #           env SG_TRUNCATE=1: empty scan_keys before the server starts (cells then compare like with like:
 #           a table grown by earlier cells warm-loads into the filter and slows inserts)
 # Needs a running PostgreSQL at $SG_URL (scripts/pg.sh start DIR PORT; scripts/pg.sh url DIR PORT).
-# Prints one line: mode conns rps non2xx cpu_s requests cpu_us_per_request pg_us_per_request rows_per_batch
-# records_per_fsync p99 loadavg, then the server's CPU-µs per request by thread name (sg-io-N, sg-journal,
+# Prints one line: mode conns rps non2xx cpu_s requests cpu_us_per_request pg_us_per_request
+# wrk_us_per_request rows_per_batch records_per_fsync p99 loadavg, then the server's CPU-µs per request by thread name (sg-io-N, sg-journal,
 # ...). The server's CPU is utime+stime from /proc/<pid>/stat over the measured cell (after a 2 s warm-up),
 # divided by the requests wrk counted (bench/observe.lua's BENCH_SUMMARY; status counting off). PostgreSQL's
 # is the same over the postmaster (the process listening on the URL's port, so the cluster must be on this
@@ -49,6 +49,10 @@ pg_ticks() {
   for p in $PM $(pgrep -P "$PM"); do sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done
   echo "$sum"
 }
+child_ticks() {  # CPU of this shell's waited-for children (`times` output in $1, second line), in clock ticks
+  tail -1 "$1" | awk -v hz="$(getconf CLK_TCK)" '{
+    split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%d\n", ((u[1] * 60 + u[2]) + (s[1] * 60 + s[2])) * hz }'
+}
 threads() {  # "name ticks" per scangate thread (core/thread_name.h names them)
   local t
   for t in /proc/"$PID"/task/*; do
@@ -68,11 +72,13 @@ read -r b0 f0 < <(counts)
 g0=$(pg_ticks)
 threads >"$WORK/threads0"
 t0=$(ticks $PID)
+times >"$WORK/times0"  # in this shell: a $(...) subshell's `times` would see only its own children
 if [[ -n $PERF_DATA ]]; then
   perf record -q -e cpu-clock -g -p "$PID" -o "$PERF_DATA" -- sleep "$DUR" >/dev/null 2>&1 &
   PERF_PID=$!
 fi
 line=$(wrk_cell "$DUR")
+times >"$WORK/times1"  # the difference is wrk (grep and sed beside it are noise); perf is waited for later
 t1=$(ticks $PID)
 threads >"$WORK/threads1"
 g1=$(pg_ticks)
@@ -80,13 +86,14 @@ read -r b1 f1 < <(counts)
 [[ -n $PERF_DATA ]] && wait "$PERF_PID"
 hz=$(getconf CLK_TCK)
 python3 - "$MODE" "$CONNS" "$line" "$t0" "$t1" "$hz" "$(cut -d' ' -f1-3 /proc/loadavg)" "$g0" "$g1" \
-  "$((b1 - b0))" "$((f1 - f0))" "$WORK/threads0" "$WORK/threads1" <<'PY'
+  "$((b1 - b0))" "$((f1 - f0))" "$WORK/threads0" "$WORK/threads1" "$(($(child_ticks "$WORK/times1") - $(child_ticks "$WORK/times0")))" <<'PY'
 import collections, json, sys
-mode, conns, line, t0, t1, hz, load, g0, g1, batches, fsyncs, th0, th1 = sys.argv[1:]
+mode, conns, line, t0, t1, hz, load, g0, g1, batches, fsyncs, th0, th1, wrk_ticks = sys.argv[1:]
 s = json.loads(line)
 n = max(s['requests'], 1)
 cpu = (int(t1) - int(t0)) / int(hz)
 pg = (int(g1) - int(g0)) / int(hz)
+wrk = int(wrk_ticks) / int(hz)
 rows = f"{n / int(batches):.1f}" if int(batches) else "-"
 recs = f"{n / int(fsyncs):.1f}" if int(fsyncs) else "-"
 def by_name(path):
@@ -100,6 +107,7 @@ a, b = by_name(th0), by_name(th1)
 per_thread = " ".join(f"{k}={(b[k] - a.get(k, 0)) / int(hz) * 1e6 / n:.2f}" for k in sorted(b)
                       if b[k] - a.get(k, 0) > 0)
 print(f"{mode}\t{conns}\trps={s['rps']:.0f}\tnon2xx={s['non2xx']}\tcpu_s={cpu:.2f}\trequests={s['requests']}\t"
-      f"cpu_us_per_req={cpu * 1e6 / n:.1f}\tpg_us_per_req={pg * 1e6 / n:.1f}\trows_per_batch={rows}\t"
+      f"cpu_us_per_req={cpu * 1e6 / n:.1f}\tpg_us_per_req={pg * 1e6 / n:.1f}\twrk_us_per_req={wrk * 1e6 / n:.1f}\t"
+      f"rows_per_batch={rows}\t"
       f"records_per_fsync={recs}\tp99_ms={s['p99_us'] / 1000:.2f}\tload={load}\tthreads_us_per_req: {per_thread}")
 PY
