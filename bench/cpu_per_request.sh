@@ -9,12 +9,14 @@
 #           a table grown by earlier cells warm-loads into the filter and slows inserts)
 # Needs a running PostgreSQL at $SG_URL (scripts/pg.sh start DIR PORT; scripts/pg.sh url DIR PORT).
 # Prints one line: mode conns rps non2xx cpu_s requests cpu_us_per_request pg_us_per_request
-# wrk_us_per_request rows_per_batch records_per_fsync p99 loadavg, then the server's CPU-µs per request by thread name (sg-io-N, sg-journal,
-# ...). The server's CPU is utime+stime from /proc/<pid>/stat over the measured cell (after a 2 s warm-up),
+# wrk_us_per_request rows_per_batch records_per_fsync fsync_us idle_pct p99 loadavg, then the server's CPU-µs
+# per request by thread name (sg-io-N, sg-journal, ...). The server's CPU is utime+stime from /proc/<pid>/stat over the measured cell (after a 2 s warm-up),
 # divided by the requests wrk counted (bench/observe.lua's BENCH_SUMMARY; status counting off). PostgreSQL's
 # is the same over the postmaster (the process listening on the URL's port, so the cluster must be on this
 # host) and all its children. rows_per_batch / records_per_fsync: requests per PostgreSQL transaction / per
-# journal fdatasync over the cell, from /metrics.
+# journal fdatasync over the cell, from /metrics; fsync_us: the journal's mean fdatasync time (/metrics);
+# idle_pct: the machine's idle + iowait share of all CPU time over the cell (/proc/stat): CPU the closed loop
+# left unused (with the journal, requests parked on a group commit).
 set -euo pipefail
 BIN=${1:?BIN}; MODE=${2:?MODE}; CONNS=${3:?CONNS}; DUR=${4:?SECONDS}; PERF_DATA=${5:-}
 : "${SG_URL:?set SG_URL to the PostgreSQL URL}"
@@ -61,14 +63,19 @@ threads() {  # "name ticks" per scangate thread (core/thread_name.h names them)
 }
 counts() {  # PostgreSQL transactions, journal fdatasyncs
   curl -fs "http://127.0.0.1:$PORT/metrics" | awk '/^scangate_pg_batch_size_count/ {b = $2}
-    /^scangate_journal_fsync_seconds_count/ {f = $2} END {print b + 0, f + 0}'
+    /^scangate_journal_fsync_seconds_count/ {f = $2} /^scangate_journal_fsync_seconds_sum/ {fs = $2}
+    END {printf "%d %d %.6f\n", b, f, fs}'
+}
+idle_ticks() {  # machine-wide "idle iowait" and total jiffies (/proc/stat's cpu line)
+  awk '/^cpu / {t = 0; for (i = 2; i <= NF; i++) t += $i; print $5 + $6, t}' /proc/stat
 }
 wrk_cell() {
   BENCH_COUNT_STATUS=0 wrk -t2 -c"$CONNS" -d"${1}s" --timeout 5s -s "$ROOT/bench/observe.lua" \
     "http://127.0.0.1:$PORT" -- "${REPEAT:-0}" 0 | grep '^BENCH_SUMMARY ' | sed 's/^BENCH_SUMMARY //'
 }
 wrk_cell 2 >/dev/null
-read -r b0 f0 < <(counts)
+read -r b0 f0 fs0 < <(counts)
+read -r i0 j0 < <(idle_ticks)
 g0=$(pg_ticks)
 threads >"$WORK/threads0"
 t0=$(ticks $PID)
@@ -82,13 +89,15 @@ times >"$WORK/times1"  # the difference is wrk (grep and sed beside it are noise
 t1=$(ticks $PID)
 threads >"$WORK/threads1"
 g1=$(pg_ticks)
-read -r b1 f1 < <(counts)
+read -r i1 j1 < <(idle_ticks)
+read -r b1 f1 fs1 < <(counts)
 [[ -n $PERF_DATA ]] && wait "$PERF_PID"
 hz=$(getconf CLK_TCK)
 python3 - "$MODE" "$CONNS" "$line" "$t0" "$t1" "$hz" "$(cut -d' ' -f1-3 /proc/loadavg)" "$g0" "$g1" \
-  "$((b1 - b0))" "$((f1 - f0))" "$WORK/threads0" "$WORK/threads1" "$(($(child_ticks "$WORK/times1") - $(child_ticks "$WORK/times0")))" <<'PY'
+  "$((b1 - b0))" "$((f1 - f0))" "$WORK/threads0" "$WORK/threads1" "$(($(child_ticks "$WORK/times1") - $(child_ticks "$WORK/times0")))" \
+  "$fs0" "$fs1" "$((i1 - i0))" "$((j1 - j0))" <<'PY'
 import collections, json, sys
-mode, conns, line, t0, t1, hz, load, g0, g1, batches, fsyncs, th0, th1, wrk_ticks = sys.argv[1:]
+mode, conns, line, t0, t1, hz, load, g0, g1, batches, fsyncs, th0, th1, wrk_ticks, fs0, fs1, idle, total = sys.argv[1:]
 s = json.loads(line)
 n = max(s['requests'], 1)
 cpu = (int(t1) - int(t0)) / int(hz)
@@ -96,6 +105,8 @@ pg = (int(g1) - int(g0)) / int(hz)
 wrk = int(wrk_ticks) / int(hz)
 rows = f"{n / int(batches):.1f}" if int(batches) else "-"
 recs = f"{n / int(fsyncs):.1f}" if int(fsyncs) else "-"
+fsync_us = f"{(float(fs1) - float(fs0)) * 1e6 / int(fsyncs):.0f}" if int(fsyncs) else "-"
+idle_pct = f"{100 * int(idle) / max(int(total), 1):.1f}"
 def by_name(path):
     out = collections.Counter()
     for row in open(path):
@@ -109,5 +120,5 @@ per_thread = " ".join(f"{k}={(b[k] - a.get(k, 0)) / int(hz) * 1e6 / n:.2f}" for 
 print(f"{mode}\t{conns}\trps={s['rps']:.0f}\tnon2xx={s['non2xx']}\tcpu_s={cpu:.2f}\trequests={s['requests']}\t"
       f"cpu_us_per_req={cpu * 1e6 / n:.1f}\tpg_us_per_req={pg * 1e6 / n:.1f}\twrk_us_per_req={wrk * 1e6 / n:.1f}\t"
       f"rows_per_batch={rows}\t"
-      f"records_per_fsync={recs}\tp99_ms={s['p99_us'] / 1000:.2f}\tload={load}\tthreads_us_per_req: {per_thread}")
+      f"records_per_fsync={recs}\tfsync_us={fsync_us}\tidle_pct={idle_pct}\tp99_ms={s['p99_us'] / 1000:.2f}\tload={load}\tthreads_us_per_req: {per_thread}")
 PY
