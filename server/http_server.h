@@ -5,8 +5,8 @@
 // abusable limit (header/body size, read timeouts) is explicit, and exceptions never escape into Asio.
 // Shutdown: BeginShutdown() closes acceptors and idle connections; busy ones close after their response;
 // WaitDrained() waits for the last session; Stop() stops the io_contexts and joins the threads.
-// Optional: HTTPS on the main port (--tls-cert/--tls-key; one Session template over tcp_stream or
-// ssl_stream<tcp_stream>) and a separate plain-HTTP admin listener (--admin-listen) that alone serves the
+// Optional: HTTPS on the main port (--tls-cert/--tls-key; one Session template over a TCP stream or
+// an ssl_stream over it) and a separate plain-HTTP admin listener (--admin-listen) that alone serves the
 // operational routes. This unit is transport only: what a request means (routes, Origin/CORS, tokens,
 // verdicts, response bodies) is server/router.h, asked once after the header and once after the body.
 #pragma once
