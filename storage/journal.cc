@@ -376,8 +376,15 @@ bool Journal::Append(JournalRecord record) {
 void Journal::Applied(std::uint64_t lsn) { Applied(std::span<const std::uint64_t>(&lsn, 1)); }
 
 void Journal::Applied(std::span<const std::uint64_t> lsns) {
-  std::lock_guard lk(mu_);
-  for (const std::uint64_t lsn : lsns) outstanding_.erase(lsn);
+  bool wake;
+  {
+    std::lock_guard lk(mu_);
+    for (const std::uint64_t lsn : lsns) outstanding_.erase(lsn);
+    // Records wait for room: the flusher checkpoints now and admits them, instead of at its next tick.
+    wake = !parked_.empty();
+    applied_moved_ = applied_moved_ || wake;
+  }
+  if (wake) cv_.notify_one();
 }
 
 std::uint64_t Journal::AppliedPosition() const {
@@ -395,8 +402,9 @@ void Journal::RunFlusher() {
       if (buffer_.empty() && !stop_) {
         auto wake = Clock::now() + options_.checkpoint_interval;
         if (!parked_.empty()) wake = std::min(wake, parked_.front().deadline);
-        cv_.wait_until(lk, wake, [this] { return !buffer_.empty() || stop_; });
+        cv_.wait_until(lk, wake, [this] { return !buffer_.empty() || stop_ || applied_moved_ || ParkedFits(); });
       }
+      applied_moved_ = false;  // MaybeCheckpoint below passes what was applied
       // Admit parked records while there is room; reject those whose wait is over (or all at shutdown).
       const auto now = Clock::now();
       while (!parked_.empty()) {
@@ -469,6 +477,13 @@ void Journal::RunFlusher() {
       if (buffer_.empty() && parked_.empty()) return;
     }
   }
+}
+
+bool Journal::ParkedFits() const {
+  if (parked_.empty()) return false;
+  const std::size_t size =
+      kRecordHeader + kFixedPayload + std::min(parked_.front().record.source.size(), kMaxJournalSource);
+  return next_lsn_ + size - checkpoint_lsn_ <= options_.max_bytes;
 }
 
 void Journal::CloseSegment() {

@@ -25,7 +25,8 @@
 // 0.13–0.17 ms and ~55–62 µs when appending; storage/README.md "Journal"). So a segment may end in zero bytes
 // past its last record: recovery reads zeros running to the end of a segment as its clean end.
 // Bounded: when LSN bytes past the checkpoint would exceed max_bytes, records wait (FIFO) up to full_wait
-// for the checkpoint to advance, then are reported not durable. An I/O error fails the journal for good
+// for the checkpoint to advance, then are reported not durable. While records wait, Applied() wakes the
+// flusher, which checkpoints at once and admits what fits (not at its next checkpoint_interval tick). An I/O error fails the journal for good
 // (a failed fdatasync leaves the page cache state unknown): every later record is reported not durable.
 #pragma once
 
@@ -154,6 +155,8 @@ class Journal {
   };
 
   void RunFlusher();
+  // The first parked record fits under max_bytes now.
+  bool ParkedFits() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Recover();
   void CheckMeta();
   // Writes `group_bytes` to the active segment (rotating first when due) and fdatasyncs. Flusher thread only.
@@ -197,6 +200,8 @@ class Journal {
   // node per many LSNs instead of std::set's allocation (and rebalancing) per record.
   absl::btree_set<std::uint64_t> outstanding_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // Applied() moved while records were parked: wake the flusher to checkpoint and admit them.
+  bool applied_moved_ ABSL_GUARDED_BY(mu_) = false;
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ = false, closed_ = false;  // Stop/Close caller thread only
   std::chrono::steady_clock::time_point last_checkpoint_;  // flusher thread

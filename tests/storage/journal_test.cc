@@ -274,7 +274,7 @@ TEST_F(JournalFiles, CheckpointRecyclesSegments) {
     Write(j, 0, 80, /*per_group=*/true);
     EXPECT_GE(Segments().size(), 8u);
     for (int i = 0; i < 50; ++i) j.Applied(sink.durable[static_cast<std::size_t>(i)].lsn);
-    // The flusher checkpoints when it wakes (checkpoint_interval 0); one more group wakes it.
+    // Applied() wakes the checkpointer (checkpoint_interval 0); one more group on top does no harm.
     Write(j, 80, 81);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (j.Stats().segments_deleted == 0 && std::chrono::steady_clock::now() < deadline) {
@@ -334,6 +334,37 @@ TEST_F(JournalFiles, FullJournalRejectsAfterBoundedWait) {
   EXPECT_NE(std::find(sink.fates.begin(), sink.fates.end(), JournalFate::kRefused), sink.fates.end());
   EXPECT_EQ(std::find(sink.fates.begin(), sink.fates.end(), JournalFate::kIoError), sink.fates.end());
   EXPECT_LE(sink.durable.size() * 49, 1024u);
+}
+
+// Records parked behind a full journal are admitted as soon as Applied() lets the checkpoint pass the records
+// before them: while records wait, the checkpointer does not wait out its interval (an hour here), and it wakes
+// the flusher. full_wait is far longer than the test, so a refusal means the room never came.
+TEST_F(JournalFiles, ParkedRecordsAreAdmittedOnceAppliedMakesRoom) {
+  JournalOptions o = Options();
+  o.max_bytes = 1024;  // ~20 records: 40 cannot all fit without a checkpoint
+  o.full_wait = std::chrono::minutes(10);
+  o.checkpoint_interval = std::chrono::hours(1);
+  Journal j(o);
+  j.Start();
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(j.Append(Rec(i)));
+  std::size_t applied = 0;
+  bool all = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!all && std::chrono::steady_clock::now() < deadline) {
+    std::vector<std::uint64_t> lsns;
+    {
+      std::lock_guard lk(sink.mu);
+      for (; applied < sink.durable.size(); ++applied) lsns.push_back(sink.durable[applied].lsn);
+      all = sink.durable.size() + sink.rejected.size() == 40;
+    }
+    if (!lsns.empty()) j.Applied(lsns);  // as the drain does once PostgreSQL committed them
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::lock_guard lk(sink.mu);
+  EXPECT_EQ(sink.durable.size(), 40u);
+  EXPECT_TRUE(sink.rejected.empty());
+  EXPECT_GT(j.Stats().checkpoints, 0u);
+  EXPECT_LE(j.Stats().disk_bytes, 1024u);
 }
 
 // An I/O error (here: the next segment cannot be created) reports the group kIoError, fails the journal for
