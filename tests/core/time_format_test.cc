@@ -3,6 +3,9 @@
 #include "core/time_format.h"
 
 #include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <random>
 #include <regex>
 
 #include <gtest/gtest.h>
@@ -21,6 +24,51 @@ TEST(TimeFormat, KnownInstants) {
 TEST(TimeFormat, BeforeTheEpoch) {
   EXPECT_EQ(Rfc3339Micros(std::int64_t{-1}), "1969-12-31T23:59:59.999999Z");
   EXPECT_EQ(Rfc3339Micros(std::int64_t{-1'000'000}), "1969-12-31T23:59:59.000000Z");
+}
+
+// The C library's conversion, as Rfc3339Micros was first written: the reference for the digits written in place.
+std::string Reference(std::int64_t us) {
+  std::int64_t secs = us / 1'000'000;
+  std::int64_t frac = us % 1'000'000;
+  if (frac < 0) {
+    frac += 1'000'000;
+    --secs;
+  }
+  const auto t = static_cast<std::time_t>(secs);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(frac));
+  return buf;
+}
+
+// Every instant from year 0001 to 9999 formats as gmtime_r + snprintf do: 200 000 random ones, and each side
+// of the days where calendars go wrong (month ends, leap days of 1900 / 2000 / 2100, year ends).
+TEST(TimeFormat, AgreesWithTheCLibrary) {
+  constexpr std::int64_t kFirst = -62'135'596'800'000'000;  // 0001-01-01T00:00:00Z
+  constexpr std::int64_t kLast = 253'402'300'799'999'999;   // 9999-12-31T23:59:59.999999Z
+  std::mt19937_64 rng(20261201);
+  std::uniform_int_distribution<std::int64_t> any(kFirst, kLast);
+  for (int i = 0; i < 200'000; ++i) {
+    const std::int64_t us = any(rng);
+    ASSERT_EQ(Rfc3339Micros(us), Reference(us)) << us;
+  }
+  for (std::int64_t day = -719'162; day <= 2'932'896; day += 1) {  // 0001-01-01 .. 9999-12-31, every day
+    const std::int64_t us = day * 86'400'000'000;
+    if (day % 97 != 0 && day % 365 > 2 && day % 365 < 362 && (day + 1) % 30 > 2) continue;  // a sample
+    ASSERT_EQ(Rfc3339Micros(us - 1), Reference(us - 1)) << us;
+    ASSERT_EQ(Rfc3339Micros(us), Reference(us)) << us;
+  }
+  for (const char* want : {"1900-02-28T23:59:59.999999Z", "2000-02-29T12:00:00.000001Z", "2100-03-01T00:00:00.000000Z"}) {
+    std::tm tm{};
+    ASSERT_NE(strptime(want, "%Y-%m-%dT%H:%M:%S", &tm), nullptr);
+    const std::int64_t secs = timegm(&tm);
+    const std::int64_t us = secs * 1'000'000 + std::stoll(std::string(want + 20, 6));
+    EXPECT_EQ(Rfc3339Micros(us), want);
+  }
+  // Outside 0000..9999 the C library's form is kept.
+  EXPECT_EQ(Rfc3339Micros(kLast + 1), Reference(kLast + 1));
 }
 
 // The time_point overload agrees with the microsecond one and has the log line's shape.
