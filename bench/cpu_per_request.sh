@@ -10,8 +10,8 @@
 # Needs a running PostgreSQL at $SG_URL (scripts/pg.sh start DIR PORT; scripts/pg.sh url DIR PORT).
 # Prints one line: mode conns rps non2xx cpu_s requests cpu_us_per_request pg_us_per_request
 # wrk_us_per_request rows_per_batch records_per_fsync fsync_us idle_pct p99 loadavg, then the server's CPU-µs
-# per request by thread name (sg-io-N, sg-journal, ...). The server's CPU is utime+stime from /proc/<pid>/stat over the measured cell (after a 2 s warm-up),
-# divided by the requests wrk counted (bench/observe.lua's BENCH_SUMMARY; status counting off). PostgreSQL's
+# per request by thread name (sg-io-N, sg-journal, ...). The server's CPU is utime+stime from /proc/<pid>/stat
+# over the measured cell (after a 2 s warm-up), divided by the requests wrk counted (bench/observe.lua's BENCH_SUMMARY; status counting off). PostgreSQL's
 # is the same over the postmaster (the process listening on the URL's port, so the cluster must be on this
 # host) and all its children. rows_per_batch / records_per_fsync: requests per PostgreSQL transaction / per
 # journal fdatasync over the cell, from /metrics; fsync_us: the journal's mean fdatasync time (/metrics);

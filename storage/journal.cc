@@ -43,6 +43,11 @@ constexpr const char* kSpareName = "spare.tmp";        // the next segment, bein
 // each ~20-40 µs of page-cache copying, so no group waits long for it.
 constexpr std::size_t kSpareSlice = 256 << 10;
 
+// Bytes `r` takes in the log once encoded (a longer source is cut to kMaxJournalSource).
+std::size_t EncodedSize(const JournalRecord& r) {
+  return kRecordHeader + kFixedPayload + std::min(r.source.size(), kMaxJournalSource);
+}
+
 // Group sizes (records per fdatasync) and fsync latency buckets for /metrics.
 constexpr std::array<double, 13> kGroupBounds = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
 constexpr std::array<double, 12> kFsyncBounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
@@ -357,12 +362,11 @@ void Journal::EncodeLocked(JournalRecord&& record) {
 }
 
 bool Journal::Append(JournalRecord record) {
-  const std::size_t size = kRecordHeader + kFixedPayload + std::min(record.source.size(), kMaxJournalSource);
   bool notify;
   {
     std::lock_guard lk(mu_);
     if (stop_ || failed_) return false;
-    if (!parked_.empty() || next_lsn_ + size - checkpoint_lsn_ > options_.max_bytes) {
+    if (!parked_.empty() || !FitsLocked(record)) {
       parked_.push_back(Parked{std::move(record), Clock::now() + options_.full_wait});
       return true;
     }
@@ -382,7 +386,7 @@ void Journal::Applied(std::span<const std::uint64_t> lsns) {
     for (const std::uint64_t lsn : lsns) outstanding_.erase(lsn);
     // Records wait for room: the flusher checkpoints now and admits them, instead of at its next tick.
     wake = !parked_.empty();
-    applied_moved_ = applied_moved_ || wake;
+    if (wake) applied_moved_ = true;
   }
   if (wake) cv_.notify_one();
 }
@@ -409,8 +413,7 @@ void Journal::RunFlusher() {
       const auto now = Clock::now();
       while (!parked_.empty()) {
         Parked& p = parked_.front();
-        const std::size_t size = kRecordHeader + kFixedPayload + std::min(p.record.source.size(), kMaxJournalSource);
-        if (!stop_ && !failed_ && next_lsn_ + size - checkpoint_lsn_ <= options_.max_bytes) {
+        if (!stop_ && !failed_ && FitsLocked(p.record)) {
           EncodeLocked(std::move(p.record));
         } else if (stop_ || failed_ || now >= p.deadline) {
           rejected.push_back(JournalEntry{std::move(p.record), 0});
@@ -479,12 +482,11 @@ void Journal::RunFlusher() {
   }
 }
 
-bool Journal::ParkedFits() const {
-  if (parked_.empty()) return false;
-  const std::size_t size =
-      kRecordHeader + kFixedPayload + std::min(parked_.front().record.source.size(), kMaxJournalSource);
-  return next_lsn_ + size - checkpoint_lsn_ <= options_.max_bytes;
+bool Journal::FitsLocked(const JournalRecord& r) const {
+  return next_lsn_ + EncodedSize(r) - checkpoint_lsn_ <= options_.max_bytes;
 }
+
+bool Journal::ParkedFits() const { return !parked_.empty() && FitsLocked(parked_.front().record); }
 
 void Journal::CloseSegment() {
   if (seg_fd_ < 0) return;

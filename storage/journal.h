@@ -26,8 +26,9 @@
 // past its last record: recovery reads zeros running to the end of a segment as its clean end.
 // Bounded: when LSN bytes past the checkpoint would exceed max_bytes, records wait (FIFO) up to full_wait
 // for the checkpoint to advance, then are reported not durable. While records wait, Applied() wakes the
-// flusher, which checkpoints at once and admits what fits (not at its next checkpoint_interval tick). An I/O error fails the journal for good
-// (a failed fdatasync leaves the page cache state unknown): every later record is reported not durable.
+// flusher, which checkpoints at once and admits what fits (not at its next checkpoint_interval tick).
+// An I/O error fails the journal for good (a failed fdatasync leaves the page cache state unknown): every
+// later record is reported not durable.
 #pragma once
 
 #include <chrono>
@@ -155,6 +156,8 @@ class Journal {
   };
 
   void RunFlusher();
+  // `r` fits under max_bytes past the checkpoint now.
+  bool FitsLocked(const JournalRecord& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The first parked record fits under max_bytes now.
   bool ParkedFits() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Recover();

@@ -274,7 +274,7 @@ TEST_F(JournalFiles, CheckpointRecyclesSegments) {
     Write(j, 0, 80, /*per_group=*/true);
     EXPECT_GE(Segments().size(), 8u);
     for (int i = 0; i < 50; ++i) j.Applied(sink.durable[static_cast<std::size_t>(i)].lsn);
-    // Applied() wakes the checkpointer (checkpoint_interval 0); one more group on top does no harm.
+    // The flusher checkpoints when it wakes (checkpoint_interval 0); one more group wakes it.
     Write(j, 80, 81);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (j.Stats().segments_deleted == 0 && std::chrono::steady_clock::now() < deadline) {
@@ -337,8 +337,8 @@ TEST_F(JournalFiles, FullJournalRejectsAfterBoundedWait) {
 }
 
 // Records parked behind a full journal are admitted as soon as Applied() lets the checkpoint pass the records
-// before them: while records wait, the checkpointer does not wait out its interval (an hour here), and it wakes
-// the flusher. full_wait is far longer than the test, so a refusal means the room never came.
+// before them: while records wait, Applied() wakes the flusher, which checkpoints at once instead of waiting out
+// its interval (an hour here). full_wait is far longer than the test, so a refusal means the room never came.
 TEST_F(JournalFiles, ParkedRecordsAreAdmittedOnceAppliedMakesRoom) {
   JournalOptions o = Options();
   o.max_bytes = 1024;  // ~20 records: 40 cannot all fit without a checkpoint
