@@ -67,6 +67,10 @@ std::uint32_t RouteOfDigest(const Digest& d) {
 struct Service::Probed {
   bool filter_trusted = false;
   Probe probe = Probe::kPossiblySeen;
+  // The filter vouched "definitely new" (an exact negative of a trusted filter).
+  bool filter_said_new() const { return filter_trusted && probe == Probe::kDefinitelyNew; }
+  // The Store's hint: a batch of such digests may go by COPY (storage/exact_store.h, Expect).
+  storage::Expect expect() const { return filter_said_new() ? storage::Expect::kNew : storage::Expect::kUnknown; }
 };
 
 namespace {
@@ -124,7 +128,7 @@ void Service::RememberStored(const Digest& d, const storage::Result& r) {
 }
 
 void Service::Decide(const Probed& p, const storage::Result& r, ThreadCounters& counters, Verdict& v) const {
-  const bool filter_said_new = p.filter_trusted && p.probe == Probe::kDefinitelyNew;
+  const bool filter_said_new = p.filter_said_new();
   if (r.outcome == storage::Outcome::kInserted) {
     v.is_new = true;
     // ack=commit: "via filter" = the filter said new and PostgreSQL confirmed it.
@@ -168,13 +172,15 @@ void Service::SubmitWaiting(std::uint32_t route, const Digest& d, const std::str
   // The ticket lives inside `w` (aliasing shared_ptr): no allocation of its own. Behind parked requests, this
   // one parks too (first come, first served) rather than taking the room they wait for.
   if (OthersWaitForRoom() ||
-      !store_.Submit(route, d, source, on_stored, std::shared_ptr<storage::Ticket>(w, &w->ticket))) {
+      !store_.Submit(route, d, source, on_stored, std::shared_ptr<storage::Ticket>(w, &w->ticket),
+                     p.expect())) {
     if (MayWaitForRoom()) {
       // Queue full: wait for room (backpressure), then submit; the request deadline still counts from now.
       WaitForRoom(
           ex, counters,
           [this, w, route, d, source, on_stored = std::move(on_stored), started] {
-            if (!store_.Submit(route, d, source, on_stored, std::shared_ptr<storage::Ticket>(w, &w->ticket))) {
+            if (!store_.Submit(route, d, source, on_stored, std::shared_ptr<storage::Ticket>(w, &w->ticket),
+                               w->probed.expect())) {
               return false;
             }
             ArmDeadline(w, started + request_timeout_);
@@ -342,7 +348,7 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
                                           finish_one(st);
                                         });
                                       },
-                                      std::shared_ptr<storage::Ticket>(st, &st->tickets[i]));
+                                      std::shared_ptr<storage::Ticket>(st, &st->tickets[i]), st->probed[i].expect());
     if (queued) st->in_store[i] = 1;
     return queued;
   };

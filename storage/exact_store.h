@@ -45,13 +45,21 @@ class Ticket {
   std::atomic<std::uint8_t> state_{kQueued};
 };
 
+// What the submitter knows of a Submit item's digest: kNew when a trusted Bloom filter answered "definitely
+// new" (no row of it is expected). A hint for the write's shape, never for its outcome: storage::Store writes
+// a batch made only of such items by binary COPY, which skips ON CONFLICT's per-row index probe, and a row
+// that exists after all (another instance, a row older than the window) aborts the COPY and the batch runs
+// again through ON CONFLICT — PostgreSQL decides either way.
+enum class Expect : std::uint8_t { kUnknown, kNew };
+
 class ExactStore {
  public:
   virtual ~ExactStore() = default;
   // Contracts as documented on storage::Store (store.h): thread-safe, never block on I/O.
-  // `ticket` (optional): see Ticket; an implementation that never queues may ignore it.
+  // `ticket` (optional): see Ticket; an implementation that never queues may ignore it. `expect`: see Expect;
+  // an implementation may ignore it.
   virtual bool Submit(std::uint32_t route, const Digest& d, std::string source, Completion done,
-                      std::shared_ptr<Ticket> ticket = nullptr) = 0;
+                      std::shared_ptr<Ticket> ticket = nullptr, Expect expect = Expect::kUnknown) = 0;
   // `first_seen_us` (µs since the epoch; 0 = PostgreSQL's now() at insert): the time the caller already
   // answers with (the server's recent set), so the row's first_seen equals it.
   virtual bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source,

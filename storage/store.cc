@@ -48,6 +48,11 @@ constexpr std::chrono::milliseconds kInDoubtPollMin{10};
 constexpr std::chrono::milliseconds kInDoubtPollMax{200};
 // Pause before a rejected write-behind row's next single-row attempt (see kMaxRowAttempts).
 constexpr std::chrono::milliseconds kRowRetryPause{20};
+// COPY back-off: after a COPY that a present row aborted, the writer's next COPY-eligible batches go through
+// ON CONFLICT, as many as the pause (doubled per abort, halved per COPY that succeeds). The cap bounds what a
+// workload whose "new" keys mostly exist (a second instance without key affinity, rows older than the
+// window) wastes: one aborted COPY per ~65 batches, against one per batch without the back-off.
+constexpr unsigned kMaxCopyPause = 64;
 // Never carries a key or digest: only state and libpq's error summary.
 void LogPgState(LogSink& log, bool up, unsigned writer, const std::string& error) {
   boost::json::object fields{{"state", up ? "up" : "down"}, {"writer", writer}};
@@ -84,6 +89,7 @@ struct Store::Item {
   Clock::time_point enqueued;
   std::int64_t first_seen_us = 0;  // 0 = now() at insert; else the journal's time of first observation
   std::shared_ptr<Ticket> ticket;  // Submit items only, optional
+  Expect expect = Expect::kUnknown;  // Submit items: kNew = a trusted Bloom negative (COPY-eligible)
   int rejected = 0;           // data-error rejections in a transaction of its own (dead letter at kMaxRowAttempts)
   // SubmitWriteBehindGroup rows: where the outcome goes (instead of `done`), with the submitter's tag and flag.
   WriteBehindSink* sink = nullptr;
@@ -124,6 +130,8 @@ struct Store::Writer {
   bool stop ABSL_GUARDED_BY(mu) = false;
   std::atomic<bool> up_flag{false};  // mirror of `up` for lock-free reads by up()
   std::vector<WriteBehindDone> sink_rows;  // writer thread only: Finish's batch for a WriteBehindSink
+  unsigned copy_pause = 0;  // writer thread only: the COPY back-off (kMaxCopyPause)
+  unsigned copy_skip = 0;   // writer thread only: COPY-eligible batches still to write through ON CONFLICT
   std::unique_ptr<pqxx::connection> conn;  // writer thread only (Start() before the thread exists)
   std::thread thread;
 };
@@ -210,7 +218,8 @@ void Store::Start() {
 }
 
 bool Store::Enqueue(std::uint32_t route, const Digest& d, std::string source, Completion done,
-                    bool write_behind, std::shared_ptr<Ticket> ticket, std::int64_t first_seen_us) {
+                    bool write_behind, std::shared_ptr<Ticket> ticket, std::int64_t first_seen_us,
+                    Expect expect) {
   if (!accepting_.load() || writers_.empty()) return false;
   Writer& w = *writers_[route % writers_.size()];
   if (!write_behind && !w.up_flag.load()) return false;  // fail fast, without touching the lock
@@ -229,8 +238,8 @@ bool Store::Enqueue(std::uint32_t route, const Digest& d, std::string source, Co
     const bool was_empty = w.queue.empty() && w.urgent.empty();
     // A Submit skips the write-behind backlog (priority lane) unless a row of its digest is pending there.
     std::deque<Item>& lane = !write_behind && !w.behind.contains(d) ? w.urgent : w.queue;
-    lane.push_back(
-        Item{d, std::move(source), std::move(done), write_behind, Clock::now(), first_seen_us, std::move(ticket)});
+    lane.push_back(Item{d, std::move(source), std::move(done), write_behind, Clock::now(), first_seen_us,
+                        std::move(ticket), expect});
     if (write_behind) {
       ++w.behind[d];
     } else {
@@ -245,9 +254,9 @@ bool Store::Enqueue(std::uint32_t route, const Digest& d, std::string source, Co
 }
 
 bool Store::Submit(std::uint32_t route, const Digest& d, std::string source, Completion done,
-                   std::shared_ptr<Ticket> ticket) {
+                   std::shared_ptr<Ticket> ticket, Expect expect) {
   if (!done) done = [](const Result&) {};
-  return Enqueue(route, d, std::move(source), std::move(done), false, std::move(ticket));
+  return Enqueue(route, d, std::move(source), std::move(done), false, std::move(ticket), 0, expect);
 }
 
 bool Store::SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source, Completion committed,
@@ -292,8 +301,8 @@ std::size_t Store::SubmitWriteBehindGroup(std::span<const WriteBehindRow> rows, 
     const WriteBehindRow& row = rows[i];
     Writer& w = *writers_[row.route % nw];
     std::string source = ValidUtf8NoNul(row.source) ? std::string(row.source) : std::string();
-    w.queue.push_back(Item{row.digest, std::move(source), Completion{}, true, now, row.first_seen_us, nullptr, 0,
-                           &sink, row.tag, row.flag});
+    w.queue.push_back(Item{row.digest, std::move(source), Completion{}, true, now, row.first_seen_us, nullptr,
+                           Expect::kUnknown, 0, &sink, row.tag, row.flag});
     ++w.behind[row.digest];
   }
   for (std::size_t k = 0; k < nw; ++k) {
@@ -435,12 +444,20 @@ void Store::WriteBatch(Writer& w, std::vector<Item>& batch, Attempt& att) {
   BatchStatement statement(batch.size());
   for (const auto& item : batch) statement.Add(item.digest, item.source, item.first_seen_us);
   att.distinct = statement.distinct();
-  // A batch of write-behind items only is a batch of Bloom negatives ("definitely new"): binary COPY,
-  // cheaper from 256 rows up (bench/RESULTS.md "Batch statement shapes"). A row that exists after
-  // all (a stale filter, another instance, a journal replay) aborts the COPY: the batch is then re-run
-  // through ON CONFLICT in a fresh transaction, counted in copy_fallbacks.
-  bool use_copy = statement.copy_eligible() &&
-                  std::all_of(batch.begin(), batch.end(), [](const Item& item) { return item.write_behind; });
+  // A batch of Bloom negatives ("definitely new": write-behind rows, and Submit items the filter called new)
+  // goes by binary COPY, which skips ON CONFLICT's probe of the primary key before each insert: 1.3–2.1x
+  // per row from 256 rows up (bench/RESULTS.md "Batch statement shapes"), and −22 % of PostgreSQL's CPU per
+  // row in ack=commit's ~44-row batches ("COPY for ack=commit's Bloom negatives"). A row that exists after
+  // all (another instance, a row older than the window, a journal replay) aborts the COPY: the batch is then
+  // re-run through ON CONFLICT in a fresh transaction, counted in copy_fallbacks, and the back-off pauses
+  // COPY on this writer (kMaxCopyPause).
+  bool use_copy = statement.copy_eligible() && std::all_of(batch.begin(), batch.end(), [](const Item& item) {
+                    return item.write_behind || item.expect == Expect::kNew;
+                  });
+  if (use_copy && w.copy_skip > 0) {
+    --w.copy_skip;
+    use_copy = false;
+  }
   const auto started = Clock::now();
   for (int attempt = 0;; ++attempt) {
     att.xid.reset();
@@ -475,6 +492,8 @@ void Store::WriteBatch(Writer& w, std::vector<Item>& batch, Attempt& att) {
     } catch (const CopyConflict&) {
       use_copy = false;  // ~tx rolled the COPY back; nothing of it holds
       --attempt;         // not a rollback retry: runs once more, through ON CONFLICT
+      w.copy_pause = std::min(std::max(2 * w.copy_pause, 1u), kMaxCopyPause);
+      w.copy_skip = w.copy_pause;
       std::lock_guard lk(metrics_->mu);
       ++metrics_->copy_fallbacks;
     } catch (const pqxx::deadlock_detected&) {
@@ -483,6 +502,7 @@ void Store::WriteBatch(Writer& w, std::vector<Item>& batch, Attempt& att) {
       if (attempt + 1 >= kMaxRollbackRetries) throw;
     }
   }
+  if (att.by_copy) w.copy_pause /= 2;  // a COPY that held: the back-off decays
   att.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   RecordBatch(batch, att);
 }

@@ -8,9 +8,11 @@
 // lane. A digest always goes to writer (route % W). Submit items go on the priority lane — a batch of their
 // own, taken before the write-behind backlog (lanes alternate while both hold items) — unless a write-behind
 // row of the same digest is still pending: then they join the FIFO behind it, so items of one digest are
-// always written in order. A writer takes what is queued (up to batch_limit) into one transaction holding one INSERT ... ON CONFLICT statement for the
-// whole batch (storage/batch_statement.h; a batch of write-behind items only goes by binary COPY, re-run
-// through ON CONFLICT if a row exists), commits, then runs the completions. Waiting (Submit) items are taken at once, so
+// always written in order. A writer takes what is queued (up to batch_limit) into one transaction holding
+// one INSERT ... ON CONFLICT statement for the whole batch (storage/batch_statement.h), commits, then runs
+// the completions. A batch made only of write-behind rows and of Submit items the filter called new
+// (Expect::kNew) goes by binary COPY instead, re-run through ON CONFLICT if a row exists (with a back-off
+// when that keeps happening). Waiting (Submit) items are taken at once, so
 // batches form naturally from whatever arrives during the previous commit; when only write-behind
 // items are queued the writer waits up to flush_interval (from the oldest item) to gather more.
 // A failed transaction completes its waiting items with kUnavailable, keeps its write-behind items
@@ -208,8 +210,10 @@ class Store final : public ExactStore {
   // the queue is full, or the store is shutting down. Safe to call concurrently; never blocks on I/O.
   // With a `ticket`, `ticket->Cancel()` withdraws the item while it is still queued (then `done` never
   // runs); a cancelled item still counts against queue_limit until a writer skips it.
+  // `expect` = Expect::kNew (a trusted Bloom negative): a batch made only of such items and write-behind
+  // rows goes by binary COPY (see WriteBatch in store.cc); the outcome is PostgreSQL's either way.
   bool Submit(std::uint32_t route, const Digest& d, std::string source, Completion done,
-              std::shared_ptr<Ticket> ticket = nullptr) override;
+              std::shared_ptr<Ticket> ticket = nullptr, Expect expect = Expect::kUnknown) override;
 
   // ack=filter write-behind: recorded with lag <= flush_interval while the database is up, retried
   // across outages, never dropped once accepted (except at Shutdown() after shutdown_retry of outage).
@@ -267,7 +271,7 @@ class Store final : public ExactStore {
   enum class InDoubt : std::uint8_t;
 
   bool Enqueue(std::uint32_t route, const Digest& d, std::string source, Completion done, bool write_behind,
-               std::shared_ptr<Ticket> ticket, std::int64_t first_seen_us = 0);
+               std::shared_ptr<Ticket> ticket, std::int64_t first_seen_us = 0, Expect expect = Expect::kUnknown);
   void RunWriter(Writer& w);
   bool Connect(Writer& w, std::string* error);
   void ProcessBatch(Writer& w, std::vector<Item>& batch);

@@ -26,11 +26,12 @@ namespace json = boost::json;
 class FakeStore final : public storage::ExactStore {
  public:
   bool Submit(std::uint32_t, const Digest& d, std::string source, storage::Completion done,
-              std::shared_ptr<storage::Ticket>) override {
+              std::shared_ptr<storage::Ticket>, storage::Expect expect) override {
     storage::Result r;
     {
       const std::lock_guard lock(mu_);
       ++submits;
+      expects[ToHex(d)] = expect;
       if (throws) throw std::runtime_error("fake store failure");
       if (down) return false;
       auto [it, inserted] = rows.try_emplace(ToHex(d), std::move(source));
@@ -51,6 +52,7 @@ class FakeStore final : public storage::ExactStore {
 
   std::mutex mu_;
   std::map<std::string, std::string> rows;  // digest hex -> source
+  std::map<std::string, storage::Expect> expects;  // digest hex -> the hint of its last Submit
   int submits = 0;
   bool down = false;
   bool throws = false;
@@ -163,6 +165,37 @@ TEST_F(RouterTest, ObserveNewThenDuplicate) {
   EXPECT_EQ(a.res.result_int(), 200u) << a.res.body();
   EXPECT_EQ(json::parse(a.res.body()).at("verdict"), "duplicate");
   EXPECT_EQ(store_.rows.size(), 1u);
+}
+
+// ack=commit tells the Store which keys the filter called new (Expect::kNew: COPY-eligible) and which it
+// did not (a possible hit, or a filter not warm yet); the verdict is the Store's either way.
+TEST_F(RouterTest, StoreIsToldWhichKeysTheFilterCalledNew) {
+  const Digester digest = Digester::Sha256();
+  auto a = Exchange(Make(http::verb::post, "/observe", R"({"key":"fresh"})"));
+  EXPECT_EQ(a.res.result_int(), 201u) << a.res.body();
+  EXPECT_EQ(store_.expects.at(ToHex(digest("fresh"))), storage::Expect::kNew);
+
+  filter_->ObserveConcurrently(digest("seen-bits"));  // its bits set: a possible hit the Store never saw
+  a = Exchange(Make(http::verb::post, "/observe", R"({"key":"seen-bits"})"));
+  EXPECT_EQ(a.res.result_int(), 201u) << a.res.body();  // PostgreSQL (the fake) decides: new
+  EXPECT_EQ(store_.expects.at(ToHex(digest("seen-bits"))), storage::Expect::kUnknown);
+
+  filter_->ObserveConcurrently(digest("b-seen-bits"));
+  a = Exchange(Make(http::verb::post, "/observe/batch", R"({"keys":["b-fresh","b-seen-bits"]})"));
+  ASSERT_EQ(a.res.result_int(), 200u) << a.res.body();
+  EXPECT_EQ(store_.expects.at(ToHex(digest("b-fresh"))), storage::Expect::kNew);
+  EXPECT_EQ(store_.expects.at(ToHex(digest("b-seen-bits"))), storage::Expect::kUnknown);
+
+  // A filter that is not warm yet vouches for nothing.
+  Service cold(config_, Digester::Sha256(), *filter_, store_, metrics_);
+  Router cold_router(config_, cold, &reader_);
+  Router::Request req = Make(http::verb::post, "/observe", R"({"key":"cold"})");
+  Router::Admission ad = cold_router.Admit(req.base(), Listener::kMain, false);
+  ASSERT_FALSE(ad.answer);
+  cold_router.Handle(ad.route, req, ioc_.get_executor(), metrics_.ForThread(0), [](Router::Answer) {});
+  ioc_.restart();
+  ioc_.run();
+  EXPECT_EQ(store_.expects.at(ToHex(digest("cold"))), storage::Expect::kUnknown);
 }
 
 TEST_F(RouterTest, BatchInOrder) {

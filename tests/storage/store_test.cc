@@ -55,10 +55,12 @@ StoreOptions GiveUpOptions(unsigned writers) {
 }
 
 // Submits and waits; nullopt when Submit refused.
-std::optional<Result> SubmitAndWait(Store& store, const Digest& d, std::string source = "") {
+std::optional<Result> SubmitAndWait(Store& store, const Digest& d, std::string source = "",
+                                    Expect expect = Expect::kUnknown) {
   auto promise = std::make_shared<std::promise<Result>>();
   auto future = promise->get_future();
-  if (!store.Submit(RouteOf(d), d, std::move(source), [promise](const Result& r) { promise->set_value(r); })) {
+  if (!store.Submit(RouteOf(d), d, std::move(source), [promise](const Result& r) { promise->set_value(r); }, nullptr,
+                    expect)) {
     return std::nullopt;
   }
   return future.get();
@@ -604,7 +606,9 @@ std::vector<std::string> PgFirstSeen(const std::vector<Digest>& ds) {
 
 // Submits `ds` (sources `source`) so that they form exactly ONE batch: the single writer is held behind a
 // RowBlocker while they queue, then released. Returns their results in order.
-std::vector<Result> SubmitAsOneBatch(Store& store, const std::vector<Digest>& ds, const std::string& source) {
+// The blocking item is a plain Submit (Expect::kUnknown, so never by COPY); `expect` is the hint of ds's items.
+std::vector<Result> SubmitAsOneBatch(Store& store, const std::vector<Digest>& ds, const std::string& source,
+                                     Expect expect = Expect::kUnknown) {
   const Digest blocked = RandomDigest();
   RowBlocker blocker(blocked);
   std::promise<Result> held;
@@ -613,7 +617,8 @@ std::vector<Result> SubmitAsOneBatch(Store& store, const std::vector<Digest>& ds
   const auto before = store.Stats();
   std::vector<std::promise<Result>> promises(ds.size());
   for (std::size_t i = 0; i < ds.size(); ++i) {
-    EXPECT_TRUE(store.Submit(0, ds[i], source, [&promises, i](const Result& r) { promises[i].set_value(r); }));
+    EXPECT_TRUE(store.Submit(
+        0, ds[i], source, [&promises, i](const Result& r) { promises[i].set_value(r); }, nullptr, expect));
   }
   blocker.Rollback();
   EXPECT_EQ(held.get_future().get().outcome, Outcome::kInserted);
@@ -638,35 +643,140 @@ void InsertBehindTheStoresBack(const Digest& d, const std::string& first_seen) {
 // holds, every fresh key kInserted; each answer's first_seen equals PostgreSQL's to_char of the row.
 // Batch sizes 1 (+ the blocker) and 4096.
 TEST_F(PgTest, KeyInsertedBehindTheBackIsDuplicateInABatch) {
-  for (const std::size_t fresh : {std::size_t{0}, std::size_t{4095}}) {
-    SCOPED_TRACE(fresh);
-    auto opts = Options(1);
-    opts.batch_limit = 4096;
-    Store store(opts);
-    store.Start();
-    const Digest behind = RandomDigest();
-    InsertBehindTheStoresBack(behind, "2021-03-04 05:06:07.891011+00");
-    std::vector<Digest> ds = RandomDigests(fresh);
-    ds.insert(ds.begin() + static_cast<std::ptrdiff_t>(fresh / 2), behind);  // somewhere in the middle
-    const auto before = store.Stats();
-    const auto results = SubmitAsOneBatch(store, ds, "till-7");
-    EXPECT_EQ(store.Stats().keys_written - before.keys_written, 1 + ds.size());
-    const auto pg = PgFirstSeen(ds);
-    std::size_t inserted = 0;
-    for (std::size_t i = 0; i < ds.size(); ++i) {
-      ASSERT_FALSE(pg[i].empty()) << i;
-      EXPECT_EQ(results[i].first_seen, pg[i]) << i;
-      if (ds[i] == behind) {
-        EXPECT_EQ(results[i].outcome, Outcome::kDuplicate);
-        EXPECT_EQ(results[i].first_seen, "2021-03-04T05:06:07.891011Z");
-      } else {
-        EXPECT_EQ(results[i].outcome, Outcome::kInserted) << i;
-        inserted += results[i].outcome == Outcome::kInserted;
+  for (const Expect expect : {Expect::kUnknown, Expect::kNew}) {
+    for (const std::size_t fresh : {std::size_t{0}, std::size_t{4095}}) {
+      SCOPED_TRACE(testing::Message() << "fresh " << fresh << ", expect new " << (expect == Expect::kNew));
+      auto opts = Options(1);
+      opts.batch_limit = 4096;
+      Store store(opts);
+      store.Start();
+      const Digest behind = RandomDigest();
+      InsertBehindTheStoresBack(behind, "2021-03-04 05:06:07.891011+00");
+      std::vector<Digest> ds = RandomDigests(fresh);
+      ds.insert(ds.begin() + static_cast<std::ptrdiff_t>(fresh / 2), behind);  // somewhere in the middle
+      const auto before = store.Stats();
+      const auto results = SubmitAsOneBatch(store, ds, "till-7", expect);
+      EXPECT_EQ(store.Stats().keys_written - before.keys_written, 1 + ds.size());
+      const auto pg = PgFirstSeen(ds);
+      std::size_t inserted = 0;
+      for (std::size_t i = 0; i < ds.size(); ++i) {
+        ASSERT_FALSE(pg[i].empty()) << i;
+        EXPECT_EQ(results[i].first_seen, pg[i]) << i;
+        if (ds[i] == behind) {
+          EXPECT_EQ(results[i].outcome, Outcome::kDuplicate);
+          EXPECT_EQ(results[i].first_seen, "2021-03-04T05:06:07.891011Z");
+        } else {
+          EXPECT_EQ(results[i].outcome, Outcome::kInserted) << i;
+          inserted += results[i].outcome == Outcome::kInserted;
+        }
       }
+      EXPECT_EQ(inserted, fresh);
+      // Without the hint a waiting item never goes by COPY; with it the COPY is tried, aborted by the row
+      // that exists, and the batch answered through ON CONFLICT.
+      EXPECT_EQ(store.Stats().copy_batches, 0u);
+      EXPECT_EQ(store.Stats().copy_fallbacks, expect == Expect::kNew ? 1u : 0u);
+      EXPECT_EQ(store.Stats().batch_failures, 0u);
     }
-    EXPECT_EQ(inserted, fresh);
-    EXPECT_EQ(store.Stats().copy_batches, 0u);  // waiting items need per-row answers: never by COPY
   }
+}
+
+// Submit items the filter called new (Expect::kNew) form a batch written by binary COPY, and each gets
+// kInserted with the first_seen PostgreSQL holds; one item without the hint in the batch makes it an
+// ON CONFLICT batch; an in-batch repeat too (COPY would conflict with itself): exactly one kInserted.
+TEST_F(PgTest, SubmitItemsTheFilterCalledNewGoByCopy) {
+  auto opts = Options(1);
+  opts.batch_limit = 4096;
+  Store store(opts);
+  store.Start();
+  auto before = store.Stats();
+  const auto ds = RandomDigests(300);
+  auto results = SubmitAsOneBatch(store, ds, "till-3", Expect::kNew);
+  auto after = store.Stats();
+  EXPECT_EQ(after.copy_batches - before.copy_batches, 1u);
+  EXPECT_EQ(after.copy_fallbacks, 0u);
+  auto pg = PgFirstSeen(ds);
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    EXPECT_EQ(results[i].outcome, Outcome::kInserted) << i;
+    ASSERT_FALSE(pg[i].empty()) << i;
+    EXPECT_EQ(results[i].first_seen, pg[i]) << i;
+  }
+
+  // The same digests again with the hint (a filter that forgot them): the COPY aborts, all kDuplicate with
+  // their first_seen.
+  before = after;
+  results = SubmitAsOneBatch(store, ds, "till-3", Expect::kNew);
+  after = store.Stats();
+  EXPECT_EQ(after.copy_batches - before.copy_batches, 0u);
+  EXPECT_EQ(after.copy_fallbacks - before.copy_fallbacks, 1u);
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    EXPECT_EQ(results[i].outcome, Outcome::kDuplicate) << i;
+    EXPECT_EQ(results[i].first_seen, pg[i]) << i;
+  }
+
+  // Wait out the back-off that abort started (one ON CONFLICT batch), then: a batch with one unhinted item,
+  // and a batch with an in-batch repeat, both through ON CONFLICT.
+  ASSERT_EQ(SubmitAndWait(store, RandomDigest(), "", Expect::kNew)->outcome, Outcome::kInserted);
+  before = store.Stats();
+  auto mixed = RandomDigests(50);
+  {
+    const Digest blocked = RandomDigest();
+    RowBlocker blocker(blocked);
+    std::promise<Result> held;
+    ASSERT_TRUE(store.Submit(0, blocked, "", [&](const Result& r) { held.set_value(r); }));
+    ASSERT_TRUE(WaitForLockWaiter());
+    std::vector<std::promise<Result>> promises(mixed.size() + 1);
+    for (std::size_t i = 0; i < mixed.size(); ++i) {
+      ASSERT_TRUE(store.Submit(
+          0, mixed[i], "", [&promises, i](const Result& r) { promises[i].set_value(r); }, nullptr,
+          i == 17 ? Expect::kUnknown : Expect::kNew));
+    }
+    blocker.Rollback();
+    EXPECT_EQ(held.get_future().get().outcome, Outcome::kInserted);
+    for (std::size_t i = 0; i < mixed.size(); ++i) {
+      EXPECT_EQ(promises[i].get_future().get().outcome, Outcome::kInserted) << i;
+    }
+  }
+  const auto repeat = RandomDigests(10);
+  auto with_repeat = repeat;
+  with_repeat.push_back(repeat[4]);
+  results = SubmitAsOneBatch(store, with_repeat, "", Expect::kNew);
+  after = store.Stats();
+  EXPECT_EQ(after.copy_batches - before.copy_batches, 0u);
+  EXPECT_EQ(after.copy_fallbacks - before.copy_fallbacks, 0u);
+  std::size_t won = 0;
+  for (const auto& r : results) won += r.outcome == Outcome::kInserted;
+  EXPECT_EQ(won, repeat.size());
+  EXPECT_EQ(results.back().outcome, Outcome::kDuplicate);
+}
+
+// Hinted batches whose rows keep existing (another instance without key affinity, rows older than the
+// window) do not pay an aborted COPY each: after an abort the writer takes the next 1, 2, 4 ... (at most 64)
+// eligible batches through ON CONFLICT, and a COPY that holds halves the pause again. 20 conflicting
+// one-item batches: COPY tried in batches 1, 3, 6, 11 and 20 only. Then fresh keys: the first 16 (the pause
+// left) through ON CONFLICT, the next 4 by COPY. Every answer is PostgreSQL's.
+TEST_F(PgTest, CopyBackOffBoundsAbortedCopies) {
+  Store store(Options(1));
+  store.Start();
+  const auto present = RandomDigests(20);
+  for (const auto& d : present) InsertBehindTheStoresBack(d, "2020-01-02 03:04:05.000006+00");
+  for (const auto& d : present) {
+    const auto r = SubmitAndWait(store, d, "", Expect::kNew);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->outcome, Outcome::kDuplicate);
+    EXPECT_EQ(r->first_seen, "2020-01-02T03:04:05.000006Z");
+  }
+  auto s = store.Stats();
+  EXPECT_EQ(s.batches, 20u);
+  EXPECT_EQ(s.copy_fallbacks, 5u);
+  EXPECT_EQ(s.copy_batches, 0u);
+  for (const auto& d : RandomDigests(20)) {
+    const auto r = SubmitAndWait(store, d, "", Expect::kNew);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->outcome, Outcome::kInserted);
+  }
+  s = store.Stats();
+  EXPECT_EQ(s.copy_fallbacks, 5u);
+  EXPECT_EQ(s.copy_batches, 4u);
 }
 
 // A write-behind row carrying the journal's first_seen_us keeps it exactly (to the microsecond, also before
