@@ -606,9 +606,9 @@ std::vector<std::string> PgFirstSeen(const std::vector<Digest>& ds) {
 
 // Submits `ds` (sources `source`) so that they form exactly ONE batch: the single writer is held behind a
 // RowBlocker while they queue, then released. Returns their results in order.
-// The blocking item is a plain Submit (Expect::kUnknown, so never by COPY); `expect` is the hint of ds's items.
-std::vector<Result> SubmitAsOneBatch(Store& store, const std::vector<Digest>& ds, const std::string& source,
-                                     Expect expect = Expect::kUnknown) {
+// The blocking item is a plain Submit (Expect::kUnknown, so never by COPY); expect_of(i) is the hint of ds[i].
+std::vector<Result> SubmitAsOneBatchEach(Store& store, const std::vector<Digest>& ds, const std::string& source,
+                                         const std::function<Expect(std::size_t)>& expect_of) {
   const Digest blocked = RandomDigest();
   RowBlocker blocker(blocked);
   std::promise<Result> held;
@@ -618,7 +618,7 @@ std::vector<Result> SubmitAsOneBatch(Store& store, const std::vector<Digest>& ds
   std::vector<std::promise<Result>> promises(ds.size());
   for (std::size_t i = 0; i < ds.size(); ++i) {
     EXPECT_TRUE(store.Submit(
-        0, ds[i], source, [&promises, i](const Result& r) { promises[i].set_value(r); }, nullptr, expect));
+        0, ds[i], source, [&promises, i](const Result& r) { promises[i].set_value(r); }, nullptr, expect_of(i)));
   }
   blocker.Rollback();
   EXPECT_EQ(held.get_future().get().outcome, Outcome::kInserted);
@@ -627,6 +627,11 @@ std::vector<Result> SubmitAsOneBatch(Store& store, const std::vector<Digest>& ds
   const auto after = store.Stats();
   EXPECT_EQ(after.batches - before.batches, 2u) << "the items did not form one batch";
   return out;
+}
+
+std::vector<Result> SubmitAsOneBatch(Store& store, const std::vector<Digest>& ds, const std::string& source,
+                                     Expect expect = Expect::kUnknown) {
+  return SubmitAsOneBatchEach(store, ds, source, [expect](std::size_t) { return expect; });
 }
 
 // A row written by someone else (source 'psql'), as an operator's psql or another tool would.
@@ -641,7 +646,8 @@ void InsertBehindTheStoresBack(const Digest& d, const std::string& first_seen) {
 // A key inserted behind the store's back (plain SQL on another connection, with its own first_seen) and
 // then submitted in one batch with fresh keys: that key is kDuplicate carrying the first_seen PostgreSQL
 // holds, every fresh key kInserted; each answer's first_seen equals PostgreSQL's to_char of the row.
-// Batch sizes 1 (+ the blocker) and 4096.
+// Batch sizes 1 (+ the blocker) and 4096; the items without a hint (ON CONFLICT) and with Expect::kNew (a
+// COPY that the present row aborts, then ON CONFLICT).
 TEST_F(PgTest, KeyInsertedBehindTheBackIsDuplicateInABatch) {
   for (const Expect expect : {Expect::kUnknown, Expect::kNew}) {
     for (const std::size_t fresh : {std::size_t{0}, std::size_t{4095}}) {
@@ -717,25 +723,10 @@ TEST_F(PgTest, SubmitItemsTheFilterCalledNewGoByCopy) {
   // and a batch with an in-batch repeat, both through ON CONFLICT.
   ASSERT_EQ(SubmitAndWait(store, RandomDigest(), "", Expect::kNew)->outcome, Outcome::kInserted);
   before = store.Stats();
-  auto mixed = RandomDigests(50);
-  {
-    const Digest blocked = RandomDigest();
-    RowBlocker blocker(blocked);
-    std::promise<Result> held;
-    ASSERT_TRUE(store.Submit(0, blocked, "", [&](const Result& r) { held.set_value(r); }));
-    ASSERT_TRUE(WaitForLockWaiter());
-    std::vector<std::promise<Result>> promises(mixed.size() + 1);
-    for (std::size_t i = 0; i < mixed.size(); ++i) {
-      ASSERT_TRUE(store.Submit(
-          0, mixed[i], "", [&promises, i](const Result& r) { promises[i].set_value(r); }, nullptr,
-          i == 17 ? Expect::kUnknown : Expect::kNew));
-    }
-    blocker.Rollback();
-    EXPECT_EQ(held.get_future().get().outcome, Outcome::kInserted);
-    for (std::size_t i = 0; i < mixed.size(); ++i) {
-      EXPECT_EQ(promises[i].get_future().get().outcome, Outcome::kInserted) << i;
-    }
-  }
+  const auto mixed = RandomDigests(50);
+  results = SubmitAsOneBatchEach(store, mixed, "",
+                                 [](std::size_t i) { return i == 17 ? Expect::kUnknown : Expect::kNew; });
+  for (std::size_t i = 0; i < mixed.size(); ++i) EXPECT_EQ(results[i].outcome, Outcome::kInserted) << i;
   const auto repeat = RandomDigests(10);
   auto with_repeat = repeat;
   with_repeat.push_back(repeat[4]);
