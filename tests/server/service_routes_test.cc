@@ -528,6 +528,58 @@ TEST_F(ServiceRoutes, BatchOrderRepeatsAndMixedEntries) {
   EXPECT_TRUE(IsDuplicate(c.Post("/observe", ObserveBody(d)), d));
 }
 
+// A key written behind scangate's back (psql, its own first_seen) and then observed in a batch of fresh keys
+// (ack=commit): every key is one the filter calls "definitely new", so the batch goes to PostgreSQL by COPY,
+// which the existing row aborts; the batch is re-run through ON CONFLICT. That key is answered duplicate with
+// PostgreSQL's first_seen, every other key new, one row each. Its own server: each writer's COPY back-off
+// starts clear.
+TEST(ServiceExactPath, KeyWrittenBehindTheBackIsDuplicateTheRestNew) {
+  ScangateProcess server({"--ack=commit"});
+  ASSERT_TRUE(server.Start());
+  HttpClient c(server.port());
+  Pg pg;
+  const std::string behind = UniqueKey("behind");
+  {
+    pqxx::work tx(pg.conn());
+    tx.exec_params0(
+        "INSERT INTO scan_keys (digest, source, first_seen) "
+        "VALUES (decode($1, 'hex'), 'psql', '2021-03-04 05:06:07.891011+00')",
+        Sha256Hex(behind));
+    tx.commit();
+  }
+  const auto fallbacks = [&] {
+    return MetricValue(c.Get("/metrics").body, "scangate_copy_fallbacks_total").value_or(-1);
+  };
+  EXPECT_EQ(fallbacks(), 0);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 40; ++i) keys.push_back(UniqueKey("beside-behind"));
+  keys.insert(keys.begin() + 20, behind);
+  std::string body = "{\"keys\":[";
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (i != 0) body += ',';
+    body += JsonString(keys[i]);
+  }
+  body += "]}";
+  HttpResponse r = c.Post("/observe/batch", body);
+  ASSERT_EQ(r.status, 200) << r;
+  json::array results = BatchResults(r);
+  ASSERT_EQ(results.size(), keys.size()) << r;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i] == behind) {
+      EXPECT_TRUE(IsDuplicateResult(results[i].as_object(), behind));
+      EXPECT_EQ(results[i].as_object().at("first_seen"), "2021-03-04T05:06:07.891011Z");
+    } else {
+      EXPECT_TRUE(IsNewResult(results[i].as_object(), keys[i])) << i;
+    }
+  }
+  std::vector<std::string> hexes;
+  for (const auto& k : keys) hexes.push_back(Sha256Hex(k));
+  EXPECT_EQ(pg.CountDigests(hexes), static_cast<std::int64_t>(keys.size()));
+  EXPECT_EQ(pg.SourceOf(Sha256Hex(behind)), std::optional<std::string>("psql"));
+  EXPECT_EQ(fallbacks(), 1) << "the batch holding the key was not tried by COPY first";
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 // 1000 entries are accepted and answered in order; every key is recorded.
 TEST_F(ServiceRoutes, Batch1000Entries) {
   HttpClient c(port());
