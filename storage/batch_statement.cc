@@ -1,6 +1,7 @@
 #include "storage/batch_statement.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <libpq-fe.h>
 #include <memory>
@@ -50,13 +51,14 @@ FROM unnest($1::bytea[]) WITH ORDINALITY AS u(d, i)
 JOIN scan_keys k ON k.digest = u.d
 )sql";
 
-// RunCopy: the transaction's xid (forced: the COPY writes anyway, and an in-doubt COMMIT needs it) and
-// now() — the first_seen of rows with $3 = 0, sent explicitly since a binary COPY row cannot ask for the
-// column default — in µs. Then the COPY; its columns in this order.
-constexpr const char* kCopyPrologueName = "scangate_copy_prologue";
-constexpr const char* kCopyPrologueSql =
-    "SELECT txid_current()::int8, (extract(epoch FROM now()) * 1000000)::int8";
-constexpr const char* kCopySql = "COPY scan_keys (digest, source, first_seen) FROM STDIN (FORMAT binary)";
+// RunCopy, in one simple-protocol query (one round trip, inside the open transaction): the transaction's
+// xid (forced: the COPY writes anyway, and an in-doubt COMMIT needs it) and now() — the first_seen of rows
+// with $3 = 0, sent explicitly since a binary COPY row cannot ask for the column default — in µs, then the
+// start of the COPY; its columns in this order. (As two statements the prologue cost a round trip of its
+// own: bench/RESULTS.md "COPY's prologue in the COPY's round trip".)
+constexpr const char* kCopySql =
+    "SELECT txid_current()::int8, (extract(epoch FROM now()) * 1000000)::int8; "
+    "COPY scan_keys (digest, source, first_seen) FROM STDIN (FORMAT binary)";
 constexpr std::string_view kCopyHeader{"PGCOPY\n\377\r\n\0" "\0\0\0\0" "\0\0\0\0", 19};  // signature, flags, ext
 // timestamptz on the wire: µs since 2000-01-01T00:00:00Z.
 constexpr std::int64_t kPgEpochUs = 946'684'800'000'000;
@@ -74,9 +76,15 @@ struct PgResultClear {
 };
 using PgResult = std::unique_ptr<PGresult, PgResultClear>;
 
-// Drains the connection's remaining results (libpq must be idle again before pqxx continues).
+// Drains the connection's remaining results (libpq must be idle again before pqxx continues). A COPY that
+// has started is failed first (CopyFail: the server answers with an error, and the transaction is aborted):
+// libpq would otherwise hand out PGRES_COPY_IN for ever.
 void DrainResults(PGconn* c) {
-  while (PGresult* r = PQgetResult(c)) PQclear(r);
+  while (PGresult* r = PQgetResult(c)) {
+    const bool copy_in = PQresultStatus(r) == PGRES_COPY_IN;
+    PQclear(r);
+    if (copy_in && PQputCopyEnd(c, "scangate: COPY abandoned") != 1) break;  // connection gone
+  }
 }
 
 // Raises the pqxx exception pqxx itself would raise for this failure, so the writer classifies it the same
@@ -116,6 +124,13 @@ bool ParseHexDigest(std::string_view hex, Digest& out) {
   return true;
 }
 
+// A text-format int8 column; false unless the whole value is a decimal integer.
+bool ParseInt64(const char* text, std::int64_t& out) {
+  const char* end = text + std::strlen(text);
+  const auto [p, ec] = std::from_chars(text, end, out);
+  return ec == std::errc() && p == end && p != text;
+}
+
 pqxx::binarystring Binary(std::string_view bytes) { return pqxx::binarystring(bytes.data(), bytes.size()); }
 
 }  // namespace
@@ -123,7 +138,6 @@ pqxx::binarystring Binary(std::string_view bytes) { return pqxx::binarystring(by
 void BatchStatement::Prepare(pqxx::connection& conn) {
   conn.prepare(kInsertName, kInsertSql);
   conn.prepare(kSelectName, kSelectSql);
-  conn.prepare(kCopyPrologueName, kCopyPrologueSql);
 }
 
 BatchStatement::BatchStatement(std::size_t expected_items)
@@ -225,10 +239,26 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
 BatchAnswer BatchStatement::RunCopy(pqxx::dbtransaction& tx) {
   if (!copy_eligible()) throw std::logic_error("BatchStatement::RunCopy: repeated digests");
   const std::size_t n = distinct();
-  const pqxx::row pro = tx.exec_prepared1(kCopyPrologueName);  // also makes sure BEGIN was sent
+  PGconn* c = RawConnection::Of(tx);
+  // pqxx sends BEGIN when the transaction object is made; the COPY must not run outside it (it would commit
+  // on its own, before the xid an in-doubt COMMIT is settled by could matter).
+  if (PQtransactionStatus(c) != PQTRANS_INTRANS) throw std::logic_error("BatchStatement::RunCopy: no open transaction");
+  if (PQsendQuery(c, kCopySql) != 1) ThrowCopyError(c, nullptr);
   BatchAnswer a;
-  a.xid = pro[0].as<std::int64_t>();
-  const auto now_us = pro[1].as<std::int64_t>();
+  std::int64_t now_us = 0;
+  {
+    PgResult pro(PQgetResult(c));
+    if (PQresultStatus(pro.get()) != PGRES_TUPLES_OK || PQntuples(pro.get()) != 1 || PQnfields(pro.get()) != 2) {
+      DrainResults(c);
+      ThrowCopyError(c, pro.get());
+    }
+    std::int64_t xid = 0;
+    if (!ParseInt64(PQgetvalue(pro.get(), 0, 0), xid) || !ParseInt64(PQgetvalue(pro.get(), 0, 1), now_us)) {
+      DrainResults(c);
+      throw std::runtime_error("COPY prologue returned a malformed xid or time");
+    }
+    a.xid = xid;
+  }
 
   std::vector<std::uint32_t> order(n);
   for (std::uint32_t i = 0; i < n; ++i) order[i] = i;
@@ -256,9 +286,8 @@ BatchAnswer BatchStatement::RunCopy(pqxx::dbtransaction& tx) {
   }
   buf.append("\377\377", 2);  // trailer
 
-  PGconn* c = RawConnection::Of(tx);
   {
-    PgResult r(PQexec(c, kCopySql));
+    PgResult r(PQgetResult(c));  // the COPY's start, sent with the prologue
     if (PQresultStatus(r.get()) != PGRES_COPY_IN) {
       DrainResults(c);
       ThrowCopyError(c, r.get());
