@@ -1,8 +1,12 @@
 // DigestHash: the hash of a Digest for hash tables keyed by digests (the recent set, the journal's pending
-// set). Digests are uniform, so 8 of their bytes are as good as all 32; they go through absl::Hash, which is
+// set, the store's pending write-behind digests and a batch's de-duplication). Digests are uniform, so 8 of their bytes are as good as all 32; they go through absl::Hash, which is
 // seeded per process, so a client who can choose keys (no HMAC secret configured) still cannot aim them at
 // one probe sequence. Bytes 8..15: callers pick shards and store routes from other bytes (0..3 route the
 // store, 4 the journal's shards, 16..23 the recent set's), so a shard's keys still spread over its table.
+// DigestEq / DigestLess: equality and bytea order (unsigned bytes, first byte most significant) of two
+// digests in four 8-byte word compares, inlined; std::equal_to<Digest> and memcmp() call into libc per probe
+// or comparison (~1.8 % of the server's CPU in the journal profile at 256 connections, bench/RESULTS.md
+// "Digest compares inlined").
 // Thread-safe (stateless).
 #pragma once
 
@@ -21,6 +25,27 @@ struct DigestHash {
     std::uint64_t w;
     std::memcpy(&w, d.data() + 8, sizeof w);
     return absl::Hash<std::uint64_t>{}(w);
+  }
+};
+
+struct DigestEq {
+  bool operator()(const Digest& a, const Digest& b) const noexcept {
+    std::uint64_t x[4], y[4];
+    std::memcpy(x, a.data(), sizeof x);
+    std::memcpy(y, b.data(), sizeof y);
+    return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3])) == 0;
+  }
+};
+
+struct DigestLess {
+  bool operator()(const Digest& a, const Digest& b) const noexcept {
+    for (std::size_t i = 0; i < a.size(); i += 8) {
+      std::uint64_t x, y;
+      std::memcpy(&x, a.data() + i, sizeof x);
+      std::memcpy(&y, b.data() + i, sizeof y);
+      if (x != y) return __builtin_bswap64(x) < __builtin_bswap64(y);  // little-endian loads: compare as big
+    }
+    return false;
   }
 };
 

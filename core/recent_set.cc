@@ -21,7 +21,7 @@ constexpr std::uint32_t kTargetShards = 64;
 constexpr std::uint64_t kMinRoundedGeneration = 14;
 
 // Bits 128..191 pick the shard, bits 64..127 hash inside it (core/digest_hash.h).
-using Map = absl::flat_hash_map<Digest, std::int64_t, DigestHash>;
+using Map = absl::flat_hash_map<Digest, std::int64_t, DigestHash, DigestEq>;
 
 }  // namespace
 

@@ -263,7 +263,7 @@ BatchAnswer BatchStatement::RunCopy(pqxx::dbtransaction& tx) {
   std::vector<std::uint32_t> order(n);
   for (std::uint32_t i = 0; i < n; ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](std::uint32_t x, std::uint32_t y) {
-    return std::memcmp(digest_[x].data(), digest_[y].data(), kDigestBytes) < 0;  // bytea order
+    return DigestLess{}(digest_[x], digest_[y]);  // bytea order
   });
   std::vector<std::int64_t> first_seen(n);
   std::string buf(kCopyHeader);

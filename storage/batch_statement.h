@@ -31,6 +31,7 @@
 #include <pqxx/pqxx>
 
 #include "core/digest.h"
+#include "core/digest_hash.h"
 #include "storage/pg_array.h"
 #include "storage/store.h"
 
@@ -85,7 +86,7 @@ class BatchStatement {
   std::vector<Digest> digest_;             // distinct digest index -> digest
   std::vector<std::int64_t> first_seen_us_;  // distinct digest index -> requested first_seen (0 = now())
   std::vector<std::string_view> source_;     // distinct digest index -> source ("" = NULL), the caller's bytes
-  absl::flat_hash_map<Digest, std::uint32_t> index_of_;  // digest -> distinct digest index
+  absl::flat_hash_map<Digest, std::uint32_t, DigestHash, DigestEq> index_of_;  // digest -> distinct digest index
   PgBinaryArray digests_{kOidBytea};
   PgBinaryArray sources_{kOidText};
   PgBinaryArray times_{kOidInt8};

@@ -108,7 +108,7 @@ class JournalDrain final : private WriteBehindSink {
   static constexpr std::size_t kShards = 64;
   struct alignas(64) Shard {
     mutable std::mutex mu;
-    absl::flat_hash_map<Digest, Pending, DigestHash> map ABSL_GUARDED_BY(mu);
+    absl::flat_hash_map<Digest, Pending, DigestHash, DigestEq> map ABSL_GUARDED_BY(mu);
   };
   Shard& ShardOf(const Digest& d) { return shards_[d[4] % kShards]; }
 

@@ -20,6 +20,7 @@
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/inlined_vector.h>
 
+#include "core/digest_hash.h"
 #include "core/thread_name.h"
 #include "core/utf8.h"
 #include "storage/batch_errors.h"
@@ -125,7 +126,7 @@ struct Store::Writer {
   std::size_t waiting ABSL_GUARDED_BY(mu) = 0;  // Submit (non-write-behind) items in queue + urgent
   // Write-behind items per digest that are queued or in a transaction (not finished): a Submit of such a
   // digest joins `queue` behind its row, so items of one digest stay in order (never "new" twice).
-  absl::flat_hash_map<Digest, std::uint32_t> behind ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<Digest, std::uint32_t, DigestHash, DigestEq> behind ABSL_GUARDED_BY(mu);
   bool up ABSL_GUARDED_BY(mu) = false;          // Submit refuses while false
   bool stop ABSL_GUARDED_BY(mu) = false;
   std::atomic<bool> up_flag{false};  // mirror of `up` for lock-free reads by up()
