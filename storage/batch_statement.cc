@@ -240,8 +240,8 @@ BatchAnswer BatchStatement::RunCopy(pqxx::dbtransaction& tx) {
   if (!copy_eligible()) throw std::logic_error("BatchStatement::RunCopy: repeated digests");
   const std::size_t n = distinct();
   PGconn* c = RawConnection::Of(tx);
-  // pqxx sends BEGIN when the transaction object is made; the COPY must not run outside it (it would commit
-  // on its own, before the xid an in-doubt COMMIT is settled by could matter).
+  // pqxx sends BEGIN when the transaction object is made. Outside a transaction the COPY would commit by
+  // itself, with no COMMIT of ours to settle by its xid if the answer were lost: refuse instead.
   if (PQtransactionStatus(c) != PQTRANS_INTRANS) throw std::logic_error("BatchStatement::RunCopy: no open transaction");
   if (PQsendQuery(c, kCopySql) != 1) ThrowCopyError(c, nullptr);
   BatchAnswer a;
