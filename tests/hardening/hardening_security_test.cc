@@ -1,7 +1,8 @@
 // Security features of the scangate binary (issue "Hardening" items 6 and 7), black-box:
 // - TLS (--tls-cert/--tls-key): a self-signed certificate made here with the OpenSSL API; /observe over
 //   HTTPS with a Beast ssl client (201 then 200); TLS 1.1 refused (while the same client config allowing
-//   TLS 1.2 succeeds, so the refusal is the server's); plain HTTP bytes on the TLS port do not crash it.
+//   TLS 1.2 succeeds, so the refusal is the server's); plain HTTP bytes on the TLS port do not crash it; a
+//   connection that never starts its handshake is closed by the 10 s handshake timeout, not earlier.
 // - Bearer tokens (--tokens-file): 401 without/with a wrong token (+ WWW-Authenticate), 201 with a right
 //   one, operational routes stay open, no token ever in the log; a malformed tokens file exits 2 naming the line.
 // - --admin-listen: operational routes only there (404 on the main port), /observe* not served there.
@@ -252,6 +253,20 @@ TEST(SecurityTls, ObserveOverHttpsTls11RefusedPlainHttpHarmless) {
   const TlsAnswer after = TlsExchange(server.port, TLS1_3_VERSION, {it::ObserveBody(key)});
   ASSERT_EQ(after.statuses.size(), 1u) << after.error;
   EXPECT_EQ(after.statuses[0], 200);
+
+  // A connection that never starts its handshake is closed by the 10 s handshake timeout: not before it, and
+  // not much after (the server checks its connections' deadlines 4 times a second).
+  {
+    hardening::RawConn idle(server.port);
+    const auto start = Clock::now();
+    ASSERT_TRUE(idle.WaitClosed(start + std::chrono::seconds(15))) << "not closed within 15 s";
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+    EXPECT_GE(ms, 9900) << "the handshake timeout fired early";
+    EXPECT_LE(ms, 11500);
+    EXPECT_TRUE(idle.received().empty());
+    hardening::Report("silent TLS connection closed after " + std::to_string(ms) + " ms");
+  }
+  EXPECT_TRUE(server.alive());
   EXPECT_EQ(server.Stop(), 0);
 }
 
