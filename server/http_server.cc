@@ -40,7 +40,7 @@ constexpr std::size_t kFirstReadBytes = 4096;      // first read of an idle conn
 constexpr std::size_t kLingerDrainBytes = 1 << 20;  // bytes discarded after an error response, then close
 constexpr auto kLingerTimeout = std::chrono::seconds(2);
 // Connection timeouts are deadlines a per-worker sweeper checks this often, not a timer per read and write:
-// Beast's stream timeouts armed, cancelled and completed a timer around every operation (~3-6 % of the
+// Beast's stream timeouts armed, cancelled and completed a timer around every operation (4-9 % of the
 // server's CPU, bench/RESULTS.md "Connection timeouts by a sweeper"). A deadline is set from the sweeper's
 // last reading of the clock plus one interval, so a timeout never fires early and at most ~2 intervals late.
 constexpr auto kSweepInterval = std::chrono::milliseconds(250);

@@ -189,6 +189,15 @@ std::string JsonString(std::string_view s) {
 
 std::string ObserveBody(std::string_view key) { return "{\"key\":" + JsonString(key) + "}"; }
 
+std::string BatchBody(const std::vector<std::string>& keys) {
+  std::string b = "{\"keys\":[";
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (i != 0) b += ',';
+    b += JsonString(keys[i]);
+  }
+  return b + "]}";
+}
+
 // ---------------------------------------------------------------------------------------------
 // ScangateProcess
 

@@ -44,6 +44,8 @@ std::string UniqueKey(std::string_view tag);
 // Minimal JSON string escaping for building request bodies.
 std::string JsonString(std::string_view s);
 std::string ObserveBody(std::string_view key);
+// {"keys":[...]} for /observe/batch, the keys in order.
+std::string BatchBody(const std::vector<std::string>& keys);
 
 // A running scangate process. Destruction kills it (SIGKILL) if it is still running.
 class ScangateProcess {

@@ -81,12 +81,6 @@ Timed TimedPost(HttpClient& c, const std::string& target, const std::string& bod
   return t;
 }
 
-std::string BatchBody(const std::vector<std::string>& keys) {
-  std::string b = "{\"keys\":[";
-  for (std::size_t i = 0; i < keys.size(); ++i) b += (i ? "," : "") + JsonString(keys[i]);
-  return b + "]}";
-}
-
 // The deadline distinguishes a key still queued (withdrawn, 503 unavailable, never written) from one whose
 // transaction is in flight (503 outcome-unknown; the late commit lands and a retry says duplicate), and the
 // late completion does not disturb the connection that got the 503.

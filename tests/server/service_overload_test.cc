@@ -53,12 +53,6 @@ class OwnDatabase {
   std::string name_;
 };
 
-std::string BatchBody(const std::vector<std::string>& keys) {
-  std::string body = "{\"keys\":[";
-  for (std::size_t i = 0; i < keys.size(); ++i) body += (i ? "," : "") + JsonString(keys[i]);
-  return body + "]}";
-}
-
 // The reproduction of issue 9: early-key new; 3000 other keys (three capacity's worth, so the shard forgets
 // early-key long before the 24 h window ends); early-key again must be duplicate (via exact), not new.
 TEST(ServiceOverload, AckFilterPastCapacityForgottenKeyIsDuplicate) {

@@ -554,13 +554,7 @@ TEST(ServiceExactPath, KeyWrittenBehindTheBackIsDuplicateTheRestNew) {
   std::vector<std::string> keys;
   for (int i = 0; i < 40; ++i) keys.push_back(UniqueKey("beside-behind"));
   keys.insert(keys.begin() + 20, behind);
-  std::string body = "{\"keys\":[";
-  for (std::size_t i = 0; i < keys.size(); ++i) {
-    if (i != 0) body += ',';
-    body += JsonString(keys[i]);
-  }
-  body += "]}";
-  HttpResponse r = c.Post("/observe/batch", body);
+  HttpResponse r = c.Post("/observe/batch", BatchBody(keys));
   ASSERT_EQ(r.status, 200) << r;
   json::array results = BatchResults(r);
   ASSERT_EQ(results.size(), keys.size()) << r;
@@ -585,14 +579,8 @@ TEST_F(ServiceRoutes, Batch1000Entries) {
   HttpClient c(port());
   Pg pg;
   std::vector<std::string> keys;
-  std::string body = "{\"keys\":[";
-  for (std::size_t i = 0; i < kMaxBatchEntries; ++i) {
-    keys.push_back(UniqueKey("batch1000"));
-    if (i > 0) body += ",";
-    body += JsonString(keys.back());
-  }
-  body += "]}";
-  HttpResponse r = c.Post("/observe/batch", body);
+  for (std::size_t i = 0; i < kMaxBatchEntries; ++i) keys.push_back(UniqueKey("batch1000"));
+  HttpResponse r = c.Post("/observe/batch", BatchBody(keys));
   ASSERT_EQ(r.status, 200) << r;
   json::array results = BatchResults(r);
   ASSERT_EQ(results.size(), kMaxBatchEntries);
