@@ -51,25 +51,21 @@ FROM unnest($1::bytea[]) WITH ORDINALITY AS u(d, i)
 JOIN scan_keys k ON k.digest = u.d
 )sql";
 
-// RunCopy, in one simple-protocol query (one round trip, inside the open transaction): the transaction's
-// xid (forced: the COPY writes anyway, and an in-doubt COMMIT needs it) and now() — the first_seen of rows
-// with $3 = 0, sent explicitly since a binary COPY row cannot ask for the column default — in µs, then the
-// start of the COPY; its columns in this order. (As two statements the prologue cost a round trip of its
-// own: bench/RESULTS.md "COPY's prologue in the COPY's round trip".)
+// BeginCopy's query, one simple-protocol message: BEGIN; the transaction's xid (forced: the COPY writes
+// anyway, and an in-doubt COMMIT needs it) and now() — the first_seen of rows with $3 = 0, sent explicitly
+// since a binary COPY row cannot ask for the column default — in µs; the COPY, its columns in this order;
+// and the COMMIT, which the server runs as soon as the COPY ends. A statement that fails skips the rest of the
+// query (so never the COMMIT), leaving the transaction aborted. One message instead of four round trips:
+// bench/RESULTS.md "COPY's prologue in the COPY's round trip" and "BEGIN and COMMIT in the COPY's round trips".
 constexpr const char* kCopySql =
+    "BEGIN; "
     "SELECT txid_current()::int8, (extract(epoch FROM now()) * 1000000)::int8; "
-    "COPY scan_keys (digest, source, first_seen) FROM STDIN (FORMAT binary)";
+    "COPY scan_keys (digest, source, first_seen) FROM STDIN (FORMAT binary); "
+    "COMMIT";
 constexpr std::string_view kCopyHeader{"PGCOPY\n\377\r\n\0" "\0\0\0\0" "\0\0\0\0", 19};  // signature, flags, ext
 // timestamptz on the wire: µs since 2000-01-01T00:00:00Z.
 constexpr std::int64_t kPgEpochUs = 946'684'800'000'000;
 constexpr const char* kUniqueViolation = "23505";
-
-// pqxx 6.4 does not expose a connection's PGconn except to large objects: largeobject's protected static
-// raw_connection(const dbtransaction&) is the one supported route, so the COPY runs on the writer's own
-// connection, inside its transaction.
-struct RawConnection : pqxx::largeobject {
-  static PGconn* Of(const pqxx::dbtransaction& tx) { return raw_connection(tx); }
-};
 
 struct PgResultClear {
   void operator()(PGresult* r) const { PQclear(r); }
@@ -87,18 +83,36 @@ void DrainResults(PGconn* c) {
   }
 }
 
+// Leaves a connection that is still up idle: a started COPY failed, the results drained, an open or aborted
+// transaction rolled back.
+void Recover(PGconn* c) noexcept {
+  if (PQstatus(c) != CONNECTION_OK) return;
+  DrainResults(c);
+  const PGTransactionStatusType ts = PQtransactionStatus(c);
+  if (ts == PQTRANS_INTRANS || ts == PQTRANS_INERROR) PQclear(PQexec(c, "ROLLBACK"));
+}
+
 // Raises the pqxx exception pqxx itself would raise for this failure, so the writer classifies it the same
-// way (connection lost, deadlock, data error by SQLSTATE), or CopyConflict for a unique violation.
-[[noreturn]] void ThrowCopyError(PGconn* c, const PGresult* r) {
+// way (connection lost, deadlock, data error by SQLSTATE), or CopyConflict for a unique violation — after
+// leaving a connection that is still up idle (nothing of the COPY committed).
+[[noreturn]] void FailCopy(PGconn* c, const PGresult* r) {
   std::string msg = r != nullptr ? PQresultErrorMessage(r) : "";
   if (msg.empty()) msg = PQerrorMessage(c);
+  if (msg.empty()) msg = std::string("COPY: unexpected result ") + PQresStatus(PQresultStatus(r));
   const char* state = r != nullptr ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
-  if (PQstatus(c) == CONNECTION_BAD) throw pqxx::broken_connection(msg);
   const std::string s = state != nullptr ? state : "";
+  if (PQstatus(c) != CONNECTION_OK) throw pqxx::broken_connection(msg);
+  Recover(c);
   if (s == kUniqueViolation) throw CopyConflict(msg);
   if (s == "40P01") throw pqxx::deadlock_detected(msg);
   if (s == "40001") throw pqxx::serialization_failure(msg);
-  throw pqxx::sql_error(msg, kCopySql, state);
+  throw pqxx::sql_error(msg, kCopySql, s.empty() ? nullptr : s.c_str());
+}
+
+// The end of the COPY has gone (or may have gone) out and the connection broke: its COMMIT may have run.
+[[noreturn]] void CopyInDoubt(PGconn* c) {
+  throw pqxx::in_doubt_error(std::string("connection lost after the end of the COPY (its COMMIT may have run): ") +
+                             PQerrorMessage(c));
 }
 
 void AppendBe32(std::string& out, std::uint32_t v) {
@@ -236,37 +250,44 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
   return a;
 }
 
-BatchAnswer BatchStatement::RunCopy(pqxx::dbtransaction& tx) {
-  if (!copy_eligible()) throw std::logic_error("BatchStatement::RunCopy: repeated digests");
+BatchAnswer BatchStatement::BeginCopy(PGconn* c) {
+  if (!copy_eligible()) throw std::logic_error("BatchStatement::BeginCopy: repeated digests");
+  if (PQstatus(c) != CONNECTION_OK) throw pqxx::broken_connection(PQerrorMessage(c));
+  // Inside a transaction the query's BEGIN would only warn, and its COMMIT would end the outer one: refuse.
+  if (PQtransactionStatus(c) != PQTRANS_IDLE) throw std::logic_error("BatchStatement::BeginCopy: connection not idle");
+  if (PQsendQuery(c, kCopySql) != 1) FailCopy(c, nullptr);
   const std::size_t n = distinct();
-  PGconn* c = RawConnection::Of(tx);
-  // pqxx sends BEGIN when the transaction object is made. Outside a transaction the COPY would commit by
-  // itself, with no COMMIT of ours to settle by its xid if the answer were lost: refuse instead.
-  if (PQtransactionStatus(c) != PQTRANS_INTRANS) throw std::logic_error("BatchStatement::RunCopy: no open transaction");
-  if (PQsendQuery(c, kCopySql) != 1) ThrowCopyError(c, nullptr);
+  std::vector<std::uint32_t> order(n);  // sorted while the server starts the transaction
+  for (std::uint32_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::uint32_t x, std::uint32_t y) {
+    return DigestLess{}(digest_[x], digest_[y]);  // bytea order
+  });
+  {
+    PgResult begin(PQgetResult(c));
+    if (PQresultStatus(begin.get()) != PGRES_COMMAND_OK) FailCopy(c, begin.get());
+  }
   BatchAnswer a;
   std::int64_t now_us = 0;
   {
     PgResult pro(PQgetResult(c));
     if (PQresultStatus(pro.get()) != PGRES_TUPLES_OK || PQntuples(pro.get()) != 1 || PQnfields(pro.get()) != 2) {
-      DrainResults(c);
-      ThrowCopyError(c, pro.get());
+      FailCopy(c, pro.get());
     }
     std::int64_t xid = 0;
     if (!ParseInt64(PQgetvalue(pro.get(), 0, 0), xid) || !ParseInt64(PQgetvalue(pro.get(), 0, 1), now_us)) {
-      DrainResults(c);
+      Recover(c);
       throw std::runtime_error("COPY prologue returned a malformed xid or time");
     }
     a.xid = xid;
   }
+  {
+    PgResult r(PQgetResult(c));  // the COPY's start
+    if (PQresultStatus(r.get()) != PGRES_COPY_IN) FailCopy(c, r.get());
+  }
 
-  std::vector<std::uint32_t> order(n);
-  for (std::uint32_t i = 0; i < n; ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](std::uint32_t x, std::uint32_t y) {
-    return DigestLess{}(digest_[x], digest_[y]);  // bytea order
-  });
   std::vector<std::int64_t> first_seen(n);
-  std::string buf(kCopyHeader);
+  std::string& buf = copy_rows_;
+  buf.assign(kCopyHeader);
   buf.reserve(kCopyHeader.size() + n * (2 + 4 + kDigestBytes + 4 + 16 + 4 + 8) + 2);
   for (const auto i : order) {
     first_seen[i] = first_seen_us_[i] != 0 ? first_seen_us_[i] : now_us;
@@ -286,21 +307,6 @@ BatchAnswer BatchStatement::RunCopy(pqxx::dbtransaction& tx) {
   }
   buf.append("\377\377", 2);  // trailer
 
-  {
-    PgResult r(PQgetResult(c));  // the COPY's start, sent with the prologue
-    if (PQresultStatus(r.get()) != PGRES_COPY_IN) {
-      DrainResults(c);
-      ThrowCopyError(c, r.get());
-    }
-  }
-  if (PQputCopyData(c, buf.data(), static_cast<int>(buf.size())) != 1 || PQputCopyEnd(c, nullptr) != 1) {
-    DrainResults(c);
-    ThrowCopyError(c, nullptr);
-  }
-  PgResult r(PQgetResult(c));
-  DrainResults(c);
-  if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) ThrowCopyError(c, r.get());
-
   std::vector<std::string> formatted(n);
   for (std::size_t i = 0; i < n; ++i) formatted[i] = Rfc3339Micros(first_seen[i]);
   a.results.reserve(n);
@@ -310,5 +316,33 @@ BatchAnswer BatchStatement::RunCopy(pqxx::dbtransaction& tx) {
   a.any_inserted = true;
   return a;
 }
+
+void BatchStatement::CommitCopy(PGconn* c) {
+  // Until the end of the COPY is sent the server cannot run the COMMIT: a connection lost here is a plain
+  // failure (broken_connection), retried like any other.
+  if (PQputCopyData(c, copy_rows_.data(), static_cast<int>(copy_rows_.size())) != 1) FailCopy(c, nullptr);
+  if (PQputCopyEnd(c, nullptr) != 1) {
+    if (PQstatus(c) != CONNECTION_OK) CopyInDoubt(c);
+    FailCopy(c, nullptr);
+  }
+  PgResult copy(PQgetResult(c));
+  if (PQresultStatus(copy.get()) != PGRES_COMMAND_OK) {
+    if (PQstatus(c) != CONNECTION_OK) CopyInDoubt(c);
+    FailCopy(c, copy.get());  // the query's COMMIT was skipped
+  }
+  PgResult commit(PQgetResult(c));
+  if (PQresultStatus(commit.get()) != PGRES_COMMAND_OK) {
+    if (PQstatus(c) != CONNECTION_OK) CopyInDoubt(c);
+    FailCopy(c, commit.get());  // a COMMIT that fails rolls back
+  }
+  // A COMMIT of an aborted transaction succeeds with the tag ROLLBACK: nothing committed.
+  if (std::string_view(PQcmdStatus(commit.get())) != "COMMIT") {
+    Recover(c);
+    throw pqxx::sql_error(std::string("COPY's COMMIT answered ") + PQcmdStatus(commit.get()), kCopySql);
+  }
+  DrainResults(c);
+}
+
+void BatchStatement::AbandonCopy(PGconn* c) noexcept { Recover(c); }
 
 }  // namespace scangate::storage

@@ -15,9 +15,10 @@
 //   2. Only when some digest was not inserted: SELECT its first_seen (µs since the epoch) — a new
 //      statement, so a new READ COMMITTED snapshot that also sees rows committed after step 1's snapshot.
 // first_seen travels as an integer and is formatted here (core/time_format.h), never by the server.
-// A batch of definitely-new keys (the writer passes only all-write-behind batches: Bloom negatives) may go
-// by RunCopy() instead: binary COPY FROM STDIN, measurably cheaper from 256 rows up. COPY cannot skip a
-// row that exists, so a conflict aborts it (CopyConflict) and the writer re-runs the batch with Run().
+// A batch of definitely-new keys (write-behind rows and items the filter called new: Bloom negatives) may
+// go by BeginCopy() / CommitCopy() instead: binary COPY FROM STDIN, which skips ON CONFLICT's probe of the
+// primary key. COPY cannot skip a row that exists, so a conflict aborts it (CopyConflict) and the writer
+// re-runs the batch with Run().
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include <absl/container/flat_hash_map.h>
+#include <libpq-fe.h>
 #include <pqxx/pqxx>
 
 #include "core/digest.h"
@@ -44,8 +46,8 @@ struct BatchAnswer {
   bool any_inserted = false;        // some item got kInserted (then an empty xid cannot be trusted)
 };
 
-// RunCopy() found a digest already present (unique_violation): the transaction is aborted and nothing of
-// it holds; roll it back and write the batch with Run() (ON CONFLICT) instead.
+// The COPY found a digest already present (unique_violation): the transaction was rolled back and nothing of
+// it holds; write the batch with Run() (ON CONFLICT) instead.
 class CopyConflict : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -61,7 +63,7 @@ class BatchStatement {
   // Adds the next item of the batch. `source`: empty = NULL; otherwise valid UTF-8 without NUL (the caller
   // validates; PostgreSQL would reject the whole statement otherwise). `first_seen_us`: µs since the
   // epoch, 0 = now() at insert. A repeated digest keeps its first item's source and time. `source` must
-  // outlive the BatchStatement (RunCopy reads it again).
+  // outlive the BatchStatement (BeginCopy reads it again).
   void Add(const Digest& d, std::string_view source, std::int64_t first_seen_us);
 
   std::size_t items() const { return slot_.size(); }
@@ -71,14 +73,27 @@ class BatchStatement {
   // the answer does not fit the batch (a digest neither inserted nor found, an unknown digest, no xid row).
   BatchAnswer Run(pqxx::transaction_base& tx);
 
-  // True when RunCopy() may write this batch: no digest repeats in it (COPY would conflict with itself).
+  // True when the batch may go by COPY: no digest repeats in it (COPY would conflict with itself).
   bool copy_eligible() const { return distinct() == items() && items() > 0; }
-  // Writes the batch by binary COPY in `tx` (a fresh transaction on a connection Prepare()d): one statement
-  // notes txid_current() and now() µs, then the rows go sorted by digest (deadlock freedom, as Run()).
-  // Every item is kInserted. Throws CopyConflict when a digest exists; pqxx::broken_connection when the
-  // connection broke; pqxx::deadlock_detected / serialization_failure / sql_error (with SQLSTATE, so
-  // data errors are told apart) for other errors. Requires copy_eligible().
-  BatchAnswer RunCopy(pqxx::dbtransaction& tx);
+
+  // The COPY path, in two round trips on an idle writer connection (PgConnection::raw(); no pqxx transaction
+  // open), instead of four (BEGIN, prologue + COPY, rows, COMMIT: bench/RESULTS.md "BEGIN and COMMIT in the
+  // COPY's round trips").
+  // BeginCopy sends one simple-protocol query — BEGIN; txid_current() and now() µs; COPY ... FROM STDIN; COMMIT
+  // — and returns once the COPY is open, with every item kInserted and the xid that settles an in-doubt
+  // COMMIT; the rows go sorted by digest (deadlock freedom, as Run()). It throws pqxx::broken_connection when
+  // the connection broke (nothing can have committed), or what CommitCopy throws for a definite failure,
+  // leaving the connection idle. Requires copy_eligible().
+  BatchAnswer BeginCopy(PGconn* c);
+  // Sends the rows and the end of the COPY, upon which the server runs the query's COMMIT. Returns once it
+  // committed. Throws CopyConflict when a digest exists; pqxx::deadlock_detected / serialization_failure /
+  // sql_error (with SQLSTATE, so data errors are told apart) for another failure — nothing committed and the
+  // connection is idle again; pqxx::in_doubt_error when the connection broke once the end of the COPY may
+  // have reached the server (the COMMIT may have run: settle by the xid).
+  void CommitCopy(PGconn* c);
+  // Undoes a BeginCopy that CommitCopy did not finish: fails the COPY (the query's COMMIT is then skipped)
+  // and rolls back. Does nothing on an idle or broken connection. Never throws.
+  static void AbandonCopy(PGconn* c) noexcept;
 
  private:
   std::vector<std::uint32_t> slot_;        // item -> distinct digest index
@@ -90,6 +105,7 @@ class BatchStatement {
   PgBinaryArray digests_{kOidBytea};
   PgBinaryArray sources_{kOidText};
   PgBinaryArray times_{kOidInt8};
+  std::string copy_rows_;  // BeginCopy -> CommitCopy: the COPY's binary payload
 };
 
 }  // namespace scangate::storage

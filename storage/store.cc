@@ -19,6 +19,7 @@
 #include <absl/base/thread_annotations.h>
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/inlined_vector.h>
+#include <absl/functional/function_ref.h>
 
 #include "core/digest_hash.h"
 #include "core/thread_name.h"
@@ -29,6 +30,7 @@
 #include "storage/error_summary.h"
 #include "storage/histogram.h"
 #include "storage/migrations.h"
+#include "storage/pg_connection.h"
 #include "storage/start_error.h"
 
 namespace scangate::storage {
@@ -106,7 +108,15 @@ struct Store::Attempt {
   bool xid_trusted = false;         // false: no xid although rows were inserted (cannot settle: kUnknown)
   std::size_t distinct = 0;
   double seconds = 0;
-  bool by_copy = false;             // written by binary COPY (BatchStatement::RunCopy)
+  bool by_copy = false;             // written by binary COPY (BatchStatement::BeginCopy / CommitCopy)
+
+  // Notes what the batch's statements established, before its COMMIT: outcomes are final once it succeeds,
+  // so an in-doubt COMMIT settled as committed can deliver them.
+  void Note(BatchAnswer&& answer) {
+    results = std::move(answer.results);
+    xid = answer.xid;
+    xid_trusted = xid.has_value() || !answer.any_inserted;
+  }
 };
 
 enum class Store::PartEnd : std::uint8_t {
@@ -133,7 +143,7 @@ struct Store::Writer {
   std::vector<WriteBehindDone> sink_rows;  // writer thread only: Finish's batch for a WriteBehindSink
   unsigned copy_pause = 0;  // writer thread only: the COPY back-off (kMaxCopyPause)
   unsigned copy_skip = 0;   // writer thread only: COPY-eligible batches still to write through ON CONFLICT
-  std::unique_ptr<pqxx::connection> conn;  // writer thread only (Start() before the thread exists)
+  std::unique_ptr<PgConnection> conn;  // writer thread only (Start() before the thread exists)
   std::thread thread;
 };
 
@@ -420,13 +430,7 @@ void Store::RunWriter(Writer& w) {
 // Every writer connection prepares the batch statements once.
 bool Store::Connect(Writer& w, std::string* error) {
   try {
-    auto conn = std::make_unique<pqxx::connection>(writer_conninfo_);
-    // pqxx 6 would otherwise reconnect silently inside the next transaction; the writer owns
-    // reconnection (backoff, up/down state), so a lost connection must surface as an exception.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-    conn->inhibit_reactivation(true);
-#pragma GCC diagnostic pop
+    auto conn = std::make_unique<PgConnection>(writer_conninfo_);  // reactivation inhibited: see there
     // Sources are validated UTF-8: say so, or a non-UTF-8 database would store them as mojibake (and one
     // it cannot convert is rejected per row: see ProcessBatch).
     conn->set_client_encoding("UTF8");
@@ -464,34 +468,23 @@ void Store::WriteBatch(Writer& w, std::vector<Item>& batch, Attempt& att) {
     att.xid.reset();
     att.by_copy = use_copy;
     try {
-      pqxx::work tx(*w.conn);
-      // Outcomes are final once COMMIT succeeds; computed now so that an in-doubt COMMIT settled as
-      // committed can deliver them.
-      BatchAnswer answer = use_copy ? statement.RunCopy(tx) : statement.Run(tx);
-      att.results = std::move(answer.results);
-      att.xid = answer.xid;
-      att.xid_trusted = att.xid.has_value() || !answer.any_inserted;
-      if (options_.fault_hook) {
-        switch (options_.fault_hook()) {
-          case StoreFault::kNone:
-            break;
-          case StoreFault::kXidUnknowable:
-            if (att.xid) *att.xid += std::int64_t{1} << 32;  // one xid epoch ahead: "in the future"
-            [[fallthrough]];
-          case StoreFault::kCommitAnswerLost:
-            tx.commit();
-            throw pqxx::in_doubt_error("fault hook: COMMIT answer lost");
-          case StoreFault::kLostBeforeCommit:
-            throw pqxx::in_doubt_error("fault hook: connection lost before COMMIT");  // ~tx rolls back
-          case StoreFault::kSocketShutBeforeCommit:
-            ::shutdown(w.conn->sock(), SHUT_RDWR);
-            break;
+      if (use_copy) {
+        PGconn* c = w.conn->raw();
+        try {
+          att.Note(statement.BeginCopy(c));
+          Commit(w, att, [&] { statement.CommitCopy(c); }, [&] { BatchStatement::AbandonCopy(c); });
+        } catch (...) {
+          BatchStatement::AbandonCopy(c);  // an open COPY is rolled back; an idle or broken connection left as is
+          throw;
         }
+      } else {
+        pqxx::work tx(*w.conn);
+        att.Note(statement.Run(tx));
+        Commit(w, att, [&] { tx.commit(); }, [&] { tx.abort(); });  // ~tx rolls back when it throws
       }
-      tx.commit();
       break;
     } catch (const CopyConflict&) {
-      use_copy = false;  // ~tx rolled the COPY back; nothing of it holds
+      use_copy = false;  // the COPY was rolled back; nothing of it holds
       --attempt;         // not a rollback retry: runs once more, through ON CONFLICT
       w.copy_pause = std::min(std::max(2 * w.copy_pause, 1u), kMaxCopyPause);
       w.copy_skip = w.copy_pause;
@@ -506,6 +499,28 @@ void Store::WriteBatch(Writer& w, std::vector<Item>& batch, Attempt& att) {
   if (att.by_copy) w.copy_pause /= 2;  // a COPY that held: the back-off decays
   att.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   RecordBatch(batch, att);
+}
+
+// Commits by `commit` — or, under StoreOptions::fault_hook (tests), fails around it the way the hook says.
+// `abandon` rolls the open transaction back without committing.
+void Store::Commit(Writer& w, Attempt& att, absl::FunctionRef<void()> commit, absl::FunctionRef<void()> abandon) {
+  switch (options_.fault_hook ? options_.fault_hook() : StoreFault::kNone) {
+    case StoreFault::kNone:
+      break;
+    case StoreFault::kXidUnknowable:
+      if (att.xid) *att.xid += std::int64_t{1} << 32;  // one xid epoch ahead: "in the future"
+      [[fallthrough]];
+    case StoreFault::kCommitAnswerLost:
+      commit();
+      throw pqxx::in_doubt_error("fault hook: COMMIT answer lost");
+    case StoreFault::kLostBeforeCommit:
+      abandon();
+      throw pqxx::in_doubt_error("fault hook: connection lost before COMMIT");
+    case StoreFault::kSocketShutBeforeCommit:
+      ::shutdown(w.conn->sock(), SHUT_RDWR);
+      break;
+  }
+  commit();
 }
 
 void Store::RecordBatch(const std::vector<Item>& batch, const Attempt& att) {

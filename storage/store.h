@@ -44,6 +44,8 @@
 #include <utility>
 #include <vector>
 
+#include <absl/functional/function_ref.h>
+
 #include "core/digest.h"
 #include "storage/log_sink.h"
 #include "storage/exact_store.h"
@@ -277,6 +279,7 @@ class Store final : public ExactStore {
   void ProcessBatch(Writer& w, std::vector<Item>& batch);
   PartEnd RunPart(Writer& w, std::vector<Item>& part, std::string& error);
   void WriteBatch(Writer& w, std::vector<Item>& batch, Attempt& att);
+  void Commit(Writer& w, Attempt& att, absl::FunctionRef<void()> commit, absl::FunctionRef<void()> abandon);
   void RecordBatch(const std::vector<Item>& batch, const Attempt& att);
   InDoubt ResolveInDoubt(Writer& w, const Attempt& att, std::string& why);
   bool RejectRow(Writer& w, Item& item, const std::string& error);

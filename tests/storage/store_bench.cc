@@ -7,7 +7,7 @@
 //   side on one connection each, commit per batch, per row at 64 / 256 / 1024 / 4096 keys (all-new batches,
 //   then half-duplicate batches); cells interleaved, R repetitions (bench/RESULTS.md "Batch
 //   statement shapes"). Shapes: the former CTE statement, the storage/batch_statement.h one (the real class),
-//   the same INSERT reading present rows in the same statement, and BatchStatement::RunCopy (binary COPY).
+//   the same INSERT reading present rows in the same statement, and BatchStatement::BeginCopy / CommitCopy (binary COPY).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -24,6 +24,7 @@
 
 #include "storage/batch_statement.h"
 #include "storage/pg_array.h"
+#include "storage/pg_connection.h"
 #include "storage/store.h"
 
 using namespace scangate;
@@ -196,28 +197,28 @@ void OneStatementShape(pqxx::connection& c, const std::vector<Digest>& batch) {
   tx.commit();
 }
 
-// BatchStatement::RunCopy, the path a batch of write-behind items only takes: txid_current() + now() in one
-// statement, then binary COPY of (digest, source, first_seen). It cannot skip a conflicting row (a
-// duplicate aborts the COPY; the store then re-runs the batch through Run()), so it is measured on all-new
-// batches only.
-void CopyShape(pqxx::connection& c, const std::vector<Digest>& batch) {
+// BatchStatement::BeginCopy / CommitCopy, the path a batch of Bloom negatives takes: BEGIN, txid_current() +
+// now(), binary COPY of (digest, source, first_seen) and COMMIT in two round trips. It cannot skip a
+// conflicting row (a duplicate aborts the COPY; the store then re-runs the batch through Run()), so it is
+// measured on all-new batches only.
+void CopyShape(PgConnection& c, const std::vector<Digest>& batch) {
   BatchStatement st(batch.size());
   for (const auto& d : batch) st.Add(d, "till-1", 0);
-  pqxx::work tx(c);
-  const BatchAnswer a = st.RunCopy(tx);
+  const BatchAnswer a = st.BeginCopy(c.raw());
   if (a.results.size() != batch.size()) throw std::runtime_error("copy shape: wrong answer");
-  tx.commit();
+  st.CommitCopy(c.raw());
 }
 
 void Shapes(const std::string& url, std::size_t keys_per_cell, int reps, const std::vector<std::size_t>& sizes) {
-  pqxx::connection old_c(url), new_c(url), one_c(url), copy_c(url);
+  pqxx::connection old_c(url), new_c(url), one_c(url);
+  PgConnection copy_c(url);
   for (auto* c : {&old_c, &new_c, &one_c, &copy_c}) c->set_client_encoding("UTF8");
   old_c.prepare("bench_old", kOldInsertSql);
   BatchStatement::Prepare(new_c);
   one_c.prepare("bench_one", kOneStatementSql);
   BatchStatement::Prepare(copy_c);
   const std::vector<std::string> names = {"old CTE+to_char", "unnest+follow-up (Run)", "unnest, one statement",
-                                          "binary COPY (RunCopy)"};
+                                          "binary COPY (BeginCopy + CommitCopy)"};
   // (dup percent, size, shape) -> keys/s of each repetition
   std::map<std::tuple<int, std::size_t, int>, std::vector<double>> figures;
   std::vector<Digest> present;  // digests committed by earlier cells (for duplicates)

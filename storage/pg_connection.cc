@@ -1,0 +1,25 @@
+#include "storage/pg_connection.h"
+
+namespace scangate::storage {
+namespace {
+
+// pqxx 6.4 does not expose a connection's PGconn except to large objects: largeobject's protected static
+// raw_connection(const dbtransaction&) is the one supported route, through a throwaway transaction.
+struct RawConnection : pqxx::largeobject {
+  static PGconn* Of(const pqxx::dbtransaction& tx) { return raw_connection(tx); }
+};
+
+}  // namespace
+
+PgConnection::PgConnection(const std::string& conninfo) : pqxx::connection(conninfo) {
+  // pqxx 6 would otherwise reconnect silently inside the next transaction — with a new PGconn, behind raw().
+  // The writer owns reconnection (backoff, up/down state), so a lost connection must surface as an exception.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  inhibit_reactivation(true);
+#pragma GCC diagnostic pop
+  pqxx::read_transaction tx(*this);
+  raw_ = RawConnection::Of(tx);
+}  // ~tx: ROLLBACK
+
+}  // namespace scangate::storage
