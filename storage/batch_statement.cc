@@ -109,10 +109,14 @@ void Recover(PGconn* c) noexcept {
   throw pqxx::sql_error(msg, kCopySql, s.empty() ? nullptr : s.c_str());
 }
 
-// The end of the COPY has gone (or may have gone) out and the connection broke: its COMMIT may have run.
-[[noreturn]] void CopyInDoubt(PGconn* c) {
-  throw pqxx::in_doubt_error(std::string("connection lost after the end of the COPY (its COMMIT may have run): ") +
-                             PQerrorMessage(c));
+// A failure once the end of the COPY has gone (or may have gone) out: on a broken connection the query's COMMIT
+// may have run (in doubt: settle by the xid); otherwise it is definite, as FailCopy says.
+[[noreturn]] void FailAfterCopyEnd(PGconn* c, const PGresult* r) {
+  if (PQstatus(c) != CONNECTION_OK) {
+    throw pqxx::in_doubt_error(std::string("connection lost after the end of the COPY (its COMMIT may have run): ") +
+                               PQerrorMessage(c));
+  }
+  FailCopy(c, r);
 }
 
 void AppendBe32(std::string& out, std::uint32_t v) {
@@ -321,20 +325,11 @@ void BatchStatement::CommitCopy(PGconn* c) {
   // Until the end of the COPY is sent the server cannot run the COMMIT: a connection lost here is a plain
   // failure (broken_connection), retried like any other.
   if (PQputCopyData(c, copy_rows_.data(), static_cast<int>(copy_rows_.size())) != 1) FailCopy(c, nullptr);
-  if (PQputCopyEnd(c, nullptr) != 1) {
-    if (PQstatus(c) != CONNECTION_OK) CopyInDoubt(c);
-    FailCopy(c, nullptr);
-  }
+  if (PQputCopyEnd(c, nullptr) != 1) FailAfterCopyEnd(c, nullptr);
   PgResult copy(PQgetResult(c));
-  if (PQresultStatus(copy.get()) != PGRES_COMMAND_OK) {
-    if (PQstatus(c) != CONNECTION_OK) CopyInDoubt(c);
-    FailCopy(c, copy.get());  // the query's COMMIT was skipped
-  }
+  if (PQresultStatus(copy.get()) != PGRES_COMMAND_OK) FailAfterCopyEnd(c, copy.get());  // COMMIT skipped
   PgResult commit(PQgetResult(c));
-  if (PQresultStatus(commit.get()) != PGRES_COMMAND_OK) {
-    if (PQstatus(c) != CONNECTION_OK) CopyInDoubt(c);
-    FailCopy(c, commit.get());  // a COMMIT that fails rolls back
-  }
+  if (PQresultStatus(commit.get()) != PGRES_COMMAND_OK) FailAfterCopyEnd(c, commit.get());  // rolled back
   // A COMMIT of an aborted transaction succeeds with the tag ROLLBACK: nothing committed.
   if (std::string_view(PQcmdStatus(commit.get())) != "COMMIT") {
     Recover(c);
