@@ -167,10 +167,10 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.Sample("scangate_verdicts_total", "verdict=\"new\",via=\"exact\"", s.new_via_exact);
   w.Sample("scangate_verdicts_total", "verdict=\"duplicate\",via=\"exact\"", s.duplicate_via_exact);
   w.Header("scangate_queue_waits_total", "counter",
-           "Requests that found the PostgreSQL write queue full and waited for room (--queue-wait).");
+           "Keys (of /observe and /observe/batch) that found the PostgreSQL write queue full and waited for room (--queue-wait).");
   w.Sample("scangate_queue_waits_total", "", s.queue_waits);
   w.Header("scangate_queue_wait_timeouts_total", "counter",
-           "Requests that waited for room in the write queue past --queue-wait and got 503 unavailable.");
+           "Keys that waited for room in the write queue past --queue-wait and got 503 unavailable.");
   w.Sample("scangate_queue_wait_timeouts_total", "", s.queue_wait_timeouts);
   w.Header("scangate_filter_false_positives_total", "counter",
            "Filter said possibly seen, PostgreSQL inserted the key (after warm start).");

@@ -56,7 +56,7 @@ struct alignas(64) ThreadCounters {
   SingleWriterCounter stale;            // filter said "definitely new", PostgreSQL had it (ack=commit)
   SingleWriterCounter untrusted_negatives;  // filter said "definitely new" but its shard forgot within the window
   SingleWriterCounter recent_hits;          // answered "duplicate" from the recent set (no PostgreSQL round trip)
-  SingleWriterCounter queue_waits;          // requests that found the write queue full and waited for room
+  SingleWriterCounter queue_waits;          // keys that found the write queue full and waited for room
   SingleWriterCounter queue_wait_timeouts;  // of those, answered 503 because --queue-wait passed
 };
 

@@ -1,13 +1,15 @@
 // The verdict logic of scangate: digest a key, ask the sharded Bloom filter, and let PostgreSQL (the Store)
-// decide whenever the filter cannot. Invariants kept here: a filter positive always goes to PostgreSQL
-// (never a "duplicate" from the filter); in ack=commit no "new" is given before the commit; in ack=filter a
-// "new" from the filter is given only after its write-behind row is queued, with probe and enqueue atomic
-// per digest stripe so a concurrent observer's exact insert is ordered after it. Called on I/O threads;
-// completions run on the caller's executor. The HTTP side is server/http_server.h; the pure parsing is request.h.
-// Request deadline (--request-timeout): a request waiting for the Store is answered 503 when it passes —
-// `unavailable` if its item was still queued (withdrawn through its storage::Ticket: nothing recorded),
-// `outcome-unknown` if a transaction already held it. The deadline timer and the Store completion race on
-// the request's executor (one thread); the first answers, the late one is dropped without touching the session.
+// decide whenever the filter cannot. The per-key decision is written once (server/verdict.cc): /observe is a
+// call of one key, /observe/batch a loop over the same decision with one answer (server/service_call.h).
+// Invariants kept here: a filter positive always goes to PostgreSQL (never a "duplicate" from the filter); in
+// ack=commit no "new" is given before the commit; in ack=filter a "new" from the filter is given only after
+// its write-behind row is queued (or its journal record is durable), with probe and enqueue atomic per digest
+// stripe so a concurrent observer's exact insert is ordered after it. Called on I/O threads; completions run
+// on the caller's executor. The HTTP side is server/http_server.h; the pure parsing is request.h.
+// Request deadline (--request-timeout): a call waiting for the Store is answered 503 when it passes —
+// `unavailable` if its keys were still queued (withdrawn through their storage::Ticket: nothing recorded),
+// `outcome-unknown` if a transaction (or a journal commit) already held one. The deadline timer and the Store
+// completions race on the call's executor (one thread); the first answers, the late ones only count down.
 // Recent set (--recent-keys, core/recent_set.h): digests this instance KNOWS are recorded — the Store answered
 // kInserted/kDuplicate (committed, with PostgreSQL's first_seen), or (ack=filter) a write-behind row was
 // accepted or a journal record became durable, with the first_seen the row will carry. A key the filter does
@@ -17,9 +19,9 @@
 // a concurrent observer of the digest finds either nothing (and queues behind the row, FIFO) or the entry.
 // Eviction is safe only because a key not found still queues behind its digest's write-behind row: a lane that
 // skipped the write-behind queue would need the set to keep pending rows' digests.
-// Backpressure (--queue-wait, service_backpressure.cc): an item the Store refuses because its queue is full
-// waits for room (server/room_wait.h) up to min(--queue-wait, --request-timeout), then 503 unavailable;
-// a Store that is down still answers 503 at once.
+// Backpressure (--queue-wait, service_backpressure.cc): a key the Store refuses because its queue is full
+// waits for room (server/room_wait.h) up to min(--queue-wait, --request-timeout), then 503 unavailable — the
+// same for a single key and for each key of a batch; a Store that is down still answers 503 at once.
 #pragma once
 
 #include <array>
@@ -27,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <variant>
 #include <vector>
 
@@ -63,7 +66,9 @@ class Service {
   // inline (before Observe returns) or later, exactly once. Throws only on digest failure (-> 500).
   void Observe(const Observation& obs, const boost::asio::any_io_executor& ex, ThreadCounters& counters,
                ObserveDone done);
-  // Decide a batch in request order; same threading contract. Any entry unavailable -> one 503 for the batch.
+  // Decide a batch in request order: the same per-key decision as Observe for every entry, then one answer
+  // (any entry unavailable -> one 503 for the batch; any outcome unknown -> one outcome-unknown). Same
+  // threading contract.
   void ObserveBatch(const BatchRequest& batch, const boost::asio::any_io_executor& ex, ThreadCounters& counters,
                     BatchDone done);
 
@@ -97,15 +102,34 @@ class Service {
   static constexpr std::size_t kStripes = 1024;
   static_assert((kStripes & (kStripes - 1)) == 0, "kStripes must be a power of two");
 
-  struct Probed;
-  struct Waiting;
+  struct Probed;  // server/service_call.h
+  struct Call;    // one Observe/ObserveBatch call's keys in flight (server/service_call.h)
+  using CallPtr = std::shared_ptr<Call>;
+
+  // THE per-key decision (server/verdict.cc), for /observe, /observe/batch and the journal hooks alike:
+  // probes key i of `call` (under its stripe lock in ack=filter; `probe` = the batch's pre-probe otherwise)
+  // and either finishes it at once (filter-new written behind, a recent or journalled repeat) or hands it to
+  // the journal or the Store, whose answer finishes it later. Call on the call's I/O thread.
+  void DecideKey(const CallPtr& call, std::size_t i, const Digest& d, const std::string& source,
+                 std::optional<Probe> probe);
+  // The rule itself, once the probe is in call->at(i) (under the stripe lock in ack=filter).
+  void DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t route, const Digest& d,
+                    const std::string& source);
+  // The exact path: PostgreSQL decides. Submits key i to the Store, waits for room when the queue is full
+  // (backpressure, the same for both routes), or fails it 503 unavailable.
+  void ExactPath(const CallPtr& call, std::size_t i, std::uint32_t route, const Digest& d,
+                 const std::string& source);
+  // One Store submission of key i; false = refused (nothing queued). Arms the call's deadline.
+  bool SubmitExact(const CallPtr& call, std::size_t i, std::uint32_t route, const Digest& d,
+                   const std::string& source);
+  // The Store's outcome of key i, on the call's thread.
+  void OnStored(Call& call, std::size_t i, const storage::Result& r) const;
+  // Verdict of a committed Store outcome (counts false positives and stale negatives).
   void Decide(const Probed& p, const storage::Result& r, ThreadCounters& counters, Verdict& v) const;
-  // Submits one observation that waits for PostgreSQL, with its deadline; answers `done` (on `ex`) with
-  // the outcome, or 503 at the deadline, or 503 at once when the Store refuses it.
-  void SubmitWaiting(std::uint32_t route, const Digest& d, const std::string& source, const Probed& p, Verdict v,
-                     const boost::asio::any_io_executor& ex, ThreadCounters& counters, ObserveDone done);
-  // Starts the request deadline of a submitted Waiting: at `deadline`, withdraw (unavailable) or outcome-unknown.
-  void ArmDeadline(const std::shared_ptr<Waiting>& w, std::chrono::steady_clock::time_point deadline);
+  // Starts the call's request deadline (once, at its first Store submission): at started + --request-timeout,
+  // queued keys are withdrawn (503 unavailable) or, if one is in a transaction or a journal commit, 503
+  // outcome-unknown.
+  void ArmDeadline(const CallPtr& call);
 
   // Backpressure hooks (service_backpressure.cc). True when a refused item may wait for room: --queue-wait
   // is not 0 and the Store is up (a refusal while up means its queue is full or it is shutting down).
@@ -118,10 +142,6 @@ class Service {
   // `refuse` answers 503 unavailable when min(--queue-wait, --request-timeout) passes or the Store goes down.
   void WaitForRoom(const boost::asio::any_io_executor& ex, ThreadCounters& counters, std::function<bool()> submit,
                    std::function<void(Problem)> refuse);
-  // ObserveBatch: when the queue is full, parks a copy of the whole batch until there is room and returns
-  // true (ObserveBatch then runs again from the waiter); false = go on now.
-  bool WaitBeforeBatch(const BatchRequest& batch, const boost::asio::any_io_executor& ex, ThreadCounters& counters,
-                       BatchDone& done);
 
   // The recent set: true (and `v` a duplicate with its first_seen, the hit counted) when `d` is in it.
   bool RecentKnown(const Digest& d, Verdict& v, ThreadCounters& counters);
@@ -129,14 +149,15 @@ class Service {
   // Any thread (writer threads call it).
   void RememberStored(const Digest& d, const storage::Result& r);
 
-  // Journal hooks (service_journal.cc), called under the digest's stripe lock in ack=filter.
-  // JournalKnown: the digest is journalled and not yet in PostgreSQL -> answers "duplicate" (now, or once its
-  // record is durable) and returns true. JournalNew: journals a definitely-new digest first seen at `time_us`;
-  // "new" once durable, when it also enters the recent set with that time.
-  bool JournalKnown(const Digest& d, const std::string& hex, const boost::asio::any_io_executor& ex,
-                    ThreadCounters& counters, const ObserveDone& done);
-  void JournalNew(const Digest& d, const std::string& source, Verdict v, const boost::asio::any_io_executor& ex,
-                  ThreadCounters& counters, const ObserveDone& done, std::int64_t time_us);
+  // Journal hooks (service_journal.cc), called by DecideProbed under the digest's stripe lock in ack=filter.
+  // JournalKnown: the digest is journalled and not yet in PostgreSQL -> key i is a "duplicate" (now, or once
+  // its record is durable); returns true. JournalNew: journals a definitely-new digest first seen at `time_us`;
+  // key i is "new" once durable, when the digest also enters the recent set with that time.
+  bool JournalKnown(const CallPtr& call, std::size_t i, const Digest& d);
+  void JournalNew(const CallPtr& call, std::size_t i, const Digest& d, const std::string& source,
+                  std::int64_t time_us);
+  // Key i's journal record (or the record it follows) reached `fate`: durable -> its verdict, else 503.
+  static void OnJournal(Call& call, std::size_t i, bool is_new, storage::JournalFate fate);
   // This I/O thread's waiter group (its executor), created on first use.
   void* JournalGroup(const boost::asio::any_io_executor& ex);
   // This I/O thread's inbox for Store completions. Call on the I/O thread that owns `ex`.

@@ -5,12 +5,10 @@
 // requests also stop their connections' reading, and 2xx/s settles at the rate PostgreSQL drains the queue.
 // Bounds: min(--queue-wait, --request-timeout) from the refusal, then 503 unavailable (nothing recorded: the
 // item was never queued). A Store that is down (not full) answers 503 at once, waiting or not.
-#include <exception>
 #include <memory>
 #include <string>
 #include <utility>
 
-#include "server/log.h"
 #include "server/room_wait.h"
 #include "server/service.h"
 
@@ -25,9 +23,6 @@ constexpr std::string_view kDownWhileWaitingDetail =
     "PostgreSQL became unavailable while the request waited for room in the write queue; nothing was "
     "recorded: retry after the Retry-After delay";
 
-// Set while a parked batch runs again from its waiter, so that it does not park a second time (its wait
-// is over; a refusal now is answered as before). I/O threads only; one flag per thread.
-thread_local bool resuming_batch = false;
 }  // namespace
 
 void Service::WaitForRoom(const net::any_io_executor& ex, ThreadCounters& counters, std::function<bool()> submit,
@@ -54,37 +49,6 @@ void Service::WaitForRoom(const net::any_io_executor& ex, ThreadCounters& counte
     }
   };
   ParkForRoom(ex, this, std::move(w));
-}
-
-bool Service::WaitBeforeBatch(const BatchRequest& batch, const net::any_io_executor& ex, ThreadCounters& counters,
-                              BatchDone& done) {
-  // A batch whose entries go to the Store waits while it is full. Room taken by another request between
-  // the wake-up and the batch's submissions parks the refused entries again (ObserveBatch), not 503. With
-  // the journal, new keys go to the journal, and its drain keeps the Store's queue full under load on
-  // purpose: such a batch does not wait here (its possibly-seen entries, if the queue is full, wait one by
-  // one in ObserveBatch, as single requests do).
-  if (resuming_batch || journal_ != nullptr || !(store_.full() || OthersWaitForRoom()) || !MayWaitForRoom()) {
-    return false;
-  }
-  auto copy = std::make_shared<BatchRequest>(batch);
-  auto answer = std::make_shared<BatchDone>(std::move(done));
-  WaitForRoom(
-      ex, counters,
-      [this, copy, answer, ex, &counters] {
-        resuming_batch = true;
-        try {
-          ObserveBatch(*copy, ex, counters, *answer);  // a copy: `answer` stays usable for the 500 below
-        } catch (const std::exception& e) {
-          Log(LogLevel::kError, "error", {{"where", "batch resumed after waiting for room"}, {"what", e.what()}});
-          // As Router::Handle does for a throwing ObserveBatch (digest failure): 500; its answer-once guard
-          // drops this one if the batch already answered.
-          (*answer)(Problem::Internal());
-        }
-        resuming_batch = false;
-        return true;
-      },
-      [answer](Problem problem) { (*answer)(std::move(problem)); });
-  return true;
 }
 
 }  // namespace scangate::server

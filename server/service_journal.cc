@@ -11,6 +11,7 @@
 #include <boost/asio/post.hpp>
 
 #include "server/service.h"
+#include "server/service_call.h"
 
 namespace scangate::server {
 namespace net = boost::asio;
@@ -60,49 +61,42 @@ storage::JournalDrain::Deliver Service::JournalDeliver() {
   };
 }
 
-bool Service::JournalKnown(const Digest& d, const std::string& hex, const net::any_io_executor& ex,
-                           ThreadCounters& counters, const ObserveDone& done) {
-  // Almost every digest is not pending: say so before building the waiter (its allocations are per request).
+bool Service::JournalKnown(const CallPtr& call, std::size_t i, const Digest& d) {
+  // Almost every digest is not pending: say so before building the waiter (its allocation is per request).
   if (!journal_->Holds(d)) return false;
-  auto first_seen = std::make_shared<std::string>();
-  const auto answer = [hex, &counters, done, first_seen](storage::JournalFate fate) {
-    if (fate != storage::JournalFate::kDurable) {
-      done(JournalProblem(fate));
-      return;
-    }
-    Verdict v;
-    v.digest_hex = hex;
-    v.is_new = false;
-    v.via_filter = false;
-    v.first_seen = *first_seen;
-    counters.CountVerdict(false, false);
-    done(std::move(v));
-  };
-  const auto r = journal_->Lookup(d, JournalGroup(ex), answer);
+  Call::Entry& e = call->at(i);
+  const auto r = journal_->Lookup(d, JournalGroup(call->ex), [call, i](storage::JournalFate fate) {
+    OnJournal(*call, i, /*is_new=*/false, fate);
+  });
   if (r.state == storage::JournalDrain::LookupResult::kAbsent) return false;
-  *first_seen = r.first_seen;  // a follower runs later, on this thread (posted to `ex`)
-  if (r.state == storage::JournalDrain::LookupResult::kDurable) answer(storage::JournalFate::kDurable);
+  // A duplicate of the journalled record; a follower's waiter runs later, on this thread (posted to `ex`).
+  e.verdict.first_seen = r.first_seen;
+  e.in_journal = true;
+  if (r.state == storage::JournalDrain::LookupResult::kDurable) OnJournal(*call, i, false, storage::JournalFate::kDurable);
   return true;
 }
 
-void Service::JournalNew(const Digest& d, const std::string& source, Verdict v, const net::any_io_executor& ex,
-                         ThreadCounters& counters, const ObserveDone& done, std::int64_t time_us) {
-  auto waiter = [this, d, time_us, v = std::move(v), &counters, done](storage::JournalFate fate) mutable {
-    if (fate != storage::JournalFate::kDurable) {
-      done(JournalProblem(fate));
-      return;
-    }
+void Service::JournalNew(const CallPtr& call, std::size_t i, const Digest& d, const std::string& source,
+                         std::int64_t time_us) {
+  call->at(i).in_journal = true;
+  auto waiter = [this, call, i, d, time_us](storage::JournalFate fate) {
     // Durable: recorded. The journal's pending set answers repeats until PostgreSQL commits the row (with this
     // same time); the recent set answers them after that.
-    recent_.InsertConcurrently(d, time_us);
-    v.is_new = true;
-    v.via_filter = true;
-    counters.CountVerdict(true, true);
-    done(std::move(v));
+    if (fate == storage::JournalFate::kDurable) recent_.InsertConcurrently(d, time_us);
+    OnJournal(*call, i, /*is_new=*/true, fate);
   };
-  if (!journal_->Append(d, source, JournalGroup(ex), std::move(waiter), time_us)) {
-    done(JournalProblem(storage::JournalFate::kRefused));
+  if (!journal_->Append(d, source, JournalGroup(call->ex), std::move(waiter), time_us)) {
+    OnJournal(*call, i, true, storage::JournalFate::kRefused);
   }
+}
+
+void Service::OnJournal(Call& call, std::size_t i, bool is_new, storage::JournalFate fate) {
+  Call::Entry& e = call.at(i);
+  e.in_journal = false;
+  if (fate != storage::JournalFate::kDurable) return call.Fail(JournalProblem(fate));
+  e.verdict.is_new = is_new;
+  e.verdict.via_filter = is_new;
+  call.Finish();
 }
 
 }  // namespace scangate::server

@@ -1,0 +1,233 @@
+// The per-key decision of scangate, written once: /observe is a call of one key, /observe/batch a loop over
+// the same decision with one answer for the batch, and the journal hooks (service_journal.cc) are two of its
+// steps. The rule, for a key whose digest the filter has just probed:
+//   1. journalled and not yet in PostgreSQL (ack=filter, --journal=on)  -> duplicate, from the journal
+//   2. ack=filter and a trusted "definitely new"                        -> new, once journalled (durable) or
+//      written behind; a write-behind queue that is full sends it to the exact path instead (step 4)
+//   3. not a trusted "definitely new", and in the recent set            -> duplicate, no round trip
+//   4. otherwise the exact path: PostgreSQL decides (insert-if-absent), waiting for room in a full queue
+//      up to --queue-wait; a Store that is down -> 503 unavailable
+// Invariants: a filter positive always reaches step 1, 3 or 4 (never a "duplicate" from the filter); in
+// ack=filter steps 1-4 run under the digest's stripe lock, so a concurrent observer of the digest finds
+// either nothing (and queues behind its write-behind row: same Store route, FIFO) or the record.
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "server/service.h"
+#include "server/service_call.h"
+
+namespace scangate::server {
+namespace net = boost::asio;
+
+namespace {
+constexpr std::string_view kUnavailableDetail =
+    "PostgreSQL is unavailable or the write queue is full; retry after the Retry-After delay";
+constexpr std::string_view kOutcomeUnknownDetail =
+    "the connection to PostgreSQL broke while this key's transaction was committing and PostgreSQL could not "
+    "tell whether it committed; the key may be recorded: a retry may be answered duplicate with a first_seen "
+    "inside this attempt";
+// A batch's 503 names the cause of its first failed key (outcome-unknown first), then this.
+constexpr std::string_view kBatchNote =
+    " (a key of this batch; keys of this batch that were already recorded stay recorded, so a retry reports "
+    "them as duplicates)";
+
+constexpr std::string_view kDeadlineQueuedDetail =
+    "PostgreSQL did not answer within the request timeout; the key was withdrawn before it was written, so "
+    "nothing was recorded; retry after the Retry-After delay";
+constexpr std::string_view kDeadlineInFlightDetail =
+    "PostgreSQL did not answer within the request timeout while the key's transaction was in flight: the key "
+    "may have been recorded, and a retry may answer duplicate with a first_seen inside this attempt";
+constexpr std::string_view kBatchDeadlineQueuedDetail =
+    "PostgreSQL did not answer within the request timeout; the keys still waiting were withdrawn unwritten; "
+    "keys of this batch that were already inserted stay inserted, so a retry reports them as duplicates";
+constexpr std::string_view kBatchDeadlineInFlightDetail =
+    "PostgreSQL did not answer within the request timeout while keys of this batch were in a transaction: "
+    "they may have been recorded, and a retry may answer duplicate with a first_seen inside this attempt";
+
+// Now as µs since the epoch: the first_seen of a key this instance records itself (write-behind, journal).
+std::int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Store route of a digest: its first four bytes (uniform for SHA-256/HMAC output).
+std::uint32_t RouteOfDigest(const Digest& d) {
+  std::uint32_t r = 0;
+  std::memcpy(&r, d.data(), sizeof r);
+  return r;
+}
+}  // namespace
+
+void Service::Call::Answer() {
+  if (problem_) {
+    Problem p = std::move(*problem_);
+    if (batch()) p.detail += kBatchNote;
+    return Deliver(std::move(p));
+  }
+  for (std::size_t i = 0; i < n_; ++i) counters.CountVerdict(data_[i].verdict.is_new, data_[i].verdict.via_filter);
+  if (deadline) deadline->cancel();
+  if (auto* single = std::get_if<ObserveDone>(&done_)) {
+    ObserveDone answer = std::exchange(*single, nullptr);
+    return answer(std::move(one_.verdict));
+  }
+  BatchDone answer = std::exchange(std::get<BatchDone>(done_), nullptr);
+  std::vector<Verdict> verdicts;
+  verdicts.reserve(n_);
+  for (std::size_t i = 0; i < n_; ++i) verdicts.push_back(std::move(data_[i].verdict));
+  answer(std::move(verdicts));
+}
+
+void Service::Call::Deliver(Problem p) {
+  if (deadline) deadline->cancel();
+  if (auto* single = std::get_if<ObserveDone>(&done_)) return std::exchange(*single, nullptr)(std::move(p));
+  std::exchange(std::get<BatchDone>(done_), nullptr)(std::move(p));
+}
+
+namespace {
+// Counts a "definitely new" the filter could not vouch for (after warm start, when the filter counts).
+void CountUntrusted(bool filter_trusted, Probe probe, ThreadCounters& counters) {
+  if (filter_trusted && probe == Probe::kDefinitelyNewUntrusted) counters.untrusted_negatives.Inc();
+}
+}  // namespace
+
+void Service::DecideKey(const CallPtr& call, std::size_t i, const Digest& d, const std::string& source,
+                        std::optional<Probe> probe) {
+  Call::Entry& e = call->at(i);
+  const std::uint32_t route = RouteOfDigest(d);
+  if (ack_ == AckMode::kFilter && filter_on_) {
+    // Probe and decide atomically per stripe: if another observer of this digest sees our bits, its exact
+    // Submit is queued after our write-behind row (same store route, FIFO) and so gets "duplicate".
+    const std::lock_guard lock(stripes_[route & (kStripes - 1)]);
+    e.probed.probe = filter_.ObserveConcurrently(d);
+    return DecideProbed(call, i, route, d, source);
+  }
+  // Before warm start the probe still sets the key's bits (so the filter is complete once warm), but its
+  // answer is not trusted and the key takes the exact path.
+  if (filter_on_) e.probed.probe = probe ? *probe : filter_.ObserveConcurrently(d);
+  DecideProbed(call, i, route, d, source);
+}
+
+void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t route, const Digest& d,
+                           const std::string& source) {
+  Call::Entry& e = call->at(i);
+  CountUntrusted(e.probed.filter_trusted, e.probed.probe, call->counters);
+  // 1. Journalled, not yet in PostgreSQL: answered from the journal.
+  if (journal_ != nullptr && JournalKnown(call, i, d)) return;
+  const bool filter_said_new = e.probed.filter_said_new();
+  // 2. ack=filter: a trusted "definitely new" is recorded by this instance (filter_said_new implies the
+  // filter is on). An untrusted negative goes on to the exact path: queued behind any write-behind row of
+  // this digest (same route, FIFO), so a key the filter forgot within the window is answered duplicate.
+  if (ack_ == AckMode::kFilter && filter_said_new) {
+    const std::int64_t now_us = NowUs();  // first_seen of the journal record / write-behind row and the set
+    if (journal_ != nullptr) return JournalNew(call, i, d, source, now_us);
+    if (!OthersWaitForRoom() && store_.SubmitWriteBehind(route, d, source, now_us)) {
+      // Recorded (written behind with this first_seen). Inserted under the stripe lock, so a concurrent
+      // observer of the digest finds either nothing yet (and queues behind the row) or this entry.
+      recent_.InsertConcurrently(d, now_us);
+      e.verdict.is_new = true;
+      e.verdict.via_filter = true;
+      return call->Finish();
+    }
+    // Queue full (backpressure). We must not wait holding the stripe lock, and our bits are already set: an
+    // observer of this digest arriving from now on sees them and takes the exact path, which our write-behind
+    // row would no longer precede. So this key takes the exact path too (waiting for room without the lock):
+    // both exact, PostgreSQL tells exactly one of them "new" (invariant 2).
+    return ExactPath(call, i, route, d, source);
+  }
+  // 3. A recorded repeat: no PostgreSQL round trip. A trusted "definitely new" skips the set (ack=commit:
+  // PostgreSQL decides it anyway; no lookup per new key).
+  if (!filter_said_new && RecentKnown(d, e.verdict, call->counters)) return call->Finish();
+  // 4. PostgreSQL decides.
+  ExactPath(call, i, route, d, source);
+}
+
+void Service::ExactPath(const CallPtr& call, std::size_t i, std::uint32_t route, const Digest& d,
+                        const std::string& source) {
+  // Behind parked requests, this one parks too (first come, first served) rather than taking their room.
+  if (!OthersWaitForRoom() && SubmitExact(call, i, route, d, source)) return;
+  if (!MayWaitForRoom()) return call->Fail(Problem::Unavailable(std::string(kUnavailableDetail)));
+  // Queue full: wait for room, then submit; the request deadline still counts from the call's start. A key
+  // whose call was answered meanwhile (deadline) is dropped unsubmitted: that answer said it was not recorded.
+  WaitForRoom(
+      call->ex, call->counters,
+      [this, call, i, route, d, source] { return call->answered() || SubmitExact(call, i, route, d, source); },
+      [call](Problem problem) { call->Fail(std::move(problem)); });
+}
+
+bool Service::SubmitExact(const CallPtr& call, std::size_t i, std::uint32_t route, const Digest& d,
+                          const std::string& source) {
+  Call::Entry& e = call->at(i);
+  auto on_stored = [this, call, i, d, inbox = &InboxOf(call->ex)](const storage::Result& r) {
+    // Runs on a writer thread: remember a committed outcome (a fact, even when the deadline already
+    // answered), then hop back to the call's thread (batched with the rest of the writer's batch bound for
+    // it); never block here.
+    RememberStored(d, r);
+    inbox->Post([this, call, i, r] { OnStored(*call, i, r); });
+  };
+  // The ticket lives inside the call (aliasing shared_ptr): no allocation of its own.
+  if (!store_.Submit(route, d, source, std::move(on_stored), std::shared_ptr<storage::Ticket>(call, &e.ticket),
+                     e.probed.expect())) {
+    return false;
+  }
+  e.in_store = true;
+  ArmDeadline(call);
+  return true;
+}
+
+void Service::OnStored(Call& call, std::size_t i, const storage::Result& r) const {
+  Call::Entry& e = call.at(i);
+  e.in_store = false;
+  if (r.outcome == storage::Outcome::kUnavailable) {
+    return call.Fail(Problem::Unavailable(std::string(kUnavailableDetail)));
+  }
+  if (r.outcome == storage::Outcome::kUnknown) {  // an in-doubt COMMIT PostgreSQL could not settle
+    return call.Fail(Problem::OutcomeUnknown(std::string(kOutcomeUnknownDetail)));
+  }
+  Decide(e.probed, r, call.counters, e.verdict);
+  call.Finish();
+}
+
+void Service::Decide(const Probed& p, const storage::Result& r, ThreadCounters& counters, Verdict& v) const {
+  const bool filter_said_new = p.filter_said_new();
+  if (r.outcome == storage::Outcome::kInserted) {
+    v.is_new = true;
+    // ack=commit: "via filter" = the filter said new and PostgreSQL confirmed it.
+    v.via_filter = filter_said_new;
+    if (p.filter_trusted && p.probe == Probe::kPossiblySeen) counters.false_positives.Inc();
+  } else {
+    v.is_new = false;
+    v.via_filter = false;
+    v.first_seen = r.first_seen;
+    if (filter_said_new) counters.stale.Inc();
+  }
+}
+
+void Service::ArmDeadline(const CallPtr& call) {
+  if (call->deadline || call->answered()) return;
+  call->deadline.emplace(call->ex);
+  call->deadline->expires_at(call->started + request_timeout_);
+  call->deadline->async_wait([call](const boost::system::error_code& ec) {
+    if (ec || call->answered()) return;  // operation_aborted: the last outcome arrived first
+    bool in_flight = false;
+    for (std::size_t i = 0; i < call->size(); ++i) {
+      Call::Entry& e = call->at(i);
+      if (e.in_store && !e.ticket.Cancel()) in_flight = true;  // a writer holds it: its transaction may commit
+      if (e.in_journal) in_flight = true;                      // its record may still become durable
+    }
+    const bool batch = call->batch();
+    if (in_flight) {
+      call->AnswerNow(Problem::OutcomeUnknown(
+          std::string(batch ? kBatchDeadlineInFlightDetail : kDeadlineInFlightDetail)));
+    } else {
+      call->AnswerNow(
+          Problem::Unavailable(std::string(batch ? kBatchDeadlineQueuedDetail : kDeadlineQueuedDetail)));
+    }
+  });
+}
+
+}  // namespace scangate::server

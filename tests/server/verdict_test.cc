@@ -1,0 +1,271 @@
+// Unit tests of the per-key decision (server/verdict.cc) with no sockets and no PostgreSQL: a Service over an
+// in-memory ExactStore whose refusals and outcomes the test sets. Table-driven: every case runs through the
+// single route (Observe) and the batch route (ObserveBatch, the key alone and the key among fresh keys), and
+// the answers must agree — one decision, whatever the route.
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <gtest/gtest.h>
+
+#include "core/filter.h"
+#include "server/service.h"
+#include "storage/store.h"
+
+namespace scangate::server {
+namespace {
+
+// Exact insert-if-absent in memory with test-set faults; completions run inline (the Service hops them to
+// the call's executor through its inbox).
+class FakeStore final : public storage::ExactStore {
+ public:
+  bool Submit(std::uint32_t, const Digest& d, std::string source, storage::Completion done,
+              std::shared_ptr<storage::Ticket>, storage::Expect) override {
+    storage::Result r;
+    {
+      const std::lock_guard lock(mu_);
+      ++submits;
+      if (down || Refuse()) return false;
+      if (outcome) {
+        r.outcome = *outcome;
+      } else {
+        auto [it, inserted] = rows.try_emplace(ToHex(d), std::move(source));
+        r.outcome = inserted ? storage::Outcome::kInserted : storage::Outcome::kDuplicate;
+        r.first_seen = "2026-11-30T10:00:00.000000Z";
+        r.first_seen_us = 1'796'032'800'000'000;  // the same instant
+      }
+    }
+    done(r);
+    return true;
+  }
+  bool SubmitWriteBehind(std::uint32_t, const Digest& d, std::string source, std::int64_t) override {
+    const std::lock_guard lock(mu_);
+    ++write_behinds;
+    if (down || refuse_write_behind || Refuse()) return false;
+    rows.try_emplace(ToHex(d), std::move(source));
+    return true;
+  }
+  bool up() const override { return !down; }
+  bool full() const override { return full_refusals > 0; }
+  storage::StoreStats Stats() const override { return storage::StoreStats{}; }
+
+  std::mutex mu_;
+  std::map<std::string, std::string> rows;  // digest hex -> source
+  int submits = 0, write_behinds = 0;
+  bool down = false;
+  bool refuse_write_behind = false;           // the write-behind lane alone refuses (its share of the queue)
+  int full_refusals = 0;                      // the next this many submissions (any lane) find the queue full
+  std::optional<storage::Outcome> outcome;    // every Submit completes with this (kUnavailable, kUnknown)
+
+ private:
+  bool Refuse() {
+    if (full_refusals == 0) return false;
+    --full_refusals;
+    return true;
+  }
+};
+
+// What a route answered for the case's key: "new/filter", "new/exact", "duplicate/exact", "503 <slug>".
+std::string Describe(const Verdict& v) {
+  if (v.is_new) return v.via_filter ? "new/filter" : "new/exact";
+  return std::string("duplicate/") + (v.via_filter ? "filter" : "exact") + (v.first_seen.empty() ? " (no first_seen)" : "");
+}
+std::string Describe(const Problem& p) { return std::to_string(p.status) + " " + p.slug; }
+
+struct Case {
+  std::string name;
+  AckMode ack = AckMode::kCommit;
+  bool filter = true;
+  bool warm = true;
+  std::chrono::milliseconds queue_wait{1000};
+  bool seen_before = false;  // the key was observed once already through this Service (same route)
+  bool recorded_before = false;  // the key's row exists in the store, put there behind the Service's back
+  void (*fault)(FakeStore&) = nullptr;  // set on the store just before the case's key is observed
+  std::string expected;
+};
+
+enum class Route { kSingle, kBatchAlone, kBatchAmongFresh };
+
+class Rig {
+ public:
+  explicit Rig(const Case& c) {
+    config_.ack = c.ack;
+    config_.filter = c.filter;
+    config_.queue_wait = c.queue_wait;
+    config_.request_timeout = std::chrono::milliseconds(3000);
+    FilterOptions fo;
+    fo.capacity = 10'000;
+    fo.shards = 1;
+    filter_ = std::make_unique<ShardedFilter>(fo);
+    service_ = std::make_unique<Service>(config_, Digester::Sha256(), *filter_, store_, metrics_);
+    if (c.warm) service_->MarkWarm();
+  }
+
+  // Observes `keys` through `route` (kSingle: one Observe per key, in order) and returns each key's answer.
+  std::vector<std::string> Observe(const std::vector<std::string>& keys, Route route) {
+    std::vector<std::string> out;
+    if (route == Route::kSingle) {
+      for (const auto& k : keys) {
+        std::optional<std::string> got;
+        service_->Observe(Observation{k, ""}, ioc_.get_executor(), metrics_.ForThread(0),
+                          [&](std::variant<Verdict, Problem> r) {
+                            EXPECT_FALSE(got) << "answered twice";
+                            got = std::visit([](const auto& x) { return Describe(x); }, r);
+                          });
+        Run([&] { return got.has_value(); });
+        out.push_back(got.value_or("no answer"));
+      }
+      return out;
+    }
+    BatchRequest batch;
+    for (const auto& k : keys) batch.entries.push_back(Observation{k, ""});
+    std::optional<std::variant<std::vector<Verdict>, Problem>> got;
+    service_->ObserveBatch(batch, ioc_.get_executor(), metrics_.ForThread(0),
+                           [&](std::variant<std::vector<Verdict>, Problem> r) {
+                             EXPECT_FALSE(got) << "answered twice";
+                             got = std::move(r);
+                           });
+    Run([&] { return got.has_value(); });
+    if (!got) return std::vector<std::string>(keys.size(), "no answer");
+    if (auto* p = std::get_if<Problem>(&*got)) return std::vector<std::string>(keys.size(), Describe(*p));
+    for (const Verdict& v : std::get<std::vector<Verdict>>(*got)) out.push_back(Describe(v));
+    return out;
+  }
+
+  FakeStore& store() { return store_; }
+
+ private:
+  // Runs the io_context until `done` (a missing answer fails within 10 s instead of hanging the test).
+  template <class Pred>
+  void Run(Pred done) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done() && std::chrono::steady_clock::now() < until) {
+      ioc_.restart();
+      ioc_.run_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_TRUE(done()) << "no answer within 10 s";
+  }
+
+  Config config_;
+  boost::asio::io_context ioc_;
+  Metrics metrics_{1};
+  FakeStore store_;
+  std::unique_ptr<ShardedFilter> filter_;
+  std::unique_ptr<Service> service_;
+};
+
+const std::vector<Case>& Cases() {
+  static const std::vector<Case> cases = {
+      {.name = "CommitNewViaFilter", .expected = "new/filter"},
+      {.name = "CommitFilterOff", .filter = false, .expected = "new/exact"},
+      {.name = "CommitBeforeWarmStart", .warm = false, .expected = "new/exact"},
+      {.name = "CommitRepeat", .seen_before = true, .expected = "duplicate/exact"},
+      {.name = "CommitRecordedElsewhere", .recorded_before = true, .expected = "duplicate/exact"},
+      {.name = "CommitStoreDown", .fault = [](FakeStore& s) { s.down = true; }, .expected = "503 unavailable"},
+      {.name = "CommitOutcomeUnknown",
+       .fault = [](FakeStore& s) { s.outcome = storage::Outcome::kUnknown; },
+       .expected = "503 outcome-unknown"},
+      {.name = "CommitOutcomeUnavailable",
+       .fault = [](FakeStore& s) { s.outcome = storage::Outcome::kUnavailable; },
+       .expected = "503 unavailable"},
+      {.name = "CommitQueueFullWaitsForRoom",
+       .fault = [](FakeStore& s) { s.full_refusals = 1; },
+       .expected = "new/filter"},
+      {.name = "CommitQueueFullNoWait",
+       .queue_wait = std::chrono::milliseconds(0),
+       .fault = [](FakeStore& s) { s.full_refusals = 1; },
+       .expected = "503 unavailable"},
+      {.name = "FilterNewWrittenBehind", .ack = AckMode::kFilter, .expected = "new/filter"},
+      {.name = "FilterRepeat", .ack = AckMode::kFilter, .seen_before = true, .expected = "duplicate/exact"},
+      {.name = "FilterFilterOff", .ack = AckMode::kFilter, .filter = false, .expected = "new/exact"},
+      {.name = "FilterBeforeWarmStart", .ack = AckMode::kFilter, .warm = false, .expected = "new/exact"},
+      // The drift this test was written for: a write-behind row refused by a full queue sends the key to the
+      // exact path (it waits for room there), in the batch route as in the single one — not a 503.
+      {.name = "FilterWriteBehindRefusedTakesExactPath",
+       .ack = AckMode::kFilter,
+       .fault = [](FakeStore& s) { s.refuse_write_behind = true; },
+       .expected = "new/filter"},  // PostgreSQL inserted what the filter called new
+      {.name = "FilterQueueFullWaitsForRoom",
+       .ack = AckMode::kFilter,
+       .fault = [](FakeStore& s) { s.full_refusals = 2; },  // the write-behind row, then the exact submission
+       .expected = "new/filter"},
+      {.name = "FilterQueueFullNoWait",
+       .ack = AckMode::kFilter,
+       .queue_wait = std::chrono::milliseconds(0),
+       .fault = [](FakeStore& s) { s.full_refusals = 2; },
+       .expected = "503 unavailable"},
+      {.name = "FilterStoreDown", .ack = AckMode::kFilter, .fault = [](FakeStore& s) { s.down = true; },
+       .expected = "503 unavailable"},
+      {.name = "FilterPossiblySeenOutcomeUnknown",
+       .ack = AckMode::kFilter,
+       .filter = false,
+       .fault = [](FakeStore& s) { s.outcome = storage::Outcome::kUnknown; },
+       .expected = "503 outcome-unknown"},
+  };
+  return cases;
+}
+
+class VerdictTest : public ::testing::TestWithParam<std::tuple<Case, Route>> {};
+
+// One case, one route: the case's key is answered as `expected`.
+TEST_P(VerdictTest, SameAnswerOnEveryRoute) {
+  const auto& [c, route] = GetParam();
+  Rig rig(c);
+  static int n = 0;
+  const std::string key = "verdict-test-" + c.name + "-" + std::to_string(++n);
+  if (c.recorded_before) rig.store().rows[ToHex(Digester::Sha256()(key))] = "";
+  if (c.seen_before) {
+    const auto first = rig.Observe({key}, route == Route::kSingle ? Route::kSingle : Route::kBatchAlone);
+    ASSERT_EQ(first.size(), 1U);
+    ASSERT_EQ(first[0].substr(0, 3), "new") << "the first observation of a fresh key";
+  }
+  if (c.fault) c.fault(rig.store());
+  if (route == Route::kBatchAmongFresh) {
+    // The key last, behind two fresh keys decided first: a fault that refuses the key's submission hits the
+    // fresh keys first, so a refusal of theirs is the batch's answer too; the key's own answer must not
+    // differ from the other routes when the batch succeeds.
+    const auto got = rig.Observe({key + "-a", key + "-b", key}, route);
+    ASSERT_EQ(got.size(), 3U);
+    if (c.expected.rfind("503", 0) == 0) {
+      EXPECT_EQ(got[2].substr(0, 3), "503") << c.name;
+    } else if (got[2].rfind("503", 0) != 0) {
+      EXPECT_EQ(got[2], c.expected) << c.name;
+    }
+    return;
+  }
+  const auto got = rig.Observe({key}, route);
+  ASSERT_EQ(got.size(), 1U);
+  EXPECT_EQ(got[0], c.expected) << c.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Routes, VerdictTest,
+    ::testing::Combine(::testing::ValuesIn(Cases()),
+                       ::testing::Values(Route::kSingle, Route::kBatchAlone, Route::kBatchAmongFresh)),
+    [](const ::testing::TestParamInfo<std::tuple<Case, Route>>& info) {
+      const Route r = std::get<1>(info.param);
+      return std::get<0>(info.param).name +
+             (r == Route::kSingle ? "_Single" : r == Route::kBatchAlone ? "_BatchAlone" : "_BatchAmongFresh");
+    });
+
+// A batch answers each key as the single route would, in request order, with repeats inside the batch itself
+// decided in order (the first new, the second duplicate).
+TEST(Verdict, BatchRepeatsInsideTheBatch) {
+  for (AckMode ack : {AckMode::kCommit, AckMode::kFilter}) {
+    Case c{.name = "inside", .ack = ack, .expected = ""};
+    Rig rig(c);
+    const auto got = rig.Observe({"inside-a", "inside-b", "inside-a"}, Route::kBatchAlone);
+    ASSERT_EQ(got.size(), 3U);
+    EXPECT_EQ(got[0], "new/filter");
+    EXPECT_EQ(got[1], "new/filter");
+    EXPECT_EQ(got[2], "duplicate/exact");
+  }
+}
+
+}  // namespace
+}  // namespace scangate::server
