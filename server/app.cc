@@ -1,0 +1,341 @@
+#include "server/app.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <span>
+#include <utility>
+
+#include <pqxx/except>
+
+#include "core/thread_name.h"
+#include "server/filter_rotation_log.h"
+#include "server/filter_telemetry.h"
+#include "server/http_server.h"
+#include "server/log.h"
+#include "server/metrics.h"
+#include "server/router.h"
+#include "server/service.h"
+#include "storage/brin_summarizer.h"
+#include "storage/conninfo.h"
+#include "storage/journal_drain.h"
+#include "storage/lookup.h"
+
+namespace scangate::server {
+namespace {
+namespace net = boost::asio;
+namespace json = boost::json;
+
+constexpr auto kDrainDeadline = std::chrono::seconds(10);     // in-flight requests at shutdown
+constexpr auto kMaintenancePeriod = std::chrono::seconds(1);  // filter rotation, pg_state check, telemetry
+static_assert(kMaintenancePeriod == FilterTelemetry::kRefreshPeriod, "/stats promises this staleness bound");
+constexpr auto kWarmRetryDelay = std::chrono::seconds(1);  // after a failed warm load
+// Start-up retry of a transient cause (PostgreSQL down or starting, database missing): one attempt, one
+// log line, then wait 250 ms, 500 ms, ... up to 8 s (a cluster restart takes seconds; 8 s caps the extra
+// wait after it is back). A permanent cause (StartError::permanent) exits kExitStartup at once.
+constexpr auto kStartBackoffMin = std::chrono::milliseconds(250);
+constexpr auto kStartBackoffMax = std::chrono::seconds(8);
+constexpr auto kIdentityRetryPause = std::chrono::seconds(1);  // the journal's identity query, connection lost
+// The writers' statement_timeout is this much above --request-timeout: a statement still running when
+// every request in its batch has been answered (deadline) is cancelled soon after, freeing the writer;
+// cancelling earlier would turn a slow-but-working database into errors the deadline already covers.
+constexpr auto kStatementTimeoutMargin = std::chrono::seconds(2);
+// tcp_user_timeout: at least this, and never below the statement_timeout (a slow statement is not a
+// dead peer; unacknowledged data for this long is).
+constexpr auto kTcpUserTimeoutMin = std::chrono::seconds(10);
+
+// Open-file limit: one descriptor per connection; raise the soft limit to the hard one.
+void RaiseNoFileLimit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+      Log(LogLevel::kWarn, "rlimit", {{"error", std::strerror(errno)}});
+    }
+  }
+}
+
+// Writes "<port>\n" atomically (temp file + rename) so a poller never reads a partial number.
+void WritePortFile(const std::string& path, std::uint16_t port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port << '\n';
+    if (!out) throw std::runtime_error("cannot write --port-file " + path);
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+// Thrown by the warm load's sink at shutdown: abandons the load.
+struct WarmAborted {};
+
+storage::StoreOptions MakeStoreOptions(const Config& config) {
+  storage::StoreOptions o;
+  o.url = config.database_url;
+  o.writers = config.writers;
+  o.batch_limit = config.batch_limit;
+  o.flush_interval = config.flush_interval;
+  o.queue_limit = config.queue_limit;
+  o.log = StorageLogSink();  // one log stream: storage's events go through server::Log
+  o.statement_timeout = config.request_timeout + kStatementTimeoutMargin;
+  o.tcp_user_timeout = std::max<std::chrono::milliseconds>(kTcpUserTimeoutMin, o.statement_timeout);
+  // One connection attempt per Store::Start(); the backoff and the log line per attempt are App's.
+  o.start_timeout = std::chrono::milliseconds(0);
+  return o;
+}
+}  // namespace
+
+App::App(Config config) : config_(std::move(config)), store_options_(MakeStoreOptions(config_)) {}
+
+App::~App() {
+  if (warm_.joinable()) {
+    stop_requested_.store(true);
+    warm_.join();
+  }
+}
+
+int App::Run() {
+  RaiseNoFileLimit();
+  if (auto exit = MakeFilter()) return *exit;
+  // Signals are caught from here on (a SIGTERM while waiting for PostgreSQL exits cleanly).
+  signals_.add(SIGINT);
+  signals_.add(SIGTERM);
+  signals_.async_wait([this](const boost::system::error_code& ec, int signo) {
+    if (ec) return;
+    Log(LogLevel::kInfo, "shutdown", {{"phase", "signal"}, {"signal", signo}});
+    stop_requested_.store(true);
+    main_ioc_.stop();
+  });
+  if (auto exit = StartStore()) return *exit;
+  if (stop_requested_.load()) return 0;
+  if (auto exit = OpenJournal()) return *exit;
+  if (stop_requested_.load()) {
+    store_->Shutdown();
+    return 0;
+  }
+  StartReaders();
+  if (auto exit = Listen()) return *exit;
+  StartWarmLoad();
+  ScheduleMaintenance();
+  if (!stop_requested_.load()) main_ioc_.run();
+  Shutdown();
+  return 0;
+}
+
+bool App::PauseUnlessStopped(std::chrono::milliseconds pause) {
+  main_ioc_.run_for(pause);  // returns early when SIGTERM/SIGINT stops it
+  return !stop_requested_.load();
+}
+
+std::optional<int> App::MakeFilter() {
+  FilterOptions fo;
+  fo.capacity = config_.capacity;
+  fo.fp_target = config_.fp_target;
+  fo.window = config_.window;
+  fo.shards = config_.shards;
+  try {
+    filter_ = std::make_unique<ShardedFilter>(fo);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "scangate: invalid filter configuration: " << e.what() << "\n";
+    return kExitConfig;
+  }
+  const FilterGeometry& geo = filter_->geometry();
+  json::object fields = Describe(config_);
+  fields["filter_memory_bytes"] = geo.memory_bytes;
+  fields["filter_bits_per_key"] = geo.bits_per_key;
+  fields["filter_k"] = geo.k;
+  fields["filter_design_fp"] = geo.design_fp;
+  Log(LogLevel::kInfo, "config", std::move(fields));
+  try {
+    digester_ = config_.digest_secret.empty() ? Digester::Sha256() : Digester::HmacSha256(config_.digest_secret);
+  } catch (const std::exception& e) {
+    Log(LogLevel::kError, "error", {{"where", "digest"}, {"what", e.what()}});
+    return kExitStartup;
+  }
+  return std::nullopt;
+}
+
+std::optional<int> App::StartStore() {
+  auto backoff = std::chrono::milliseconds(kStartBackoffMin);
+  for (int attempt = 1;; ++attempt) {
+    std::string cause, sqlstate;
+    try {
+      store_ = std::make_unique<storage::Store>(store_options_);
+      store_->Start();
+      break;
+    } catch (const storage::StartError& e) {
+      if (e.permanent()) {
+        Log(LogLevel::kError, "startup_failed",
+            {{"error", e.what()}, {"sqlstate", e.sqlstate()}, {"attempt", attempt}, {"exit_code", kExitStartup}});
+        return kExitStartup;
+      }
+      cause = e.what();
+      sqlstate = e.sqlstate();
+    } catch (const std::exception& e) {
+      cause = e.what();
+    }
+    Log(LogLevel::kWarn, "pg_state",
+        {{"state", "down"}, {"error", cause}, {"sqlstate", sqlstate}, {"attempt", attempt},
+         {"retry_in_ms", backoff.count()}});
+    store_.reset();
+    if (!PauseUnlessStopped(backoff)) return 0;
+    backoff = std::min<std::chrono::milliseconds>(backoff * 2, kStartBackoffMax);
+  }
+  Log(LogLevel::kInfo, "pg_state", {{"state", "up"}});
+  return std::nullopt;
+}
+
+// ack=filter durable fast path: open the journal (refusing a foreign or busy directory), replay what it holds
+// past its checkpoint into the filter and PostgreSQL, before the first request is taken.
+std::optional<int> App::OpenJournal() {
+  if (config_.ack != AckMode::kFilter || !config_.journal) return std::nullopt;
+  try {
+    storage::JournalOptions jo;
+    jo.dir = config_.journal_dir;
+    jo.max_bytes = config_.journal_max_bytes;
+    jo.log = store_options_.log;  // one log stream
+    // The identity of the database the journal belongs to; PostgreSQL answered Store::Start() a moment ago,
+    // so a failure here is retried like the start itself.
+    for (;;) {
+      try {
+        jo.identity = storage::JournalDrain::QueryIdentity(config_.database_url);
+        break;
+      } catch (const pqxx::broken_connection& e) {
+        Log(LogLevel::kWarn, "pg_state", {{"state", "down"}, {"error", e.what()}});
+      }
+      if (!PauseUnlessStopped(kIdentityRetryPause)) return std::nullopt;  // Run() sees the stop
+    }
+    journal_ = std::make_unique<storage::JournalDrain>(*store_, jo, Service::JournalDeliver());
+    journal_->Start([this](std::span<const Digest> digests) { filter_->InsertBatchConcurrently(digests); });
+    const auto js = journal_->Stats();
+    Log(LogLevel::kInfo, "journal", {{"dir", config_.journal_dir}, {"recovered", js.recovered}});
+  } catch (const std::exception& e) {
+    Log(LogLevel::kError, "error", {{"where", "journal"}, {"what", e.what()}});
+    journal_.reset();
+    store_->Shutdown();
+    return kExitStartup;
+  }
+  return std::nullopt;
+}
+
+// The Service, and the readers that never queue behind the writers: POST /lookup and the BRIN summarizer,
+// each on a connection of its own that reconnects by itself.
+void App::StartReaders() {
+  metrics_ = std::make_unique<Metrics>(config_.threads);
+  service_ = std::make_unique<Service>(config_, *digester_, *filter_, *store_, *metrics_, journal_.get());
+  storage::ConnectionDefaults lookup_defaults;
+  lookup_defaults.statement_timeout = store_options_.statement_timeout;
+  lookup_defaults.tcp_user_timeout = store_options_.tcp_user_timeout;
+  lookup_defaults.application_name = "scangate-lookup";
+  lookups_ = std::make_unique<storage::Lookup>(
+      storage::LookupOptions{storage::WithConnectionDefaults(config_.database_url, lookup_defaults)});
+  lookups_->Start();
+  // The first_seen BRIN index is summarized from here (sql/003: autosummarize cannot keep up); a pass may
+  // read every range a long outage of it left, hence the warm load's long bound.
+  storage::ConnectionDefaults brin_defaults;
+  brin_defaults.statement_timeout = store_options_.warm_statement_timeout;
+  brin_defaults.tcp_user_timeout = store_options_.tcp_user_timeout;
+  brin_defaults.application_name = "scangate-brin";
+  storage::BrinSummarizerOptions brin_options;
+  brin_options.conninfo = storage::WithConnectionDefaults(config_.database_url, brin_defaults);
+  brin_options.log = store_options_.log;
+  brin_ = std::make_unique<storage::BrinSummarizer>(std::move(brin_options));
+  brin_->Start();
+  service_->AttachBrinSummarizer(brin_.get());
+}
+
+std::optional<int> App::Listen() {
+  router_ = std::make_unique<Router>(config_, *service_, lookups_.get());
+  server_ = std::make_unique<HttpServer>(config_, *router_, *metrics_);
+  try {
+    server_->Start();
+    if (!config_.port_file.empty()) WritePortFile(config_.port_file, server_->port());
+  } catch (const std::exception& e) {
+    Log(LogLevel::kError, "error", {{"where", "listen"}, {"what", e.what()}});
+    server_->Stop();
+    if (journal_) journal_->StopAppends();
+    store_->Shutdown();
+    lookups_->Shutdown();
+    brin_->Shutdown();
+    return kExitStartup;
+  }
+  json::object fields{{"address", config_.listen}, {"port", server_->port()}, {"threads", config_.threads},
+                      {"tls", config_.tls()}};
+  if (config_.admin_split()) {
+    fields["admin_address"] = config_.admin_address;
+    fields["admin_port"] = server_->admin_port();
+  }
+  Log(LogLevel::kInfo, "listening", std::move(fields));
+  return std::nullopt;
+}
+
+// Warm start: every digest PostgreSQL saw within the window goes into the filter; until then every key takes
+// the exact path. Retries while PostgreSQL is unreachable; abandoned at shutdown.
+void App::StartWarmLoad() {
+  warm_ = std::thread([this] {
+    SetThreadName("sg-warm-start");
+    while (!stop_requested_.load()) {
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        const std::uint64_t keys = store_->WarmLoad(config_.window, [this](std::span<const Digest> chunk) {
+          if (stop_requested_.load()) throw WarmAborted{};
+          filter_->InsertBatchConcurrently(chunk);
+          filter_->PublishPendingInserts();  // a stream thread's pending counts die with it otherwise
+        });
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        service_->MarkWarm();
+        Log(LogLevel::kInfo, "warm_start", {{"keys", keys}, {"seconds", seconds}});
+        return;
+      } catch (const WarmAborted&) {
+        return;
+      } catch (const std::exception& e) {
+        Log(LogLevel::kWarn, "warm_start", {{"error", e.what()}, {"retry_in_seconds", 1}});
+      }
+      for (int i = 0; i < 10 && !stop_requested_.load(); ++i) std::this_thread::sleep_for(kWarmRetryDelay / 10);
+    }
+  });
+}
+
+// Maintenance, once a second on the main thread: filter rotation, the filter telemetry sample, pg_state
+// transitions.
+void App::ScheduleMaintenance() {
+  if (!rotation_log_) rotation_log_ = std::make_unique<FilterRotationLog>(*filter_);
+  tick_.expires_after(kMaintenancePeriod);
+  tick_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    filter_->RotateExpired(std::chrono::steady_clock::now());
+    service_->RefreshTelemetry();  // after rotating: the sample shows the new generations
+    rotation_log_->Poll();         // one filter_rotation line per shard that rotated for capacity
+    const bool up = store_->up();
+    if (up != pg_up_) {
+      pg_up_ = up;
+      Log(up ? LogLevel::kInfo : LogLevel::kWarn, "pg_state", {{"state", up ? "up" : "down"}});
+    }
+    ScheduleMaintenance();
+  });
+}
+
+void App::Shutdown() {
+  Log(LogLevel::kInfo, "shutdown", {{"phase", "draining"}});
+  server_->BeginShutdown();
+  const bool drained = server_->WaitDrained(std::chrono::steady_clock::now() + kDrainDeadline);
+  if (!drained) Log(LogLevel::kWarn, "shutdown", {{"phase", "drain deadline passed; closing remaining connections"}});
+  stop_requested_.store(true);
+  warm_.join();
+  if (journal_) journal_->StopAppends();  // flushes the last group, hands it to the store
+  store_->Shutdown();
+  if (journal_) journal_->Close();  // final checkpoint: what the store committed
+  server_->Stop();
+  lookups_->Shutdown();
+  brin_->Shutdown();
+  const storage::StoreStats st = store_->Stats();
+  Log(LogLevel::kInfo, "shutdown",
+      {{"phase", "done"}, {"keys_written", st.keys_written}, {"write_behind_lost", st.write_behind_lost}});
+}
+
+}  // namespace scangate::server

@@ -1,0 +1,90 @@
+// App: the scangate process. It owns every long-lived part and the order they start and stop in; main()
+// only parses the command line and hands over (userver's components, Seastar's app_template).
+// Start-up: filter and digester -> Store::Start() (retried until PostgreSQL answers; a permanent cause exits)
+// -> the journal (ack=filter: opened and replayed before the first request) -> Service, lookups, BRIN
+// summarizer -> listen (so /healthz answers at once) -> warm start on a background thread, then "warm".
+// The main thread runs a small io_context for signals and the 1 s maintenance timer (filter rotation,
+// pg_state transitions, telemetry). Shutdown on SIGTERM/SIGINT: stop accepting, drain in-flight requests
+// (<= kDrainDeadline), flush the journal and the Store's write-behind, final checkpoint, stop the I/O threads.
+// Invariant: nothing is torn down before what uses it — the reverse of the start-up order.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "core/digest.h"
+#include "core/filter.h"
+#include "server/config.h"
+#include "storage/store.h"
+
+namespace scangate::storage {
+class JournalDrain;
+class Lookup;
+class BrinSummarizer;
+}  // namespace scangate::storage
+
+namespace scangate::server {
+
+class Metrics;
+class Service;
+class Router;
+class HttpServer;
+class FilterRotationLog;
+
+// Process exit codes.
+inline constexpr int kExitStartup = 1;  // PostgreSQL refused for good, the journal or the listener failed
+inline constexpr int kExitConfig = 2;   // bad flags or filter geometry
+
+class App {
+ public:
+  explicit App(Config config);
+  ~App();
+  App(const App&) = delete;
+  App& operator=(const App&) = delete;
+
+  // Starts everything, serves until SIGTERM/SIGINT, shuts down; returns the process exit code. Call once,
+  // from the main thread.
+  int Run();
+
+ private:
+  // Each start-up step returns an exit code when the process must stop now (nullopt: go on).
+  std::optional<int> MakeFilter();
+  std::optional<int> StartStore();
+  std::optional<int> OpenJournal();
+  void StartReaders();
+  std::optional<int> Listen();
+  void StartWarmLoad();
+  void ScheduleMaintenance();
+  void Shutdown();
+  // Waits `pause` on the main io_context (signals keep being handled); false when a stop was requested.
+  bool PauseUnlessStopped(std::chrono::milliseconds pause);
+
+  const Config config_;
+  storage::StoreOptions store_options_;  // the writers' options; the readers derive their bounds from them
+  boost::asio::io_context main_ioc_{1};  // signals and the maintenance timer
+  boost::asio::signal_set signals_{main_ioc_};
+  boost::asio::steady_timer tick_{main_ioc_};
+  std::atomic<bool> stop_requested_{false};
+  bool pg_up_ = true;  // the last pg_state logged by the maintenance timer
+
+  std::unique_ptr<ShardedFilter> filter_;
+  std::optional<Digester> digester_;
+  std::unique_ptr<storage::Store> store_;
+  std::unique_ptr<storage::JournalDrain> journal_;
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<storage::Lookup> lookups_;
+  std::unique_ptr<storage::BrinSummarizer> brin_;
+  std::unique_ptr<Router> router_;
+  std::unique_ptr<HttpServer> server_;
+  std::unique_ptr<FilterRotationLog> rotation_log_;
+  std::thread warm_;
+};
+
+}  // namespace scangate::server
