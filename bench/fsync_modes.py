@@ -5,7 +5,8 @@
 #   part 2: overlapping syncs — 1 or 2 threads each writing a record (900 or 2 500 bytes) and calling
 #           fdatasync, the records back to back in one file (threads share pages) or each on a page of its own.
 # Prints mean / p50 / p99 latency per sync and the process's CPU per sync. Scratch file: argv[1] (default
-# /work/.fsync_modes); run on a quiet machine. Results: bench/RESULTS.md "Journal syncs: no cheaper call".
+# /work/.fsync_modes); run on a quiet machine. Results: bench/RESULTS.md "Journal syncs" (the full
+# tables: bench/RESULTS-history.md "Journal syncs: no cheaper call").
 import mmap, os, sys, threading, time
 
 PATH = sys.argv[1] if len(sys.argv) > 1 else '/work/.fsync_modes'

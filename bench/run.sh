@@ -186,7 +186,7 @@ truncate_keys() {  # empty scan_keys of DB (if it exists yet)
 
 # A fresh cluster creates each WAL segment (zero-fill + fsync of 16 MB) inside the commit that first needs it:
 # a ~30 ms writer stall every ~55 k rows, which set ack=commit's p99 (34-41 ms vs 8.4-8.6 ms on a cluster
-# reusing segments: RESULTS.md "WAL segment creation"). A production cluster recycles segments after its first
+# reusing segments: bench/RESULTS-history.md "WAL segment creation"). A production cluster recycles segments after its first
 # checkpoints, so the bench creates them up front (BENCH_WAL_PREFILL segments, each forced by a switch) and
 # checkpoints before every throughput cell, which recycles the previous cell's segments for the next.
 prefill_wal() {

@@ -5,7 +5,7 @@
 // store, 4 the journal's shards, 16..23 the recent set's), so a shard's keys still spread over its table.
 // DigestEq / DigestLess: equality and bytea order (unsigned bytes, first byte most significant) of two
 // digests in four 8-byte word compares, inlined; std::equal_to<Digest> and memcmp() call into libc per probe
-// or comparison (~1.8 % of the server's CPU in the journal profile at 256 connections, bench/RESULTS.md
+// or comparison (~1.8 % of the server's CPU in the journal profile at 256 connections, bench/RESULTS-history.md
 // "Digest compares inlined").
 // Thread-safe (stateless).
 #pragma once

@@ -21,8 +21,8 @@ namespace scangate {
 namespace {
 
 constexpr int kBitsPerWord = 64;
-// Digests per prefetch round in the batch API (each prefetches 2 lines). Measured effect: bench/RESULTS.md
-// ("prefetch chunk"). SCANGATE_PREFETCH_CHUNK overrides it for that tuning run only.
+// Digests per prefetch round in the batch API (each prefetches 2 lines). Measured effect: bench/RESULTS-history.md
+// ("Batch prefetch chunk"). SCANGATE_PREFETCH_CHUNK overrides it for that tuning run only.
 #ifndef SCANGATE_PREFETCH_CHUNK
 #define SCANGATE_PREFETCH_CHUNK 16
 #endif

@@ -145,7 +145,7 @@ struct FilterGeometry {                       // derived by FilterGeometry::For(
   double bits_per_key;                        // per generation
   double design_fp;                           // modelled FP of a whole-filter query at design load (all live gens)
   std::size_t memory_bytes;                   // all shards, all generations
-  // Added: modelled FP of one generation at design load (design_fp = 1 - (1 - generation_fp)^2).
+  // Modelled FP of one generation at design load (design_fp = 1 - (1 - generation_fp)^2).
   double generation_fp;
   // Throws std::invalid_argument naming the offending option. Threading: pure function.
   static FilterGeometry For(const FilterOptions&);

@@ -30,7 +30,7 @@ constexpr auto kMinWindow = std::chrono::seconds(1);
 constexpr auto kMaxFlushInterval = std::chrono::seconds(10);
 // --flush-interval=auto. Without the journal the lag is what a crash loses: keep it short. With the journal
 // the rows are durable before their answer, so the lag only sizes PostgreSQL's transactions. Measured (bench/
-// RESULTS.md "Write-behind lag"): at 64 connections 2 ms makes ~75-175-row transactions and 20 ms ~700-row
+// RESULTS-history.md "Write-behind lag"): at 64 connections 2 ms makes ~75-175-row transactions and 20 ms ~700-row
 // ones: PostgreSQL CPU per request -13-30 %, 2xx/s +5-9 %, p99 +10-25 % (3.5 -> 4.3 ms); at 256 connections,
 // where the writers make several-hundred-row transactions anyway, no measurable change. 25-50 ms: up to +45 % p99.
 constexpr std::chrono::microseconds kMemoryFlushInterval{2000};

@@ -41,7 +41,7 @@ constexpr std::size_t kLingerDrainBytes = 1 << 20;  // bytes discarded after an 
 constexpr auto kLingerTimeout = std::chrono::seconds(2);
 // Connection timeouts are deadlines a per-worker sweeper checks this often, not a timer per read and write:
 // Beast's stream timeouts armed, cancelled and completed a timer around every operation (4-9 % of the
-// server's CPU, bench/RESULTS.md "Connection timeouts by a sweeper"). A deadline is set from the sweeper's
+// server's CPU, bench/RESULTS-history.md "Connection timeouts by a sweeper"). A deadline is set from the sweeper's
 // last reading of the clock plus one interval, so a timeout never fires early and at most ~2 intervals late.
 constexpr auto kSweepInterval = std::chrono::milliseconds(250);
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";

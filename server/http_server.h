@@ -1,8 +1,11 @@
 // The HTTP/1.1 front end (Boost.Beast): N I/O threads, each running its own io_context with its own
 // acceptor on the shared port (SO_REUSEPORT: the kernel spreads connections), one Session per connection
 // living entirely on its thread — no strands, no cross-thread session state. Store completions come back
-// to a session by net::post onto its executor. Invariant: every request gets exactly one response, every
-// abusable limit (header/body size, read timeouts) is explicit, and exceptions never escape into Asio.
+// through the Service: a Store writer Post()s them into the IoInbox of the session's I/O thread
+// (server/io_inbox.h; one per thread, drained in batches by one post), the journal's flusher posts its
+// waiter batches to the same executor (Service::JournalDeliver), and the response is written on that thread.
+// Invariant: every request gets exactly one response, every abusable limit (header/body size, read timeouts)
+// is explicit, and exceptions never escape into Asio.
 // Shutdown: BeginShutdown() closes acceptors and idle connections; busy ones close after their response;
 // WaitDrained() waits for the last session; Stop() stops the io_contexts and joins the threads.
 // Optional: HTTPS on the main port (--tls-cert/--tls-key; one Session template over a TCP stream or

@@ -83,8 +83,9 @@ class Router {
   void AddCors(Response& res, Route route, const Header* h) const;
   Answer Ok(boost::beast::http::status status, std::string body, std::string_view content_type, Route route,
             const Header* h) const;
-  // Operational GET routes (/healthz, /readyz, /metrics, /stats): one entry each. Add new admin routes
-  // (e.g. GET /dashboard) here and in RouteOf/IsAdminRoute (request.cc).
+  // Operational GET routes (/healthz, /readyz, /metrics, /stats, /dashboard): one case each. A new one (say
+  // GET /version) needs a Route value (request.h), its path in RouteOf and RouteLabel, IsAdminRoute
+  // (request.cc), and its case here.
   Answer AdminAnswer(Route route, const Header& h);
   void HandleObserve(const Request& req, const boost::asio::any_io_executor& ex, ThreadCounters& counters,
                      const Respond& done);

@@ -4,6 +4,7 @@
 // served again. Verdict uniqueness and presence in PostgreSQL are checked over the whole run.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "util.h"
@@ -19,10 +20,15 @@ constexpr auto kLoadAfterRecovery = std::chrono::milliseconds(1500);
 constexpr auto kDrainBound = std::chrono::seconds(30);
 constexpr int kFreshKeysAfterRecovery = 20;
 
+// What the outage step saw. Every outage step probes /readyz during its gap (ProbeReadyz); the checks in
+// RunOutageUnderLoad need at least one answer, so a step that forgets to probe fails.
 struct OutageFigures {
   std::string gap;  // what the outage step reported
+  int readyz_answers = 0;  // /readyz answers the probe got during the gap
+  int readyz_errors = 0;   // probes that got no answer (connection error or timeout)
   bool readyz_503_seen = false;
   bool readyz_503_had_retry_after = true;
+  std::string readyz_unexpected;  // the first answer that is neither 200 nor a 503 with a problem body
 };
 
 void RunOutageUnderLoad(const std::string& tag,
@@ -95,7 +101,8 @@ void RunOutageUnderLoad(const std::string& tag,
          ", 503 during run " + std::to_string(ledger.CountOutcome(AttemptOutcome::kUnavailable) - unavailable_before) +
          " (without Retry-After: " + std::to_string(load.retry_after_missing()) + "), retransmissions " +
          std::to_string(load.retransmissions()) + ", pending after drain " + std::to_string(still_pending) +
-         ", /readyz 503 seen during gap: " + (figures.readyz_503_seen ? "yes" : "no"));
+         ", /readyz during gap: " + std::to_string(figures.readyz_answers) + " answers, " +
+         std::to_string(figures.readyz_errors) + " probe errors, 503 seen: " + (figures.readyz_503_seen ? "yes" : "no"));
   Report(tag + ": after recovery " + std::to_string(fresh_new) + "/" + std::to_string(kFreshKeysAfterRecovery) +
          " fresh keys 201, " + std::to_string(fresh_dup) + "/" + std::to_string(kFreshKeysAfterRecovery) +
          " repeats 200; pg_state log events: [" + pg_states + "]");
@@ -106,6 +113,9 @@ void RunOutageUnderLoad(const std::string& tag,
   EXPECT_EQ(check.other, 0u) << "an answer other than 201/200/503 during the outage";
   EXPECT_EQ(check.connection_errors, 0u) << "the server dropped connections instead of answering 503";
   EXPECT_EQ(load.retry_after_missing(), 0u) << "503 without Retry-After";
+  EXPECT_GT(figures.readyz_answers, 0) << "the /readyz probe got no answer during the gap";
+  EXPECT_EQ(figures.readyz_errors, 0) << "/readyz did not answer during the gap";
+  EXPECT_TRUE(figures.readyz_unexpected.empty()) << figures.readyz_unexpected;
   EXPECT_TRUE(figures.readyz_503_had_retry_after) << "/readyz 503 without Retry-After";
   EXPECT_EQ(still_pending, 0u);
   EXPECT_EQ(check.keys_without_verdict, 0u);
@@ -113,19 +123,28 @@ void RunOutageUnderLoad(const std::string& tag,
   EXPECT_EQ(fresh_dup, kFreshKeysAfterRecovery) << fresh_failure;
 }
 
-// Polls /readyz during the gap; records whether a 503 (with Retry-After) was seen.
-void ProbeReadyz(OutageFigures& f, std::uint16_t port, std::chrono::milliseconds span) {
+// Polls /readyz every 100 ms for up to `span`, until `stop` is set (when given) or, with kUntilFirst503, until
+// the first 503. Records into `f` every answer: 200, or 503 with a problem+json body (and whether it carried
+// Retry-After); anything else is kept as `readyz_unexpected`. Not thread-safe on `f`: one probe per figures,
+// read after the probe returned (or its thread joined).
+enum class ProbeEnd : std::uint8_t { kUntilFirst503, kWholeSpan };
+void ProbeReadyz(OutageFigures& f, std::uint16_t port, std::chrono::milliseconds span, ProbeEnd end,
+                 const std::atomic<bool>* stop = nullptr) {
   const auto deadline = Clock::now() + span;
-  while (Clock::now() < deadline) {
+  while (Clock::now() < deadline && !(stop != nullptr && stop->load())) {
     try {
       it::HttpClient c(port);
       const auto r = c.Get("/readyz");
-      if (r.status == 503) {
+      ++f.readyz_answers;
+      if (r.status == 503 && r.header("content-type") == "application/problem+json") {
         f.readyz_503_seen = true;
         if (!r.has_header("retry-after")) f.readyz_503_had_retry_after = false;
-        return;
+        if (end == ProbeEnd::kUntilFirst503) return;
+      } else if (r.status != 200 && f.readyz_unexpected.empty()) {
+        f.readyz_unexpected = "/readyz during the gap -> HTTP " + std::to_string(r.status) + " " + r.body;
       }
     } catch (const std::exception&) {
+      ++f.readyz_errors;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -139,7 +158,7 @@ TEST(HardeningPgRestart, ClusterStopStartUnderLoad) {
     const auto stopped_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
     // A COMMIT in flight at the stop is settled for up to storage::kInDoubtResolveFor (3 s) before its writer
     // goes down (and /readyz with it): probe past that, plus scheduling slack on a loaded machine.
-    ProbeReadyz(f, server.port(), std::chrono::milliseconds(5000));
+    ProbeReadyz(f, server.port(), std::chrono::milliseconds(5000), ProbeEnd::kUntilFirst503);
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     const int start_rc = it::PgClusterStart();
     f.gap = "pg.sh stop rc=" + std::to_string(stop_rc) + " (" + std::to_string(stopped_ms) +
@@ -151,21 +170,35 @@ TEST(HardeningPgRestart, ClusterStopStartUnderLoad) {
   });
 }
 
-// (b) pg_terminate_backend of every scangate connection, three times 500 ms apart.
+// (b) pg_terminate_backend of every scangate connection, three times 500 ms apart, while /readyz is probed on a
+// thread of its own for the whole gap. Whether a writer is seen down (a 503) depends on timing, so only the
+// answers' shape is checked here; the figures report whether a 503 was seen.
 TEST(HardeningPgRestart, TerminateBackendsUnderLoad) {
-  RunOutageUnderLoad("pg-terminate", [](OutageFigures& f, it::ScangateProcess&) {
+  RunOutageUnderLoad("pg-terminate", [](OutageFigures& f, it::ScangateProcess& server) {
+    std::atomic<bool> stop{false};
+    std::thread probe([&f, &stop, port = server.port()] {
+      ProbeReadyz(f, port, std::chrono::seconds(10), ProbeEnd::kWholeSpan, &stop);
+    });
     std::string counts;
-    for (int round = 0; round < 3; ++round) {
-      pqxx::connection admin(it::Env().pg_url);
-      pqxx::nontransaction tx(admin);
-      const auto r = tx.exec(
-          "SELECT count(*) FILTER (WHERE t) FROM (SELECT pg_terminate_backend(pid) AS t FROM pg_stat_activity "
-          "WHERE datname = 'scangate' AND pid <> pg_backend_pid()) s");
-      if (!counts.empty()) counts += ',';  // not `"," + std::string&&`: GCC PR105329 (false -Wrestrict)
-      counts += r[0][0].as<std::string>();
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::string failure;
+    try {
+      for (int round = 0; round < 3; ++round) {
+        pqxx::connection admin(it::Env().pg_url);
+        pqxx::nontransaction tx(admin);
+        const auto r = tx.exec(
+            "SELECT count(*) FILTER (WHERE t) FROM (SELECT pg_terminate_backend(pid) AS t FROM pg_stat_activity "
+            "WHERE datname = 'scangate' AND pid <> pg_backend_pid()) s");
+        if (!counts.empty()) counts += ',';  // not `"," + std::string&&`: GCC PR105329 (false -Wrestrict)
+        counts += r[0][0].as<std::string>();
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      }
+    } catch (const std::exception& e) {
+      failure = e.what();
     }
+    stop = true;
+    probe.join();  // before anything reads `f`'s probe fields
     f.gap = "backends terminated per round: " + counts;
+    ASSERT_TRUE(failure.empty()) << failure;
   });
 }
 

@@ -9,13 +9,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <future>
 #include <random>
 #include <string>
 
 #include <pqxx/pqxx>
 
 #include "storage/store.h"
+#include "tests/answer_within.h"
 
 namespace scangate::storage {
 namespace {
@@ -38,15 +38,14 @@ Digest RandomDigest() {
   return d;
 }
 
+// Find and wait for its answer, at most kAnswerBound: a missing answer is a failure, not a hang.
 LookupResult FindSync(Lookup& l, const Digest& d) {
-  std::promise<LookupResult> p;
-  auto f = p.get_future();
-  if (!l.Find(d, [&p](const LookupResult& r) { p.set_value(r); })) {
+  Answer<LookupResult> answer;
+  if (!l.Find(d, answer.Setter())) {
     ADD_FAILURE() << "Find refused";
     return LookupResult{};
   }
-  EXPECT_EQ(f.wait_for(std::chrono::seconds(30)), std::future_status::ready);
-  return f.get();
+  return answer.Get();
 }
 
 std::int64_t Rows(pqxx::connection& c) {
@@ -60,10 +59,11 @@ TEST(Lookup, FoundAndNotFoundNeverWrites) {
   Store store(so);
   store.Start();  // applies migrations
   const Digest seen = RandomDigest();
-  std::promise<Result> inserted;
-  ASSERT_TRUE(store.Submit(0, seen, "lane 5", [&](const Result& r) { inserted.set_value(r); }));
-  const Result ins = inserted.get_future().get();
-  ASSERT_EQ(ins.outcome, Outcome::kInserted);
+  Answer<Result> inserted;
+  ASSERT_TRUE(store.Submit(0, seen, "lane 5", inserted.Setter()));
+  const auto ins = inserted.Within();
+  ASSERT_TRUE(ins.has_value()) << "no answer to the Submit within " << kAnswerBound.count() << " s";
+  ASSERT_EQ(ins->outcome, Outcome::kInserted);
 
   Lookup lookup(LookupOptions{Url()});
   lookup.Start();
@@ -73,7 +73,7 @@ TEST(Lookup, FoundAndNotFoundNeverWrites) {
 
   LookupResult r = FindSync(lookup, seen);
   EXPECT_EQ(r.status, LookupResult::Status::kFound);
-  EXPECT_EQ(r.first_seen, ins.first_seen);
+  EXPECT_EQ(r.first_seen, ins->first_seen);
   EXPECT_EQ(r.source, std::optional<std::string>("lane 5"));
 
   r = FindSync(lookup, RandomDigest());

@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
-#include <future>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -23,6 +22,7 @@
 #include <vector>
 
 #include "storage/migrations.h"
+#include "tests/answer_within.h"
 #include "tests/storage/pg_test_db.h"
 
 namespace scangate::storage {
@@ -54,16 +54,14 @@ StoreOptions GiveUpOptions(unsigned writers) {
   return o;
 }
 
-// Submits and waits; nullopt when Submit refused.
+// Submits and waits (at most kAnswerBound); nullopt when Submit refused, or (a test failure) when no answer came.
 std::optional<Result> SubmitAndWait(Store& store, const Digest& d, std::string source = "",
                                     Expect expect = Expect::kUnknown) {
-  auto promise = std::make_shared<std::promise<Result>>();
-  auto future = promise->get_future();
-  if (!store.Submit(RouteOf(d), d, std::move(source), [promise](const Result& r) { promise->set_value(r); }, nullptr,
-                    expect)) {
-    return std::nullopt;
-  }
-  return future.get();
+  Answer<Result> answer;
+  if (!store.Submit(RouteOf(d), d, std::move(source), answer.Setter(), nullptr, expect)) return std::nullopt;
+  auto r = answer.Within();
+  if (!r.has_value()) ADD_FAILURE() << "no answer to the Submit within " << kAnswerBound.count() << " s";
+  return r;
 }
 
 class PgTest : public ::testing::Test {
@@ -225,9 +223,9 @@ TEST_F(PgTest, TicketCancelsOnlyQueuedItems) {
   RowBlocker blocker(taken);
   auto taken_ticket = std::make_shared<Ticket>();
   auto queued_ticket = std::make_shared<Ticket>();
-  std::promise<Result> taken_result;
+  Answer<Result> taken_result;
   std::atomic<int> queued_completions{0};
-  ASSERT_TRUE(store.Submit(0, taken, "", [&](const Result& r) { taken_result.set_value(r); }, taken_ticket));
+  ASSERT_TRUE(store.Submit(0, taken, "", taken_result.Setter(), taken_ticket));
   ASSERT_TRUE(WaitForLockWaiter());  // the writer holds `taken` in a transaction, blocked on the row
   ASSERT_TRUE(store.Submit(0, queued, "", [&](const Result&) { ++queued_completions; }, queued_ticket));
   const auto before = store.Stats();
@@ -235,7 +233,7 @@ TEST_F(PgTest, TicketCancelsOnlyQueuedItems) {
   EXPECT_FALSE(queued_ticket->Cancel());  // exactly one transition
   EXPECT_FALSE(taken_ticket->Cancel());   // in a transaction: its outcome will come
   blocker.Rollback();
-  EXPECT_EQ(taken_result.get_future().get().outcome, Outcome::kInserted);
+  EXPECT_EQ(taken_result.Get().outcome, Outcome::kInserted);
   // The writer went past the cancelled item: a later item of the same writer completes.
   const auto later = SubmitAndWait(store, after);
   ASSERT_TRUE(later.has_value());
@@ -329,11 +327,11 @@ TEST_F(PgTest, RowCommittedConcurrentlyIsDuplicate) {
   const Digest d = RandomDigest();
   const Digest other = RandomDigest();
   RowBlocker blocker(d);
-  std::promise<Result> p1, p2;
-  ASSERT_TRUE(store.Submit(0, d, "", [&](const Result& r) { p1.set_value(r); }));
+  Answer<Result> p1, p2;
+  ASSERT_TRUE(store.Submit(0, d, "", p1.Setter()));
   ASSERT_TRUE(WaitForLockWaiter());
   blocker.Commit();
-  const Result r1 = p1.get_future().get();
+  const Result r1 = p1.Get();
   EXPECT_EQ(r1.outcome, Outcome::kDuplicate);
   ASSERT_FALSE(r1.first_seen.empty());
   pqxx::connection c(Url());
@@ -346,8 +344,8 @@ TEST_F(PgTest, RowCommittedConcurrentlyIsDuplicate) {
               r1.first_seen);
   }
   // The writer is healthy afterwards.
-  ASSERT_TRUE(store.Submit(0, other, "", [&](const Result& r) { p2.set_value(r); }));
-  EXPECT_EQ(p2.get_future().get().outcome, Outcome::kInserted);
+  ASSERT_TRUE(store.Submit(0, other, "", p2.Setter()));
+  EXPECT_EQ(p2.Get().outcome, Outcome::kInserted);
   EXPECT_TRUE(store.up());
   EXPECT_EQ(store.Stats().batch_failures, 0u);
 }
@@ -515,23 +513,22 @@ TEST_F(PgTest, SubmitSkipsTheWriteBehindBacklog) {
   store.Start();
   const Digest blocked = RandomDigest();
   RowBlocker blocker(blocked);
-  auto held = std::make_shared<std::promise<Result>>();
-  ASSERT_TRUE(store.Submit(0, blocked, "", [held](const Result& r) { held->set_value(r); }));
+  Answer<Result> held;
+  ASSERT_TRUE(store.Submit(0, blocked, "", held.Setter()));
   ASSERT_TRUE(WaitForLockWaiter()) << "the writer never blocked on the test's row";
   constexpr int kBacklog = 64 * 40;
   auto committed = std::make_shared<std::atomic<int>>(0);
   for (int i = 0; i < kBacklog; ++i) {
     ASSERT_TRUE(store.SubmitWriteBehind(0, RandomDigest(), "", [committed](const Result&) { committed->fetch_add(1); }, 0));
   }
-  auto at_completion = std::make_shared<std::promise<std::pair<Outcome, int>>>();
-  auto future = at_completion->get_future();
-  ASSERT_TRUE(store.Submit(0, RandomDigest(), "", [at_completion, committed](const Result& r) {
-    at_completion->set_value({r.outcome, committed->load()});
+  Answer<std::pair<Outcome, int>> at_completion;
+  ASSERT_TRUE(store.Submit(0, RandomDigest(), "", [set = at_completion.Setter(), committed](const Result& r) {
+    set({r.outcome, committed->load()});
   }));
   EXPECT_EQ(committed->load(), 0);  // nothing of the backlog could commit behind the blocked batch
   blocker.Rollback();
-  EXPECT_EQ(held->get_future().get().outcome, Outcome::kInserted);
-  const auto [outcome, rows_before] = future.get();
+  EXPECT_EQ(held.Get().outcome, Outcome::kInserted);
+  const auto [outcome, rows_before] = at_completion.Get();
   EXPECT_EQ(outcome, Outcome::kInserted);
   // FIFO would put it after all kBacklog rows; the lanes alternate, so at most one write-behind batch goes first.
   EXPECT_LE(rows_before, 64) << "the Submit waited behind the write-behind backlog";
@@ -611,19 +608,18 @@ std::vector<Result> SubmitAsOneBatchEach(Store& store, const std::vector<Digest>
                                          const std::function<Expect(std::size_t)>& expect_of) {
   const Digest blocked = RandomDigest();
   RowBlocker blocker(blocked);
-  std::promise<Result> held;
-  EXPECT_TRUE(store.Submit(0, blocked, "", [&](const Result& r) { held.set_value(r); }));
+  Answer<Result> held;
+  EXPECT_TRUE(store.Submit(0, blocked, "", held.Setter()));
   EXPECT_TRUE(WaitForLockWaiter());
   const auto before = store.Stats();
-  std::vector<std::promise<Result>> promises(ds.size());
+  std::vector<Answer<Result>> answers(ds.size());
   for (std::size_t i = 0; i < ds.size(); ++i) {
-    EXPECT_TRUE(store.Submit(
-        0, ds[i], source, [&promises, i](const Result& r) { promises[i].set_value(r); }, nullptr, expect_of(i)));
+    EXPECT_TRUE(store.Submit(0, ds[i], source, answers[i].Setter(), nullptr, expect_of(i)));
   }
   blocker.Rollback();
-  EXPECT_EQ(held.get_future().get().outcome, Outcome::kInserted);
+  EXPECT_EQ(held.Get().outcome, Outcome::kInserted);
   std::vector<Result> out;
-  for (auto& p : promises) out.push_back(p.get_future().get());
+  for (auto& a : answers) out.push_back(a.Get());
   const auto after = store.Stats();
   EXPECT_EQ(after.batches - before.batches, 2u) << "the items did not form one batch";
   return out;
@@ -782,14 +778,13 @@ TEST_F(PgTest, WriteBehindFirstSeenRoundTrips) {
                                            "1970-01-01T00:00:00.000001Z", "1969-12-31T23:59:58.500000Z",
                                            "1999-12-31T23:59:59.999999Z"};
   const auto ds = RandomDigests(times.size());
-  std::vector<std::promise<Result>> promises(ds.size());
+  std::vector<Answer<Result>> answers(ds.size());
   for (std::size_t i = 0; i < ds.size(); ++i) {
-    ASSERT_TRUE(store.SubmitWriteBehind(
-        0, ds[i], "", [&promises, i](const Result& r) { promises[i].set_value(r); }, times[i]));
+    ASSERT_TRUE(store.SubmitWriteBehind(0, ds[i], "", answers[i].Setter(), times[i]));
   }
   const auto pg = [&] {
     std::vector<Result> rs;
-    for (auto& p : promises) rs.push_back(p.get_future().get());
+    for (auto& a : answers) rs.push_back(a.Get());
     return std::make_pair(rs, PgFirstSeen(ds));
   }();
   for (std::size_t i = 0; i < ds.size(); ++i) {
@@ -821,14 +816,13 @@ TEST_F(PgTest, WriteBehindCopyFallsBackOnConflict) {
   const Digest behind = RandomDigest();
   InsertBehindTheStoresBack(behind, "2022-05-06 07:08:09.000001+00");
   auto run_batch = [&](const std::vector<Digest>& ds) {
-    std::vector<std::promise<Result>> promises(ds.size());
+    std::vector<Answer<Result>> answers(ds.size());
     for (std::size_t i = 0; i < ds.size(); ++i) {
-      EXPECT_TRUE(store.SubmitWriteBehind(
-          0, ds[i], i % 3 == 0 ? "" : "till-" + std::to_string(i),
-          [&promises, i](const Result& r) { promises[i].set_value(r); }, 0));
+      EXPECT_TRUE(
+          store.SubmitWriteBehind(0, ds[i], i % 3 == 0 ? "" : "till-" + std::to_string(i), answers[i].Setter(), 0));
     }
     std::vector<Result> out;
-    for (auto& p : promises) out.push_back(p.get_future().get());
+    for (auto& a : answers) out.push_back(a.Get());
     return out;
   };
   // Conflict-free: one COPY batch.
@@ -1066,11 +1060,10 @@ TEST_F(PgTest, OutageFailsFastAndRecovers) {
   for (std::uint32_t route = 0; route < 2; ++route) {
     bool refused = false;
     for (int i = 0; i < 50 && !refused; ++i) {
-      auto promise = std::make_shared<std::promise<Result>>();
-      auto future = promise->get_future();
-      if (store.Submit(route, RandomDigest(), "", [promise](const Result& r) { promise->set_value(r); })) {
+      Answer<Result> answer;
+      if (store.Submit(route, RandomDigest(), "", answer.Setter())) {
         ++accepted;
-        EXPECT_EQ(future.get().outcome, Outcome::kUnavailable);
+        EXPECT_EQ(answer.Get().outcome, Outcome::kUnavailable);
       } else {
         refused = true;
       }
@@ -1198,9 +1191,9 @@ TEST_F(PgTest, InDoubtCopyCommitIsSettled) {
     Store store(opts);
     store.Start();
     const Digest d = RandomDigest();
-    std::promise<Result> p;
-    ASSERT_TRUE(store.SubmitWriteBehind(0, d, "copy", [&](const Result& r) { p.set_value(r); }, 0));
-    const Result r = p.get_future().get();
+    Answer<Result> p;
+    ASSERT_TRUE(store.SubmitWriteBehind(0, d, "copy", p.Setter(), 0));
+    const Result r = p.Get();
     EXPECT_EQ(r.outcome, Outcome::kInserted);
     EXPECT_EQ(r.first_seen, PgFirstSeen({d})[0]);
     pqxx::connection c(Url());
@@ -1313,11 +1306,11 @@ TEST_F(PgTest, OutageDuringInDoubtRepeatGoesDown) {
   const auto deadline = std::chrono::steady_clock::now() + 5s;
   while (store.up() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
   EXPECT_FALSE(store.up()) << "the writer kept claiming up through the outage";
-  auto promise = std::make_shared<std::promise<Result>>();
-  auto future = promise->get_future();
-  if (store.Submit(RouteOf(d), RandomDigest(), "", [promise](const Result& r) { promise->set_value(r); })) {
-    ASSERT_EQ(future.wait_for(5s), std::future_status::ready) << "a waiting item was held through the outage";
-    EXPECT_EQ(future.get().outcome, Outcome::kUnavailable);
+  Answer<Result> waiting;
+  if (store.Submit(RouteOf(d), RandomDigest(), "", waiting.Setter())) {
+    const auto r = waiting.Within(5s);
+    ASSERT_TRUE(r.has_value()) << "a waiting item was held through the outage";
+    EXPECT_EQ(r->outcome, Outcome::kUnavailable);
   }
   ASSERT_EQ(PgCtl("start"), 0);
   guard.stopped = false;
@@ -1448,8 +1441,8 @@ TEST_F(PgTest, WriteBehindGroupAcceptsAPrefixWhenFull) {
   store.Start();
   const Digest blocked = RandomDigest();
   RowBlocker blocker(blocked);
-  auto held = std::make_shared<std::promise<Result>>();
-  ASSERT_TRUE(store.Submit(0, blocked, "", [held](const Result& r) { held->set_value(r); }));
+  Answer<Result> held;
+  ASSERT_TRUE(store.Submit(0, blocked, "", held.Setter()));
   ASSERT_TRUE(WaitForLockWaiter()) << "the writer never blocked on the test's row";
   const auto ds = RandomDigests(10);
   const auto rows = GroupRows(ds);
@@ -1459,7 +1452,7 @@ TEST_F(PgTest, WriteBehindGroupAcceptsAPrefixWhenFull) {
   const std::span<const WriteBehindRow> rest(rows.begin() + 7, rows.end());
   EXPECT_EQ(store.SubmitWriteBehindGroup(rest, sink), 0u);
   blocker.Rollback();
-  EXPECT_EQ(held->get_future().get().outcome, Outcome::kInserted);
+  EXPECT_EQ(held.Get().outcome, Outcome::kInserted);
   const auto deadline = std::chrono::steady_clock::now() + kEventually;
   while (store.Stats().queue_depth > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(1ms);

@@ -212,7 +212,9 @@ void CopyShape(PgConnection& c, const std::vector<Digest>& batch) {
 void Shapes(const std::string& url, std::size_t keys_per_cell, int reps, const std::vector<std::size_t>& sizes) {
   pqxx::connection old_c(url), new_c(url), one_c(url);
   PgConnection copy_c(url);
-  for (auto* c : {&old_c, &new_c, &one_c, &copy_c}) c->set_client_encoding("UTF8");
+  for (pqxx::connection* c : {&old_c, &new_c, &one_c, static_cast<pqxx::connection*>(&copy_c)}) {
+    c->set_client_encoding("UTF8");
+  }
   old_c.prepare("bench_old", kOldInsertSql);
   BatchStatement::Prepare(new_c);
   one_c.prepare("bench_one", kOneStatementSql);
