@@ -3,6 +3,8 @@
 #   1. release build (Release, warnings are errors: SCANGATE_WERROR=ON) of everything; ctest runs unit, storage
 #      and integration tests (the integration tests start their own throwaway PostgreSQL)
 #   1b. the run command from a fresh mode-700 clone of HEAD (tests/scripts/run_test.sh)
+#   1c. clang thread-safety check (SCANGATE_THREAD_SAFETY: -Wthread-safety -Werror): compiles the libraries and
+#      the scangate binary, runs nothing; a guarded member touched without its lock fails the build
 #   2. ThreadSanitizer build of core/, storage/ and server/; the filter, store and service concurrency tests
 #   3. AddressSanitizer + UndefinedBehaviorSanitizer build of everything but benchmarks; the whole ctest suite
 #      (unit, storage, integration, hardening) against the sanitized scangate binary
@@ -30,6 +32,16 @@ if [[ ${SCANGATE_SKIP_RUN:-0} != 1 ]]; then
   bash tests/scripts/run_test.sh
   echo "== run-command step took $((SECONDS - step_start)) s"
 fi
+
+step_start=$SECONDS
+echo "== thread-safety check (clang -Wthread-safety, compile only)"
+# The annotations (ABSL_GUARDED_BY, ABSL_EXCLUSIVE_LOCKS_REQUIRED on core/mutex.h's Mutex) are checked by clang
+# only. -O0 without debug info: the analysis is front-end work, so code generation is kept as cheap as possible.
+# Tests and benchmarks are not built: they hold no annotated locks of their own.
+CC=clang CXX=clang++ cmake -S . -B build/tsa-check -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 \
+  -DSCANGATE_THREAD_SAFETY=ON -DSCANGATE_WERROR=ON -DSCANGATE_BENCH=OFF >/dev/null
+cmake --build build/tsa-check -j "$jobs" --target scangate_core scangate_storage scangate_server_lib scangate
+echo "== thread-safety check took $((SECONDS - step_start)) s"
 
 step_start=$SECONDS
 echo "== ThreadSanitizer build (core/, storage/, server/)"
