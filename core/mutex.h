@@ -47,6 +47,32 @@ class ABSL_SCOPED_LOCKABLE MutexLock {
   Mutex* const mu_;
 };
 
+// Holds `mu` for its scope but may let go of it and take it again inside (std::unique_lock's job), e.g. to
+// run a slow call unlocked in the middle of a loop. The analysis tracks each Unlock()/Lock(); the destructor
+// unlocks only if held. Thread: the constructing thread only.
+class ABSL_SCOPED_LOCKABLE UniqueMutexLock {
+ public:
+  explicit UniqueMutexLock(Mutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) { mu_->Lock(); }
+  ~UniqueMutexLock() ABSL_UNLOCK_FUNCTION() {
+    if (held_) mu_->Unlock();
+  }
+  UniqueMutexLock(const UniqueMutexLock&) = delete;
+  UniqueMutexLock& operator=(const UniqueMutexLock&) = delete;
+
+  void Unlock() ABSL_UNLOCK_FUNCTION() {
+    mu_->Unlock();
+    held_ = false;
+  }
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
+    mu_->Lock();
+    held_ = true;
+  }
+
+ private:
+  Mutex* const mu_;
+  bool held_ = true;
+};
+
 // A condition variable used with a Mutex. Wait* must be called with the Mutex held; they release it while
 // blocked and hold it again when they return (spurious wake-ups happen: wait in a loop on the condition).
 // Signal/SignalAll are safe from any thread, with or without the Mutex held.
