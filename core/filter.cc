@@ -9,13 +9,14 @@
 #include <cstring>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 
 #include <absl/base/thread_annotations.h>
+
+#include "core/mutex.h"
 
 namespace scangate {
 namespace {
@@ -51,7 +52,7 @@ struct ThreadCounts {
 // happen once per thread (first insert, thread exit), never on the per-insert path. Leaked on purpose:
 // threads may still exit (and unregister) while static destructors run.
 struct CountRegistry {
-  std::mutex mu;
+  Mutex mu;
   std::vector<ThreadCounts*> live ABSL_GUARDED_BY(mu);
 };
 CountRegistry& Registry() {
@@ -62,12 +63,14 @@ CountRegistry& Registry() {
 struct ThreadRegistration {
   ThreadCounts* counts = new ThreadCounts;
   ThreadRegistration() {
-    std::lock_guard lock(Registry().mu);
-    Registry().live.push_back(counts);
+    CountRegistry& r = Registry();
+    const MutexLock lock(&r.mu);
+    r.live.push_back(counts);
   }
   ~ThreadRegistration() {
-    std::lock_guard lock(Registry().mu);
-    std::erase(Registry().live, counts);
+    CountRegistry& r = Registry();
+    const MutexLock lock(&r.mu);
+    std::erase(r.live, counts);
     delete counts;
   }
 };
@@ -541,8 +544,9 @@ std::vector<ShardStats> ShardedFilter::Stats() const {
   // Insert counts still pending in live threads (see "Insert counting"), folded into `inserted`.
   std::vector<std::uint64_t> pending(geometry_.shards, 0);
   if (count_batch_ > 1) {
-    std::lock_guard lock(Registry().mu);
-    for (const ThreadCounts* tc : Registry().live) {
+    CountRegistry& r = Registry();
+    const MutexLock lock(&r.mu);
+    for (const ThreadCounts* tc : r.live) {
       // relaxed (here and below): telemetry; any recent value of another thread's counts will do.
       if (tc->filter_id.load(std::memory_order_relaxed) != id_) continue;
       for (std::uint32_t i = 0; i < geometry_.shards; ++i) pending[i] += tc->pending[i].load(std::memory_order_relaxed);

@@ -1,13 +1,13 @@
 #include "core/recent_set.h"
 
 #include <cstring>
-#include <mutex>
 #include <utility>
 
 #include <absl/base/thread_annotations.h>
 #include <absl/container/flat_hash_map.h>
 
 #include "core/digest_hash.h"
+#include "core/mutex.h"
 
 namespace scangate {
 namespace {
@@ -26,7 +26,7 @@ using Map = absl::flat_hash_map<Digest, std::int64_t, DigestHash, DigestEq>;
 }  // namespace
 
 struct alignas(64) RecentSet::Shard {
-  mutable std::mutex mu;
+  mutable Mutex mu;
   Map current ABSL_GUARDED_BY(mu);
   Map previous ABSL_GUARDED_BY(mu);
   std::uint64_t rotations ABSL_GUARDED_BY(mu) = 0;
@@ -72,7 +72,7 @@ RecentSet::Shard& RecentSet::ShardOf(const Digest& d) const {
 void RecentSet::InsertConcurrently(const Digest& d, std::int64_t first_seen_us) {
   if (!enabled()) return;
   Shard& s = ShardOf(d);
-  const std::lock_guard lock(s.mu);
+  const MutexLock lock(&s.mu);
   if (s.current.contains(d)) return;
   if (const auto it = s.previous.find(d); it != s.previous.end()) {
     first_seen_us = it->second;  // the first record wins; refreshed into the current generation
@@ -84,7 +84,7 @@ void RecentSet::InsertConcurrently(const Digest& d, std::int64_t first_seen_us) 
 std::optional<std::int64_t> RecentSet::FindConcurrently(const Digest& d) {
   if (!enabled()) return std::nullopt;
   Shard& s = ShardOf(d);
-  const std::lock_guard lock(s.mu);
+  const MutexLock lock(&s.mu);
   if (const auto it = s.current.find(d); it != s.current.end()) return it->second;
   const auto it = s.previous.find(d);
   if (it == s.previous.end()) return std::nullopt;
@@ -97,7 +97,7 @@ std::optional<std::int64_t> RecentSet::FindConcurrently(const Digest& d) {
 std::uint64_t RecentSet::size() const {
   std::uint64_t n = 0;
   for (std::uint32_t i = 0; i < shard_count_; ++i) {
-    const std::lock_guard lock(shards_[i].mu);
+    const MutexLock lock(&shards_[i].mu);
     n += shards_[i].current.size() + shards_[i].previous.size();
   }
   return n;
@@ -106,7 +106,7 @@ std::uint64_t RecentSet::size() const {
 std::uint64_t RecentSet::rotations() const {
   std::uint64_t n = 0;
   for (std::uint32_t i = 0; i < shard_count_; ++i) {
-    const std::lock_guard lock(shards_[i].mu);
+    const MutexLock lock(&shards_[i].mu);
     n += shards_[i].rotations;
   }
   return n;

@@ -3,6 +3,8 @@
 #   1. release build (Release, warnings are errors: SCANGATE_WERROR=ON) of everything; ctest runs unit, storage
 #      and integration tests (the integration tests start their own throwaway PostgreSQL)
 #   1b. the run command from a fresh mode-700 clone of HEAD (tests/scripts/run_test.sh)
+#   1c. clang thread-safety check (SCANGATE_THREAD_SAFETY: -Wthread-safety -Werror): compiles the libraries and
+#      the scangate binary, runs nothing; a guarded member touched without its lock fails the build
 #   2. ThreadSanitizer build of core/, storage/ and server/; the filter, store and service concurrency tests
 #   3. AddressSanitizer + UndefinedBehaviorSanitizer build of everything but benchmarks; the whole ctest suite
 #      (unit, storage, integration, hardening) against the sanitized scangate binary
@@ -32,15 +34,25 @@ if [[ ${SCANGATE_SKIP_RUN:-0} != 1 ]]; then
 fi
 
 step_start=$SECONDS
+echo "== thread-safety check (clang -Wthread-safety, compile only)"
+# The annotations (ABSL_GUARDED_BY, ABSL_EXCLUSIVE_LOCKS_REQUIRED on core/mutex.h's Mutex) are checked by clang
+# only. -O0 without debug info: the analysis is front-end work, so code generation is kept as cheap as possible.
+# Tests and benchmarks are not built: they hold no annotated locks of their own.
+CC=clang CXX=clang++ cmake -S . -B build/tsa-check -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 \
+  -DSCANGATE_THREAD_SAFETY=ON -DSCANGATE_WERROR=ON -DSCANGATE_BENCH=OFF >/dev/null
+cmake --build build/tsa-check -j "$jobs" --target scangate_core scangate_storage scangate_server_lib scangate
+echo "== thread-safety check took $((SECONDS - step_start)) s"
+
+step_start=$SECONDS
 echo "== ThreadSanitizer build (core/, storage/, server/)"
-# Only the concurrency tests and what they run are built: the filter's, the recent set's, the store's queue and writers
-# (store_test, against the throwaway PostgreSQL), the service's stripes and write-behind ordering
-# (service_concurrency_test drives the TSan-built scangate binary, which inherits TSAN_OPTIONS; a report
+# Only the concurrency tests and what they run are built: the filter's, the recent set's, core/mutex.h's, the
+# store's queue and writers (store_test, against the throwaway PostgreSQL), the service's stripes and write-behind
+# ordering (service_concurrency_test drives the TSan-built scangate binary, which inherits TSAN_OPTIONS; a report
 # makes it exit 66 and the test fail), the journal's flusher against its appenders (journal_test), and the
 # single-writer metric counters under a concurrent scrape.
 cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCANGATE_SANITIZE=thread \
   -DSCANGATE_CORE_ONLY=OFF -DSCANGATE_BENCH=OFF -DSCANGATE_WERROR=ON >/dev/null
-cmake --build build/tsan -j "$jobs" --target filter_concurrency_test recent_set_test store_test service_concurrency_test brin_summarizer_test journal_drain_test \
+cmake --build build/tsan -j "$jobs" --target filter_concurrency_test recent_set_test mutex_test store_test service_concurrency_test brin_summarizer_test journal_drain_test \
   journal_test server_metrics_test scangate
 echo "== ThreadSanitizer tests"
 # scripts/tsan.supp silences uninstrumented third-party libraries only (libpq, libpqxx, OpenSSL), never
@@ -52,7 +64,7 @@ rm -rf "$tsan_logs" && mkdir -p "$tsan_logs"
 tsan_rc=0
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp log_path=$tsan_logs/tsan" \
   ctest --test-dir build/tsan --output-on-failure -j "$jobs" --timeout 900 \
-  -R '^(FilterConcurrency\..*|RecentSetConcurrency\..*|Metrics\.SingleWriterCountersUnderConcurrentScrape|store_test|service_concurrency_test|brin_summarizer_test|journal_drain_test|journal_test)$' \
+  -R '^(FilterConcurrency\..*|RecentSetConcurrency\..*|Mutex\..*|CondVar\..*|Metrics\.SingleWriterCountersUnderConcurrentScrape|store_test|service_concurrency_test|brin_summarizer_test|journal_drain_test|journal_test)$' \
   || tsan_rc=$?
 if compgen -G "$tsan_logs/tsan.*" >/dev/null; then
   cat "$tsan_logs"/tsan.*

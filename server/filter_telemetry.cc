@@ -8,12 +8,12 @@ void FilterTelemetry::Refresh() {
   auto sample = std::make_shared<Sample>();
   sample->shards = filter_.Stats();  // the scan runs outside the lock: readers never wait for it
   sample->taken = std::chrono::steady_clock::now();
-  std::lock_guard lock(mu_);
+  const MutexLock lock(&mu_);
   latest_ = std::move(sample);
 }
 
 std::shared_ptr<const FilterTelemetry::Sample> FilterTelemetry::Latest() const {
-  std::lock_guard lock(mu_);
+  const MutexLock lock(&mu_);
   return latest_;
 }
 

@@ -8,12 +8,12 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include <absl/base/thread_annotations.h>
 
 #include "core/filter.h"
+#include "core/mutex.h"
 
 namespace scangate::server {
 
@@ -35,7 +35,7 @@ class FilterTelemetry {
 
  private:
   const ShardedFilter& filter_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::shared_ptr<const Sample> latest_ ABSL_GUARDED_BY(mu_);
 };
 

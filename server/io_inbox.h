@@ -7,13 +7,14 @@
 #pragma once
 
 #include <functional>
-#include <mutex>
 #include <utility>
 #include <vector>
 
 #include <absl/base/thread_annotations.h>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/post.hpp>
+
+#include "core/mutex.h"
 
 namespace scangate::server {
 
@@ -28,7 +29,7 @@ class IoInbox {
   void Post(std::function<void()> call) {
     bool post;
     {
-      std::lock_guard lk(mu_);
+      const MutexLock lk(&mu_);
       calls_.push_back(std::move(call));
       post = !std::exchange(drain_posted_, true);
     }
@@ -39,7 +40,7 @@ class IoInbox {
   // On the executor: takes everything queued so far (later Posts arm the next drain) and runs it.
   void Drain() {
     {
-      std::lock_guard lk(mu_);
+      const MutexLock lk(&mu_);
       running_.swap(calls_);  // running_ is empty here: keeps both vectors' capacity between drains
       drain_posted_ = false;
     }
@@ -54,7 +55,7 @@ class IoInbox {
   }
 
   const boost::asio::any_io_executor ex_;
-  std::mutex mu_;
+  Mutex mu_;
   std::vector<std::function<void()>> calls_ ABSL_GUARDED_BY(mu_);
   bool drain_posted_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::function<void()>> running_;  // the executor's thread only (one drain at a time)

@@ -5,12 +5,12 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <mutex>
 #include <memory>
 #include <string>
 
 #include <boost/json/serialize.hpp>
 
+#include "core/mutex.h"
 #include "core/time_format.h"
 
 namespace scangate::server {
@@ -27,8 +27,8 @@ void Log(LogLevel level, std::string_view event, boost::json::object fields) {
   std::string text = boost::json::serialize(line);
   text.push_back('\n');
   // The mutex keeps a line whole even when write(2) is short (pipe full, signal) and must continue.
-  static std::mutex mu;
-  const std::lock_guard lock(mu);
+  static Mutex mu;
+  const MutexLock lock(&mu);
   const char* p = text.data();
   std::size_t left = text.size();
   while (left > 0) {

@@ -43,15 +43,15 @@ void BrinSummarizer::Start() {
 
 void BrinSummarizer::Shutdown() {
   {
-    std::lock_guard lk(mu_);
+    const MutexLock lk(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 BrinSummarizerStats BrinSummarizer::Stats() const {
-  std::lock_guard lk(mu_);
+  const MutexLock lk(&mu_);
   return stats_;
 }
 
@@ -65,7 +65,7 @@ int BrinSummarizer::RunOnce() {
     // Autocommit: the function summarizes range by range; there is nothing to roll back.
     pqxx::nontransaction tx(conn_->c);
     const int ranges = tx.exec1(kSummarizeSql)[0].as<int>();
-    std::lock_guard lk(mu_);
+    const MutexLock lk(&mu_);
     ++stats_.passes;
     stats_.ranges += static_cast<std::uint64_t>(ranges);
     return ranges;
@@ -90,14 +90,14 @@ bool BrinSummarizer::Pass() {
     error = ErrorSummary(e.what());
   }
   {
-    std::lock_guard lk(mu_);
+    const MutexLock lk(&mu_);
     ++stats_.failures;
   }
   if (sqlstate == kInsufficientPrivilege || sqlstate == kUndefinedTable) {
     // Retrying cannot help: the index belongs to another role, or this database has no such index.
     // Results are unaffected (unsummarized ranges are read); autovacuum's VACUUM still summarizes.
     {
-      std::lock_guard lk(mu_);
+      const MutexLock lk(&mu_);
       stats_.stopped = true;
     }
     log_->Write(LogSeverity::kWarn, "brin_summarize",
@@ -113,14 +113,18 @@ bool BrinSummarizer::Pass() {
   return true;
 }
 
+bool BrinSummarizer::WaitInterval() {
+  const auto deadline = std::chrono::steady_clock::now() + options_.interval;
+  const MutexLock lk(&mu_);
+  while (!stop_) {
+    if (cv_.WaitUntil(&mu_, deadline)) return stop_;  // the interval passed (unless stopped meanwhile)
+  }
+  return true;
+}
+
 void BrinSummarizer::Run() {
-  std::unique_lock lk(mu_);
-  for (;;) {
-    if (cv_.wait_for(lk, options_.interval, [this] { return stop_; })) return;
-    lk.unlock();
-    const bool go_on = Pass();
-    lk.lock();
-    if (!go_on) return;
+  while (!WaitInterval()) {
+    if (!Pass()) return;
   }
 }
 

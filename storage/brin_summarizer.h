@@ -13,15 +13,14 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include <absl/base/thread_annotations.h>
 
+#include "core/mutex.h"
 #include "storage/log_sink.h"
 
 namespace scangate::storage {
@@ -64,6 +63,8 @@ class BrinSummarizer {
 
  private:
   void Run();
+  // Waits one `interval` or until Shutdown(): true when stopping.
+  bool WaitInterval() ABSL_LOCKS_EXCLUDED(mu_);
   // One pass with its error handling and logging: false = stop for good.
   bool Pass();
 
@@ -73,8 +74,8 @@ class BrinSummarizer {
   std::unique_ptr<Conn> conn_;  // touched by one thread at a time (the thread, or RunOnce's caller)
   bool failing_ = false;                    // the last pass failed (a recovery is logged once); as conn_
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable Mutex mu_;
+  CondVar cv_;  // signalled when stop_ is set
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   BrinSummarizerStats stats_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;

@@ -5,11 +5,11 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <mutex>
 #include <string>
 
 #include <boost/json/serialize.hpp>
 
+#include "core/mutex.h"
 #include "core/time_format.h"
 
 namespace scangate::storage {
@@ -27,7 +27,7 @@ class StderrSink final : public LogSink {
     for (auto& kv : fields) line[kv.key()] = std::move(kv.value());
     std::string text = boost::json::serialize(line);
     text.push_back('\n');
-    const std::lock_guard lock(mu_);  // keeps a line whole when write(2) is short
+    const MutexLock lock(&mu_);  // keeps a line whole when write(2) is short
     const char* p = text.data();
     std::size_t left = text.size();
     while (left > 0) {
@@ -39,7 +39,7 @@ class StderrSink final : public LogSink {
   }
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
 };
 
 }  // namespace

@@ -57,10 +57,10 @@ void Lookup::Start() {
 
 bool Lookup::Find(const Digest& d, LookupDone done) {
   if (!up()) return false;
-  const std::lock_guard lock(mu_);
+  const MutexLock lock(&mu_);
   if (stopping_ || queue_.size() >= options_.queue_limit) return false;
   queue_.push_back(Item{d, std::move(done)});
-  cv_.notify_one();
+  cv_.Signal();
   return true;
 }
 
@@ -83,12 +83,14 @@ void Lookup::Run() {
   for (;;) {
     std::vector<Item> batch;
     {
-      std::unique_lock lock(mu_);
+      const MutexLock lock(&mu_);
       if (conn_ == nullptr) {
         // Down: wait the backoff (or for shutdown), then try again.
-        cv_.wait_for(lock, backoff, [this] { return stopping_; });
+        const auto deadline = std::chrono::steady_clock::now() + backoff;
+        while (!stopping_ && !cv_.WaitUntil(&mu_, deadline)) {
+        }
       } else {
-        cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
       }
       if (stopping_) break;
       while (!queue_.empty()) {
@@ -124,7 +126,7 @@ void Lookup::Run() {
   // Stopping: whatever is still queued is answered unavailable.
   std::deque<Item> rest;
   {
-    const std::lock_guard lock(mu_);
+    const MutexLock lock(&mu_);
     rest.swap(queue_);
   }
   for (Item& item : rest) item.done(LookupResult{});
@@ -132,10 +134,10 @@ void Lookup::Run() {
 
 void Lookup::Shutdown() {
   {
-    const std::lock_guard lock(mu_);
+    const MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 

@@ -7,12 +7,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -20,6 +18,7 @@
 #include <absl/base/thread_annotations.h>
 
 #include "core/digest.h"
+#include "core/mutex.h"
 
 namespace scangate::storage {
 
@@ -73,8 +72,8 @@ class Lookup final : public DigestReader {
   const LookupOptions options_;
   std::unique_ptr<Conn> conn_;  // the thread's (and Start()'s, before the thread exists) only
   std::atomic<bool> up_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;
+  CondVar cv_;  // signalled when an item is queued and when stopping_ is set
   std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;

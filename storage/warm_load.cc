@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <pqxx/pqxx>
 #include <stdexcept>
 #include <string>
@@ -16,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/thread_name.h"
 #include "storage/copy_parser.h"
 #include "storage/error_summary.h"
@@ -168,8 +168,8 @@ std::uint64_t Store::WarmLoad(std::chrono::seconds window,
   // ranges partition one consistent set of rows), its COPY. The coordinator's transaction stays open until
   // every stream has finished (a snapshot can only be imported while its exporter is open).
   std::atomic<bool> abort{false};
-  std::mutex error_mu;
-  std::exception_ptr first_error;
+  Mutex error_mu;
+  std::exception_ptr first_error;  // under error_mu until the streams are joined
   std::vector<std::uint64_t> counts(n_streams, 0);
   const auto run_stream = [&](unsigned i) {
     SetThreadName("sg-warm-" + std::to_string(i));
@@ -181,7 +181,7 @@ std::uint64_t Store::WarmLoad(std::chrono::seconds window,
       WarmExec(conn.get(), "COMMIT");
     } catch (const WarmAbort&) {
     } catch (...) {
-      std::lock_guard lk(error_mu);
+      const MutexLock lk(&error_mu);
       if (!first_error) first_error = std::current_exception();
       abort.store(true, std::memory_order_relaxed);  // advisory: others poll it between COPY messages
     }
