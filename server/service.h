@@ -38,6 +38,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "core/digest.h"
+#include "core/mutex.h"
 #include "core/filter.h"
 #include "core/recent_set.h"
 #include "server/config.h"
@@ -186,12 +187,12 @@ class Service {
   const double fp_target_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   FilterTelemetry filter_telemetry_;  // after filter_: samples it on construction
-  std::array<std::mutex, kStripes> stripes_;
+  std::array<Mutex, kStripes> stripes_;  // guard no member: they make probe + record atomic per digest
   RecentSet recent_;
   storage::JournalDrain* const journal_;
   const storage::BrinSummarizer* brin_ = nullptr;  // set before serving, read-only afterwards
   const std::uint64_t instance_id_;  // tells this Service's thread-local group apart from an earlier one's
-  std::mutex groups_mu_;             // taken once per I/O thread (its first journalled or stored request)
+  Mutex groups_mu_;             // taken once per I/O thread (its first journalled or stored request)
   std::vector<std::unique_ptr<JournalGroupSlot>> groups_ ABSL_GUARDED_BY(groups_mu_);
 };
 

@@ -40,7 +40,7 @@ void* Service::JournalGroup(const net::any_io_executor& ex) {
   if (cache.instance != instance_id_) {
     auto slot = std::make_unique<JournalGroupSlot>(ex);
     cache = Cache{instance_id_, slot.get()};
-    std::lock_guard lk(groups_mu_);
+    const MutexLock lk(&groups_mu_);
     groups_.push_back(std::move(slot));
   }
   return cache.slot;

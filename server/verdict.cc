@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -102,7 +101,7 @@ void Service::DecideKey(const CallPtr& call, std::size_t i, const Digest& d, con
   if (ack_ == AckMode::kFilter && filter_on_) {
     // Probe and decide atomically per stripe: if another observer of this digest sees our bits, its exact
     // Submit is queued after our write-behind row (same store route, FIFO) and so gets "duplicate".
-    const std::lock_guard lock(stripes_[route & (kStripes - 1)]);
+    const MutexLock lock(&stripes_[route & (kStripes - 1)]);
     e.probed.probe = filter_.ObserveConcurrently(d);
     return DecideProbed(call, i, route, d, source);
   }
