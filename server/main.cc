@@ -196,9 +196,13 @@ int main(int argc, char** argv) {
       jo.log = store_options.log;  // one log stream
       // The identity of the database the journal belongs to; PostgreSQL answered Store::Start() a moment ago,
       // so a failure here is retried like the start itself.
+      storage::ConnectionDefaults identity_defaults;  // timeouts and keepalives, as every connection
+      identity_defaults.statement_timeout = store_options.statement_timeout;
+      identity_defaults.tcp_user_timeout = store_options.tcp_user_timeout;
+      identity_defaults.application_name = "scangate-journal";
       for (;;) {
         try {
-          jo.identity = storage::JournalDrain::QueryIdentity(config.database_url);
+          jo.identity = storage::JournalDrain::QueryIdentity(config.database_url, identity_defaults);
           break;
         } catch (const pqxx::broken_connection& e) {
           Log(LogLevel::kWarn, "pg_state", {{"state", "down"}, {"error", e.what()}});
@@ -210,7 +214,7 @@ int main(int argc, char** argv) {
         }
         std::this_thread::sleep_for(kIdentityRetryPause);
       }
-      journal = std::make_unique<storage::JournalDrain>(*store, jo, Service::JournalDeliver());
+      journal = std::make_unique<storage::JournalDrain>(*store, jo);
       journal->Start([&](std::span<const Digest> digests) { filter->InsertBatchConcurrently(digests); });
       const auto js = journal->Stats();
       Log(LogLevel::kInfo, "journal", {{"dir", config.journal_dir}, {"recovered", js.recovered}});

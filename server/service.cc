@@ -235,7 +235,11 @@ void Service::Observe(const Observation& obs, const net::any_io_executor& ex, Th
     // this digest (same route, FIFO), so a key the filter forgot within the window is answered duplicate.
     if (p.filter_trusted && p.probe == Probe::kDefinitelyNew) {
       const std::int64_t now_us = NowUs();  // first_seen of the journal record / write-behind row and the set
-      if (journal_ != nullptr) return JournalNew(d, obs.source, std::move(v), ex, counters, done, now_us);
+      if (journal_ != nullptr) {
+        if (journal_->usable()) return JournalNew(d, obs.source, std::move(v), ex, counters, done, now_us);
+        // The journal is unusable (a fault; it heals by itself): decide exactly, as --ack=commit does.
+        return SubmitWaiting(route, d, obs.source, p, std::move(v), ex, counters, std::move(done));
+      }
       if (OthersWaitForRoom() || !store_.SubmitWriteBehind(route, d, obs.source, now_us)) {
         // Queue full (backpressure). We must not wait holding the stripe lock, and our bits are already set:
         // an observer of this digest arriving from now on sees them and takes the exact path, which our
@@ -445,7 +449,12 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
       if (p.filter_trusted && p.probe == Probe::kDefinitelyNew) {
         const std::int64_t now_us = NowUs();
         if (journal_ != nullptr) {  // journal hook
-          JournalNewInBatch(i, now_us);
+          if (journal_->usable()) {
+            JournalNewInBatch(i, now_us);
+          } else if (!submit(i)) {  // unusable journal: decided exactly, as in Observe
+            st->unavailable = true;
+            finish_one(st);
+          }
           continue;
         }
         if (store_.SubmitWriteBehind(route, digests[i], batch.entries[i].source, now_us)) {

@@ -30,7 +30,7 @@ Problem JournalProblem(storage::JournalFate fate) {
 }
 }  // namespace
 
-void* Service::JournalGroup(const net::any_io_executor& ex) {
+Service::JournalGroupSlot& Service::JournalGroup(const net::any_io_executor& ex) {
   struct Cache {
     std::uint64_t instance = 0;
     JournalGroupSlot* slot = nullptr;
@@ -42,22 +42,19 @@ void* Service::JournalGroup(const net::any_io_executor& ex) {
     std::lock_guard lk(groups_mu_);
     groups_.push_back(std::move(slot));
   }
-  return cache.slot;
+  return *cache.slot;
 }
 
-storage::JournalDrain::Deliver Service::JournalDeliver() {
-  return [](void* group, std::vector<storage::JournalDrain::Waiter> waiters, storage::JournalFate fate) {
-    auto* slot = static_cast<JournalGroupSlot*>(group);
-    net::post(slot->ex, [waiters = std::move(waiters), fate] {
-      for (const auto& waiter : waiters) {
-        try {
-          waiter(fate);
-        } catch (const std::exception&) {
-          // A waiter's done() must not throw (it writes a response); never let one stop the others.
-        }
+void Service::JournalGroupSlot::Deliver(std::vector<storage::JournalWaiter> waiters, storage::JournalFate fate) {
+  net::post(ex, [waiters = std::move(waiters), fate] {
+    for (const auto& waiter : waiters) {
+      try {
+        waiter(fate);
+      } catch (const std::exception&) {
+        // A waiter's done() must not throw (it writes a response); never let one stop the others.
       }
-    });
-  };
+    }
+  });
 }
 
 bool Service::JournalKnown(const Digest& d, const std::string& hex, const net::any_io_executor& ex,
