@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -363,6 +364,13 @@ void Journal::PrepareSpare() {
   const std::string& spare = spare_path_;
   try {
     if (spare_fd_ < 0) {
+      // A disk without room for two more segments: a spare would fill it, and a group write then fails
+      // (ENOSPC makes the journal unusable). Segments grow by appending instead.
+      struct statvfs fs {};
+      if (::fstatvfs(dir_fd_, &fs) == 0 &&
+          static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize < 2 * options_.segment_bytes) {
+        throw std::runtime_error("less free space than two segments on the journal's disk");
+      }
       spare_fd_ = ::openat(dir_fd_, kSpareName, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       if (spare_fd_ < 0) ThrowErrno("create " + spare);
       spare_bytes_ = 0;
