@@ -201,16 +201,20 @@ std::optional<int> App::OpenJournal() {
     jo.log = store_options_.log;  // one log stream
     // The identity of the database the journal belongs to; PostgreSQL answered Store::Start() a moment ago,
     // so a failure here is retried like the start itself.
+    storage::ConnectionDefaults identity_defaults;  // timeouts and keepalives, as every connection
+    identity_defaults.statement_timeout = store_options_.statement_timeout;
+    identity_defaults.tcp_user_timeout = store_options_.tcp_user_timeout;
+    identity_defaults.application_name = "scangate-journal";
     for (;;) {
       try {
-        jo.identity = storage::JournalDrain::QueryIdentity(config_.database_url);
+        jo.identity = storage::JournalDrain::QueryIdentity(config_.database_url, identity_defaults);
         break;
       } catch (const pqxx::broken_connection& e) {
         Log(LogLevel::kWarn, "pg_state", {{"state", "down"}, {"error", e.what()}});
       }
       if (!PauseUnlessStopped(kIdentityRetryPause)) return std::nullopt;  // Run() sees the stop
     }
-    journal_ = std::make_unique<storage::JournalDrain>(*store_, jo, Service::JournalDeliver());
+    journal_ = std::make_unique<storage::JournalDrain>(*store_, jo);
     journal_->Start([this](std::span<const Digest> digests) { filter_->InsertBatchConcurrently(digests); });
     const auto js = journal_->Stats();
     Log(LogLevel::kInfo, "journal", {{"dir", config_.journal_dir}, {"recovered", js.recovered}});

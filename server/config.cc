@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <charconv>
 #include <fstream>
 #include <iterator>
@@ -168,7 +169,8 @@ po::options_description Options() {
                                     "journal (its rows are durable already), 2ms with --journal=off (the loss window)")
       ("journal", s("on"), "on|off (ack=filter): on = a filter negative is answered 'new' only once fsynced in a "
                            "local journal; off = in-memory write-behind, which a crash can lose")
-      ("journal-dir", s("scangate-journal"), "journal directory (ack=filter); one per instance and database")
+      ("journal-dir", s(""), "journal directory (ack=filter, --journal=on); one per instance and database. "
+                             "Default: $STATE_DIRECTORY/journal when set (systemd StateDirectory=), else required")
       ("journal-max-bytes", s("67108864"), "journal bytes not yet committed in PostgreSQL; beyond it requests wait "
                                            "(bounded), then 503");
   po::options_description security("Security");
@@ -192,6 +194,21 @@ po::options_description Options() {
                             " the command line wins)");
   d.add(listening).add(postgres).add(filter).add(ack).add(security).add(operations);
   return d;
+}
+
+// --journal-dir's default: under systemd's StateDirectory= (STATE_DIRECTORY, colon-separated when the unit
+// names several: the first), else none — the journal is this instance's and this database's, so the working
+// directory (shared by every run started there) is no default.
+std::string DefaultJournalDir() {
+  const char* state = std::getenv("STATE_DIRECTORY");
+  std::string dir = state != nullptr ? std::string(state) : std::string();
+  dir = dir.substr(0, dir.find(':'));
+  if (dir.empty()) {
+    throw ConfigError("--journal-dir (or SCANGATE_JOURNAL_DIR) is required with --ack=filter and --journal=on: "
+                      "the journal belongs to one instance and one database, e.g. --journal-dir=/var/lib/scangate/"
+                      "journal (under systemd, StateDirectory= makes $STATE_DIRECTORY/journal the default)");
+  }
+  return dir + "/journal";
 }
 
 }  // namespace
@@ -339,7 +356,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
     c.flush_interval = std::chrono::duration_cast<std::chrono::microseconds>(flush);
   }
   c.journal_dir = str("journal-dir");
-  if (c.journal_dir.empty()) throw ConfigError("--journal-dir: must not be empty");
+  if (c.journal_dir.empty() && c.ack == AckMode::kFilter && c.journal) c.journal_dir = DefaultJournalDir();
   c.journal_max_bytes =
       ParseUnsigned<std::uint64_t>(str("journal-max-bytes"), "journal-max-bytes", 1u << 16, std::uint64_t{1} << 40);
   c.admin_listen = str("admin-listen");

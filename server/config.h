@@ -66,7 +66,10 @@ struct Config {
   std::vector<std::string> cors_origins;
   // Durable fast path (ack=filter): filter negatives are journalled + fdatasync'ed before "new" (README).
   bool journal = true;                     // --journal on|off; off = in-memory write-behind (loses on a crash)
-  std::string journal_dir = "scangate-journal";  // relative to the working directory unless absolute
+  // --journal-dir. Empty default: $STATE_DIRECTORY/journal when systemd sets STATE_DIRECTORY (the unit's
+  // StateDirectory=), else the flag is required with ack=filter and --journal=on — never the working
+  // directory, which two instances (or two databases) run from one folder would share.
+  std::string journal_dir;
   std::uint64_t journal_max_bytes = 64ull << 20;  // beyond it requests wait (bounded), then 503
   bool tls() const { return !tls_cert.empty(); }
   bool admin_split() const { return !admin_listen.empty(); }

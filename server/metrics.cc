@@ -294,8 +294,15 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
     w.Sample("scangate_journal_waiting", "", j.journal.parked);
     w.Header("scangate_journal_replay_left", "gauge", "Recovered records not yet committed in PostgreSQL.");
     w.Sample("scangate_journal_replay_left", "", j.replay_left);
-    w.Header("scangate_journal_failed", "gauge", "1 after a journal I/O error (restart needed).");
-    w.Sample("scangate_journal_failed", "", std::uint64_t{j.journal.failed ? 1u : 0u});
+    w.Header("scangate_journal_usable", "gauge",
+             "1 while the journal takes records; 0 after a fault (I/O error, folder removed) until its probe heals "
+             "it: new keys are then decided exactly in PostgreSQL.");
+    w.Sample("scangate_journal_usable", "", std::uint64_t{j.journal.usable ? 1u : 0u});
+    w.Header("scangate_journal_faults_total", "counter",
+             "Times the journal became unusable (write/sync error, folder removed or replaced).");
+    w.Sample("scangate_journal_faults_total", "", j.journal.faults);
+    w.Header("scangate_journal_heals_total", "counter", "Times a probe made the unusable journal usable again.");
+    w.Sample("scangate_journal_heals_total", "", j.journal.heals);
   }
   return w.Take();
 }
@@ -409,7 +416,10 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
         {"rejected", j.journal.rejected},
         {"recovered", j.recovered},
         {"replay_left", j.replay_left},
-        {"failed", j.journal.failed}};
+        {"usable", j.journal.usable},
+        {"cause", j.journal.cause},
+        {"faults", j.journal.faults},
+        {"heals", j.journal.heals}};
   }
   return json::serialize(o);
 }

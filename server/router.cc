@@ -9,6 +9,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/field.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
 
 #include "server/dashboard.h"
 #include "server/log.h"
@@ -182,10 +184,18 @@ Router::Answer Router::AdminAnswer(Route route, const Header& h) {
     case Route::kHealthz:
       return Ok(http::status::ok, R"({"status":"ok"})", kJson, route, &h);
     case Route::kReadyz:
-      if (service_.ready()) return Ok(http::status::ok, R"({"status":"ready"})", kJson, route, &h);
-      return ProblemAnswer(Problem::Unavailable(!service_.warm() ? "warm start from PostgreSQL still running"
-                                                                 : "PostgreSQL is unavailable"),
-                           route, &h);
+    {
+      // An unusable journal leaves the instance ready (new keys are decided in PostgreSQL) but is named.
+      const std::string journal = service_.JournalState();
+      if (service_.ready()) {
+        if (journal.empty()) return Ok(http::status::ok, R"({"status":"ready"})", kJson, route, &h);
+        return Ok(http::status::ok, boost::json::serialize(boost::json::object{{"status", "ready"}, {"journal", journal}}), kJson,
+                  route, &h);
+      }
+      std::string detail = !service_.warm() ? "warm start from PostgreSQL still running" : "PostgreSQL is unavailable";
+      if (!journal.empty()) detail += "; the local journal is " + journal;
+      return ProblemAnswer(Problem::Unavailable(detail), route, &h);
+    }
     case Route::kMetrics:
       return Ok(http::status::ok, RenderPrometheus(service_.Snapshot()), kPrometheusText, route, &h);
     case Route::kStats:

@@ -76,14 +76,16 @@ class Service {
   // Warm start: before MarkWarm every key takes the exact path. Safe to call from any thread.
   void MarkWarm() { warm_.store(true, std::memory_order_release); }  // release: the warm-load inserts precede it
   bool warm() const { return warm_.load(std::memory_order_acquire); }  // acquire: pairs with MarkWarm
-  // /readyz: PostgreSQL up, warm start done, and (journal) every recovered record replayed into PostgreSQL
-  // and the journal not failed.
-  bool ready() const {
-    return warm() && store_.up() && (journal_ == nullptr || (journal_->replayed() && !journal_->failed()));
+  // /readyz: PostgreSQL up, warm start done, and (journal) every recovered record replayed into PostgreSQL.
+  // An unusable journal does not make the instance unready: new keys are then decided exactly in PostgreSQL
+  // (as --ack=commit), so its answers stay right; JournalState() names the fault for /readyz's body instead.
+  bool ready() const { return warm() && store_.up() && (journal_ == nullptr || journal_->replayed()); }
+  // "" without a journal or while it is usable, else e.g. "unusable: ENOSPC: No space left on device (...)".
+  // Safe to call concurrently.
+  std::string JournalState() const {
+    if (journal_ == nullptr || journal_->usable()) return {};
+    return "unusable: " + journal_->unusable_cause();
   }
-
-  // The journal's Deliver: posts one batch of waiter calls to the I/O thread of the group (service_journal.cc).
-  static storage::JournalDrain::Deliver JournalDeliver();
 
   // The first_seen BRIN summarizer whose counters Snapshot() reports (null: none). Call before serving.
   void AttachBrinSummarizer(const storage::BrinSummarizer* s) { brin_ = s; }
@@ -153,24 +155,26 @@ class Service {
   // Journal hooks (service_journal.cc), called by DecideProbed under the digest's stripe lock in ack=filter.
   // JournalKnown: the digest is journalled and not yet in PostgreSQL -> key i is a "duplicate" (now, or once
   // its record is durable); returns true. JournalNew: journals a definitely-new digest first seen at `time_us`;
-  // key i is "new" once durable, when the digest also enters the recent set with that time.
+  // key i is "new" once durable, when the digest also enters the recent set with that time; false (nothing
+  // recorded, key i untouched) when the journal refused it for being unusable: the caller takes the exact path.
   bool JournalKnown(const CallPtr& call, std::size_t i, const Digest& d);
-  void JournalNew(const CallPtr& call, std::size_t i, const Digest& d, const std::string& source,
+  bool JournalNew(const CallPtr& call, std::size_t i, const Digest& d, const std::string& source,
                   std::int64_t time_us);
   // Key i's journal record (or the record it follows) reached `fate`: durable -> its verdict, else 503.
   static void OnJournal(Call& call, std::size_t i, bool is_new, storage::JournalFate fate);
-  // This I/O thread's waiter group (its executor), created on first use.
-  void* JournalGroup(const boost::asio::any_io_executor& ex);
-  // This I/O thread's inbox for Store completions. Call on the I/O thread that owns `ex`.
-  IoInbox& InboxOf(const boost::asio::any_io_executor& ex) {
-    return static_cast<JournalGroupSlot*>(JournalGroup(ex))->inbox;
-  }
   // One per I/O thread: its executor (journal waiter batches) and the inbox of its Store completions.
-  struct JournalGroupSlot {
+  struct JournalGroupSlot final : storage::WaiterGroup {
     explicit JournalGroupSlot(const boost::asio::any_io_executor& e) : ex(e), inbox(e) {}
+    // Posts one call running every waiter to this I/O thread (service_journal.cc). Journal flusher thread.
+    void Deliver(std::vector<storage::JournalWaiter> waiters, storage::JournalFate fate) override;
     boost::asio::any_io_executor ex;  // the I/O thread's executor
     IoInbox inbox;                    // Store completions, hopped from writer threads in batches
   };
+  // This I/O thread's slot (journal waiter group, Store inbox), created on first use. Call on the I/O thread
+  // that owns `ex`.
+  JournalGroupSlot& JournalGroup(const boost::asio::any_io_executor& ex);
+  // This I/O thread's inbox for Store completions. Call on the I/O thread that owns `ex`.
+  IoInbox& InboxOf(const boost::asio::any_io_executor& ex) { return JournalGroup(ex).inbox; }
 
   const AckMode ack_;
   const std::chrono::milliseconds request_timeout_;

@@ -1,5 +1,5 @@
-// Service's journal hooks (ack=filter, --journal=on): the durable fast path. Kept apart from service.cc so
-// the verdict logic there stays readable; see storage/journal_drain.h for the invariant.
+// Service's journal hooks (ack=filter, --journal=on): the durable fast path, two steps of the per-key decision
+// (server/verdict.cc); see storage/journal_drain.h for the invariant.
 // Waiter groups: one per I/O thread, holding that thread's executor. Every session of an I/O thread runs on
 // the same single-threaded io_context, so posting a batch of waiter calls to the thread's first-seen executor
 // runs each call on its session's thread — one post per thread per group commit, not one per key.
@@ -31,7 +31,7 @@ Problem JournalProblem(storage::JournalFate fate) {
 }
 }  // namespace
 
-void* Service::JournalGroup(const net::any_io_executor& ex) {
+Service::JournalGroupSlot& Service::JournalGroup(const net::any_io_executor& ex) {
   struct Cache {
     std::uint64_t instance = 0;
     JournalGroupSlot* slot = nullptr;
@@ -43,22 +43,19 @@ void* Service::JournalGroup(const net::any_io_executor& ex) {
     const MutexLock lk(&groups_mu_);
     groups_.push_back(std::move(slot));
   }
-  return cache.slot;
+  return *cache.slot;
 }
 
-storage::JournalDrain::Deliver Service::JournalDeliver() {
-  return [](void* group, std::vector<storage::JournalDrain::Waiter> waiters, storage::JournalFate fate) {
-    auto* slot = static_cast<JournalGroupSlot*>(group);
-    net::post(slot->ex, [waiters = std::move(waiters), fate] {
-      for (const auto& waiter : waiters) {
-        try {
-          waiter(fate);
-        } catch (const std::exception&) {
-          // A waiter's done() must not throw (it writes a response); never let one stop the others.
-        }
+void Service::JournalGroupSlot::Deliver(std::vector<storage::JournalWaiter> waiters, storage::JournalFate fate) {
+  net::post(ex, [waiters = std::move(waiters), fate] {
+    for (const auto& waiter : waiters) {
+      try {
+        waiter(fate);
+      } catch (const std::exception&) {
+        // A waiter's done() must not throw (it writes a response); never let one stop the others.
       }
-    });
-  };
+    }
+  });
 }
 
 bool Service::JournalKnown(const CallPtr& call, std::size_t i, const Digest& d) {
@@ -76,18 +73,21 @@ bool Service::JournalKnown(const CallPtr& call, std::size_t i, const Digest& d) 
   return true;
 }
 
-void Service::JournalNew(const CallPtr& call, std::size_t i, const Digest& d, const std::string& source,
+bool Service::JournalNew(const CallPtr& call, std::size_t i, const Digest& d, const std::string& source,
                          std::int64_t time_us) {
-  call->at(i).in_journal = true;
   auto waiter = [this, call, i, d, time_us](storage::JournalFate fate) {
     // Durable: recorded. The journal's pending set answers repeats until PostgreSQL commits the row (with this
     // same time); the recent set answers them after that.
     if (fate == storage::JournalFate::kDurable) recent_.InsertConcurrently(d, time_us);
     OnJournal(*call, i, /*is_new=*/true, fate);
   };
-  if (!journal_->Append(d, source, JournalGroup(call->ex), std::move(waiter), time_us)) {
-    OnJournal(*call, i, true, storage::JournalFate::kRefused);
+  if (journal_->Append(d, source, JournalGroup(call->ex), std::move(waiter), time_us)) {
+    call->at(i).in_journal = true;  // its waiter runs later, on this thread (posted to `ex`)
+    return true;
   }
+  if (!journal_->usable()) return false;  // became unusable since the caller asked: the exact path decides
+  OnJournal(*call, i, true, storage::JournalFate::kRefused);  // stopping (shutdown): 503, nothing recorded
+  return true;
 }
 
 void Service::OnJournal(Call& call, std::size_t i, bool is_new, storage::JournalFate fate) {

@@ -3,7 +3,8 @@
 // steps. The rule, for a key whose digest the filter has just probed:
 //   1. journalled and not yet in PostgreSQL (ack=filter, --journal=on)  -> duplicate, from the journal
 //   2. ack=filter and a trusted "definitely new"                        -> new, once journalled (durable) or
-//      written behind; a write-behind queue that is full sends it to the exact path instead (step 4)
+//      written behind; a journal that is unusable (disk full, I/O error, folder removed) or a write-behind
+//      queue that is full sends it to the exact path instead (step 4)
 //   3. not a trusted "definitely new", and in the recent set            -> duplicate, no round trip
 //   4. otherwise the exact path: PostgreSQL decides (insert-if-absent), waiting for room in a full queue
 //      up to --queue-wait; a Store that is down -> 503 unavailable
@@ -123,7 +124,11 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
   // this digest (same route, FIFO), so a key the filter forgot within the window is answered duplicate.
   if (ack_ == AckMode::kFilter && filter_said_new) {
     const std::int64_t now_us = NowUs();  // first_seen of the journal record / write-behind row and the set
-    if (journal_ != nullptr) return JournalNew(call, i, d, source, now_us);
+    if (journal_ != nullptr) {
+      if (journal_->usable() && JournalNew(call, i, d, source, now_us)) return;
+      // The journal is unusable (a fault; it heals by itself): PostgreSQL decides, as with --ack=commit.
+      return ExactPath(call, i, route, d, source);
+    }
     if (!OthersWaitForRoom() && store_.SubmitWriteBehind(route, d, source, now_us)) {
       // Recorded (written behind with this first_seen). Inserted under the stripe lock, so a concurrent
       // observer of the digest finds either nothing yet (and queues behind the row) or this entry.

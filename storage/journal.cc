@@ -18,30 +18,23 @@
 #include <limits>
 #include <system_error>
 
-#include <boost/crc.hpp>
-
 #include "core/thread_name.h"
 #include "storage/histogram.h"
+#include "storage/journal_files.h"
 
 namespace scangate::storage {
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using namespace journal_files;  // NOLINT: the journal's own file plumbing
 
 static_assert(std::endian::native == std::endian::little, "the journal format is little endian");
 
-constexpr std::string_view kSegmentMagic = "SGJNL001";
-constexpr std::size_t kSegmentHeader = 16;            // magic + base LSN
-constexpr std::size_t kRecordHeader = 8;              // u32 length + u32 CRC32C
-constexpr std::size_t kFixedPayload = 32 + 8 + 1;     // digest, time, source length
 constexpr std::size_t kMaxPayload = kFixedPayload + kMaxJournalSource;
-constexpr std::string_view kMetaHeader = "scangate-journal 1\n";
-constexpr std::size_t kCheckpointBytes = 12;          // u64 LSN + u32 CRC32C
-constexpr const char* kSpareName = "spare.tmp";        // the next segment, being zero-filled
-// Zeros written to the spare per flusher pass (between groups): an 8 MB segment is ready after 32 passes,
-// each ~20-40 µs of page-cache copying, so no group waits long for it.
-constexpr std::size_t kSpareSlice = 256 << 10;
+// How often a usable journal checks that its directory is still the one it opened (besides after every
+// group's fdatasync): a removed directory is noticed within this, even while idle.
+constexpr auto kFolderCheckInterval = std::chrono::milliseconds(500);
 
 // Bytes `r` takes in the log once encoded (a longer source is cut to kMaxJournalSource).
 std::size_t EncodedSize(const JournalRecord& r) {
@@ -52,82 +45,6 @@ std::size_t EncodedSize(const JournalRecord& r) {
 constexpr std::array<double, 13> kGroupBounds = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
 constexpr std::array<double, 12> kFsyncBounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                                  0.01,   0.025,   0.05,   0.1,   0.25,   1};
-
-using Crc32cAlgo = boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true>;
-
-[[noreturn]] void ThrowErrno(const std::string& what) {
-  throw std::system_error(errno, std::generic_category(), "journal: " + what);
-}
-
-void WriteAll(int fd, const char* data, std::size_t n, const std::string& what) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, data, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      ThrowErrno("write " + what);
-    }
-    data += w;
-    n -= static_cast<std::size_t>(w);
-  }
-}
-
-template <typename T>
-T Load(const char* p) {
-  T v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-template <typename T>
-void Put(std::string& out, T v) {
-  char buf[sizeof v];
-  std::memcpy(buf, &v, sizeof v);
-  out.append(buf, sizeof v);
-}
-
-std::string SegmentName(std::uint64_t base) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%016llx.seg", static_cast<unsigned long long>(base));
-  return buf;
-}
-
-// Parses "<16 hex>.seg"; false for any other name.
-bool ParseSegmentName(const std::string& name, std::uint64_t& base) {
-  if (name.size() != 20 || name.substr(16) != ".seg") return false;
-  base = 0;
-  for (std::size_t i = 0; i < 16; ++i) {
-    const char c = name[i];
-    int v;
-    if (c >= '0' && c <= '9') v = c - '0';
-    else if (c >= 'a' && c <= 'f') v = c - 'a' + 10;
-    else return false;
-    base = base << 4 | static_cast<std::uint64_t>(v);
-  }
-  return true;
-}
-
-std::string ReadWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::system_error(errno, std::generic_category(), "journal: cannot read " + path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// Writes `data` to dir/name atomically and durably: temporary file, fdatasync, rename, fsync of the directory.
-void WriteFileDurably(int dir_fd, const std::string& dir, const std::string& name, const std::string& data) {
-  const std::string tmp = dir + "/" + name + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) ThrowErrno("open " + tmp);
-  try {
-    WriteAll(fd, data.data(), data.size(), tmp);
-    if (::fdatasync(fd) != 0) ThrowErrno("fdatasync " + tmp);
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0) ThrowErrno("rename " + tmp);
-  if (::fsync(dir_fd) != 0) ThrowErrno("fsync " + dir);
-}
 
 }  // namespace
 
@@ -159,12 +76,16 @@ Journal::Journal(JournalOptions options)
   if (ec) throw JournalError("journal: cannot create directory '" + options_.dir + "': " + ec.message());
   dir_fd_ = ::open(options_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd_ < 0) ThrowErrno("open directory " + options_.dir);
+  struct stat st {};
+  if (::fstat(dir_fd_, &st) != 0) ThrowErrno("stat " + options_.dir);
+  dir_dev_ = st.st_dev;
+  dir_ino_ = st.st_ino;
   const std::string lock_path = options_.dir + "/lock";
-  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  lock_fd_ = ::openat(dir_fd_, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (lock_fd_ < 0) ThrowErrno("open " + lock_path);
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
-    std::string holder = ReadWhole(lock_path);
+    std::string holder = ReadWhole(dir_fd_, options_.dir, "lock");
     while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\r')) holder.pop_back();
     ::close(lock_fd_);
     ::close(dir_fd_);
@@ -184,12 +105,14 @@ Journal::Journal(JournalOptions options)
     CheckMeta();
     Recover();
   } catch (...) {
+    for (const Segment& g : segments_) ::close(g.fd);
+    segments_.clear();
     ::close(lock_fd_);
     ::close(dir_fd_);
     lock_fd_ = dir_fd_ = -1;
     throw;
   }
-  last_checkpoint_ = Clock::now();
+  last_checkpoint_ = next_folder_check_ = Clock::now();
 }
 
 Journal::~Journal() {
@@ -201,133 +124,6 @@ Journal::~Journal() {
   }
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
   if (dir_fd_ >= 0) ::close(dir_fd_);
-}
-
-void Journal::CheckMeta() {
-  const std::string expected = std::string(kMetaHeader) + options_.identity + "\n";
-  const std::string path = options_.dir + "/meta";
-  if (fs::exists(path)) {
-    const std::string found = ReadWhole(path);
-    if (found != expected) {
-      std::string theirs = found.rfind(kMetaHeader, 0) == 0 ? found.substr(kMetaHeader.size()) : found;
-      while (!theirs.empty() && theirs.back() == '\n') theirs.pop_back();
-      throw JournalError("journal directory '" + options_.dir + "' belongs to another database (" + theirs +
-                         "), this instance uses " + options_.identity +
-                         "; its records must not be replayed here. Point --journal-dir at this database's "
-                         "journal or an empty directory.");
-    }
-    return;
-  }
-  for (const auto& e : fs::directory_iterator(options_.dir)) {
-    std::uint64_t base;
-    const std::string name = e.path().filename().string();
-    if (ParseSegmentName(name, base) || name == "checkpoint") {
-      throw JournalError("journal directory '" + options_.dir + "' holds journal files but no 'meta' file: "
-                         "cannot tell which database they belong to; refusing to replay them");
-    }
-  }
-  WriteFileDurably(dir_fd_, options_.dir, "meta", expected);
-}
-
-void Journal::Recover() {
-  std::uint64_t checkpoint = 0;
-  const std::string cp_path = options_.dir + "/checkpoint";
-  if (fs::exists(cp_path)) {
-    const std::string cp = ReadWhole(cp_path);
-    if (cp.size() != kCheckpointBytes || Load<std::uint32_t>(cp.data() + 8) != Crc32c(cp.substr(0, 8))) {
-      throw JournalError("journal: corrupt checkpoint file '" + cp_path + "'");
-    }
-    checkpoint = Load<std::uint64_t>(cp.data());
-  }
-  std::vector<std::pair<std::uint64_t, std::string>> found;
-  for (const auto& e : fs::directory_iterator(options_.dir)) {
-    std::uint64_t base;
-    if (ParseSegmentName(e.path().filename().string(), base)) found.emplace_back(base, e.path().string());
-  }
-  std::sort(found.begin(), found.end());
-  std::uint64_t end = checkpoint;
-  for (std::size_t i = 0; i < found.size(); ++i) {
-    const auto& [base, path] = found[i];
-    const bool last = i + 1 == found.size();
-    if (!last && found[i + 1].first <= checkpoint) {  // every record of it is applied
-      if (::unlink(path.c_str()) != 0) ThrowErrno("unlink " + path);
-      continue;
-    }
-    const std::string data = ReadWhole(path);
-    if (data.size() < kSegmentHeader || data.compare(0, kSegmentMagic.size(), kSegmentMagic) != 0 ||
-        Load<std::uint64_t>(data.data() + 8) != base) {
-      if (last && data.size() < kSegmentHeader) {  // torn while being created: it holds no record
-        if (::unlink(path.c_str()) != 0) ThrowErrno("unlink " + path);
-        continue;
-      }
-      throw JournalError("journal: segment '" + path + "' has a bad header");
-    }
-    if (!segments_.empty() && base != end) {
-      throw JournalError("journal: segment '" + path + "' does not continue the previous one (gap in the log)");
-    }
-    std::size_t pos = kSegmentHeader;
-    std::uint64_t lsn = base;
-    std::size_t records = 0;
-    while (pos < data.size()) {
-      // Zeros to the end: the unused rest of a pre-zeroed segment, its clean end (a torn write leaves bytes).
-      if (std::all_of(data.begin() + static_cast<std::ptrdiff_t>(pos), data.end(), [](char c) { return c == 0; })) {
-        break;
-      }
-      bool good = data.size() - pos >= kRecordHeader;
-      std::uint32_t len = 0;
-      if (good) {
-        len = Load<std::uint32_t>(data.data() + pos);
-        good = len >= kFixedPayload && len <= kMaxPayload && data.size() - pos - kRecordHeader >= len;
-      }
-      if (good) {
-        Crc32cAlgo crc;
-        crc.process_bytes(data.data() + pos, 4);
-        crc.process_bytes(data.data() + pos + kRecordHeader, len);
-        good = crc.checksum() == Load<std::uint32_t>(data.data() + pos + 4) &&
-               kFixedPayload + static_cast<unsigned char>(data[pos + kRecordHeader + 40]) == len;
-      }
-      if (!good) {
-        if (!last) {
-          throw JournalError("journal: corrupt record at byte " + std::to_string(pos) + " of segment '" + path +
-                             "' (not the last segment: this is not a torn write)");
-        }
-        // A torn tail: the crash hit the write of the last group, which was never acknowledged.
-        const std::size_t dropped = data.size() - pos;
-        const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-        if (fd < 0) ThrowErrno("open " + path);
-        const bool ok = ::ftruncate(fd, static_cast<off_t>(pos)) == 0 && ::fdatasync(fd) == 0;
-        const int err = errno;
-        ::close(fd);
-        if (!ok) throw std::system_error(err, std::generic_category(), "journal: truncate " + path);
-        log_->Write(LogSeverity::kWarn, "journal_truncated",
-                    {{"segment", path}, {"offset", pos}, {"bytes_dropped", dropped}});
-        break;
-      }
-      if (lsn >= checkpoint) {
-        JournalEntry e;
-        const char* p = data.data() + pos + kRecordHeader;
-        std::memcpy(e.record.digest.data(), p, 32);
-        e.record.time_us = Load<std::int64_t>(p + 32);
-        e.record.source.assign(p + kFixedPayload, static_cast<unsigned char>(p[40]));
-        e.lsn = lsn;
-        outstanding_.insert(lsn);
-        recovered_.push_back(std::move(e));
-      }
-      pos += kRecordHeader + len;
-      lsn += kRecordHeader + len;
-      ++records;
-    }
-    if (last && records == 0) {  // nothing in it: remove, so a new segment may take its name
-      if (::unlink(path.c_str()) != 0) ThrowErrno("unlink " + path);
-      end = std::max(end, lsn);
-      continue;
-    }
-    segments_.emplace_back(base, path);
-    end = lsn;
-  }
-  std::lock_guard lk(mu_);
-  checkpoint_lsn_ = checkpoint;
-  next_lsn_ = durable_lsn_ = std::max(end, checkpoint);
 }
 
 std::vector<JournalEntry> Journal::TakeRecovered() { return std::move(recovered_); }
@@ -365,7 +161,7 @@ bool Journal::Append(JournalRecord record) {
   bool notify;
   {
     std::lock_guard lk(mu_);
-    if (stop_ || failed_) return false;
+    if (stop_ || unusable_) return false;
     if (!parked_.empty() || !FitsLocked(record)) {
       parked_.push_back(Parked{std::move(record), Clock::now() + options_.full_wait});
       return true;
@@ -400,7 +196,7 @@ void Journal::RunFlusher() {
   std::vector<JournalEntry> group, rejected;
   for (;;) {
     std::uint64_t group_end = 0;
-    bool stopping, parked;
+    bool stopping, parked, unusable;
     {
       std::unique_lock lk(mu_);
       if (buffer_.empty() && !stop_) {
@@ -413,9 +209,9 @@ void Journal::RunFlusher() {
       const auto now = Clock::now();
       while (!parked_.empty()) {
         Parked& p = parked_.front();
-        if (!stop_ && !failed_ && FitsLocked(p.record)) {
+        if (!stop_ && !unusable_ && FitsLocked(p.record)) {
           EncodeLocked(std::move(p.record));
-        } else if (stop_ || failed_ || now >= p.deadline) {
+        } else if (stop_ || unusable_ || now >= p.deadline) {
           rejected.push_back(JournalEntry{std::move(p.record), 0});
         } else {
           break;
@@ -427,6 +223,15 @@ void Journal::RunFlusher() {
       group_end = next_lsn_;
       stopping = stop_;
       parked = !parked_.empty();
+      unusable = unusable_;
+      if (unusable && !group.empty()) {  // appended before the fault: never written, so refused
+        for (auto& e : group) {
+          outstanding_.erase(e.lsn);
+          rejected.push_back(std::move(e));
+        }
+        group.clear();
+        bytes.clear();
+      }
     }
     if (!rejected.empty()) {
       {
@@ -437,22 +242,22 @@ void Journal::RunFlusher() {
       rejected.clear();
     }
     if (!group.empty()) {
-      bool ok = true;
+      std::string fault;
       try {
         WriteGroup(bytes, group.front().lsn);
       } catch (const std::exception& e) {
-        ok = false;
-        log_->Write(LogSeverity::kError, "journal", {{"state", "failed"}, {"error", e.what()}});
+        fault = FaultCause(e);
       }
+      const bool ok = fault.empty();
       {
         std::lock_guard lk(mu_);
         if (ok) {
           durable_lsn_ = group_end;
         } else {
-          failed_ = true;
           for (const auto& e : group) outstanding_.erase(e.lsn);
         }
       }
+      if (!ok) MarkUnusable(fault);
       {
         std::lock_guard lk(counters_->mu);
         if (ok) {
@@ -469,12 +274,24 @@ void Journal::RunFlusher() {
       group.clear();
       bytes.clear();
     }
-    try {
-      MaybeCheckpoint(parked);
-    } catch (const std::exception& e) {
-      log_->Write(LogSeverity::kWarn, "journal", {{"checkpoint_error", e.what()}});
+    if (!rebuild_) {  // a removed directory takes no checkpoint until it is rebuilt
+      try {
+        MaybeCheckpoint(parked);
+      } catch (const std::exception& e) {
+        // While unusable the fault is logged already (journal_state); a full disk fails checkpoints too.
+        if (usable()) log_->Write(LogSeverity::kWarn, "journal", {{"checkpoint_error", e.what()}});
+      }
     }
-    if (!stopping) PrepareSpare();
+    if (!stopping) {
+      const auto now = Clock::now();
+      if (!usable()) {
+        if (now >= next_probe_) TryHeal();
+      } else if (now >= next_folder_check_) {
+        next_folder_check_ = now + kFolderCheckInterval;
+        if (const std::string problem = FolderProblem(); !problem.empty()) MarkUnusable(problem);
+      }
+      if (usable()) PrepareSpare();
+    }
     if (stopping) {
       std::lock_guard lk(mu_);
       if (buffer_.empty() && parked_.empty()) return;
@@ -488,86 +305,14 @@ bool Journal::FitsLocked(const JournalRecord& r) const {
 
 bool Journal::ParkedFits() const { return !parked_.empty() && FitsLocked(parked_.front().record); }
 
-void Journal::CloseSegment() {
-  if (seg_fd_ < 0) return;
-  // The pre-zeroed rest is dropped (not synced: recovery reads a zero tail as the segment's end anyway).
-  if (seg_zeroed_) (void)!::ftruncate(seg_fd_, static_cast<off_t>(seg_bytes_));
-  ::close(seg_fd_);
-  seg_fd_ = -1;
-}
-
-void Journal::OpenSegment(std::uint64_t base) {
-  CloseSegment();
-  const std::string path = options_.dir + "/" + SegmentName(base);
-  std::string header(kSegmentMagic);
-  Put(header, base);
-  // The spare when it is ready (renamed into place below), else a new, empty file.
-  const bool zeroed = spare_ready_;
-  int fd;
-  if (zeroed) {
-    fd = spare_fd_;
-    spare_fd_ = -1;
-    spare_ready_ = false;
-    spare_bytes_ = 0;
-  } else {
-    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) ThrowErrno("create " + path);
-  }
-  try {
-    // Header first and durable, then the name: a crash never leaves a named segment without its header.
-    if (::pwrite(fd, header.data(), header.size(), 0) != static_cast<ssize_t>(header.size())) {
-      ThrowErrno("write " + path);
-    }
-    if (::fdatasync(fd) != 0) ThrowErrno("fdatasync " + path);
-    // RENAME_NOREPLACE: like the O_EXCL of a new file, an existing file of that name is an error.
-    if (zeroed && ::renameat2(AT_FDCWD, spare_path_.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0) {
-      ThrowErrno("rename " + spare_path_);
-    }
-    if (::fsync(dir_fd_) != 0) ThrowErrno("fsync " + options_.dir);
-    if (::lseek(fd, static_cast<off_t>(header.size()), SEEK_SET) < 0) ThrowErrno("seek " + path);
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
-  seg_fd_ = fd;
-  seg_zeroed_ = zeroed;
-  seg_base_ = base;
-  seg_bytes_ = header.size();
-  segments_.emplace_back(base, path);
-}
-
-void Journal::PrepareSpare() {
-  if (!preallocate_ || spare_ready_) return;
-  static const std::array<char, kSpareSlice> kZeros{};
-  const std::string& spare = spare_path_;
-  try {
-    if (spare_fd_ < 0) {
-      spare_fd_ = ::open(spare.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (spare_fd_ < 0) ThrowErrno("create " + spare);
-      spare_bytes_ = 0;
-    }
-    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kSpareSlice, options_.segment_bytes - spare_bytes_));
-    WriteAll(spare_fd_, kZeros.data(), n, spare);
-    spare_bytes_ += n;
-    if (spare_bytes_ >= options_.segment_bytes) {
-      if (::fdatasync(spare_fd_) != 0) ThrowErrno("fdatasync " + spare);
-      spare_ready_ = true;
-    }
-  } catch (const std::exception& e) {
-    // Not the journal's failure: segments grow by appending from now on (as with preallocate = false).
-    preallocate_ = false;
-    if (spare_fd_ >= 0) ::close(spare_fd_);
-    spare_fd_ = -1;
-    (void)::unlink(spare.c_str());
-    log_->Write(LogSeverity::kWarn, "journal", {{"preallocation", "off"}, {"error", e.what()}});
-  }
-}
-
 void Journal::WriteGroup(const std::string& bytes, std::uint64_t first_lsn) {
   if (seg_fd_ < 0 || seg_bytes_ >= options_.segment_bytes) OpenSegment(first_lsn);
   const auto t0 = Clock::now();
   WriteAll(seg_fd_, bytes.data(), bytes.size(), "segment");
   if (::fdatasync(seg_fd_) != 0) ThrowErrno("fdatasync segment");
+  // Never "durable" in a file that is no longer the journal's (unlinked, or its directory gone or replaced):
+  // the group fails and its bytes stay past seg_bytes_ (a rebuild does not copy them).
+  if (const std::string problem = FolderProblem(); !problem.empty()) throw JournalError(problem);
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   seg_bytes_ += bytes.size();
   std::lock_guard lk(counters_->mu);
@@ -596,8 +341,9 @@ void Journal::MaybeCheckpoint(bool force) {
   // Segments whose every record lies below the checkpoint (the next segment starts at or below it) are
   // applied; the active (last) segment is never deleted.
   std::size_t deleted = 0;
-  while (segments_.size() >= 2 && segments_[1].first <= pos) {
-    if (::unlink(segments_.front().second.c_str()) != 0 && errno != ENOENT) ThrowErrno("unlink segment");
+  while (segments_.size() >= 2 && segments_[1].base <= pos) {
+    if (::unlinkat(dir_fd_, segments_.front().name.c_str(), 0) != 0 && errno != ENOENT) ThrowErrno("unlink segment");
+    ::close(segments_.front().fd);
     segments_.erase(segments_.begin());
     ++deleted;
   }
@@ -620,18 +366,24 @@ void Journal::Stop() {
 void Journal::Close() {
   if (closed_) return;
   closed_ = true;
-  MaybeCheckpoint(true);
+  try {
+    if (!rebuild_) MaybeCheckpoint(true);  // a removed directory: nothing to checkpoint into
+  } catch (const std::exception& e) {
+    log_->Write(LogSeverity::kWarn, "journal", {{"checkpoint_error", e.what()}});
+  }
   CloseSegment();
+  for (const Segment& g : segments_) ::close(g.fd);
+  segments_.clear();
   if (spare_fd_ >= 0) {
     ::close(spare_fd_);
     spare_fd_ = -1;
-    (void)::unlink(spare_path_.c_str());
+    (void)::unlinkat(dir_fd_, kSpareName, 0);
   }
 }
 
-bool Journal::failed() const {
+std::string Journal::unusable_cause() const {
   std::lock_guard lk(mu_);
-  return failed_;
+  return cause_;
 }
 
 JournalStats Journal::Stats() const {
@@ -641,7 +393,10 @@ JournalStats Journal::Stats() const {
     s.disk_bytes = next_lsn_ - checkpoint_lsn_;
     s.outstanding = outstanding_.size();
     s.parked = parked_.size();
-    s.failed = failed_;
+    s.usable = !unusable_;
+    s.cause = cause_;
+    s.faults = faults_;
+    s.heals = heals_;
   }
   std::lock_guard lk(counters_->mu);
   const auto& c = *counters_;

@@ -27,10 +27,20 @@
 // Bounded: when LSN bytes past the checkpoint would exceed max_bytes, records wait (FIFO) up to full_wait
 // for the checkpoint to advance, then are reported not durable. While records wait, Applied() wakes the
 // flusher, which checkpoints at once and admits what fits (not at its next checkpoint_interval tick).
-// An I/O error fails the journal for good (a failed fdatasync leaves the page cache state unknown): every
-// later record is reported not durable.
+// Faults heal (storage/journal_heal.cc). A write or sync error (ENOSPC, EIO), or a segment or directory found
+// unlinked or replaced (checked after every group's fdatasync and every ~0.5 s), makes the journal
+// *unusable*: that group is reported kIoError, queued and parked records kRefused, Append() refuses and
+// usable() is false (the server then decides new keys exactly in PostgreSQL). Every ~1 s the flusher probes:
+// a removed or replaced directory is recreated (new lock, same `meta` identity, the checkpoint, and every live
+// segment copied from the open file descriptors, so records durable in the removed directory and not yet in
+// PostgreSQL are durable again, at their LSNs), a probe file is written and fdatasync'ed, the active segment
+// is cut back to its last durable group; then the journal is usable again, no restart. Caveat: between the
+// removal of the directory and that copy, those records exist only in this process (the drain's pending set,
+// the Store's queue) and in unlinked files: a kill -9 in that window loses the ones PostgreSQL has not
+// committed.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -103,7 +113,10 @@ struct JournalStats {
   std::uint64_t disk_bytes = 0;        // LSN bytes from the checkpoint to the end (not yet applied + not yet checkpointed)
   std::uint64_t outstanding = 0;       // records appended (or recovered) and not yet Applied()
   std::uint64_t parked = 0;            // records waiting for space
-  bool failed = false;
+  bool usable = true;                  // see Journal::usable()
+  std::string cause;                   // why it is unusable ("" while usable)
+  std::uint64_t faults = 0;            // times it became unusable
+  std::uint64_t heals = 0;             // times a probe made it usable again
   std::vector<std::pair<double, std::uint64_t>> group_size_buckets;  // cumulative (le, count)
   double group_size_sum = 0;
   std::uint64_t group_size_count = 0;
@@ -130,7 +143,7 @@ class Journal {
   // (With preallocate, Start() first zero-fills the first segment: ~20-50 ms for 8 MiB.)
 
   // Queues one record for the next group commit. Returns false (nothing queued, on_commit not called for
-  // it) when the journal failed or is stopping. Never blocks on I/O. Safe to call concurrently.
+  // it) when the journal is unusable or stopping. Never blocks on I/O. Safe to call concurrently.
   bool Append(JournalRecord record);
 
   // The record at `lsn` is committed in PostgreSQL; the checkpoint may pass it. Safe to call concurrently.
@@ -145,8 +158,12 @@ class Journal {
   void Close();
 
   JournalStats Stats() const;
-  // An I/O error failed the journal (every later Append is refused). Safe to call concurrently.
-  bool failed() const;
+  // False from a fault (I/O error, directory removed or replaced) until a probe heals it: Append() refuses.
+  // One atomic load, for the hot path; a hint (Append re-checks under the lock). Safe to call concurrently.
+  bool usable() const { return usable_.load(std::memory_order_relaxed); }  // relaxed: a hint, nothing depends on it
+  // Why it is unusable, e.g. "ENOSPC: No space left on device (write segment)"; "" while usable. Safe to call
+  // concurrently.
+  std::string unusable_cause() const;
   const std::string& dir() const { return options_.dir; }
 
  private:
@@ -155,13 +172,31 @@ class Journal {
     std::chrono::steady_clock::time_point deadline;
   };
 
+  struct Segment {
+    std::uint64_t base = 0;
+    std::string name;  // "<16 hex>.seg" in the directory
+    int fd = -1;       // open read-write until deleted or Close(): a removed directory is rebuilt from it
+  };
+
   void RunFlusher();
+  // journal_heal.cc (flusher thread). Why the directory or the active segment is no longer the one written
+  // ("" = fine): unlinked segment, directory gone or replaced.
+  std::string FolderProblem() const;
+  // Makes the journal unusable with `cause` (fails nothing itself; the caller reports the group). Logs it.
+  void MarkUnusable(const std::string& cause);
+  // Every kProbeInterval while unusable: rebuild the directory if needed, probe, trim, mark usable.
+  void TryHeal();
+  void AdoptFolder();   // (re)creates and locks the directory at options_.dir, writes `meta`
+  void CopySegments();  // copies every live segment (and the checkpoint) into the adopted directory
+  void Probe();         // write + fdatasync of a scratch file
+  void TrimActive();    // cuts the active segment back to its durable end (drops a failed group's bytes)
+
   // `r` fits under max_bytes past the checkpoint now.
   bool FitsLocked(const JournalRecord& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The first parked record fits under max_bytes now.
   bool ParkedFits() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Recover();
-  void CheckMeta();
+  void Recover();    // journal_recover.cc
+  void CheckMeta();  // journal_recover.cc
   // Writes `group_bytes` to the active segment (rotating first when due) and fdatasyncs. Flusher thread only.
   void WriteGroup(const std::string& bytes, std::uint64_t first_lsn);
   void OpenSegment(std::uint64_t base_lsn);
@@ -178,8 +213,9 @@ class Journal {
   JournalOptions options_;
   std::shared_ptr<LogSink> log_;
   int lock_fd_ = -1;
-  int dir_fd_ = -1;
-  int seg_fd_ = -1;                    // active segment (flusher thread; Recover/Close before/after it)
+  int dir_fd_ = -1;                    // every file is opened relative to it (flusher thread after Start)
+  std::uint64_t dir_dev_ = 0, dir_ino_ = 0;  // identity of the directory dir_fd_ opened (flusher thread)
+  int seg_fd_ = -1;                    // active segment = segments_.back().fd, or -1 (flusher thread)
   std::uint64_t seg_base_ = 0;         // flusher thread
   std::uint64_t seg_bytes_ = 0;        // file bytes written to the active segment (flusher thread)
   bool seg_zeroed_ = false;            // the active segment was pre-zeroed (flusher thread)
@@ -188,7 +224,9 @@ class Journal {
   std::uint64_t spare_bytes_ = 0;      // zeros written to it so far (flusher thread)
   bool spare_ready_ = false;           // complete and fdatasync'ed (flusher thread)
   bool preallocate_ = true;            // options_.preallocate until an error turns it off (flusher thread)
-  std::vector<std::pair<std::uint64_t, std::string>> segments_;  // (base lsn, path), ascending; flusher thread
+  std::vector<Segment> segments_;      // live segments, ascending base; flusher thread
+  bool rebuild_ = false;               // the adopted directory still lacks the segments' copies (flusher)
+  std::chrono::steady_clock::time_point next_probe_, next_folder_check_;  // flusher thread
   std::vector<JournalEntry> recovered_;
 
   mutable std::mutex mu_;
@@ -205,7 +243,10 @@ class Journal {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   // Applied() moved while records were parked: wake the flusher to checkpoint and admit them.
   bool applied_moved_ ABSL_GUARDED_BY(mu_) = false;
-  bool failed_ ABSL_GUARDED_BY(mu_) = false;
+  bool unusable_ ABSL_GUARDED_BY(mu_) = false;
+  std::string cause_ ABSL_GUARDED_BY(mu_);
+  std::uint64_t faults_ ABSL_GUARDED_BY(mu_) = 0, heals_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<bool> usable_{true};  // !unusable_, for usable() without the lock
   bool stopped_ = false, closed_ = false;  // Stop/Close caller thread only
   std::chrono::steady_clock::time_point last_checkpoint_;  // flusher thread
   std::thread flusher_;

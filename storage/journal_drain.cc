@@ -47,15 +47,14 @@ constexpr const char* kIdentitySql =
 
 std::string FormatTimeUs(std::int64_t time_us) { return Rfc3339Micros(time_us); }
 
-std::string JournalDrain::QueryIdentity(const std::string& url) {
-  pqxx::connection conn(url);
+std::string JournalDrain::QueryIdentity(const std::string& url, const ConnectionDefaults& defaults) {
+  pqxx::connection conn(WithConnectionDefaults(url, defaults));
   pqxx::nontransaction tx(conn);
   const pqxx::result r = tx.exec(kIdentitySql);
   return "system_identifier=" + std::string(r[0][0].c_str()) + " database=" + r[0][1].c_str();
 }
 
-JournalDrain::JournalDrain(Store& store, JournalOptions options, Deliver deliver)
-    : store_(store), options_(std::move(options)), deliver_(std::move(deliver)) {
+JournalDrain::JournalDrain(Store& store, JournalOptions options) : store_(store), options_(std::move(options)) {
   options_.on_commit = [this](std::vector<JournalEntry>& group, JournalFate fate) { OnCommit(group, fate); };
 }
 
@@ -91,7 +90,8 @@ void JournalDrain::Start(const std::function<void(std::span<const Digest>)>& rec
   journal_->Start();
 }
 
-bool JournalDrain::Append(const Digest& d, std::string source, void* group, Waiter done, std::int64_t time_us) {
+bool JournalDrain::Append(const Digest& d, std::string source, WaiterGroup& group, Waiter done,
+                          std::int64_t time_us) {
   const std::int64_t now = time_us != 0 ? time_us : NowUs();
   Shard& s = ShardOf(d);
   {
@@ -99,7 +99,7 @@ bool JournalDrain::Append(const Digest& d, std::string source, void* group, Wait
     Pending& p = s.map[d];
     p.time_us = now;
     p.durable = false;
-    p.waiters.emplace_back(group, std::move(done));
+    p.waiters.emplace_back(&group, std::move(done));
   }
   if (journal_->Append(JournalRecord{d, now, std::move(source)})) return true;
   std::lock_guard lk(s.mu);
@@ -113,7 +113,7 @@ bool JournalDrain::Holds(const Digest& d) {
   return s.map.contains(d);
 }
 
-JournalDrain::LookupResult JournalDrain::Lookup(const Digest& d, void* group, Waiter done) {
+JournalDrain::LookupResult JournalDrain::Lookup(const Digest& d, WaiterGroup& group, Waiter done) {
   LookupResult r;
   Shard& s = ShardOf(d);
   std::lock_guard lk(s.mu);
@@ -124,7 +124,7 @@ JournalDrain::LookupResult JournalDrain::Lookup(const Digest& d, void* group, Wa
     r.state = LookupResult::kDurable;
   } else {
     r.state = LookupResult::kFollowing;
-    it->second.waiters.emplace_back(group, std::move(done));
+    it->second.waiters.emplace_back(&group, std::move(done));
   }
   return r;
 }
@@ -133,9 +133,9 @@ void JournalDrain::OnCommit(std::vector<JournalEntry>& group, JournalFate fate) 
   const bool durable = fate == JournalFate::kDurable;
   // Wake the waiters, batched per group (executor): one post per I/O thread per commit. Every record of
   // `group` shares `fate`, so the waiters travel as they are (no per-waiter wrapper).
-  std::vector<std::pair<void*, std::vector<Waiter>>> batches;
+  std::vector<std::pair<WaiterGroup*, std::vector<Waiter>>> batches;
   for (const auto& e : group) {
-    absl::InlinedVector<std::pair<void*, Waiter>, 1> waiters;
+    absl::InlinedVector<std::pair<WaiterGroup*, Waiter>, 1> waiters;
     {
       Shard& s = ShardOf(e.record.digest);
       std::lock_guard lk(s.mu);
@@ -155,7 +155,7 @@ void JournalDrain::OnCommit(std::vector<JournalEntry>& group, JournalFate fate) 
       b->second.push_back(std::move(w));
     }
   }
-  for (auto& [g, waiters] : batches) deliver_(g, std::move(waiters), fate);
+  for (auto& [g, waiters] : batches) g->Deliver(std::move(waiters), fate);
   if (durable) HandOff(group, false);
 }
 

@@ -28,10 +28,27 @@
 
 #include "core/digest.h"
 #include "core/digest_hash.h"
+#include "storage/conninfo.h"
 #include "storage/journal.h"
 #include "storage/store.h"
 
 namespace scangate::storage {
+
+// Called on its group's executor with the fate of a record: kDurable -> answer; kRefused -> 503, nothing
+// recorded; kIoError -> 503, the record may have reached the disk (outcome unknown).
+using JournalWaiter = std::function<void(JournalFate fate)>;
+
+// Where a batch of waiters runs: one executor (the server: one per I/O thread, server/service_journal.cc).
+// The drain keeps a group by reference with each waiter; a group must outlive the drain's use of it.
+class WaiterGroup {
+ public:
+  // Runs on the journal's flusher thread once per group and commit: post one call that runs every waiter of
+  // `waiters` with `fate` to the group's executor (one post for the whole batch) and return; must not block.
+  virtual void Deliver(std::vector<JournalWaiter> waiters, JournalFate fate) = 0;
+
+ protected:
+  ~WaiterGroup() = default;  // not owned through this interface
+};
 
 struct JournalDrainStats {
   JournalStats journal;
@@ -43,12 +60,7 @@ struct JournalDrainStats {
 
 class JournalDrain final : private WriteBehindSink {
  public:
-  // Called on the waiter's executor with the fate of the record: kDurable -> answer; kRefused -> 503, nothing
-  // recorded; kIoError -> 503, the record may have reached the disk (outcome unknown).
-  using Waiter = std::function<void(JournalFate fate)>;
-  // Runs on the flusher thread once per waiter group and commit: post one call that runs every waiter of
-  // `waiters` with `fate` to the group's executor (one post for the whole batch) and return.
-  using Deliver = std::function<void(void* group, std::vector<Waiter> waiters, JournalFate fate)>;
+  using Waiter = JournalWaiter;
 
   struct LookupResult {
     enum State : std::uint8_t { kAbsent, kDurable, kFollowing } state = kAbsent;
@@ -56,7 +68,7 @@ class JournalDrain final : private WriteBehindSink {
   };
 
   // `store` must outlive the drain and be started. Opens nothing yet.
-  JournalDrain(Store& store, JournalOptions options, Deliver deliver);
+  JournalDrain(Store& store, JournalOptions options);
   ~JournalDrain();  // StopAppends() + Close(); call Store::Shutdown() in between for a clean checkpoint
   JournalDrain(const JournalDrain&) = delete;
   JournalDrain& operator=(const JournalDrain&) = delete;
@@ -68,23 +80,28 @@ class JournalDrain final : private WriteBehindSink {
 
   // Under the caller's per-digest lock. Records `d` as first seen at `time_us` (µs since the epoch; 0 = now)
   // and queues it for the next group commit; `done` runs once on `group`'s executor. Returns false (nothing
-  // recorded, `done` never runs) when the journal is failed or stopping. Call Lookup() first: `d` must not be
+  // recorded, `done` never runs) when the journal is unusable or stopping. Call Lookup() first: `d` must not be
   // pending. A caller that passes its own `time_us` (the server's recent set) answers with the same time as
   // the record, Lookup() and the PostgreSQL row.
-  bool Append(const Digest& d, std::string source, void* group, Waiter done, std::int64_t time_us = 0);
+  bool Append(const Digest& d, std::string source, WaiterGroup& group, Waiter done, std::int64_t time_us = 0);
 
   // Under the caller's per-digest lock. kAbsent: not pending, ask PostgreSQL. kDurable: durable record,
   // answer "duplicate" with first_seen now. kFollowing: being journalled; `done` runs on `group`'s executor
   // with the record's fate (durable -> "duplicate", else 503). `done` is kept only for kFollowing.
-  LookupResult Lookup(const Digest& d, void* group, Waiter done);
+  LookupResult Lookup(const Digest& d, WaiterGroup& group, Waiter done);
   // Whether `d` is pending (Lookup would not answer kAbsent right now): a cheap check (one shard lock, one
   // probe) so a caller builds Lookup's waiter only for the rare pending digest. Safe to call concurrently.
   bool Holds(const Digest& d);
 
   // Every record recovered at start is committed in PostgreSQL (part of /readyz). Safe to call concurrently.
   bool replayed() const { return replay_left_.load() == 0; }
-  // The journal failed (I/O error): every filter-new key gets 503 until a restart. Safe to call concurrently.
-  bool failed() const { return journal_ != nullptr && journal_->failed(); }
+  // The journal can take records now. False after a fault (ENOSPC, EIO, its directory removed or replaced)
+  // until its probe heals it (storage/journal.h "Faults heal"): callers then decide new keys exactly, in
+  // PostgreSQL, instead of calling Append(); Lookup() keeps answering pending digests. One atomic load.
+  // Safe to call concurrently.
+  bool usable() const { return journal_ != nullptr && journal_->usable(); }
+  // Why it is unusable ("" while usable), for /readyz and /stats. Safe to call concurrently.
+  std::string unusable_cause() const { return journal_ != nullptr ? journal_->unusable_cause() : std::string(); }
 
   // Flushes queued appends and stops the journal's flusher; later Append() calls fail. Idempotent.
   void StopAppends();
@@ -93,8 +110,10 @@ class JournalDrain final : private WriteBehindSink {
 
   JournalDrainStats Stats() const;
 
-  // "system_identifier=<n> database=<name>" of the PostgreSQL at `url` (the journal's `meta` identity).
-  static std::string QueryIdentity(const std::string& url);
+  // "system_identifier=<n> database=<name>" of the PostgreSQL at `url` (the journal's `meta` identity), on a
+  // connection with `defaults` (storage/conninfo.h: timeouts, keepalives). Throws as pqxx does, or
+  // std::invalid_argument for an unparsable `url`.
+  static std::string QueryIdentity(const std::string& url, const ConnectionDefaults& defaults);
 
  private:
   struct Pending {
@@ -102,7 +121,7 @@ class JournalDrain final : private WriteBehindSink {
     std::uint64_t lsn = 0;    // valid once durable
     bool durable = false;
     // Empty once durable. Almost always one waiter (the appender): kept inline, no allocation per key.
-    absl::InlinedVector<std::pair<void*, Waiter>, 1> waiters;
+    absl::InlinedVector<std::pair<WaiterGroup*, Waiter>, 1> waiters;
   };
   // 64 shards: the set is touched once per request (Lookup) and once per commit; ~1/64 collision odds.
   static constexpr std::size_t kShards = 64;
@@ -120,7 +139,6 @@ class JournalDrain final : private WriteBehindSink {
 
   Store& store_;
   JournalOptions options_;
-  Deliver deliver_;
   std::unique_ptr<Journal> journal_;
   std::array<Shard, kShards> shards_;
   std::atomic<std::uint64_t> replay_left_{0};

@@ -99,13 +99,37 @@ TEST(Config, Defaults) {
   EXPECT_NE(ParseError({}).find("database-url"), std::string::npos);
 }
 
+// --journal-dir is never the working directory: $STATE_DIRECTORY/journal under systemd, else required with
+// ack=filter and the journal on (the error names the flag); other modes need none.
+TEST(Config, JournalDirDefaultsToStateDirectoryOrIsRequired) {
+  {
+    ScopedEnv unset("STATE_DIRECTORY", "");
+    const std::string e = ParseError({"--database-url", kUrl, "--ack", "filter"});
+    EXPECT_NE(e.find("--journal-dir"), std::string::npos) << e;
+    EXPECT_NE(e.find("required"), std::string::npos) << e;
+    EXPECT_EQ(ParseOk({"--database-url", kUrl, "--ack", "filter", "--journal-dir", "/srv/j"}).journal_dir, "/srv/j");
+    EXPECT_TRUE(ParseOk({"--database-url", kUrl, "--ack", "filter", "--journal", "off"}).journal_dir.empty());
+    EXPECT_TRUE(ParseOk({"--database-url", kUrl}).journal_dir.empty());
+  }
+  {
+    ScopedEnv state("STATE_DIRECTORY", "/var/lib/scangate:/var/lib/other");
+    EXPECT_EQ(ParseOk({"--database-url", kUrl, "--ack", "filter"}).journal_dir, "/var/lib/scangate/journal");
+    EXPECT_EQ(ParseOk({"--database-url", kUrl, "--ack", "filter", "--journal-dir", "/srv/j"}).journal_dir, "/srv/j");
+  }
+  {
+    ScopedEnv flag("SCANGATE_JOURNAL_DIR", "/env/j");
+    EXPECT_EQ(ParseOk({"--database-url", kUrl, "--ack", "filter"}).journal_dir, "/env/j");
+  }
+}
+
 // --flush-interval=auto (the default) follows the mode: a long lag only where the rows are already durable.
 TEST(Config, FlushIntervalFollowsTheJournal) {
-  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--ack", "filter"}).flush_interval, 20ms);
+  const char* j = "--journal-dir=/tmp/j";
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--ack", "filter", j}).flush_interval, 20ms);
   EXPECT_EQ(ParseOk({"--database-url", kUrl, "--ack", "filter", "--journal", "off"}).flush_interval, 2ms);
   EXPECT_EQ(ParseOk({"--database-url", kUrl, "--ack", "commit", "--journal", "on"}).flush_interval, 2ms);
-  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--ack", "filter", "--flush-interval", "auto"}).flush_interval, 20ms);
-  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--ack", "filter", "--flush-interval", "3ms"}).flush_interval, 3ms);
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--ack", "filter", j, "--flush-interval", "auto"}).flush_interval, 20ms);
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--ack", "filter", j, "--flush-interval", "3ms"}).flush_interval, 3ms);
   EXPECT_NE(ParseError({"--database-url", kUrl, "--flush-interval", "automatic"}).find("--flush-interval"),
             std::string::npos);
 }
@@ -116,7 +140,8 @@ TEST(Config, CommandLine) {
                       "--capacity", "5000", "--fp-target", "0.001", "--window", "15m", "--shards", "8", "--ack",
                       "filter", "--writers", "4", "--batch-limit", "64", "--flush-interval", "500us",
                       "--queue-limit", "100", "--filter", "off", "--access-log=on", "--port-file", "/tmp/p",
-                      "--recent-keys", "0"});
+                      "--recent-keys", "0", "--journal-dir", "/srv/journal"});
+  EXPECT_EQ(c.journal_dir, "/srv/journal");
   EXPECT_EQ(c.listen, "127.0.0.1");
   EXPECT_EQ(c.port, 0);
   EXPECT_EQ(c.threads, 3u);

@@ -74,17 +74,18 @@ struct JournalDrainTest : ::testing::Test {
     o.checkpoint_interval = 0ms;
     return o;
   }
-  // Waiters run inline on the flusher thread.
-  static JournalDrain::Deliver Inline() {
-    return [](void*, std::vector<JournalDrain::Waiter> waiters, JournalFate fate) {
+  // A waiter group whose waiters run inline on the flusher thread.
+  struct InlineGroup final : WaiterGroup {
+    void Deliver(std::vector<JournalWaiter> waiters, JournalFate fate) override {
       for (auto& w : waiters) w(fate);
-    };
-  }
+    }
+  };
+  InlineGroup group;
   // Appends `ds` (with `source`) and waits until each was reported durable.
   void AppendAll(JournalDrain& drain, const std::vector<Digest>& ds, const std::string& source = "till-1") {
     const int before = durable.load();
     for (const auto& d : ds) {
-      ASSERT_TRUE(drain.Append(d, source, nullptr, [this](JournalFate f) {
+      ASSERT_TRUE(drain.Append(d, source, group, [this](JournalFate f) {
         (f == JournalFate::kDurable ? durable : not_durable).fetch_add(1);
       }));
     }
@@ -107,7 +108,7 @@ void ExpectCommittedRecordsApplied(JournalDrainTest& t, std::size_t queue_limit)
     opts.queue_limit = queue_limit;
     Store store(opts);
     store.Start();
-    JournalDrain drain(store, t.JournalOpts(), JournalDrainTest::Inline());
+    JournalDrain drain(store, t.JournalOpts());
     drain.Start([](std::span<const Digest>) {});
     t.AppendAll(drain, ds);
     EXPECT_TRUE(Eventually([&] {
@@ -136,7 +137,7 @@ TEST_F(JournalDrainTest, DeadLetteredRecordIsApplied) {
   {
     Store store(StoreOpts(db.url));
     store.Start();
-    JournalDrain drain(store, JournalOpts(), Inline());
+    JournalDrain drain(store, JournalOpts());
     drain.Start([](std::span<const Digest>) {});
     AppendAll(drain, {good.begin(), good.begin() + 10});
     AppendAll(drain, {bad}, "till-\xE2\x82\xAC");  // "till-€"
@@ -164,7 +165,7 @@ TEST_F(JournalDrainTest, GivenUpAtShutdownIsReplayed) {
     opts.shutdown_retry = 1s;
     Store store(opts);
     store.Start();
-    JournalDrain drain(store, JournalOpts(), Inline());
+    JournalDrain drain(store, JournalOpts());
     drain.Start([](std::span<const Digest>) {});
     RestartGuard guard;
     ASSERT_EQ(guard.Stop(), 0);
@@ -181,7 +182,7 @@ TEST_F(JournalDrainTest, GivenUpAtShutdownIsReplayed) {
   {
     Store store(StoreOpts(Url()));
     store.Start();
-    JournalDrain drain(store, JournalOpts(), Inline());
+    JournalDrain drain(store, JournalOpts());
     std::size_t recovered = 0;
     drain.Start([&](std::span<const Digest> d) { recovered += d.size(); });
     EXPECT_EQ(recovered, ds.size());

@@ -1,6 +1,7 @@
 // Unit tests of storage/journal.h: append/recover round trip, torn and corrupted tails (files written by the
 // test) recovered as "good prefix applied, bad tail truncated", checkpoint + segment recycling, the bound,
-// and directories of another database or of a running instance refused. No PostgreSQL needed.
+// and directories of another database or of a running instance refused; faults (I/O error, removed folder,
+// full disk on a small tmpfs when root) that make the journal unusable and heal by its probe. No PostgreSQL.
 #include "storage/journal.h"
 
 #include <gtest/gtest.h>
@@ -367,9 +368,29 @@ TEST_F(JournalFiles, ParkedRecordsAreAdmittedOnceAppliedMakesRoom) {
   EXPECT_LE(j.Stats().disk_bytes, 1024u);
 }
 
-// An I/O error (here: the next segment cannot be created) reports the group kIoError, fails the journal for
-// good (Append refused afterwards) and leaves the records before it recoverable.
-TEST_F(JournalFiles, IoErrorFailsTheJournal) {
+// The records of `entries` by their first-seen times, in order (a recovered journal against what on_commit
+// reported durable; Rec(i)'s time ends in i, so a failure message reads as indexes).
+std::vector<std::int64_t> DigestsOf(const std::vector<JournalEntry>& entries) {
+  std::vector<std::int64_t> out;
+  for (const auto& e : entries) out.push_back(e.record.time_us - 1'700'000'000'000'000);
+  return out;
+}
+
+// Polls `pred` every 10 ms up to `bound`.
+template <typename Pred>
+bool Within(std::chrono::milliseconds bound, Pred pred) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+// An I/O error (here: the next segment cannot be created) reports the group kIoError and makes the journal
+// unusable (Append refused, the cause named); it stays so while the obstacle stays, and its probe heals it
+// once it is gone, without a restart. Every record reported durable, before and after, is recoverable.
+TEST_F(JournalFiles, IoErrorMakesTheJournalUnusableUntilAProbeHeals) {
   JournalOptions o = Options();
   o.segment_bytes = 16;  // every group after the first starts a new segment
   {
@@ -381,12 +402,98 @@ TEST_F(JournalFiles, IoErrorFailsTheJournal) {
     ASSERT_TRUE(sink.Wait(2));
     ASSERT_EQ(sink.fates.size(), 2u);
     EXPECT_EQ(sink.fates[1], JournalFate::kIoError);
-    EXPECT_TRUE(j.failed());
-    EXPECT_FALSE(j.Append(Rec(2))) << "a failed journal accepted a record";
+    EXPECT_FALSE(j.usable());
+    EXPECT_NE(j.unusable_cause().find("EEXIST"), std::string::npos) << j.unusable_cause();
+    EXPECT_FALSE(j.Append(Rec(2))) << "an unusable journal accepted a record";
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // probes run and fail: the name is taken
+    EXPECT_FALSE(j.usable());
+    EXPECT_EQ(j.Stats().faults, 1u);
+    fs::remove(dir + "/0000000000000031.seg");
+    ASSERT_TRUE(Within(std::chrono::seconds(3), [&] { return j.usable(); })) << j.unusable_cause();
+    EXPECT_EQ(j.Stats().heals, 1u);
+    EXPECT_TRUE(j.unusable_cause().empty());
+    Write(j, 3, 5);
+    EXPECT_EQ(sink.durable.size(), 3u);
   }
-  fs::remove(dir + "/0000000000000031.seg");
   Journal j(o);
-  ExpectRecords(j.TakeRecovered(), 0, 1);
+  EXPECT_EQ(DigestsOf(j.TakeRecovered()), DigestsOf(sink.durable));
+}
+
+// A journal folder removed under a running journal: a group written after the removal is never reported
+// durable (the segment is unlinked), the removal is noticed within ~1 s even when idle, and the probe
+// recreates the folder with every live segment copied from the open descriptors, so the records durable
+// before the removal and those after the heal are all recoverable (nothing acknowledged is lost).
+TEST_F(JournalFiles, RemovedFolderIsNoticedAndRebuilt) {
+  JournalOptions o = Options();
+  o.segment_bytes = 200;  // a few records per segment: several live segments to copy
+  {
+    Journal j(o);
+    j.Start();
+    Write(j, 0, 10, true);
+    fs::remove_all(dir);
+    const auto removed = std::chrono::steady_clock::now();
+    if (j.Append(Rec(10))) {  // the flusher may have noticed already (then the append is refused)
+      ASSERT_TRUE(sink.Wait(11));
+      EXPECT_NE(sink.fates.back(), JournalFate::kDurable) << "acknowledged into an unlinked file";
+    }
+    ASSERT_TRUE(Within(std::chrono::seconds(2), [&] { return j.Stats().faults == 1; }));
+    EXPECT_LT(std::chrono::steady_clock::now() - removed, std::chrono::milliseconds(1200));
+    ASSERT_TRUE(Within(std::chrono::seconds(4), [&] { return j.usable(); })) << j.unusable_cause();
+    EXPECT_TRUE(fs::exists(dir + "/meta"));
+    Write(j, 11, 14);
+    EXPECT_EQ(sink.durable.size(), 13u);
+    // Idle: removed again, noticed by the periodic check alone.
+    fs::remove_all(dir);
+    ASSERT_TRUE(Within(std::chrono::seconds(2), [&] { return j.Stats().faults == 2; }));
+    ASSERT_TRUE(Within(std::chrono::seconds(4), [&] { return j.usable(); })) << j.unusable_cause();
+  }
+  Journal j(o);
+  EXPECT_EQ(DigestsOf(j.TakeRecovered()), DigestsOf(sink.durable));
+}
+
+// A full disk (a 1 MiB tmpfs filled by another file): the group that hits ENOSPC is kIoError and the
+// journal unusable, named "ENOSPC"; freeing the space heals it within ~1 s; its failed bytes are cut off, so
+// a restart recovers exactly the records reported durable. Needs root (mount); skipped otherwise.
+TEST_F(JournalFiles, FullDiskHealsOnceSpaceIsFreed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a tmpfs";
+  const std::string mnt = TempDir();
+  if (std::system(("mount -t tmpfs -o size=1m tmpfs " + mnt).c_str()) != 0) {
+    fs::remove(mnt);
+    GTEST_SKIP() << "mount -t tmpfs failed";
+  }
+  struct Unmount {
+    std::string m;
+    ~Unmount() {
+      (void)!std::system(("umount " + m).c_str());
+      fs::remove(m);
+    }
+  } unmount{mnt};
+  JournalOptions o = Options();
+  o.dir = mnt + "/journal";
+  o.preallocate = false;  // segments grow by appending: the disk fills under a group write
+  {
+    Journal j(o);
+    j.Start();
+    Write(j, 0, 5);
+    (void)!std::system(("dd if=/dev/zero of=" + mnt + "/fill bs=64k 2>/dev/null").c_str());  // to ENOSPC
+    int i = 5;
+    for (; i < 5000 && j.usable(); ++i) {  // the segment's last page may still hold a few records
+      if (!j.Append(Rec(i))) break;
+      ASSERT_TRUE(sink.Wait(static_cast<std::size_t>(i + 1)));
+    }
+    ASSERT_FALSE(j.usable()) << "the full disk was never noticed";
+    EXPECT_EQ(sink.fates.back(), JournalFate::kIoError);
+    EXPECT_NE(j.unusable_cause().find("ENOSPC"), std::string::npos) << j.unusable_cause();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    EXPECT_FALSE(j.usable()) << "healed while the disk is still full";
+    fs::remove(mnt + "/fill");
+    ASSERT_TRUE(Within(std::chrono::seconds(3), [&] { return j.usable(); })) << j.unusable_cause();
+    const std::size_t before = sink.durable.size();
+    Write(j, i + 1, i + 4);
+    EXPECT_EQ(sink.durable.size(), before + 3);
+  }
+  Journal j(o);
+  EXPECT_EQ(DigestsOf(j.TakeRecovered()), DigestsOf(sink.durable));
 }
 
 // The directory belongs to one database (meta) and one running instance (flock).
