@@ -3,7 +3,7 @@
 // positive be answered "duplicate" at once instead of waiting for PostgreSQL behind the write backlog.
 // Invariant: Find() reports only digests that were Insert()ed, with the first_seen they were inserted with;
 // eviction only forgets (a forgotten digest then goes to PostgreSQL, which is always safe). No HTTP, no SQL.
-// The server's use of it (what may enter, and when) is in server/service.h.
+// The server's use of it (what may enter, and when) is in server/verdict/service.h.
 //
 // Design. S shards (chosen by digest bits 128..191, multiply-shift), each an absl::flat_hash_map pair under
 // its own mutex: a `current` generation that takes inserts and a `previous` one that is only read. When the

@@ -10,7 +10,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev
   postgresql-15 postgresql-client-15
   wrk curl python3 clang libclang-rt-14-dev
-  libjs-dygraphs   # charting library inlined into GET /dashboard at build time (server/dashboard/)
+  libjs-dygraphs   # charting library inlined into GET /dashboard at build time (server/metrics/dashboard/)
   chromium         # headless browser for tests/server/dashboard_test
   # High availability (deploy/, tests/ha): Patroni with its etcd backend, etcd, HAProxy.
   patroni python3-etcd python3-psycopg2 etcd-server etcd-client haproxy

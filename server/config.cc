@@ -321,7 +321,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   }
   c.request_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(request_timeout);
   const auto queue_wait = ParseDuration(str("queue-wait"), {"ms", "s"}, "queue-wait");
-  if (queue_wait > kMaxRequestTimeout) {  // above --request-timeout it is capped by it (server/service.h)
+  if (queue_wait > kMaxRequestTimeout) {  // above --request-timeout it is capped by it (server/verdict/service.h)
     throw ConfigError("--queue-wait: must be in 0..10m, got '" + str("queue-wait") + "'");
   }
   c.queue_wait = std::chrono::duration_cast<std::chrono::milliseconds>(queue_wait);

@@ -14,7 +14,7 @@
 
 #include <boost/json/object.hpp>
 
-#include "server/auth.h"
+#include "server/http/auth.h"
 
 namespace scangate::server {
 

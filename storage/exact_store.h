@@ -1,4 +1,4 @@
-// ExactStore: what the verdict logic (server/service.h) needs of the exact authority — insert-if-absent of
+// ExactStore: what the verdict logic (server/verdict/service.h) needs of the exact authority — insert-if-absent of
 // a digest with a committed outcome, ack=filter write-behind, health, counters. storage::Store (PostgreSQL)
 // implements it; tests substitute an in-memory fake so the verdict and routing logic run without a
 // database. Invariant (every implementation): kInserted/kDuplicate only once the decision is durable, and

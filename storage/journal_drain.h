@@ -38,7 +38,7 @@ namespace scangate::storage {
 // recorded; kIoError -> 503, the record may have reached the disk (outcome unknown).
 using JournalWaiter = std::function<void(JournalFate fate)>;
 
-// Where a batch of waiters runs: one executor (the server: one per I/O thread, server/service_journal.cc).
+// Where a batch of waiters runs: one executor (the server: one per I/O thread, server/verdict/service_journal.cc).
 // The drain keeps a group by reference with each waiter; a group must outlive the drain's use of it.
 class WaiterGroup {
  public:

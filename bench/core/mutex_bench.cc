@@ -1,7 +1,7 @@
 // Micro-benchmarks of core/mutex.h: the annotated Mutex against the std::mutex it wraps and against
 // absl::Mutex, on the shape of scangate's hot locks — a short critical section (a counter bump, as a service
 // stripe or an IoInbox::Post holds its lock for), uncontended and contended by 2 and 8 threads, and spread over
-// 1024 stripes (server/service.cc). Figures, and why they chose the wrapper over absl::Mutex: bench/RESULTS.md.
+// 1024 stripes (server/verdict/service.cc). Figures, and why they chose the wrapper over absl::Mutex: bench/RESULTS.md.
 #include <benchmark/benchmark.h>
 
 #include <array>
@@ -28,7 +28,7 @@ Shared<M>& SharedOf() {
   return s;
 }
 
-// 1024 stripes, each its own cache line, as server/service.cc's per-key stripe mutexes.
+// 1024 stripes, each its own cache line, as server/verdict/service.cc's per-key stripe mutexes.
 template <class M>
 struct alignas(64) Stripe {
   M mu;

@@ -1,5 +1,5 @@
-// libFuzzer target over scangate's pure request layer (server/request.h) and the tokens-file parser
-// (server/auth.h): content-type policy, routing, /observe and /observe/batch body parsing and validation
+// libFuzzer target over scangate's pure request layer (server/http/request.h) and the tokens-file parser
+// (server/http/auth.h): content-type policy, routing, /observe and /observe/batch body parsing and validation
 // (JSON and application/x-www-form-urlencoded),
 // bearer-credential parsing, problem/verdict/batch JSON building. Invariant checked: nothing throws or
 // crashes for any input, every rejection is a 4xx problem with a slug, every accepted observation obeys
@@ -14,8 +14,8 @@
 
 #include <boost/json/parse.hpp>
 
-#include "server/auth.h"
-#include "server/request.h"
+#include "server/http/auth.h"
+#include "server/http/request.h"
 
 namespace {
 using namespace scangate::server;

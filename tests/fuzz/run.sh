@@ -33,7 +33,7 @@ fuzz() {
   echo "fuzz $name: corpus size $(ls "$work" | wc -l) files"
 }
 
-# The request layer (server/request.h, server/auth.h).
+# The request layer (server/http/request.h, server/http/auth.h).
 fuzz fuzz_request "$seconds" tests/fuzz/corpus "$build/corpus" "$build/fuzz.log" tests/fuzz/corpus/* tests/fuzz/regressions/*
 # The warm load's binary-COPY parser (storage/copy_parser.h).
 fuzz fuzz_copy_parser "${SCANGATE_FUZZ_COPY_SECONDS:-15}" tests/fuzz/copy_corpus "$build/copy_corpus" \

@@ -1,4 +1,4 @@
-// Tests GET /dashboard (server/dashboard.h) in a real browser: scangate with --admin-listen against the
+// Tests GET /dashboard (server/metrics/dashboard.h) in a real browser: scangate with --admin-listen against the
 // fixture's PostgreSQL, a few hundred observations, then headless Chromium renders the page (its own
 // JavaScript polling /stats). Screenshots at laptop and tablet sizes are saved as test artifacts; the
 // rendered DOM must agree with /stats (request rate > 0, PostgreSQL up, key count = keys observed).

@@ -1,8 +1,10 @@
-# Unit tests of server/'s pure parts (no sockets, no PostgreSQL): request parsing/validation, configuration,
-# metrics rendering, the wait-for-room queue (an io_context, no sockets). Included from tests/server/CMakeLists.txt.
-foreach(unit request config metrics router room_wait verdict)
-  add_executable(server_${unit}_test ${CMAKE_CURRENT_LIST_DIR}/${unit}_test.cc)
-  target_link_libraries(server_${unit}_test PRIVATE scangate_server_lib GTest::gtest_main)
-  scangate_warnings(server_${unit}_test)
-  gtest_discover_tests(server_${unit}_test DISCOVERY_MODE PRE_TEST PROPERTIES LABELS unit)
+# Unit tests of server/'s parts that need no sockets and no PostgreSQL, mirroring server/'s folders: request
+# parsing/validation and routing (http/), configuration, metrics rendering (metrics/), the per-key decision and
+# the wait-for-room queue (verdict/, an io_context, no sockets). Included from tests/server/CMakeLists.txt.
+foreach(unit http/request config metrics/metrics http/router verdict/room_wait verdict/verdict)
+  get_filename_component(name ${unit} NAME)
+  add_executable(server_${name}_test ${CMAKE_CURRENT_LIST_DIR}/${unit}_test.cc)
+  target_link_libraries(server_${name}_test PRIVATE scangate_server_lib GTest::gtest_main)
+  scangate_warnings(server_${name}_test)
+  gtest_discover_tests(server_${name}_test DISCOVERY_MODE PRE_TEST PROPERTIES LABELS unit)
 endforeach()

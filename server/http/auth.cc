@@ -1,4 +1,4 @@
-#include "server/auth.h"
+#include "server/http/auth.h"
 
 #include <algorithm>
 #include <stdexcept>

@@ -1,6 +1,6 @@
-// Tests server/metrics.h: per-thread counters aggregate on collect, and the Prometheus text 0.0.4 and
+// Tests server/metrics/metrics.h: per-thread counters aggregate on collect, and the Prometheus text 0.0.4 and
 // /stats JSON renderings carry the contract's metric names, labels and cumulative histograms.
-#include "server/metrics.h"
+#include "server/metrics/metrics.h"
 
 #include <gtest/gtest.h>
 

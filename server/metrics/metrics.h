@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/filter.h"
-#include "server/request.h"
+#include "server/http/request.h"
 #include "storage/brin_summarizer.h"
 #include "storage/journal_drain.h"
 #include "storage/store.h"
@@ -74,7 +74,7 @@ struct MetricsSnapshot {
   std::size_t filter_memory_bytes = 0;
   bool warm = false;
   storage::StoreStats store{};
-  // Filter context for /stats and the dashboard. `shards` is a cached sample (server/filter_telemetry.h),
+  // Filter context for /stats and the dashboard. `shards` is a cached sample (server/metrics/filter_telemetry.h),
   // filter_snapshot_age_seconds old (<= its 1 s refresh period while the maintenance timer runs).
   double filter_snapshot_age_seconds = 0;
   double filter_window_seconds = 0;

@@ -1,4 +1,4 @@
-#include "server/service.h"
+#include "server/verdict/service.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,7 +9,7 @@
 
 
 #include "core/time_format.h"
-#include "server/service_call.h"
+#include "server/verdict/service_call.h"
 
 namespace scangate::server {
 namespace net = boost::asio;

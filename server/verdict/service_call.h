@@ -1,5 +1,5 @@
 // Service::Call: the keys of one Observe or ObserveBatch call in flight — a single observation is a call of
-// one key, a batch a call of n — and the call's one answer. Private to the Service (server/service.cc,
+// one key, a batch a call of n — and the call's one answer. Private to the Service (server/verdict/service.cc,
 // verdict.cc, service_journal.cc); the per-key decision lives in verdict.cc, this unit only aggregates.
 // Invariant: the call's `done` runs exactly once — when its last key finishes, or at its deadline, whichever
 // comes first; a key finishing after that only counts down. Threading: touched only on the call's I/O thread
@@ -16,7 +16,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "server/service.h"
+#include "server/verdict/service.h"
 
 namespace scangate::server {
 

@@ -1,11 +1,11 @@
-// Unit tests of server/auth.h (tokens file parsing, constant-time verification) and the bearer-credential
-// helpers of server/request.h. No sockets; the end-to-end behaviour is in tests/hardening/hardening_security_test.cc.
-#include "server/auth.h"
+// Unit tests of server/http/auth.h (tokens file parsing, constant-time verification) and the bearer-credential
+// helpers of server/http/request.h. No sockets; the end-to-end behaviour is in tests/hardening/hardening_security_test.cc.
+#include "server/http/auth.h"
 
 #include <gtest/gtest.h>
 
 #include "core/digest.h"
-#include "server/request.h"
+#include "server/http/request.h"
 
 namespace scangate::server {
 namespace {

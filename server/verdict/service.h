@@ -1,11 +1,11 @@
 // The verdict logic of scangate: digest a key, ask the sharded Bloom filter, and let PostgreSQL (the Store)
-// decide whenever the filter cannot. The per-key decision is written once (server/verdict.cc): /observe is a
-// call of one key, /observe/batch a loop over the same decision with one answer (server/service_call.h).
+// decide whenever the filter cannot. The per-key decision is written once (server/verdict/verdict.cc): /observe is a
+// call of one key, /observe/batch a loop over the same decision with one answer (server/verdict/service_call.h).
 // Invariants kept here: a filter positive always goes to PostgreSQL (never a "duplicate" from the filter); in
 // ack=commit no "new" is given before the commit; in ack=filter a "new" from the filter is given only after
 // its write-behind row is queued (or its journal record is durable), with probe and enqueue atomic per digest
 // stripe so a concurrent observer's exact insert is ordered after it. Called on I/O threads; completions run
-// on the caller's executor. The HTTP side is server/http_server.h; the pure parsing is request.h.
+// on the caller's executor. The HTTP side is server/http/http_server.h; the pure parsing is request.h.
 // Request deadline (--request-timeout): a call waiting for the Store is answered 503 when it passes —
 // `unavailable` if its keys were still queued (withdrawn through their storage::Ticket: nothing recorded),
 // `outcome-unknown` if a transaction (or a journal commit) already held one. The deadline timer and the Store
@@ -20,7 +20,7 @@
 // Eviction is safe only because a key not found still queues behind its digest's write-behind row: a lane that
 // skipped the write-behind queue would need the set to keep pending rows' digests.
 // Backpressure (--queue-wait, service_backpressure.cc): a key the Store refuses because its queue is full
-// waits for room (server/room_wait.h) up to min(--queue-wait, --request-timeout), then 503 unavailable — the
+// waits for room (server/verdict/room_wait.h) up to min(--queue-wait, --request-timeout), then 503 unavailable — the
 // same for a single key and for each key of a batch; a Store that is down still answers 503 at once.
 #pragma once
 
@@ -42,10 +42,10 @@
 #include "core/filter.h"
 #include "core/recent_set.h"
 #include "server/config.h"
-#include "server/filter_telemetry.h"
-#include "server/io_inbox.h"
-#include "server/metrics.h"
-#include "server/request.h"
+#include "server/metrics/filter_telemetry.h"
+#include "server/verdict/io_inbox.h"
+#include "server/metrics/metrics.h"
+#include "server/http/request.h"
 #include "storage/brin_summarizer.h"
 #include "storage/exact_store.h"
 #include "storage/journal_drain.h"
@@ -105,11 +105,11 @@ class Service {
   static constexpr std::size_t kStripes = 1024;
   static_assert((kStripes & (kStripes - 1)) == 0, "kStripes must be a power of two");
 
-  struct Probed;  // server/service_call.h
-  struct Call;    // one Observe/ObserveBatch call's keys in flight (server/service_call.h)
+  struct Probed;  // server/verdict/service_call.h
+  struct Call;    // one Observe/ObserveBatch call's keys in flight (server/verdict/service_call.h)
   using CallPtr = std::shared_ptr<Call>;
 
-  // THE per-key decision (server/verdict.cc), for /observe, /observe/batch and the journal hooks alike:
+  // THE per-key decision (server/verdict/verdict.cc), for /observe, /observe/batch and the journal hooks alike:
   // probes key i of `call` (under its stripe lock in ack=filter; `probe` = the batch's pre-probe otherwise)
   // and either finishes it at once (filter-new written behind, a recent or journalled repeat) or hands it to
   // the journal or the Store, whose answer finishes it later. Call on the call's I/O thread.

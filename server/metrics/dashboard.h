@@ -1,5 +1,5 @@
 // The operator dashboard (GET /dashboard): one self-contained HTML page, embedded in the binary at build
-// time by server/dashboard/embed_dashboard.cmake from server/dashboard/dashboard.html with dygraphs
+// time by server/metrics/dashboard/embed_dashboard.cmake from server/metrics/dashboard/dashboard.html with dygraphs
 // (Debian libjs-dygraphs, MIT) inlined. Invariant: the page needs nothing from the network but GET /stats
 // from its own origin (the Content-Security-Policy below enforces it), and writes data into the DOM only
 // as text (textContent / attributes), never as markup. Served like /metrics: no token; on the admin

@@ -2,7 +2,7 @@
 // acceptor on the shared port (SO_REUSEPORT: the kernel spreads connections), one Session per connection
 // living entirely on its thread — no strands, no cross-thread session state. Store completions come back
 // through the Service: a Store writer Post()s them into the IoInbox of the session's I/O thread
-// (server/io_inbox.h; one per thread, drained in batches by one post), the journal's flusher posts its
+// (server/verdict/io_inbox.h; one per thread, drained in batches by one post), the journal's flusher posts its
 // waiter batches to the same executor (Service::JournalDeliver), and the response is written on that thread.
 // Invariant: every request gets exactly one response, every abusable limit (header/body size, read timeouts)
 // is explicit, and exceptions never escape into Asio.
@@ -11,7 +11,7 @@
 // Optional: HTTPS on the main port (--tls-cert/--tls-key; one Session template over a TCP stream or
 // an ssl_stream over it) and a separate plain-HTTP admin listener (--admin-listen) that alone serves the
 // operational routes. This unit is transport only: what a request means (routes, Origin/CORS, tokens,
-// verdicts, response bodies) is server/router.h, asked once after the header and once after the body.
+// verdicts, response bodies) is server/http/router.h, asked once after the header and once after the body.
 #pragma once
 
 #include <atomic>
@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "server/config.h"
-#include "server/metrics.h"
-#include "server/router.h"
+#include "server/metrics/metrics.h"
+#include "server/http/router.h"
 
 namespace scangate::server {
 

@@ -1,4 +1,4 @@
-#include "server/router.h"
+#include "server/http/router.h"
 
 #include <algorithm>
 #include <cctype>
@@ -12,7 +12,7 @@
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 
-#include "server/dashboard.h"
+#include "server/metrics/dashboard.h"
 #include "server/log.h"
 
 namespace scangate::server {
@@ -200,7 +200,7 @@ Router::Answer Router::AdminAnswer(Route route, const Header& h) {
       return Ok(http::status::ok, RenderPrometheus(service_.Snapshot()), kPrometheusText, route, &h);
     case Route::kStats:
       return Ok(http::status::ok, RenderStatsJson(service_.Snapshot()), kJson, route, &h);
-    case Route::kDashboard: {  // static page (server/dashboard.h); it polls /stats from the same origin
+    case Route::kDashboard: {  // static page (server/metrics/dashboard.h); it polls /stats from the same origin
       Answer a = Ok(http::status::ok, std::string(DashboardHtml()), kDashboardContentType, route, &h);
       a.res.set("Content-Security-Policy", kDashboardCsp);
       a.res.set(http::field::cache_control, "no-store");

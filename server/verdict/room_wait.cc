@@ -1,4 +1,4 @@
-#include "server/room_wait.h"
+#include "server/verdict/room_wait.h"
 
 #include <deque>
 #include <map>

@@ -1,7 +1,7 @@
-// server/room_wait.h on a real io_context (no sockets, no PostgreSQL): waiters are retried in arrival order
+// server/verdict/room_wait.h on a real io_context (no sockets, no PostgreSQL): waiters are retried in arrival order
 // once there is room, never inline; a waiter past its deadline gives up (kTimedOut); a retry that reports
 // the Store down gives up (kDown) at once; the poll timer stops when no one waits.
-#include "server/room_wait.h"
+#include "server/verdict/room_wait.h"
 
 #include <chrono>
 #include <string>

@@ -1,4 +1,4 @@
-#include "server/filter_rotation_log.h"
+#include "server/metrics/filter_rotation_log.h"
 
 #include <chrono>
 #include <cstdio>

@@ -1,4 +1,4 @@
-// Unit tests of the per-key decision (server/verdict.cc) with no sockets and no PostgreSQL: a Service over an
+// Unit tests of the per-key decision (server/verdict/verdict.cc) with no sockets and no PostgreSQL: a Service over an
 // in-memory ExactStore whose refusals and outcomes the test sets. Table-driven: every case runs through the
 // single route (Observe) and the batch route (ObserveBatch, the key alone and the key among fresh keys), and
 // the answers must agree — one decision, whatever the route.
@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "core/filter.h"
-#include "server/service.h"
+#include "server/verdict/service.h"
 #include "storage/store.h"
 
 namespace scangate::server {

@@ -18,8 +18,8 @@
 #include <utility>
 #include <vector>
 
-#include "server/service.h"
-#include "server/service_call.h"
+#include "server/verdict/service.h"
+#include "server/verdict/service_call.h"
 
 namespace scangate::server {
 namespace net = boost::asio;

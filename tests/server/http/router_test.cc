@@ -1,7 +1,7 @@
-// Unit tests of server/router.h with no sockets and no PostgreSQL: requests are built in memory, answered on
-// an io_context run by the test, against an in-memory ExactStore (the verdict logic of server/service.h runs
+// Unit tests of server/http/router.h with no sockets and no PostgreSQL: requests are built in memory, answered on
+// an io_context run by the test, against an in-memory ExactStore (the verdict logic of server/verdict/service.h runs
 // for real) and an in-memory DigestReader (POST /lookup).
-#include "server/router.h"
+#include "server/http/router.h"
 
 #include <map>
 #include <mutex>

@@ -1,4 +1,4 @@
-#include "server/filter_telemetry.h"
+#include "server/metrics/filter_telemetry.h"
 
 namespace scangate::server {
 

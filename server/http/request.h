@@ -3,8 +3,8 @@
 // bodies of answers and RFC 9457 problems. No I/O, no clock, no global state, so it can be unit-tested and
 // fuzzed. Invariant: every rejected input yields a Problem with
 // a 4xx status and a stable slug; nothing here ever throws for any byte string given as a body.
-// The I/O side lives in server/http_server.h, routing/dispatch in server/router.h, the verdict logic in
-// server/service.h.
+// The I/O side lives in server/http/http_server.h, routing/dispatch in server/http/router.h, the verdict logic in
+// server/verdict/service.h.
 #pragma once
 
 #include <cstddef>

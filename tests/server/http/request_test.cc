@@ -1,6 +1,6 @@
-// Tests server/request.h: routing, the content-type policy, /observe and /observe/batch validation (every
+// Tests server/http/request.h: routing, the content-type policy, /observe and /observe/batch validation (every
 // 4xx case of the HTTP contract) and the JSON bodies of verdicts and problems.
-#include "server/request.h"
+#include "server/http/request.h"
 
 #include <gtest/gtest.h>
 
