@@ -15,7 +15,7 @@
 
 #include "core/filter.h"  // kMaxShards: one limit for the filter and the --shards check
 #include "server/version.h"
-#include "storage/conninfo.h"
+#include "storage/pg/conninfo.h"
 
 namespace scangate::server {
 namespace po = boost::program_options;

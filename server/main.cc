@@ -32,7 +32,7 @@
 #include "server/metrics.h"
 #include "server/service.h"
 #include "storage/brin_summarizer.h"
-#include "storage/conninfo.h"
+#include "storage/pg/conninfo.h"
 #include "storage/journal_drain.h"
 #include "storage/lookup.h"
 #include "storage/store.h"

@@ -251,7 +251,7 @@ TEST_F(PgTest, TicketCancelsOnlyQueuedItems) {
   EXPECT_EQ(CountRows(c, {after}), 1);
 }
 
-// Every writer connection carries application_name=scangate (storage/conninfo.h), so operators and
+// Every writer connection carries application_name=scangate (storage/pg/conninfo.h), so operators and
 // tests can find the writers in pg_stat_activity.
 TEST_F(PgTest, ConnectionsCarryDefaults) {
   Store store(Options(2));

@@ -1,4 +1,4 @@
-#include "storage/pg_connection.h"
+#include "storage/pg/pg_connection.h"
 
 namespace scangate::storage {
 namespace {
