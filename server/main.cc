@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include <boost/asio/io_context.hpp>
@@ -35,6 +36,7 @@
 #include "storage/pg/conninfo.h"
 #include "storage/journal_drain.h"
 #include "storage/lookup.h"
+#include "storage/startup.h"
 #include "storage/store.h"
 
 namespace {
@@ -153,34 +155,43 @@ int main(int argc, char** argv) {
   store_options.statement_timeout = config.request_timeout + kStatementTimeoutMargin;
   store_options.tcp_user_timeout = std::max<std::chrono::milliseconds>(
       kTcpUserTimeoutMin, store_options.statement_timeout);
-  // One connection attempt per Store::Start(); the backoff and the log line per attempt are here.
+  // One connection attempt per Store::Start(); the backoff (storage/startup.h) and the log line per attempt
+  // are here.
   store_options.start_timeout = std::chrono::milliseconds(0);
   std::unique_ptr<storage::Store> store;
-  auto backoff = std::chrono::milliseconds(kStartBackoffMin);
-  for (int attempt = 1;; ++attempt) {
-    std::string cause, sqlstate;
-    try {
-      store = std::make_unique<storage::Store>(store_options);
-      store->Start();
-      break;
-    } catch (const storage::StartError& e) {
-      if (e.permanent()) {
-        Log(LogLevel::kError, "startup_failed",
-            {{"error", e.what()}, {"sqlstate", e.sqlstate()}, {"attempt", attempt}, {"exit_code", kExitStartup}});
-        return kExitStartup;
-      }
-      cause = e.what();
-      sqlstate = e.sqlstate();
-    } catch (const std::exception& e) {
-      cause = e.what();
-    }
-    Log(LogLevel::kWarn, "pg_state",
-        {{"state", "down"}, {"error", cause}, {"sqlstate", sqlstate}, {"attempt", attempt},
-         {"retry_in_ms", backoff.count()}});
-    store.reset();
-    main_ioc.run_for(backoff);  // returns early when SIGTERM/SIGINT stops it
-    if (stop_requested.load()) return 0;
-    backoff = std::min<std::chrono::milliseconds>(backoff * 2, kStartBackoffMax);
+  int attempts = 0;
+  try {
+    const bool started = storage::RetryWithBackoff(
+        storage::RetryPolicy{kStartBackoffMin, kStartBackoffMax, std::nullopt},
+        [&](int attempt, std::chrono::milliseconds retry_in) {
+          attempts = attempt;
+          std::string cause, sqlstate;
+          try {
+            store = std::make_unique<storage::Store>(store_options);
+            store->Start();
+            return true;
+          } catch (const storage::StartError& e) {
+            if (e.permanent()) throw;
+            cause = e.what();
+            sqlstate = e.sqlstate();
+          } catch (const std::exception& e) {
+            cause = e.what();
+          }
+          Log(LogLevel::kWarn, "pg_state",
+              {{"state", "down"}, {"error", cause}, {"sqlstate", sqlstate}, {"attempt", attempt},
+               {"retry_in_ms", retry_in.count()}});
+          store.reset();
+          return false;
+        },
+        [&](std::chrono::milliseconds pause) {
+          main_ioc.run_for(pause);  // returns early when SIGTERM/SIGINT stops it
+          return !stop_requested.load();
+        });
+    if (!started) return 0;
+  } catch (const storage::StartError& e) {
+    Log(LogLevel::kError, "startup_failed",
+        {{"error", e.what()}, {"sqlstate", e.sqlstate()}, {"attempt", attempts}, {"exit_code", kExitStartup}});
+    return kExitStartup;
   }
   Log(LogLevel::kInfo, "pg_state", {{"state", "up"}});
 
@@ -196,19 +207,24 @@ int main(int argc, char** argv) {
       jo.log = store_options.log;  // one log stream
       // The identity of the database the journal belongs to; PostgreSQL answered Store::Start() a moment ago,
       // so a failure here is retried like the start itself.
-      for (;;) {
-        try {
-          jo.identity = storage::JournalDrain::QueryIdentity(config.database_url);
-          break;
-        } catch (const pqxx::broken_connection& e) {
-          Log(LogLevel::kWarn, "pg_state", {{"state", "down"}, {"error", e.what()}});
-        }
-        main_ioc.poll();
-        if (stop_requested.load()) {
-          store->Shutdown();
-          return 0;
-        }
-        std::this_thread::sleep_for(kIdentityRetryPause);
+      const bool identified = storage::RetryWithBackoff(
+          storage::RetryPolicy{kIdentityRetryPause, kIdentityRetryPause, std::nullopt},
+          [&](int, std::chrono::milliseconds) {
+            try {
+              jo.identity = storage::JournalDrain::QueryIdentity(config.database_url);
+              return true;
+            } catch (const pqxx::broken_connection& e) {
+              Log(LogLevel::kWarn, "pg_state", {{"state", "down"}, {"error", e.what()}});
+              return false;
+            }
+          },
+          [&](std::chrono::milliseconds pause) {
+            main_ioc.run_for(pause);  // returns early when SIGTERM/SIGINT stops it
+            return !stop_requested.load();
+          });
+      if (!identified) {
+        store->Shutdown();
+        return 0;
       }
       journal = std::make_unique<storage::JournalDrain>(*store, jo, Service::JournalDeliver());
       journal->Start([&](std::span<const Digest> digests) { filter->InsertBatchConcurrently(digests); });
@@ -270,25 +286,33 @@ int main(int argc, char** argv) {
   // takes the exact path. Retries while PostgreSQL is unreachable; abandoned at shutdown.
   std::thread warm([&] {
     SetThreadName("sg-warm-start");
-    while (!stop_requested.load()) {
-      const auto t0 = std::chrono::steady_clock::now();
-      try {
-        const std::uint64_t keys = store->WarmLoad(config.window, [&](std::span<const Digest> chunk) {
-          if (stop_requested.load()) throw WarmAborted{};
-          filter->InsertBatchConcurrently(chunk);
-          filter->PublishPendingInserts();  // a stream thread's pending counts die with it otherwise
+    storage::RetryWithBackoff(
+        storage::RetryPolicy{kWarmRetryDelay, kWarmRetryDelay, std::nullopt},
+        [&](int, std::chrono::milliseconds retry_in) {
+          const auto t0 = std::chrono::steady_clock::now();
+          try {
+            const std::uint64_t keys = store->WarmLoad(config.window, [&](std::span<const Digest> chunk) {
+              if (stop_requested.load()) throw WarmAborted{};
+              filter->InsertBatchConcurrently(chunk);
+              filter->PublishPendingInserts();  // a stream thread's pending counts die with it otherwise
+            });
+            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            service.MarkWarm();
+            Log(LogLevel::kInfo, "warm_start", {{"keys", keys}, {"seconds", seconds}});
+            return true;
+          } catch (const WarmAborted&) {
+            return true;
+          } catch (const std::exception& e) {
+            Log(LogLevel::kWarn, "warm_start",
+                {{"error", e.what()},
+                 {"retry_in_seconds", std::chrono::duration_cast<std::chrono::seconds>(retry_in).count()}});
+            return false;
+          }
+        },
+        [&](std::chrono::milliseconds pause) {  // abandoned at shutdown: looks at the flag every tenth
+          for (int i = 0; i < 10 && !stop_requested.load(); ++i) std::this_thread::sleep_for(pause / 10);
+          return !stop_requested.load();
         });
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        service.MarkWarm();
-        Log(LogLevel::kInfo, "warm_start", {{"keys", keys}, {"seconds", seconds}});
-        return;
-      } catch (const WarmAborted&) {
-        return;
-      } catch (const std::exception& e) {
-        Log(LogLevel::kWarn, "warm_start", {{"error", e.what()}, {"retry_in_seconds", 1}});
-      }
-      for (int i = 0; i < 10 && !stop_requested.load(); ++i) std::this_thread::sleep_for(kWarmRetryDelay / 10);
-    }
   });
 
   // Maintenance: filter rotation, pg_state transitions and the filter telemetry sample, once a second on
