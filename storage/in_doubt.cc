@@ -15,6 +15,17 @@ namespace {
 // settling): 10, 20, 40 .. 200 ms, within kInDoubtResolveFor.
 constexpr std::chrono::milliseconds kInDoubtPollMin{10};
 constexpr std::chrono::milliseconds kInDoubtPollMax{200};
+// libpq raises a connect_timeout below 2 s to 2 s.
+constexpr std::chrono::seconds kMinConnectTimeout{2};
+
+// The writer's connection string with connect_timeout cut to what is left of the settlement (a later keyword
+// overrides an earlier one), so a connection attempt to a server that accepts but does not answer (one in the
+// middle of a shutdown or a start under load) cannot hold the writer past kInDoubtResolveFor by the whole
+// connect_timeout (10 s by default, per host address). Overshoot: at most kMinConnectTimeout per address.
+std::string BoundedConninfo(const std::string& conninfo, StoreClock::duration left) {
+  const auto seconds = std::max(kMinConnectTimeout, std::chrono::ceil<std::chrono::seconds>(left));
+  return conninfo + " connect_timeout=" + std::to_string(seconds.count());
+}
 
 }  // namespace
 
@@ -28,7 +39,7 @@ InDoubt SettleInDoubt(const StoreShared& shared, WriterState& w, const InDoubtCo
   const auto deadline = StoreClock::now() + kInDoubtResolveFor;
   auto pause = kInDoubtPollMin;
   for (;;) {
-    if (w.conn || ConnectWriter(w, shared.writer_conninfo, &why)) {
+    if (w.conn || ConnectWriter(w, BoundedConninfo(shared.writer_conninfo, deadline - StoreClock::now()), &why)) {
       try {
         switch (QueryTxidStatus(*w.conn, *commit.xid, &why)) {
           case TxStatus::kCommitted: return InDoubt::kCommitted;

@@ -1,8 +1,9 @@
 // In-doubt settlement: a batch's COMMIT was sent and its answer lost (the connection broke during it). Never
 // retried blindly — PostgreSQL is asked what became of the transaction, by the xid the batch noted before its
 // COMMIT (txid_status() on a fresh writer connection). Invariant: only PostgreSQL's own answer settles it as
-// committed or aborted; anything else is kUnknown, once kInDoubtResolveFor (storage/store_options.h) has
-// passed at the latest. Writer thread only.
+// committed or aborted; anything else is kUnknown; and the whole settlement — every connection attempt and
+// query — ends within kInDoubtResolveFor (storage/store_options.h), so a writer that meets an outage there
+// still reports it within a request deadline. Writer thread only.
 #pragma once
 
 #include <cstdint>

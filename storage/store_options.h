@@ -29,7 +29,7 @@ inline constexpr std::chrono::microseconds kDefaultFlushInterval{2000};
 // a misclassified momentary error at the cost of two extra single-row transactions per bad row.
 inline constexpr int kMaxRowAttempts = 3;
 // How long a writer tries to settle an in-doubt COMMIT (reconnect, then poll txid_status while "in
-// progress") before answering kUnknown (storage/in_doubt.h).
+// progress") before answering kUnknown — every connection attempt and query included (storage/in_doubt.h).
 // Below common HTTP client timeouts (5-10 s) so the client still gets an answer; long enough for a
 // connection blip or a fast PostgreSQL restart.
 inline constexpr std::chrono::milliseconds kInDoubtResolveFor{3000};

@@ -11,6 +11,11 @@ namespace scangate::storage {
 namespace {
 
 constexpr std::chrono::milliseconds kBackoffMin{50};  // first reconnect delay; doubles up to reconnect_backoff_max
+// A writer with nothing to write looks at its idle connection this often (PgConnection::IdleAlive), so an
+// outage that lands while it idles — a fast shutdown just after its last COMMIT — is reported (down,
+// "pg_state down", Submit refused) within this plus one reconnect attempt, not only when the next item
+// arrives (which, with repeat-only traffic, may be never). Costs one wake-up and one poll(2) per period.
+constexpr std::chrono::milliseconds kIdleConnectionCheck{250};
 
 }  // namespace
 
@@ -72,9 +77,16 @@ void Writer::Run() {
       LogPgState(*shared_.log, true, w.index, "");
       continue;
     }
-    if (!w.queue.TakeBatch(batch, shared_.options.batch_limit, shared_.options.flush_interval, shared_.cancelled,
-                           shared_.pending)) {
-      return;  // stopped, nothing queued
+    switch (w.queue.TakeBatch(batch, shared_.options.batch_limit, shared_.options.flush_interval,
+                              kIdleConnectionCheck, shared_.cancelled, shared_.pending)) {
+      case WriterQueue::Take::kStopped:
+        return;  // nothing queued
+      case WriterQueue::Take::kIdle:
+        // A connection the server closed is dropped: the loop's top reconnects or goes down.
+        if (!w.conn->IdleAlive()) w.conn.reset();
+        continue;
+      case WriterQueue::Take::kBatch:
+        break;
     }
     if (batch.empty()) continue;  // everything taken was cancelled
     std::vector<QueuedItem> failed;

@@ -43,14 +43,16 @@ void WriterQueue::PushLocked(QueuedItem item) {
   queue_.push_back(std::move(item));
 }
 
-bool WriterQueue::TakeBatch(std::vector<QueuedItem>& batch, std::size_t batch_limit,
-                            std::chrono::microseconds flush_interval, std::atomic<std::uint64_t>& cancelled,
-                            PendingBound& pending) {
+WriterQueue::Take WriterQueue::TakeBatch(std::vector<QueuedItem>& batch, std::size_t batch_limit,
+                                         std::chrono::microseconds flush_interval, std::chrono::milliseconds idle,
+                                         std::atomic<std::uint64_t>& cancelled, PendingBound& pending) {
   std::unique_lock lk(mu_);
   for (;;) {
     if (queue_.empty() && urgent_.empty()) {
-      if (stop_) return false;
-      cv_.wait(lk);
+      if (stop_) return Take::kStopped;
+      if (!cv_.wait_for(lk, idle, [&] { return stop_ || !queue_.empty() || !urgent_.empty(); })) {
+        return Take::kIdle;
+      }
       continue;
     }
     if (waiting_ > 0 || stop_ || queue_.size() >= batch_limit) break;
@@ -79,7 +81,7 @@ bool WriterQueue::TakeBatch(std::vector<QueuedItem>& batch, std::size_t batch_li
     cancelled.fetch_add(skipped);
     pending.Release(skipped);
   }
-  return true;
+  return Take::kBatch;
 }
 
 WriterQueue::Idle WriterQueue::WaitWhileDown(std::chrono::milliseconds pause,

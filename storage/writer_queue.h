@@ -92,9 +92,11 @@ class WriterQueue {
   // Writer thread: waits for the next batch and moves it into `batch` (up to batch_limit items; the priority
   // lane's items as a batch of their own, lanes alternating while both hold items; write-behind rows wait up
   // to flush_interval from the oldest for company). Skips cancelled items, counting them in `cancelled` and
-  // releasing them from `pending`. Returns false when stopped with nothing queued.
-  bool TakeBatch(std::vector<QueuedItem>& batch, std::size_t batch_limit, std::chrono::microseconds flush_interval,
-                 std::atomic<std::uint64_t>& cancelled, PendingBound& pending);
+  // releasing them from `pending`. kIdle: nothing arrived for `idle` (the writer may look at its connection);
+  // kStopped: stopped with nothing queued.
+  enum class Take : std::uint8_t { kBatch, kIdle, kStopped };
+  Take TakeBatch(std::vector<QueuedItem>& batch, std::size_t batch_limit, std::chrono::microseconds flush_interval,
+                 std::chrono::milliseconds idle, std::atomic<std::uint64_t>& cancelled, PendingBound& pending);
 
   // Writer thread, while down: waits `pause`, or less when Stop() begins. What the writer should do next.
   enum class Idle : std::uint8_t { kRetry, kDrained, kGiveUp };

@@ -22,6 +22,10 @@ class PgConnection : public pqxx::connection {
 
   PGconn* raw() const { return raw_; }
 
+  // For an idle connection (no transaction open, no result pending): false when the server has closed it —
+  // e.g. a fast shutdown terminated its backend while the writer had nothing to write. Never blocks: reads
+  // only what already arrived (a poll with zero timeout, then PQconsumeInput). Owner's thread.
+  bool IdleAlive() const;
 
  private:
   PGconn* raw_ = nullptr;
