@@ -1,6 +1,6 @@
 // Strict UTF-8 validation (RFC 3629): no overlong forms, no surrogates, nothing above U+10FFFF. Used where
 // bytes arrive without a JSON parser's check: form-encoded request fields (server/http/request.cc) and sources
-// bound into PostgreSQL text (storage/store.cc). Pure; safe to call from any thread.
+// bound into PostgreSQL text (storage/store.cc, the facade). Pure; safe to call from any thread.
 #pragma once
 
 #include <string_view>

@@ -14,17 +14,18 @@
 #include <pqxx/except>
 
 #include "core/thread_name.h"
+#include "server/http/http_server.h"
+#include "server/http/router.h"
+#include "server/log.h"
 #include "server/metrics/filter_rotation_log.h"
 #include "server/metrics/filter_telemetry.h"
-#include "server/http/http_server.h"
-#include "server/log.h"
 #include "server/metrics/metrics.h"
-#include "server/http/router.h"
 #include "server/verdict/service.h"
 #include "storage/brin_summarizer.h"
-#include "storage/conninfo.h"
 #include "storage/journal_drain.h"
 #include "storage/lookup.h"
+#include "storage/pg/conninfo.h"
+#include "storage/startup.h"
 
 namespace scangate::server {
 namespace {
@@ -35,8 +36,8 @@ constexpr auto kDrainDeadline = std::chrono::seconds(10);     // in-flight reque
 constexpr auto kMaintenancePeriod = std::chrono::seconds(1);  // filter rotation, pg_state check, telemetry
 static_assert(kMaintenancePeriod == FilterTelemetry::kRefreshPeriod, "/stats promises this staleness bound");
 constexpr auto kWarmRetryDelay = std::chrono::seconds(1);  // after a failed warm load
-// Start-up retry of a transient cause (PostgreSQL down or starting, database missing): one attempt, one
-// log line, then wait 250 ms, 500 ms, ... up to 8 s (a cluster restart takes seconds; 8 s caps the extra
+// Start-up retry of a transient cause (PostgreSQL down or starting, database missing), under the one
+// start-up retry policy (storage/startup.h): one attempt, one log line, then wait 250 ms, 500 ms, ... up to 8 s (a cluster restart takes seconds; 8 s caps the extra
 // wait after it is back). A permanent cause (StartError::permanent) exits kExitStartup at once.
 constexpr auto kStartBackoffMin = std::chrono::milliseconds(250);
 constexpr auto kStartBackoffMax = std::chrono::seconds(8);
@@ -161,30 +162,36 @@ std::optional<int> App::MakeFilter() {
 }
 
 std::optional<int> App::StartStore() {
-  auto backoff = std::chrono::milliseconds(kStartBackoffMin);
-  for (int attempt = 1;; ++attempt) {
-    std::string cause, sqlstate;
-    try {
-      store_ = std::make_unique<storage::Store>(store_options_);
-      store_->Start();
-      break;
-    } catch (const storage::StartError& e) {
-      if (e.permanent()) {
-        Log(LogLevel::kError, "startup_failed",
-            {{"error", e.what()}, {"sqlstate", e.sqlstate()}, {"attempt", attempt}, {"exit_code", kExitStartup}});
-        return kExitStartup;
-      }
-      cause = e.what();
-      sqlstate = e.sqlstate();
-    } catch (const std::exception& e) {
-      cause = e.what();
-    }
-    Log(LogLevel::kWarn, "pg_state",
-        {{"state", "down"}, {"error", cause}, {"sqlstate", sqlstate}, {"attempt", attempt},
-         {"retry_in_ms", backoff.count()}});
-    store_.reset();
-    if (!PauseUnlessStopped(backoff)) return 0;
-    backoff = std::min<std::chrono::milliseconds>(backoff * 2, kStartBackoffMax);
+  int attempts = 0;
+  try {
+    const bool started = storage::RetryWithBackoff(
+        storage::RetryPolicy{kStartBackoffMin, kStartBackoffMax, std::nullopt},
+        [this, &attempts](int attempt, std::chrono::milliseconds retry_in) {
+          attempts = attempt;
+          std::string cause, sqlstate;
+          try {
+            store_ = std::make_unique<storage::Store>(store_options_);
+            store_->Start();
+            return true;
+          } catch (const storage::StartError& e) {
+            if (e.permanent()) throw;
+            cause = e.what();
+            sqlstate = e.sqlstate();
+          } catch (const std::exception& e) {
+            cause = e.what();
+          }
+          Log(LogLevel::kWarn, "pg_state",
+              {{"state", "down"}, {"error", cause}, {"sqlstate", sqlstate}, {"attempt", attempt},
+               {"retry_in_ms", retry_in.count()}});
+          store_.reset();
+          return false;
+        },
+        [this](std::chrono::milliseconds pause) { return PauseUnlessStopped(pause); });
+    if (!started) return 0;  // stopped by a signal while waiting
+  } catch (const storage::StartError& e) {
+    Log(LogLevel::kError, "startup_failed",
+        {{"error", e.what()}, {"sqlstate", e.sqlstate()}, {"attempt", attempts}, {"exit_code", kExitStartup}});
+    return kExitStartup;
   }
   Log(LogLevel::kInfo, "pg_state", {{"state", "up"}});
   return std::nullopt;
@@ -205,15 +212,19 @@ std::optional<int> App::OpenJournal() {
     identity_defaults.statement_timeout = store_options_.statement_timeout;
     identity_defaults.tcp_user_timeout = store_options_.tcp_user_timeout;
     identity_defaults.application_name = "scangate-journal";
-    for (;;) {
-      try {
-        jo.identity = storage::JournalDrain::QueryIdentity(config_.database_url, identity_defaults);
-        break;
-      } catch (const pqxx::broken_connection& e) {
-        Log(LogLevel::kWarn, "pg_state", {{"state", "down"}, {"error", e.what()}});
-      }
-      if (!PauseUnlessStopped(kIdentityRetryPause)) return std::nullopt;  // Run() sees the stop
-    }
+    const bool identified = storage::RetryWithBackoff(
+        storage::RetryPolicy{kIdentityRetryPause, kIdentityRetryPause, std::nullopt},
+        [&](int, std::chrono::milliseconds) {
+          try {
+            jo.identity = storage::JournalDrain::QueryIdentity(config_.database_url, identity_defaults);
+            return true;
+          } catch (const pqxx::broken_connection& e) {
+            Log(LogLevel::kWarn, "pg_state", {{"state", "down"}, {"error", e.what()}});
+            return false;
+          }
+        },
+        [this](std::chrono::milliseconds pause) { return PauseUnlessStopped(pause); });
+    if (!identified) return std::nullopt;  // stopped by a signal: Run() sees the stop
     journal_ = std::make_unique<storage::JournalDrain>(*store_, jo);
     journal_->Start([this](std::span<const Digest> digests) { filter_->InsertBatchConcurrently(digests); });
     const auto js = journal_->Stats();
@@ -283,25 +294,34 @@ std::optional<int> App::Listen() {
 void App::StartWarmLoad() {
   warm_ = std::thread([this] {
     SetThreadName("sg-warm-start");
-    while (!stop_requested_.load()) {
-      const auto t0 = std::chrono::steady_clock::now();
-      try {
-        const std::uint64_t keys = store_->WarmLoad(config_.window, [this](std::span<const Digest> chunk) {
-          if (stop_requested_.load()) throw WarmAborted{};
-          filter_->InsertBatchConcurrently(chunk);
-          filter_->PublishPendingInserts();  // a stream thread's pending counts die with it otherwise
+    storage::RetryWithBackoff(
+        storage::RetryPolicy{kWarmRetryDelay, kWarmRetryDelay, std::nullopt},
+        [this](int, std::chrono::milliseconds retry_in) {
+          if (stop_requested_.load()) return true;  // abandoned at shutdown
+          const auto t0 = std::chrono::steady_clock::now();
+          try {
+            const std::uint64_t keys = store_->WarmLoad(config_.window, [this](std::span<const Digest> chunk) {
+              if (stop_requested_.load()) throw WarmAborted{};
+              filter_->InsertBatchConcurrently(chunk);
+              filter_->PublishPendingInserts();  // a stream thread's pending counts die with it otherwise
+            });
+            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            service_->MarkWarm();
+            Log(LogLevel::kInfo, "warm_start", {{"keys", keys}, {"seconds", seconds}});
+            return true;
+          } catch (const WarmAborted&) {
+            return true;
+          } catch (const std::exception& e) {
+            Log(LogLevel::kWarn, "warm_start",
+                {{"error", e.what()},
+                 {"retry_in_seconds", std::chrono::duration_cast<std::chrono::seconds>(retry_in).count()}});
+            return false;
+          }
+        },
+        [this](std::chrono::milliseconds pause) {  // abandoned at shutdown: looks at the flag every tenth
+          for (int i = 0; i < 10 && !stop_requested_.load(); ++i) std::this_thread::sleep_for(pause / 10);
+          return !stop_requested_.load();
         });
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        service_->MarkWarm();
-        Log(LogLevel::kInfo, "warm_start", {{"keys", keys}, {"seconds", seconds}});
-        return;
-      } catch (const WarmAborted&) {
-        return;
-      } catch (const std::exception& e) {
-        Log(LogLevel::kWarn, "warm_start", {{"error", e.what()}, {"retry_in_seconds", 1}});
-      }
-      for (int i = 0; i < 10 && !stop_requested_.load(); ++i) std::this_thread::sleep_for(kWarmRetryDelay / 10);
-    }
   });
 }
 

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <charconv>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -16,7 +17,7 @@
 
 #include "core/filter.h"  // kMaxShards: one limit for the filter and the --shards check
 #include "server/version.h"
-#include "storage/conninfo.h"
+#include "storage/pg/conninfo.h"
 
 namespace scangate::server {
 namespace po = boost::program_options;
@@ -34,7 +35,7 @@ constexpr auto kMaxFlushInterval = std::chrono::seconds(10);
 // RESULTS-history.md "Write-behind lag"): at 64 connections 2 ms makes ~75-175-row transactions and 20 ms ~700-row
 // ones: PostgreSQL CPU per request -13-30 %, 2xx/s +5-9 %, p99 +10-25 % (3.5 -> 4.3 ms); at 256 connections,
 // where the writers make several-hundred-row transactions anyway, no measurable change. 25-50 ms: up to +45 % p99.
-constexpr std::chrono::microseconds kMemoryFlushInterval{2000};
+constexpr std::chrono::microseconds kMemoryFlushInterval = storage::kDefaultFlushInterval;
 constexpr std::chrono::microseconds kJournalFlushInterval{20000};
 // --request-timeout bounds: below 100 ms a healthy group commit (one fsync, ~7-10 ms here, more under
 // load) would start to time out; above 10 min a client is better served by its own timeout.
@@ -129,71 +130,98 @@ std::vector<std::string> ParseCorsOrigins(const std::string& list) {
   return out;
 }
 
+// A default duration in --help's syntax: whole seconds as "Ns", else "Nms".
+std::string FormatMillis(std::chrono::milliseconds v) {
+  return v.count() % 1000 == 0 && v.count() != 0 ? std::to_string(v.count() / 1000) + "s"
+                                                  : std::to_string(v.count()) + "ms";
+}
+
+// A default fraction in --help's syntax: shortest form ("0.01", not "0.010000").
+std::string FormatFraction(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 // The options, in the groups `scangate --help` prints, in that order. A new flag goes into the group an
 // operator would look in first.
 po::options_description Options() {
-  auto s = [](const char* def) { return po::value<std::string>()->default_value(def); };
+  // Every default is Config's own (server/config.h; the PostgreSQL ones are storage/store_options.h's), shown
+  // here in the syntax the option takes, so --help and a default-constructed Config cannot disagree.
+  const Config d;
+  auto s = [](std::string def) { return po::value<std::string>()->default_value(std::move(def)); };
+  auto n = [&s](auto v) { return s(std::to_string(v)); };
+  auto on_off = [&s](bool v) { return s(v ? "on" : "off"); };
   po::options_description listening("Listening");
   listening.add_options()
-      ("listen", s("0.0.0.0"), "listen address")
-      ("port", s("8080"), "TCP port; 0 = ephemeral")
-      ("threads", s("0"), "I/O threads (one io_context each); 0 = hardware cores")
-      ("port-file", s(""), "write the listening port (and a newline) to this file once listening")
-      ("admin-listen", s(""), "ADDR:PORT of a separate plain-HTTP listener for /healthz, /readyz, /metrics, "
-                              "/stats, /dashboard (then 404 on the main port; /observe* not served there)");
+      ("listen", s(d.listen), "listen address")
+      ("port", n(d.port), "TCP port; 0 = ephemeral")
+      ("threads", n(d.threads), "I/O threads (one io_context each); 0 = hardware cores")
+      ("port-file", s(d.port_file), "write the listening port (and a newline) to this file once listening")
+      ("admin-listen", s(d.admin_listen), "ADDR:PORT of a separate plain-HTTP listener for /healthz, /readyz, "
+                                          "/metrics, /stats, /dashboard (then 404 on the main port; /observe* not "
+                                          "served there)");
   po::options_description postgres("PostgreSQL");
   postgres.add_options()
-      ("database-url", s(""), "libpq URL of PostgreSQL (required)")
-      ("writers", s("2"), "PostgreSQL writer threads (one connection each)")
-      ("batch-limit", s("1024"), "max keys per PostgreSQL transaction")
-      ("queue-limit", s("65536"), "max queued PostgreSQL items; beyond it requests wait (--queue-wait), then 503")
-      ("queue-wait", s("1s"), "how long a request waits for room in a full write queue before 503 + Retry-After; "
-                              "0 = 503 at once; units ms s, 0..10m (capped by --request-timeout)")
-      ("request-timeout", s("5s"), "a request waiting for PostgreSQL longer than this gets 503 + Retry-After "
-                                   "(unavailable, or outcome-unknown if its transaction was in flight); "
-                                   "units ms s m, 100ms..10m");
+      ("database-url", s(d.database_url), "libpq URL of PostgreSQL (required)")
+      ("writers", n(d.writers), "PostgreSQL writer threads (one connection each)")
+      ("batch-limit", n(d.batch_limit), "max keys per PostgreSQL transaction")
+      ("queue-limit", n(d.queue_limit), "max queued PostgreSQL items; beyond it requests wait (--queue-wait), "
+                                        "then 503")
+      ("queue-wait", s(FormatMillis(d.queue_wait)), "how long a request waits for room in a full write queue "
+                                                    "before 503 + Retry-After; 0 = 503 at once; units ms s, 0..10m "
+                                                    "(capped by --request-timeout)")
+      ("request-timeout", s(FormatMillis(d.request_timeout)), "a request waiting for PostgreSQL longer than this "
+                                                              "gets 503 + Retry-After (unavailable, or "
+                                                              "outcome-unknown if its transaction was in flight); "
+                                                              "units ms s m, 100ms..10m");
   po::options_description filter("Filter");
   filter.add_options()
-      ("capacity", s("10000000"), "expected distinct keys per window (whole filter)")
-      ("fp-target", s("0.01"), "false-positive target of a filter query, in (0, 0.5)")
-      ("window", s("24h"), "filter generation lifetime and warm-start window; units s m h d (e.g. 24h, 7d)")
-      ("shards", s("64"), "filter shards, a power of two")
-      ("filter", s("on"), "on|off; off = every key takes the exact path (benchmarks)")
-      ("recent-keys", s("1048576"), "keys this instance knows are recorded, kept in memory (~47 bytes each) to "
-                                    "answer repeats without PostgreSQL; 0 = off");
+      ("capacity", n(d.capacity), "expected distinct keys per window (whole filter)")
+      ("fp-target", s(FormatFraction(d.fp_target)), "false-positive target of a filter query, in (0, 0.5)")
+      ("window", s(std::to_string(std::chrono::duration_cast<std::chrono::hours>(d.window).count()) + "h"),
+       "filter generation lifetime and warm-start window; units s m h d (e.g. 24h, 7d)")
+      ("shards", n(d.shards), "filter shards, a power of two")
+      ("filter", on_off(d.filter), "on|off; off = every key takes the exact path (benchmarks)")
+      ("recent-keys", n(d.recent_keys), "keys this instance knows are recorded, kept in memory (~47 bytes each) "
+                                        "to answer repeats without PostgreSQL; 0 = off");
   po::options_description ack("Acknowledgement");
   ack.add_options()
-      ("ack", s("commit"), "commit: 'new' only after PostgreSQL commit; filter: 'new' from the filter once "
-                           "journalled, written behind to PostgreSQL")
+      ("ack", s(d.ack == AckMode::kFilter ? "filter" : "commit"),
+       "commit: 'new' only after PostgreSQL commit; filter: 'new' from the filter once journalled, written behind "
+       "to PostgreSQL")
       ("flush-interval", s("auto"), "max write-behind lag (ack=filter); units us ms s; auto = 20ms with the "
                                     "journal (its rows are durable already), 2ms with --journal=off (the loss window)")
-      ("journal", s("on"), "on|off (ack=filter): on = a filter negative is answered 'new' only once fsynced in a "
-                           "local journal; off = in-memory write-behind, which a crash can lose")
-      ("journal-dir", s(""), "journal directory (ack=filter, --journal=on); one per instance and database. "
-                             "Default: $STATE_DIRECTORY/journal when set (systemd StateDirectory=), else required")
-      ("journal-max-bytes", s("67108864"), "journal bytes not yet committed in PostgreSQL; beyond it requests wait "
-                                           "(bounded), then 503");
+      ("journal", on_off(d.journal), "on|off (ack=filter): on = a filter negative is answered 'new' only once "
+                                     "fsynced in a local journal; off = in-memory write-behind, which a crash can "
+                                     "lose")
+      ("journal-dir", s(d.journal_dir), "journal directory (ack=filter, --journal=on); one per instance and "
+                                        "database. Default: $STATE_DIRECTORY/journal when set (systemd "
+                                        "StateDirectory=), else required")
+      ("journal-max-bytes", n(d.journal_max_bytes), "journal bytes not yet committed in PostgreSQL; beyond it "
+                                                    "requests wait (bounded), then 503");
   po::options_description security("Security");
   security.add_options()
-      ("tls-cert", s(""), "PEM certificate (chain) file: serve HTTPS (TLS 1.2+) on the main port; needs --tls-key")
-      ("tls-key", s(""), "PEM private key file of --tls-cert")
-      ("tokens-file", s(""), "file of lowercase hex SHA-256 hashes of accepted bearer tokens, one per line "
-                             "(# comments, blank lines allowed); when set, /observe* and /lookup need "
-                             "'Authorization: Bearer <token>'")
+      ("tls-cert", s(d.tls_cert),
+       "PEM certificate (chain) file: serve HTTPS (TLS 1.2+) on the main port; needs --tls-key")
+      ("tls-key", s(d.tls_key), "PEM private key file of --tls-cert")
+      ("tokens-file", s(d.tokens_file),
+       "file of lowercase hex SHA-256 hashes of accepted bearer tokens, one per line (# comments, blank lines "
+       "allowed); when set, /observe* and /lookup need 'Authorization: Bearer <token>'")
       ("cors-origins", s(""), "comma-separated web origins (e.g. https://pos.example.com,http://127.0.0.1:3000) "
                               "allowed to call /observe, /observe/batch, /lookup from a browser; requests with "
                               "any other Origin header (except scangate's own) get 403")
-      ("digest-secret-file", s(""), "HMAC-SHA256 digests keyed with this file's bytes (one trailing newline "
-                                    "stripped); default plain SHA-256");
+      ("digest-secret-file", s(d.digest_secret_file),
+       "HMAC-SHA256 digests keyed with this file's bytes (one trailing newline stripped); default plain SHA-256");
   po::options_description operations("Operations");
   operations.add_options()
-      ("access-log", s("off"), "on|off; one JSON line per request: method, path, status, latency")
+      ("access-log", on_off(d.access_log), "on|off; one JSON line per request: method, path, status, latency")
       ("help", "print this help and exit")
       ("version", "print the version and the git commit it was built from, and exit");
-  po::options_description d("Options (each also read from env SCANGATE_<NAME>, e.g. SCANGATE_DATABASE_URL;"
+  po::options_description all("Options (each also read from env SCANGATE_<NAME>, e.g. SCANGATE_DATABASE_URL;"
                             " the command line wins)");
-  d.add(listening).add(postgres).add(filter).add(ack).add(security).add(operations);
-  return d;
+  all.add(listening).add(postgres).add(filter).add(ack).add(security).add(operations);
+  return all;
 }
 
 // --journal-dir's default: under systemd's StateDirectory= (STATE_DIRECTORY, colon-separated when the unit

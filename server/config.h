@@ -1,7 +1,9 @@
 // Configuration of the scangate binary: command line (Boost.Program_options), environment SCANGATE_<NAME>
 // (dashes -> underscores, upper case; the command line wins), validation and duration parsing.
 // Invariant: a Config returned by ParseConfig is fully validated; secrets never appear in Describe().
-// Pure apart from reading the process environment and the secret file; unit-tested in tests/server/config_test.cc.
+// Each default is written once: here (the PostgreSQL writers' in storage/store_options.h); --help prints
+// these values (server/config.cc). Pure apart from reading the process environment and the secret file;
+// unit-tested in tests/server/config_test.cc.
 #pragma once
 
 #include <chrono>
@@ -15,6 +17,7 @@
 #include <boost/json/object.hpp>
 
 #include "server/http/auth.h"
+#include "storage/store_options.h"
 
 namespace scangate::server {
 
@@ -31,10 +34,12 @@ struct Config {
   std::chrono::seconds window = std::chrono::hours(24);
   std::uint32_t shards = 64;
   AckMode ack = AckMode::kCommit;
-  unsigned writers = 2;
-  std::size_t batch_limit = 1024;
-  std::chrono::microseconds flush_interval{2000};  // --flush-interval; auto: 20 ms with the journal, else 2 ms
-  std::size_t queue_limit = 65536;
+  // The PostgreSQL writers' defaults are the store's own (storage/store_options.h).
+  unsigned writers = storage::kDefaultWriters;
+  std::size_t batch_limit = storage::kDefaultBatchLimit;
+  // --flush-interval; auto (the default): 20 ms with the journal (server/config.cc), else the store's 2 ms.
+  std::chrono::microseconds flush_interval = storage::kDefaultFlushInterval;
+  std::size_t queue_limit = storage::kDefaultQueueLimit;
   // A request waiting for PostgreSQL longer than this gets 503 (unavailable if its key was still queued
   // and is now withdrawn, outcome-unknown if its transaction was in flight). Also sets the writers'
   // statement_timeout (this + 2 s) and tcp_user_timeout (server/main.cc).

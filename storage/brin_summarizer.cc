@@ -6,8 +6,8 @@
 #include <pqxx/pqxx>
 
 #include "core/thread_name.h"
-#include "storage/error_summary.h"
-#include "storage/sql_state.h"
+#include "storage/pg/error_summary.h"
+#include "storage/pg/sql_state.h"
 
 namespace scangate::storage {
 namespace {

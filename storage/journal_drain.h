@@ -28,7 +28,7 @@
 
 #include "core/digest.h"
 #include "core/digest_hash.h"
-#include "storage/conninfo.h"
+#include "storage/pg/conninfo.h"
 #include "storage/journal.h"
 #include "storage/store.h"
 

@@ -31,7 +31,8 @@ Lookup::~Lookup() { Shutdown(); }
 bool Lookup::Connect() {
   try {
     auto conn = std::make_unique<Conn>(options_.url);
-    // As in store.cc: a lost connection must surface as an exception, not a silent reconnect.
+    // As in the writers (storage/pg/pg_connection.h): a lost connection must surface as an exception, not a
+    // silent reconnect.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
     conn->c.inhibit_reactivation(true);
@@ -64,15 +65,15 @@ bool Lookup::Find(const Digest& d, LookupDone done) {
   return true;
 }
 
-LookupResult Lookup::Read(const Digest& d) {
+RecordLookup Lookup::Read(const Digest& d) {
   pqxx::nontransaction tx(conn_->c);  // one SELECT: atomic on its own, no BEGIN/COMMIT round trips
   const pqxx::result r = tx.exec_prepared(kLookupName, pqxx::binarystring(d.data(), d.size()));
-  LookupResult out;
+  RecordLookup out;
   if (r.empty()) {
-    out.status = LookupResult::Status::kNotFound;
+    out.status = RecordLookup::Status::kNotFound;
     return out;
   }
-  out.status = LookupResult::Status::kFound;
+  out.status = RecordLookup::Status::kFound;
   out.first_seen = r[0][0].c_str();
   if (!r[0][1].is_null()) out.source = r[0][1].c_str();
   return out;
@@ -100,7 +101,7 @@ void Lookup::Run() {
     }
     if (conn_ == nullptr) {
       // Reads queued just before the connection broke: answered unavailable, not held across the outage.
-      for (Item& item : batch) item.done(LookupResult{});
+      for (Item& item : batch) item.done(RecordLookup{});
       if (Connect()) {
         backoff = kBackoffMin;
       } else {
@@ -109,7 +110,7 @@ void Lookup::Run() {
       continue;
     }
     for (Item& item : batch) {
-      LookupResult result;  // kUnavailable unless the query succeeds
+      RecordLookup result;  // kUnavailable unless the query succeeds
       if (conn_ != nullptr) {
         try {
           result = Read(item.digest);
@@ -129,7 +130,7 @@ void Lookup::Run() {
     const MutexLock lock(&mu_);
     rest.swap(queue_);
   }
-  for (Item& item : rest) item.done(LookupResult{});
+  for (Item& item : rest) item.done(RecordLookup{});
 }
 
 void Lookup::Shutdown() {

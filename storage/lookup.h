@@ -22,13 +22,14 @@
 
 namespace scangate::storage {
 
-struct LookupResult {
+// What PostgreSQL holds for one digest, as Lookup read it (named apart from the journal drain's own lookup).
+struct RecordLookup {
   enum class Status : std::uint8_t { kFound, kNotFound, kUnavailable };
   Status status = Status::kUnavailable;
   std::string first_seen;             // RFC 3339 UTC with microseconds (kFound only)
   std::optional<std::string> source;  // kFound: the recorded source, nullopt when none
 };
-using LookupDone = std::function<void(const LookupResult&)>;
+using LookupDone = std::function<void(const RecordLookup&)>;
 
 // What the HTTP side needs: tests substitute an in-memory fake.
 class DigestReader {
@@ -67,7 +68,7 @@ class Lookup final : public DigestReader {
   struct Conn;
   void Run();
   bool Connect();
-  LookupResult Read(const Digest& d);  // throws on database errors
+  RecordLookup Read(const Digest& d);  // throws on database errors
 
   const LookupOptions options_;
   std::unique_ptr<Conn> conn_;  // the thread's (and Start()'s, before the thread exists) only

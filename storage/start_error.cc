@@ -5,7 +5,7 @@
 
 #include <pqxx/pqxx>
 
-#include "storage/sql_state.h"
+#include "storage/pg/sql_state.h"
 
 namespace scangate::storage {
 namespace {

@@ -1,6 +1,7 @@
 // Store::WarmLoad (declared in storage/store.h): the digests of the recent window, streamed from
 // scan_keys by binary COPY over plain libpq connections — one, or N reading one exported snapshot in
-// ctid ranges — and parsed by storage/copy_parser.h. The batch writers live in storage/store.cc.
+// ctid ranges — and parsed by storage/pg/copy_parser.h. The batch writers live in storage/writer.h and
+// storage/batch_runner.h.
 #include <libpq-fe.h>
 
 #include <algorithm>
@@ -17,8 +18,8 @@
 
 #include "core/mutex.h"
 #include "core/thread_name.h"
-#include "storage/copy_parser.h"
-#include "storage/error_summary.h"
+#include "storage/pg/copy_parser.h"
+#include "storage/pg/error_summary.h"
 #include "storage/store.h"
 
 namespace scangate::storage {

@@ -6,7 +6,7 @@
 //   store_bench URL --shapes [--prefill N] [--shape-keys K] [--reps R] [--sizes 64,256,1024,4096]: the batch statement's shapes side by
 //   side on one connection each, commit per batch, per row at 64 / 256 / 1024 / 4096 keys (all-new batches,
 //   then half-duplicate batches); cells interleaved, R repetitions (bench/RESULTS.md "Batch
-//   statement shapes"). Shapes: the former CTE statement, the storage/batch_statement.h one (the real class),
+//   statement shapes"). Shapes: the former CTE statement, the storage/pg/batch_statement.h one (the real class),
 //   the same INSERT reading present rows in the same statement, and BatchStatement::BeginCopy / CommitCopy (binary COPY).
 #include <algorithm>
 #include <atomic>
@@ -22,9 +22,9 @@
 #include <tuple>
 #include <vector>
 
-#include "storage/batch_statement.h"
-#include "storage/pg_array.h"
-#include "storage/pg_connection.h"
+#include "storage/pg/batch_statement.h"
+#include "storage/pg/pg_array.h"
+#include "storage/pg/pg_connection.h"
 #include "storage/store.h"
 
 using namespace scangate;
@@ -106,7 +106,7 @@ void ClosedLoop(const std::string& url, unsigned writers, int in_flight, std::si
 
 // ---- --shapes: the batch statement alone, per shape --------------------------------------------------
 
-// The statement scangate ran before storage/batch_statement.h (kept here only to measure against): one long
+// The statement scangate ran before storage/pg/batch_statement.h (kept here only to measure against): one long
 // bytea cut per row with substring, sources as a text[] literal, a JOIN back, to_char per row.
 constexpr const char* kOldInsertSql = R"sql(
 WITH input AS (

@@ -285,17 +285,17 @@ void Router::HandleLookup(const Request& req, const net::any_io_executor& ex, co
   if (auto* p = std::get_if<Problem>(&parsed)) return done(ProblemAnswer(*p, Route::kLookup, &req));
   const Digest d = service_.DigestOf(std::get<Observation>(parsed).key);
   auto header = std::make_shared<Header>(req.base());
-  auto on_result = [this, ex, header, done, hex = ToHex(d)](const storage::LookupResult& r) {
+  auto on_result = [this, ex, header, done, hex = ToHex(d)](const storage::RecordLookup& r) {
     // Runs on the reader's thread: hop back to the session's executor, never block here.
     net::post(ex, [this, header, done, hex, r] {
       Guarded(*this, Route::kLookup, header.get(), done, [&] {
         switch (r.status) {
-          case storage::LookupResult::Status::kFound:
+          case storage::RecordLookup::Status::kFound:
             return done(Ok(http::status::ok, LookupBody(hex, r.first_seen, r.source), kJson, Route::kLookup,
                            header.get()));
-          case storage::LookupResult::Status::kNotFound:
+          case storage::RecordLookup::Status::kNotFound:
             return done(ProblemAnswer(Problem::NotRecorded(), Route::kLookup, header.get()));
-          case storage::LookupResult::Status::kUnavailable:
+          case storage::RecordLookup::Status::kUnavailable:
             return done(ProblemAnswer(Problem::Unavailable(std::string(kLookupUnavailable)), Route::kLookup,
                                       header.get()));
         }

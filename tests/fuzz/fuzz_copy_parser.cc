@@ -1,4 +1,4 @@
-// libFuzzer target over storage/copy_parser.h (the warm load's binary-COPY digest parser). Invariant checked
+// libFuzzer target over storage/pg/copy_parser.h (the warm load's binary-COPY digest parser). Invariant checked
 // (differential): however the input is cut into Feed() calls and whatever the sink's chunk size, the parser
 // delivers the same digests in the same order and the same count from Finish() — or throws
 // std::runtime_error in every cut; no other exception, no crash, no sanitizer report. Input: byte 0 picks the
@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "storage/copy_parser.h"
+#include "storage/pg/copy_parser.h"
 
 namespace {
 using scangate::Digest;

@@ -35,6 +35,6 @@ fuzz() {
 
 # The request layer (server/http/request.h, server/http/auth.h).
 fuzz fuzz_request "$seconds" tests/fuzz/corpus "$build/corpus" "$build/fuzz.log" tests/fuzz/corpus/* tests/fuzz/regressions/*
-# The warm load's binary-COPY parser (storage/copy_parser.h).
+# The warm load's binary-COPY parser (storage/pg/copy_parser.h).
 fuzz fuzz_copy_parser "${SCANGATE_FUZZ_COPY_SECONDS:-15}" tests/fuzz/copy_corpus "$build/copy_corpus" \
   "$build/fuzz_copy.log" tests/fuzz/copy_corpus/*

@@ -55,6 +55,45 @@ class ScopedEnv {
   const char* name_;
 };
 
+// One place for each default: a command line giving only the URL yields a default-constructed Config's values
+// (--help's defaults are printed from them), and the PostgreSQL writers' are the store's own.
+TEST(Config, DefaultsAreConfigs) {
+  const Config d;
+  const Config c = ParseOk({"--database-url", kUrl});
+  EXPECT_EQ(c.listen, d.listen);
+  EXPECT_EQ(c.port, d.port);
+  EXPECT_EQ(c.port_file, d.port_file);
+  EXPECT_EQ(c.capacity, d.capacity);
+  EXPECT_EQ(c.fp_target, d.fp_target);
+  EXPECT_EQ(c.window, d.window);
+  EXPECT_EQ(c.shards, d.shards);
+  EXPECT_EQ(c.ack, d.ack);
+  EXPECT_EQ(c.writers, d.writers);
+  EXPECT_EQ(c.batch_limit, d.batch_limit);
+  EXPECT_EQ(c.flush_interval, d.flush_interval);  // auto with --ack=commit: the store's
+  EXPECT_EQ(c.queue_limit, d.queue_limit);
+  EXPECT_EQ(c.request_timeout, d.request_timeout);
+  EXPECT_EQ(c.queue_wait, d.queue_wait);
+  EXPECT_EQ(c.filter, d.filter);
+  EXPECT_EQ(c.recent_keys, d.recent_keys);
+  EXPECT_EQ(c.access_log, d.access_log);
+  EXPECT_EQ(c.journal, d.journal);
+  EXPECT_EQ(c.journal_dir, d.journal_dir);
+  EXPECT_EQ(c.journal_max_bytes, d.journal_max_bytes);
+  EXPECT_EQ(c.admin_listen, d.admin_listen);
+  EXPECT_TRUE(c.cors_origins.empty());
+  const storage::StoreOptions store;
+  EXPECT_EQ(d.writers, store.writers);
+  EXPECT_EQ(d.batch_limit, store.batch_limit);
+  EXPECT_EQ(d.flush_interval, store.flush_interval);
+  EXPECT_EQ(d.queue_limit, store.queue_limit);
+  const std::string help = Parse({"--help"}).help;
+  EXPECT_NE(help.find("--writers arg (=" + std::to_string(store.writers) + ")"), std::string::npos) << help;
+  EXPECT_NE(help.find("--request-timeout arg (=5s)"), std::string::npos) << help;
+  EXPECT_NE(help.find("--window arg (=24h)"), std::string::npos) << help;
+  EXPECT_NE(help.find("--fp-target arg (=0.01)"), std::string::npos) << help;
+}
+
 // Durations: integer + unit from the allowed set; everything else rejected naming the option.
 TEST(Config, Durations) {
   const std::vector<std::string_view> long_units = {"s", "m", "h", "d"};

@@ -39,11 +39,11 @@ Digest RandomDigest() {
 }
 
 // Find and wait for its answer, at most kAnswerBound: a missing answer is a failure, not a hang.
-LookupResult FindSync(Lookup& l, const Digest& d) {
-  Answer<LookupResult> answer;
+RecordLookup FindSync(Lookup& l, const Digest& d) {
+  Answer<RecordLookup> answer;
   if (!l.Find(d, answer.Setter())) {
     ADD_FAILURE() << "Find refused";
-    return LookupResult{};
+    return RecordLookup{};
   }
   return answer.Get();
 }
@@ -71,23 +71,23 @@ TEST(Lookup, FoundAndNotFoundNeverWrites) {
   pqxx::connection c(Url());
   const auto rows = Rows(c);
 
-  LookupResult r = FindSync(lookup, seen);
-  EXPECT_EQ(r.status, LookupResult::Status::kFound);
+  RecordLookup r = FindSync(lookup, seen);
+  EXPECT_EQ(r.status, RecordLookup::Status::kFound);
   EXPECT_EQ(r.first_seen, ins->first_seen);
   EXPECT_EQ(r.source, std::optional<std::string>("lane 5"));
 
   r = FindSync(lookup, RandomDigest());
-  EXPECT_EQ(r.status, LookupResult::Status::kNotFound);
+  EXPECT_EQ(r.status, RecordLookup::Status::kNotFound);
   EXPECT_EQ(Rows(c), rows) << "a lookup wrote";
   lookup.Shutdown();
-  EXPECT_FALSE(lookup.Find(seen, [](const LookupResult&) { ADD_FAILURE() << "ran after Shutdown"; }));
+  EXPECT_FALSE(lookup.Find(seen, [](const RecordLookup&) { ADD_FAILURE() << "ran after Shutdown"; }));
 }
 
 TEST(Lookup, UnreachableRefuses) {
   Lookup lookup(LookupOptions{"postgresql://postgres@127.0.0.1:1/none?connect_timeout=1"});
   lookup.Start();
   EXPECT_FALSE(lookup.up());
-  EXPECT_FALSE(lookup.Find(RandomDigest(), [](const LookupResult&) { ADD_FAILURE() << "ran although refused"; }));
+  EXPECT_FALSE(lookup.Find(RandomDigest(), [](const RecordLookup&) { ADD_FAILURE() << "ran although refused"; }));
 }
 
 }  // namespace

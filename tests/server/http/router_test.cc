@@ -65,15 +65,15 @@ class FakeReader final : public storage::DigestReader {
   bool Find(const Digest& d, storage::LookupDone done) override {
     ++finds;
     if (refuse) return false;
-    storage::LookupResult r;
+    storage::RecordLookup r;
     if (unavailable) {
-      r.status = storage::LookupResult::Status::kUnavailable;
+      r.status = storage::RecordLookup::Status::kUnavailable;
     } else if (auto it = store_.rows.find(ToHex(d)); it != store_.rows.end()) {
-      r.status = storage::LookupResult::Status::kFound;
+      r.status = storage::RecordLookup::Status::kFound;
       r.first_seen = "2026-11-30T10:00:00.000000Z";
       if (!it->second.empty()) r.source = it->second;
     } else {
-      r.status = storage::LookupResult::Status::kNotFound;
+      r.status = storage::RecordLookup::Status::kNotFound;
     }
     done(r);
     return true;

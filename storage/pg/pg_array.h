@@ -3,7 +3,7 @@
 // unpacks with unnest() — no text literal to escape on our side, nothing to parse on its side.
 // Invariant: the bytes are exactly what array_recv expects for the declared element type (header patched
 // by Finish(); every element length-prefixed, NULL = length -1). PG-free, so it is unit-tested without a
-// server (tests/storage/pg_array_test.cc); storage/batch_statement.cc sends it as a pqxx::binarystring
+// server (tests/storage/pg/pg_array_test.cc); storage/pg/batch_statement.cc sends it as a pqxx::binarystring
 // (pqxx 6.4 sends those with paramFormats = 1). Single-threaded; one builder per array.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "storage/batch_statement.h"
+#include "storage/pg/batch_statement.h"
 
 #include <algorithm>
 #include <charconv>
@@ -22,7 +22,7 @@ static_assert(kDigestBytes == 32);
 // when nothing was inserted — then the outcomes hold whether or not the COMMIT happened, and no xid is
 // assigned just to be noted), and now() — the first_seen of every row inserted with $3 = 0 — in µs.
 // UNION ALL runs its branches in order, so the xid is read after the inserts; an xid NULL beside an
-// inserted row is distrusted anyway (storage/store.cc). encode(): independent of the session's bytea_output.
+// inserted row is distrusted anyway (storage/batch_runner.cc). encode(): independent of the session's bytea_output.
 // Rows are inserted in digest order so that concurrent batches wait on each other without deadlocks.
 // extract(epoch ...) is numeric since PostgreSQL 14, so * 1000000 is exact (timestamptz holds whole µs).
 constexpr const char* kInsertName = "scangate_insert_batch";

@@ -1,4 +1,4 @@
-#include "storage/sql_state.h"
+#include "storage/pg/sql_state.h"
 
 #include <pqxx/pqxx>
 

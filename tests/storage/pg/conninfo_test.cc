@@ -1,7 +1,7 @@
-// Tests storage/conninfo.h: the safety options are added to URI and keyword=value strings unless the
+// Tests storage/pg/conninfo.h: the safety options are added to URI and keyword=value strings unless the
 // string (or libpq's environment variable) sets them; nothing set by the user is overridden or lost;
 // redaction and parse errors never carry a secret. Pure: libpq parsing only, no server.
-#include "storage/conninfo.h"
+#include "storage/pg/conninfo.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "storage/pg_array.h"
+#include "storage/pg/pg_array.h"
 
 #include <cstring>
 #include <limits>

@@ -1,4 +1,6 @@
-#include "storage/pg_connection.h"
+#include "storage/pg/pg_connection.h"
+
+#include <poll.h>
 
 namespace scangate::storage {
 namespace {
@@ -21,5 +23,15 @@ PgConnection::PgConnection(const std::string& conninfo) : pqxx::connection(conni
   pqxx::read_transaction tx(*this);
   raw_ = RawConnection::Of(tx);
 }  // ~tx: ROLLBACK
+
+bool PgConnection::IdleAlive() const {
+  if (PQstatus(raw_) != CONNECTION_OK) return false;
+  pollfd p{PQsocket(raw_), POLLIN, 0};
+  if (p.fd < 0) return false;
+  if (::poll(&p, 1, 0) <= 0) return true;  // nothing arrived (an interrupted poll counts as nothing): alive
+  // Something arrived while idle: a server that ends the session sends a FATAL error, then EOF.
+  // PQconsumeInput fails on EOF and marks the connection bad.
+  return PQconsumeInput(raw_) == 1 && PQstatus(raw_) == CONNECTION_OK;
+}
 
 }  // namespace scangate::storage

@@ -1,4 +1,4 @@
-#include "storage/copy_parser.h"
+#include "storage/pg/copy_parser.h"
 
 #include <cstring>
 #include <stdexcept>

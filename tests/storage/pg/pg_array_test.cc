@@ -1,6 +1,6 @@
-// Tests storage/pg_array.h: the exact bytes of PostgreSQL's binary array format (array_send), without a
+// Tests storage/pg/pg_array.h: the exact bytes of PostgreSQL's binary array format (array_send), without a
 // server. That the server accepts them is proven by store_test (every batch is sent this way).
-#include "storage/pg_array.h"
+#include "storage/pg/pg_array.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "storage/batch_errors.h"
+#include "storage/pg/batch_errors.h"
 
 namespace scangate::storage {
 

@@ -1,6 +1,6 @@
 // BatchStatement: the statements of one group-commit batch transaction and the mapping of their answer to
-// one Result per item. The writer pool (storage/store.cc) owns the transaction, retries, COMMIT and the
-// in-doubt resolution; this unit owns the SQL, the parameter encoding and the result mapping.
+// one Result per item. The batch runner (storage/batch_runner.h) owns the transaction, retries, COMMIT and
+// the in-doubt resolution; this unit owns the SQL, the parameter encoding and the result mapping.
 // Invariant: an item gets kInserted only if it is the first item of its digest in the batch AND the batch's
 // INSERT inserted that digest; every other item gets kDuplicate with the first_seen PostgreSQL holds (read
 // in the same transaction, after the INSERT, so a row committed concurrently is found too). Use: one per
@@ -10,7 +10,7 @@
 // Shape (chosen by measurement, bench/RESULTS.md "Batch statement shapes"):
 //   1. INSERT ... SELECT FROM unnest($1::bytea[], $2::text[], $3::int8[]) ORDER BY digest
 //      ON CONFLICT DO NOTHING RETURNING digest — the three arrays sent as binary parameters
-//      (storage/pg_array.h), linear in the batch, no per-row formatting; plus one row with
+//      (storage/pg/pg_array.h), linear in the batch, no per-row formatting; plus one row with
 //      txid_current_if_assigned() (the in-doubt COMMIT is settled by it) and now() in µs.
 //   2. Only when some digest was not inserted: SELECT its first_seen (µs since the epoch) — a new
 //      statement, so a new READ COMMITTED snapshot that also sees rows committed after step 1's snapshot.
@@ -34,8 +34,8 @@
 
 #include "core/digest.h"
 #include "core/digest_hash.h"
-#include "storage/pg_array.h"
-#include "storage/store.h"
+#include "storage/pg/pg_array.h"
+#include "storage/outcome.h"
 
 namespace scangate::storage {
 

@@ -1,5 +1,5 @@
 // ErrorSummary: the one-line, bounded form of a libpq/pqxx error message that storage/ puts into logs,
-// StoreStats errors and exceptions (store.cc's writers, warm_load.cc). Invariant: only the first line is
+// StoreStats errors and exceptions (the writers, warm_load.cc). Invariant: only the first line is
 // kept — DETAIL lines can quote row values, and a raw key or digest must never reach a log.
 // Internal to storage/; not part of its API.
 #pragma once

@@ -1,4 +1,4 @@
-#include "storage/conninfo.h"
+#include "storage/pg/conninfo.h"
 
 #include <cstdlib>
 #include <memory>

@@ -1,9 +1,9 @@
-// Tests storage/copy_parser.h: a binary COPY stream of one-bytea rows is parsed to the same digests
+// Tests storage/pg/copy_parser.h: a binary COPY stream of one-bytea rows is parsed to the same digests
 // however it is cut into Feed() calls (down to 1 byte), the sink gets chunks of exactly the configured
 // size, and every malformed stream (truncated, bad signature, a field that is not 32 bytes, a row of two
 // fields) throws instead of yielding a digest. Pure: no PostgreSQL; streams are built here byte by byte
 // as PostgreSQL's docs ("COPY", "Binary Format") define them.
-#include "storage/copy_parser.h"
+#include "storage/pg/copy_parser.h"
 
 #include <gtest/gtest.h>
 

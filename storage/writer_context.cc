@@ -1,0 +1,35 @@
+#include "storage/writer_context.h"
+
+#include <exception>
+#include <utility>
+
+#include <boost/json/object.hpp>
+
+#include "storage/pg/batch_statement.h"
+#include "storage/pg/error_summary.h"
+
+namespace scangate::storage {
+
+// Every writer connection prepares the batch statements once.
+bool ConnectWriter(WriterState& w, const std::string& conninfo, std::string* error) {
+  try {
+    auto conn = std::make_unique<PgConnection>(conninfo);  // reactivation inhibited: see there
+    // Sources are validated UTF-8: say so, or a non-UTF-8 database would store them as mojibake (and one
+    // it cannot convert is rejected per row: see BatchRunner).
+    conn->set_client_encoding("UTF8");
+    BatchStatement::Prepare(*conn);
+    w.conn = std::move(conn);
+    return true;
+  } catch (const std::exception& e) {
+    if (error != nullptr) *error = ErrorSummary(e.what());
+    return false;
+  }
+}
+
+void LogPgState(LogSink& log, bool up, unsigned writer, const std::string& error) {
+  boost::json::object fields{{"state", up ? "up" : "down"}, {"writer", writer}};
+  if (!up) fields["error"] = error;
+  log.Write(up ? LogSeverity::kInfo : LogSeverity::kWarn, "pg_state", std::move(fields));
+}
+
+}  // namespace scangate::storage

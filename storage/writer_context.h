@@ -1,0 +1,51 @@
+// What a writer thread works with: StoreShared — what every writer shares with the Store facade (options,
+// connection string, metrics, log, the pending bound) — and WriterState — one writer's own queue, connection
+// and COPY back-off. Split out so the writer loop (storage/writer.h), the batch runner (storage/batch_runner.h),
+// in-doubt settlement (storage/in_doubt.h) and completions (storage/completions.h) see the same state without
+// seeing each other. Invariant: WriterState's non-queue members are touched by its writer thread only (and by
+// Store::Start() before that thread exists).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "storage/log_sink.h"
+#include "storage/outcome.h"
+#include "storage/pg/pg_connection.h"
+#include "storage/store_metrics.h"
+#include "storage/store_options.h"
+#include "storage/writer_queue.h"
+
+namespace scangate::storage {
+
+struct StoreShared {
+  StoreShared(const StoreOptions& o, std::string conninfo, std::shared_ptr<LogSink> sink)
+      : options(o), writer_conninfo(std::move(conninfo)), log(std::move(sink)), pending(o.queue_limit) {}
+  const StoreOptions& options;
+  const std::string writer_conninfo;  // options.url + conninfo defaults (writers)
+  const std::shared_ptr<LogSink> log;  // options.log or StderrLogSink()
+  StoreMetrics metrics;
+  PendingBound pending;                      // accepted, unfinished items (bounded by queue_limit)
+  std::atomic<std::uint64_t> cancelled{0};   // Submit items withdrawn by Ticket::Cancel
+};
+
+struct WriterState {
+  unsigned index = 0;
+  WriterQueue queue;
+  std::unique_ptr<PgConnection> conn;      // writer thread only
+  std::vector<WriteBehindDone> sink_rows;  // writer thread only: Deliver's batch for a WriteBehindSink
+  unsigned copy_pause = 0;  // writer thread only: the COPY back-off (kMaxCopyPause, storage/batch_runner.cc)
+  unsigned copy_skip = 0;   // writer thread only: COPY-eligible batches still to write through ON CONFLICT
+};
+
+// Opens a writer connection on `conninfo` (utf-8 client encoding, the batch statements prepared) into
+// w.conn. False (w.conn untouched) with `error` (libpq's first line) set when that fails. Writer thread.
+bool ConnectWriter(WriterState& w, const std::string& conninfo, std::string* error);
+
+// Never carries a key or digest: only state and libpq's error summary.
+void LogPgState(LogSink& log, bool up, unsigned writer, const std::string& error);
+
+}  // namespace scangate::storage
