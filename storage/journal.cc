@@ -55,12 +55,14 @@ std::uint32_t Crc32c(std::string_view data) {
 }
 
 struct Journal::Counters {
-  std::mutex mu;  // taken once per group by the flusher; Stats() copies under it
-  std::uint64_t appended = 0, groups = 0, syncs_failed = 0, rejected = 0, checkpoints = 0, segments_deleted = 0;
-  std::array<std::uint64_t, kGroupBounds.size() + 1> group_counts{};
-  double group_sum = 0;
-  std::array<std::uint64_t, kFsyncBounds.size() + 1> fsync_counts{};
-  double fsync_sum = 0;
+  mutable Mutex mu;  // taken once per group by the flusher; Stats() copies under it
+  std::uint64_t appended ABSL_GUARDED_BY(mu) = 0, groups ABSL_GUARDED_BY(mu) = 0;
+  std::uint64_t syncs_failed ABSL_GUARDED_BY(mu) = 0, rejected ABSL_GUARDED_BY(mu) = 0;
+  std::uint64_t checkpoints ABSL_GUARDED_BY(mu) = 0, segments_deleted ABSL_GUARDED_BY(mu) = 0;
+  std::array<std::uint64_t, kGroupBounds.size() + 1> group_counts ABSL_GUARDED_BY(mu){};
+  double group_sum ABSL_GUARDED_BY(mu) = 0;
+  std::array<std::uint64_t, kFsyncBounds.size() + 1> fsync_counts ABSL_GUARDED_BY(mu){};
+  double fsync_sum ABSL_GUARDED_BY(mu) = 0;
 };
 
 Journal::Journal(JournalOptions options)
@@ -160,7 +162,7 @@ void Journal::EncodeLocked(JournalRecord&& record) {
 bool Journal::Append(JournalRecord record) {
   bool notify;
   {
-    std::lock_guard lk(mu_);
+    const MutexLock lk(&mu_);
     if (stop_ || unusable_) return false;
     if (!parked_.empty() || !FitsLocked(record)) {
       parked_.push_back(Parked{std::move(record), Clock::now() + options_.full_wait});
@@ -169,7 +171,7 @@ bool Journal::Append(JournalRecord record) {
     notify = buffer_.empty();  // otherwise the flusher is writing and takes the buffer when it returns
     EncodeLocked(std::move(record));
   }
-  if (notify) cv_.notify_one();
+  if (notify) cv_.Signal();
   return true;
 }
 
@@ -178,13 +180,13 @@ void Journal::Applied(std::uint64_t lsn) { Applied(std::span<const std::uint64_t
 void Journal::Applied(std::span<const std::uint64_t> lsns) {
   bool wake;
   {
-    std::lock_guard lk(mu_);
+    const MutexLock lk(&mu_);
     for (const std::uint64_t lsn : lsns) outstanding_.erase(lsn);
     // Records wait for room: the flusher checkpoints now and admits them, instead of at its next tick.
     wake = !parked_.empty();
     if (wake) applied_moved_ = true;
   }
-  if (wake) cv_.notify_one();
+  if (wake) cv_.Signal();
 }
 
 std::uint64_t Journal::AppliedPosition() const {
@@ -198,11 +200,13 @@ void Journal::RunFlusher() {
     std::uint64_t group_end = 0;
     bool stopping, parked, unusable;
     {
-      std::unique_lock lk(mu_);
+      const MutexLock lk(&mu_);
       if (buffer_.empty() && !stop_) {
         auto wake = Clock::now() + options_.checkpoint_interval;
         if (!parked_.empty()) wake = std::min(wake, parked_.front().deadline);
-        cv_.wait_until(lk, wake, [this] { return !buffer_.empty() || stop_ || applied_moved_ || ParkedFits(); });
+        // Until a group, stop, an Applied() with records parked or room for the first parked one; or `wake`.
+        while (buffer_.empty() && !stop_ && !applied_moved_ && !ParkedFits() && !cv_.WaitUntil(&mu_, wake)) {
+        }
       }
       applied_moved_ = false;  // MaybeCheckpoint below passes what was applied
       // Admit parked records while there is room; reject those whose wait is over (or all at shutdown).
@@ -235,7 +239,7 @@ void Journal::RunFlusher() {
     }
     if (!rejected.empty()) {
       {
-        std::lock_guard lk(counters_->mu);
+        const MutexLock lk(&counters_->mu);
         counters_->rejected += rejected.size();
       }
       options_.on_commit(rejected, JournalFate::kRefused);
@@ -250,7 +254,7 @@ void Journal::RunFlusher() {
       }
       const bool ok = fault.empty();
       {
-        std::lock_guard lk(mu_);
+        const MutexLock lk(&mu_);
         if (ok) {
           durable_lsn_ = group_end;
         } else {
@@ -259,7 +263,7 @@ void Journal::RunFlusher() {
       }
       if (!ok) MarkUnusable(fault);
       {
-        std::lock_guard lk(counters_->mu);
+        const MutexLock lk(&counters_->mu);
         if (ok) {
           counters_->appended += group.size();
           ++counters_->groups;
@@ -293,7 +297,7 @@ void Journal::RunFlusher() {
       if (usable()) PrepareSpare();
     }
     if (stopping) {
-      std::lock_guard lk(mu_);
+      const MutexLock lk(&mu_);
       if (buffer_.empty() && parked_.empty()) return;
     }
   }
@@ -315,7 +319,7 @@ void Journal::WriteGroup(const std::string& bytes, std::uint64_t first_lsn) {
   if (const std::string problem = FolderProblem(); !problem.empty()) throw JournalError(problem);
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   seg_bytes_ += bytes.size();
-  std::lock_guard lk(counters_->mu);
+  const MutexLock lk(&counters_->mu);
   ObserveInBucket(kFsyncBounds, counters_->fsync_counts, seconds);
   counters_->fsync_sum += seconds;
 }
@@ -323,7 +327,7 @@ void Journal::WriteGroup(const std::string& bytes, std::uint64_t first_lsn) {
 void Journal::MaybeCheckpoint(bool force) {
   std::uint64_t pos;
   {
-    std::lock_guard lk(mu_);
+    const MutexLock lk(&mu_);
     pos = AppliedPosition();
     if (pos <= checkpoint_lsn_) return;
   }
@@ -335,7 +339,7 @@ void Journal::MaybeCheckpoint(bool force) {
   Put(data, Crc32c(data));
   WriteFileDurably(dir_fd_, options_.dir, "checkpoint", data);
   {
-    std::lock_guard lk(mu_);
+    const MutexLock lk(&mu_);
     checkpoint_lsn_ = pos;
   }
   // Segments whose every record lies below the checkpoint (the next segment starts at or below it) are
@@ -347,7 +351,7 @@ void Journal::MaybeCheckpoint(bool force) {
     segments_.erase(segments_.begin());
     ++deleted;
   }
-  std::lock_guard lk(counters_->mu);
+  const MutexLock lk(&counters_->mu);
   ++counters_->checkpoints;
   counters_->segments_deleted += deleted;
 }
@@ -356,10 +360,10 @@ void Journal::Stop() {
   if (stopped_) return;
   stopped_ = true;
   {
-    std::lock_guard lk(mu_);
+    const MutexLock lk(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (flusher_.joinable()) flusher_.join();
 }
 
@@ -382,14 +386,14 @@ void Journal::Close() {
 }
 
 std::string Journal::unusable_cause() const {
-  std::lock_guard lk(mu_);
+  const MutexLock lk(&mu_);
   return cause_;
 }
 
 JournalStats Journal::Stats() const {
   JournalStats s;
   {
-    std::lock_guard lk(mu_);
+    const MutexLock lk(&mu_);
     s.disk_bytes = next_lsn_ - checkpoint_lsn_;
     s.outstanding = outstanding_.size();
     s.parked = parked_.size();
@@ -398,8 +402,8 @@ JournalStats Journal::Stats() const {
     s.faults = faults_;
     s.heals = heals_;
   }
-  std::lock_guard lk(counters_->mu);
-  const auto& c = *counters_;
+  const Counters& c = *counters_;
+  const MutexLock lk(&c.mu);
   s.appended = c.appended;
   s.groups = c.groups;
   s.syncs_failed = c.syncs_failed;

@@ -42,12 +42,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -59,6 +57,7 @@
 #include <absl/container/btree_set.h>
 
 #include "core/digest.h"
+#include "core/mutex.h"
 #include "storage/log_sink.h"
 
 namespace scangate::storage {
@@ -207,7 +206,8 @@ class Journal {
   void PrepareSpare();
   // Writes a checkpoint when the applied position moved; deletes segments below it. Flusher thread (or Close).
   void MaybeCheckpoint(bool force);
-  std::uint64_t AppliedPosition() const;  // mu_ held
+  // Where the checkpoint may go: the lowest outstanding LSN, or the durable end when none is outstanding.
+  std::uint64_t AppliedPosition() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EncodeLocked(JournalRecord&& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   JournalOptions options_;
@@ -229,8 +229,8 @@ class Journal {
   std::chrono::steady_clock::time_point next_probe_, next_folder_check_;  // flusher thread
   std::vector<JournalEntry> recovered_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable Mutex mu_;
+  CondVar cv_;  // wakes the flusher: a group to write, stop, Applied() with records parked
   std::string buffer_ ABSL_GUARDED_BY(mu_);               // encoded records of the next group
   std::vector<JournalEntry> buffered_ ABSL_GUARDED_BY(mu_);  // their entries
   std::deque<Parked> parked_ ABSL_GUARDED_BY(mu_);

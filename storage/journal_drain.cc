@@ -73,7 +73,7 @@ void JournalDrain::Start(const std::function<void(std::span<const Digest>)>& rec
   for (const auto& e : entries) {
     digests.push_back(e.record.digest);
     Shard& s = ShardOf(e.record.digest);
-    std::lock_guard lk(s.mu);
+    const MutexLock lk(&s.mu);
     Pending& p = s.map[e.record.digest];
     // A digest journalled twice (filter forgot it between): the first record's time is the first sighting.
     if (p.durable && p.time_us <= e.record.time_us) continue;
@@ -95,28 +95,28 @@ bool JournalDrain::Append(const Digest& d, std::string source, WaiterGroup& grou
   const std::int64_t now = time_us != 0 ? time_us : NowUs();
   Shard& s = ShardOf(d);
   {
-    std::lock_guard lk(s.mu);
+    const MutexLock lk(&s.mu);
     Pending& p = s.map[d];
     p.time_us = now;
     p.durable = false;
     p.waiters.emplace_back(&group, std::move(done));
   }
   if (journal_->Append(JournalRecord{d, now, std::move(source)})) return true;
-  std::lock_guard lk(s.mu);
+  const MutexLock lk(&s.mu);
   s.map.erase(d);
   return false;
 }
 
 bool JournalDrain::Holds(const Digest& d) {
   Shard& s = ShardOf(d);
-  std::lock_guard lk(s.mu);
+  const MutexLock lk(&s.mu);
   return s.map.contains(d);
 }
 
 JournalDrain::LookupResult JournalDrain::Lookup(const Digest& d, WaiterGroup& group, Waiter done) {
   LookupResult r;
   Shard& s = ShardOf(d);
-  std::lock_guard lk(s.mu);
+  const MutexLock lk(&s.mu);
   const auto it = s.map.find(d);
   if (it == s.map.end()) return r;
   r.first_seen = FormatTimeUs(it->second.time_us);
@@ -138,7 +138,7 @@ void JournalDrain::OnCommit(std::vector<JournalEntry>& group, JournalFate fate) 
     absl::InlinedVector<std::pair<WaiterGroup*, Waiter>, 1> waiters;
     {
       Shard& s = ShardOf(e.record.digest);
-      std::lock_guard lk(s.mu);
+      const MutexLock lk(&s.mu);
       const auto it = s.map.find(e.record.digest);
       if (it == s.map.end()) continue;
       waiters.swap(it->second.waiters);
@@ -162,7 +162,7 @@ void JournalDrain::OnCommit(std::vector<JournalEntry>& group, JournalFate fate) 
 void JournalDrain::HandOff(std::vector<JournalEntry>& entries, bool recovered) {
   bool behind_backlog;
   {
-    std::lock_guard lk(retry_mu_);
+    const MutexLock lk(&retry_mu_);
     behind_backlog = !backlog_.empty();
   }
   std::size_t i = 0;
@@ -178,10 +178,10 @@ void JournalDrain::HandOff(std::vector<JournalEntry>& entries, bool recovered) {
   }
   if (i == entries.size()) return;
   {
-    std::lock_guard lk(retry_mu_);
+    const MutexLock lk(&retry_mu_);
     for (; i < entries.size(); ++i) backlog_.push_back(Backlogged{std::move(entries[i]), recovered});
   }
-  retry_cv_.notify_one();
+  retry_cv_.Signal();
 }
 
 void JournalDrain::Done(std::span<const WriteBehindDone> rows) {
@@ -196,7 +196,7 @@ void JournalDrain::Done(std::span<const WriteBehindDone> rows) {
     if (r.outcome == Outcome::kUnavailable && stopping) continue;
     {
       Shard& s = ShardOf(r.digest);
-      std::lock_guard lk(s.mu);
+      const MutexLock lk(&s.mu);
       const auto it = s.map.find(r.digest);
       if (it != s.map.end() && it->second.durable && it->second.lsn == r.tag) s.map.erase(it);
     }
@@ -213,22 +213,26 @@ void JournalDrain::Done(std::span<const WriteBehindDone> rows) {
 void JournalDrain::RunRetry() {
   std::vector<Backlogged> chunk;
   std::vector<WriteBehindRow> rows;
-  std::unique_lock lk(retry_mu_);
+  UniqueMutexLock lk(&retry_mu_);
   for (;;) {
-    retry_cv_.wait(lk, [this] { return retry_stop_ || !backlog_.empty(); });
+    while (!retry_stop_ && backlog_.empty()) retry_cv_.Wait(&retry_mu_);
     if (retry_stop_) return;
     const std::size_t n = std::min(backlog_.size(), kRetryChunk);
     chunk.assign(std::make_move_iterator(backlog_.begin()),
                  std::make_move_iterator(backlog_.begin() + static_cast<std::ptrdiff_t>(n)));
     backlog_.erase(backlog_.begin(), backlog_.begin() + static_cast<std::ptrdiff_t>(n));
-    lk.unlock();
+    lk.Unlock();
     rows.clear();
     for (const auto& b : chunk) rows.push_back(RowOf(b.entry, b.recovered));
     const std::size_t k = store_.SubmitWriteBehindGroup(rows, *this);  // a prefix, in order
-    lk.lock();
+    lk.Lock();
     for (std::size_t j = chunk.size(); j-- > k;) backlog_.push_front(std::move(chunk[j]));  // refused: in order
     chunk.clear();
-    if (k < n) retry_cv_.wait_for(lk, kRetryPause, [this] { return retry_stop_; });  // the Store is full
+    if (k < n) {  // the Store is full: pause (StopAppends ends the pause)
+      const auto until = Clock::now() + kRetryPause;
+      while (!retry_stop_ && !retry_cv_.WaitUntil(&retry_mu_, until)) {
+      }
+    }
   }
 }
 
@@ -238,10 +242,10 @@ void JournalDrain::StopAppends() {
   stopping_.store(true);  // from here on a kUnavailable hand-off is the Store giving up at shutdown
   if (journal_) journal_->Stop();
   {
-    std::lock_guard lk(retry_mu_);
+    const MutexLock lk(&retry_mu_);
     retry_stop_ = true;
   }
-  retry_cv_.notify_all();
+  retry_cv_.SignalAll();
   if (retry_.joinable()) retry_.join();
 }
 
@@ -255,11 +259,11 @@ JournalDrainStats JournalDrain::Stats() const {
   JournalDrainStats s;
   if (journal_) s.journal = journal_->Stats();
   for (auto& shard : shards_) {
-    std::lock_guard lk(shard.mu);
+    const MutexLock lk(&shard.mu);
     s.pending += shard.map.size();
   }
   {
-    std::lock_guard lk(retry_mu_);
+    const MutexLock lk(&retry_mu_);
     s.backlog = backlog_.size();
   }
   s.replay_left = replay_left_.load();

@@ -11,12 +11,10 @@
 
 #include <array>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
@@ -28,6 +26,7 @@
 
 #include "core/digest.h"
 #include "core/digest_hash.h"
+#include "core/mutex.h"
 #include "storage/pg/conninfo.h"
 #include "storage/journal.h"
 #include "storage/store.h"
@@ -126,7 +125,7 @@ class JournalDrain final : private WriteBehindSink {
   // 64 shards: the set is touched once per request (Lookup) and once per commit; ~1/64 collision odds.
   static constexpr std::size_t kShards = 64;
   struct alignas(64) Shard {
-    mutable std::mutex mu;
+    mutable Mutex mu;
     absl::flat_hash_map<Digest, Pending, DigestHash, DigestEq> map ABSL_GUARDED_BY(mu);
   };
   Shard& ShardOf(const Digest& d) { return shards_[d[4] % kShards]; }
@@ -145,8 +144,8 @@ class JournalDrain final : private WriteBehindSink {
   std::atomic<bool> stopping_{false};  // StopAppends() called: the Store is about to shut down
   std::uint64_t recovered_ = 0;
 
-  mutable std::mutex retry_mu_;
-  std::condition_variable retry_cv_;
+  mutable Mutex retry_mu_;
+  CondVar retry_cv_;  // wakes the retry thread: backlog to feed, or stop
   struct Backlogged {
     JournalEntry entry;
     bool recovered;

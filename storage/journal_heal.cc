@@ -62,7 +62,7 @@ std::string Journal::FolderProblem() const {
 void Journal::MarkUnusable(const std::string& cause) {
   bool first;
   {
-    std::lock_guard lk(mu_);
+    const MutexLock lk(&mu_);
     first = !unusable_;
     if (first) ++faults_;
     unusable_ = true;
@@ -79,7 +79,7 @@ void Journal::MarkUnusable(const std::string& cause) {
 void Journal::TryHeal() {
   next_probe_ = Clock::now() + kProbeInterval;
   {
-    std::lock_guard lk(mu_);
+    const MutexLock lk(&mu_);
     if (!buffer_.empty()) return;  // records appended before the fault are refused on the next pass first
   }
   std::string failure;
@@ -98,7 +98,7 @@ void Journal::TryHeal() {
   if (!failure.empty()) {
     bool changed;
     {
-      std::lock_guard lk(mu_);
+      const MutexLock lk(&mu_);
       changed = cause_ != failure;
       cause_ = failure;
     }
@@ -108,7 +108,7 @@ void Journal::TryHeal() {
     return;
   }
   {
-    std::lock_guard lk(mu_);
+    const MutexLock lk(&mu_);
     // Nothing is buffered (Append refuses while unusable) and no LSN past the durable end is outstanding (a
     // failed group's are erased): the log continues at the durable end, where the active segment now ends.
     next_lsn_ = durable_lsn_;
@@ -219,7 +219,7 @@ void Journal::CopySegments() {
   }
   std::string data;
   {
-    std::lock_guard lk(mu_);
+    const MutexLock lk(&mu_);
     Put(data, checkpoint_lsn_);
   }
   Put(data, Crc32c(data));
@@ -255,7 +255,7 @@ void Journal::TrimActive() {
   // A rotation that failed may have left the next segment's name holding a header only (no record).
   std::uint64_t durable;
   {
-    std::lock_guard lk(mu_);
+    const MutexLock lk(&mu_);
     durable = durable_lsn_;
   }
   const std::string name = SegmentName(durable);

@@ -134,8 +134,7 @@ void Journal::Recover() {
         e.record.time_us = Load<std::int64_t>(p + 32);
         e.record.source.assign(p + kFixedPayload, static_cast<unsigned char>(p[40]));
         e.lsn = lsn;
-        outstanding_.insert(lsn);
-        recovered_.push_back(std::move(e));
+        recovered_.push_back(std::move(e));  // outstanding too: inserted below, under mu_
       }
       pos += kRecordHeader + len;
       lsn += kRecordHeader + len;
@@ -152,7 +151,9 @@ void Journal::Recover() {
     segments_.push_back(Segment{base, name, fd});
     end = lsn;
   }
-  std::lock_guard lk(mu_);
+  // No other thread exists yet; the lock is for the analysis (and costs one uncontended lock per start).
+  const MutexLock lk(&mu_);
+  for (const JournalEntry& e : recovered_) outstanding_.insert(outstanding_.end(), e.lsn);  // ascending LSNs
   checkpoint_lsn_ = checkpoint;
   next_lsn_ = durable_lsn_ = std::max(end, checkpoint);
 }

@@ -6,7 +6,7 @@ namespace scangate::storage {
 
 void StoreMetrics::RecordBatch(std::size_t items, std::uint64_t inserted, std::uint64_t conflicts,
                                std::size_t distinct, double seconds, bool by_copy) {
-  std::lock_guard lk(mu_);
+  const MutexLock lk(&mu_);
   ++batches_;
   copy_batches_ += by_copy ? 1 : 0;
   keys_written_ += distinct;
@@ -20,29 +20,29 @@ void StoreMetrics::RecordBatch(std::size_t items, std::uint64_t inserted, std::u
 }
 
 void StoreMetrics::RecordBatchFailure(std::uint64_t unavailable) {
-  std::lock_guard lk(mu_);
+  const MutexLock lk(&mu_);
   ++batch_failures_;
   unavailable_ += unavailable;
 }
 
 void StoreMetrics::RecordUnavailable(std::uint64_t n) {
-  std::lock_guard lk(mu_);
+  const MutexLock lk(&mu_);
   unavailable_ += n;
 }
 
 void StoreMetrics::RecordDeadLetter() {
-  std::lock_guard lk(mu_);
+  const MutexLock lk(&mu_);
   ++dead_lettered_;
 }
 
 void StoreMetrics::RecordGiveUp(std::uint64_t write_behind_lost, std::uint64_t unavailable) {
-  std::lock_guard lk(mu_);
+  const MutexLock lk(&mu_);
   write_behind_lost_ += write_behind_lost;
   unavailable_ += unavailable;
 }
 
 void StoreMetrics::RecordInDoubt(InDoubt how) {
-  std::lock_guard lk(mu_);
+  const MutexLock lk(&mu_);
   std::uint64_t& counter = how == InDoubt::kCommitted ? in_doubt_committed_
                            : how == InDoubt::kAborted ? in_doubt_aborted_
                                                       : in_doubt_unknown_;
@@ -50,12 +50,12 @@ void StoreMetrics::RecordInDoubt(InDoubt how) {
 }
 
 void StoreMetrics::RecordCopyFallback() {
-  std::lock_guard lk(mu_);
+  const MutexLock lk(&mu_);
   ++copy_fallbacks_;
 }
 
 void StoreMetrics::Snapshot(StoreStats& s) const {
-  std::lock_guard lk(mu_);
+  const MutexLock lk(&mu_);
   s.batches = batches_;
   s.keys_written = keys_written_;
   s.inserted = inserted_;

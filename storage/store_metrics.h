@@ -7,11 +7,12 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <utility>
 #include <vector>
 
 #include <absl/base/thread_annotations.h>
+
+#include "core/mutex.h"
 
 namespace scangate::storage {
 
@@ -66,7 +67,7 @@ class StoreMetrics {
   static constexpr std::array<double, 11> kBatchBounds = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
   static constexpr std::array<double, 11> kCommitBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                                            0.05,   0.1,   0.25,   0.5,   1};
-  mutable std::mutex mu_;  // taken once per batch by a writer; Snapshot() copies under it
+  mutable Mutex mu_;  // taken once per batch by a writer; Snapshot() copies under it
   std::uint64_t batches_ ABSL_GUARDED_BY(mu_) = 0;
   std::uint64_t keys_written_ ABSL_GUARDED_BY(mu_) = 0;
   std::uint64_t inserted_ ABSL_GUARDED_BY(mu_) = 0;

@@ -19,7 +19,7 @@ bool WriterQueue::Push(QueuedItem item, std::size_t batch_limit) {
   const bool write_behind = item.write_behind;
   bool notify;
   {
-    std::lock_guard lk(mu_);
+    const MutexLock lk(&mu_);
     if (stop_ || (!write_behind && !up_)) return false;
     const bool was_empty = queue_.empty() && urgent_.empty();
     // A Submit skips the write-behind backlog (priority lane) unless a row of its digest is pending there.
@@ -34,7 +34,7 @@ bool WriterQueue::Push(QueuedItem item, std::size_t batch_limit) {
     // when it completes a batch; otherwise the writer is already committing or timing the flush.
     notify = !write_behind || was_empty || queue_.size() >= batch_limit;
   }
-  if (notify) cv_.notify_one();
+  if (notify) cv_.Signal();
   return true;
 }
 
@@ -46,19 +46,22 @@ void WriterQueue::PushLocked(QueuedItem item) {
 WriterQueue::Take WriterQueue::TakeBatch(std::vector<QueuedItem>& batch, std::size_t batch_limit,
                                          std::chrono::microseconds flush_interval, std::chrono::milliseconds idle,
                                          std::atomic<std::uint64_t>& cancelled, PendingBound& pending) {
-  std::unique_lock lk(mu_);
+  const MutexLock lk(&mu_);
   for (;;) {
     if (queue_.empty() && urgent_.empty()) {
       if (stop_) return Take::kStopped;
-      if (!cv_.wait_for(lk, idle, [&] { return stop_ || !queue_.empty() || !urgent_.empty(); })) {
-        return Take::kIdle;
+      // Nothing arrives for `idle`: kIdle (the writer looks at its connection).
+      const auto idle_until = std::chrono::steady_clock::now() + idle;
+      while (!stop_ && queue_.empty() && urgent_.empty()) {
+        if (cv_.WaitUntil(&mu_, idle_until)) break;
       }
+      if (!stop_ && queue_.empty() && urgent_.empty()) return Take::kIdle;
       continue;
     }
     if (waiting_ > 0 || stop_ || queue_.size() >= batch_limit) break;
     const auto deadline = queue_.front().enqueued + flush_interval;
     if (StoreClock::now() >= deadline) break;
-    cv_.wait_until(lk, deadline);
+    cv_.WaitUntil(&mu_, deadline);
   }
   // The priority lane's items make a batch of their own (small, never behind write-behind rows; not
   // mixed in, so a write-behind batch stays eligible for COPY). Lanes alternate while both hold items,
@@ -86,7 +89,7 @@ WriterQueue::Take WriterQueue::TakeBatch(std::vector<QueuedItem>& batch, std::si
 
 WriterQueue::Idle WriterQueue::WaitWhileDown(std::chrono::milliseconds pause,
                                              std::chrono::milliseconds shutdown_retry) {
-  std::unique_lock lk(mu_);
+  const MutexLock lk(&mu_);
   if (stop_) {
     if (queue_.empty() && urgent_.empty()) return Idle::kDrained;
     if (!give_up_at_) give_up_at_ = StoreClock::now() + shutdown_retry;
@@ -94,18 +97,20 @@ WriterQueue::Idle WriterQueue::WaitWhileDown(std::chrono::milliseconds pause,
   }
   const bool stop_seen = stop_;
   // Wake early only when Stop() begins: new write-behind items must not cause a reconnect storm.
-  cv_.wait_for(lk, pause, [&] { return stop_ && !stop_seen; });
+  const auto until = std::chrono::steady_clock::now() + pause;
+  while (!(stop_ && !stop_seen) && !cv_.WaitUntil(&mu_, until)) {
+  }
   return Idle::kRetry;
 }
 
 void WriterQueue::MarkUp() {
-  std::lock_guard lk(mu_);
+  const MutexLock lk(&mu_);
   up_ = true;
   up_flag_.store(true);
 }
 
 void WriterQueue::MarkDown(std::vector<QueuedItem>& batch, std::vector<QueuedItem>& failed) {
-  std::lock_guard lk(mu_);
+  const MutexLock lk(&mu_);
   up_ = false;
   up_flag_.store(false);
   // Write-behind items go back to the front, in their original order.
@@ -132,12 +137,12 @@ void WriterQueue::MarkDown(std::vector<QueuedItem>& batch, std::vector<QueuedIte
 
 void WriterQueue::Requeue(std::vector<QueuedItem>& rows) {
   if (rows.empty()) return;
-  std::lock_guard lk(mu_);
+  const MutexLock lk(&mu_);
   for (auto it = rows.rbegin(); it != rows.rend(); ++it) queue_.push_front(std::move(*it));
 }
 
 void WriterQueue::DrainAll(std::vector<QueuedItem>& left) {
-  std::lock_guard lk(mu_);
+  const MutexLock lk(&mu_);
   for (auto& item : queue_) left.push_back(std::move(item));
   for (auto& item : urgent_) left.push_back(std::move(item));
   queue_.clear();
@@ -147,7 +152,7 @@ void WriterQueue::DrainAll(std::vector<QueuedItem>& left) {
 
 void WriterQueue::ReleaseBehind(const std::vector<QueuedItem>& items) {
   if (std::none_of(items.begin(), items.end(), [](const QueuedItem& item) { return item.write_behind; })) return;
-  std::lock_guard lk(mu_);
+  const MutexLock lk(&mu_);
   for (const QueuedItem& item : items) {
     if (!item.write_behind) continue;
     const auto it = behind_.find(item.digest);
@@ -157,10 +162,10 @@ void WriterQueue::ReleaseBehind(const std::vector<QueuedItem>& items) {
 
 void WriterQueue::Stop() {
   {
-    std::lock_guard lk(mu_);
+    const MutexLock lk(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 }  // namespace scangate::storage

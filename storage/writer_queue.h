@@ -9,12 +9,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +22,7 @@
 
 #include "core/digest.h"
 #include "core/digest_hash.h"
+#include "core/mutex.h"
 #include "storage/outcome.h"
 
 namespace scangate::storage {
@@ -81,13 +80,13 @@ class WriterQueue {
   // Group submission (Store::SubmitWriteBehindGroup) holds several queues' locks at once, in writer order:
   // Lock / then PushLocked... / then Unlock. PushLocked takes a write-behind row; WakeAfterGroup says
   // whether the writer must be notified (its queue was empty before the group, or now fills a batch).
-  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION(mu_) { mu_.lock(); }
-  void Unlock() ABSL_UNLOCK_FUNCTION(mu_) { mu_.unlock(); }
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION(mu_) { mu_.Lock(); }
+  void Unlock() ABSL_UNLOCK_FUNCTION(mu_) { mu_.Unlock(); }
   bool stopped_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; }
   bool empty_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.empty() && urgent_.empty(); }
   std::size_t fifo_size_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.size(); }
   void PushLocked(QueuedItem item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Notify() { cv_.notify_one(); }
+  void Notify() { cv_.Signal(); }
 
   // Writer thread: waits for the next batch and moves it into `batch` (up to batch_limit items; the priority
   // lane's items as a batch of their own, lanes alternating while both hold items; write-behind rows wait up
@@ -121,8 +120,8 @@ class WriterQueue {
   bool up() const { return up_flag_.load(); }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;
+  CondVar cv_;
   std::deque<QueuedItem> queue_ ABSL_GUARDED_BY(mu_);   // FIFO: write-behind rows, and Submit items behind them
   std::deque<QueuedItem> urgent_ ABSL_GUARDED_BY(mu_);  // the priority lane: Submit items with no row pending
   std::size_t waiting_ ABSL_GUARDED_BY(mu_) = 0;        // Submit (non-write-behind) items in queue_ + urgent_
