@@ -22,7 +22,7 @@
 #include "server/metrics/metrics.h"
 #include "server/verdict/service.h"
 #include "storage/brin_summarizer.h"
-#include "storage/journal_drain.h"
+#include "storage/journal/journal_drain.h"
 #include "storage/lookup.h"
 #include "storage/pg/conninfo.h"
 #include "storage/startup.h"

@@ -1,6 +1,6 @@
 // Group-commit rate of the two durable-journal candidates for --ack=filter (issue 12), fsync-bound, closed loop:
 // N appender threads each append one record (digest, time, source), wait until it is durable, repeat.
-//   journal: storage/journal.h — segment file, length + CRC32C per record, one write + fdatasync per group.
+//   journal: storage/journal/journal.h — segment file, length + CRC32C per record, one write + fdatasync per group.
 //   sqlite:  SQLite 3 in WAL mode, synchronous=FULL (the WAL is fsynced at every COMMIT), the same group
 //            commit around it: one flusher thread takes whatever accumulated and runs BEGIN; INSERT x n; COMMIT.
 // Usage: journal_bench [--dir DIR] [--seconds S] [--appenders 1,16,64,256]
@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "storage/journal.h"
+#include "storage/journal/journal.h"
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include "core/filter.h"
 #include "server/http/request.h"
 #include "storage/brin_summarizer.h"
-#include "storage/journal_drain.h"
+#include "storage/journal/journal_drain.h"
 #include "storage/store.h"
 
 namespace scangate::server {

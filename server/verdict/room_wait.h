@@ -3,7 +3,7 @@
 // thread and per owner (the Service), kept in the thread's io_context as an Asio service, so its timer and
 // the waiters' callbacks die with that context. Nothing blocks: a waiter is a pair of callbacks; one timer
 // per thread retries the oldest waiters (short capped backoff) while any wait. Sibling: the journal's own
-// wait for room (storage/journal_drain.h, --journal-max-bytes).
+// wait for room (storage/journal/journal_drain.h, --journal-max-bytes).
 // Threading: everything runs on the I/O thread of the executor passed to Park (single-threaded io_context).
 #pragma once
 

@@ -48,7 +48,7 @@
 #include "server/http/request.h"
 #include "storage/brin_summarizer.h"
 #include "storage/exact_store.h"
-#include "storage/journal_drain.h"
+#include "storage/journal/journal_drain.h"
 #include "storage/store.h"
 
 namespace scangate::server {

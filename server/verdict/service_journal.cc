@@ -1,5 +1,5 @@
 // Service's journal hooks (ack=filter, --journal=on): the durable fast path, two steps of the per-key decision
-// (server/verdict/verdict.cc); see storage/journal_drain.h for the invariant.
+// (server/verdict/verdict.cc); see storage/journal/journal_drain.h for the invariant.
 // Waiter groups: one per I/O thread, holding that thread's executor. Every session of an I/O thread runs on
 // the same single-threaded io_context, so posting a batch of waiter calls to the thread's first-seen executor
 // runs each call on its session's thread — one post per thread per group commit, not one per key.

@@ -1,4 +1,4 @@
-// Journal segment files (storage/journal.h "Format", "Pre-zeroed segments"): opening the next segment (the
+// Journal segment files (storage/journal/journal.h "Format", "Pre-zeroed segments"): opening the next segment (the
 // pre-zeroed spare renamed into place, or a new file), closing the active one, and zero-filling the spare a
 // slice at a time between groups. Flusher thread only (Close() after it stopped).
 #include <fcntl.h>
@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "storage/journal.h"
-#include "storage/journal_files.h"
+#include "storage/journal/journal.h"
+#include "storage/journal/journal_files.h"
 
 namespace scangate::storage {
 

@@ -1,4 +1,4 @@
-#include "storage/journal_files.h"
+#include "storage/journal/journal_files.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "storage/journal_drain.h"
+#include "storage/journal/journal_drain.h"
 
 #include <algorithm>
 #include <cstdio>

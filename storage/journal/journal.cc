@@ -1,4 +1,4 @@
-#include "storage/journal.h"
+#include "storage/journal/journal.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -20,7 +20,7 @@
 
 #include "core/thread_name.h"
 #include "storage/histogram.h"
-#include "storage/journal_files.h"
+#include "storage/journal/journal_files.h"
 
 namespace scangate::storage {
 namespace {

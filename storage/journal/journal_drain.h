@@ -1,4 +1,4 @@
-// JournalDrain: the --ack=filter durable fast path around a Journal (storage/journal.h). It appends
+// JournalDrain: the --ack=filter durable fast path around a Journal (storage/journal/journal.h). It appends
 // definitely-new digests, wakes their waiters once the group commit holding them is durable (batched per
 // waiter group, i.e. per I/O thread), hands durable records to the Store's write-behind path, and tells the
 // Journal when PostgreSQL committed them so the checkpoint can pass them.
@@ -28,7 +28,7 @@
 #include "core/digest_hash.h"
 #include "core/mutex.h"
 #include "storage/pg/conninfo.h"
-#include "storage/journal.h"
+#include "storage/journal/journal.h"
 #include "storage/store.h"
 
 namespace scangate::storage {
@@ -95,7 +95,7 @@ class JournalDrain final : private WriteBehindSink {
   // Every record recovered at start is committed in PostgreSQL (part of /readyz). Safe to call concurrently.
   bool replayed() const { return replay_left_.load() == 0; }
   // The journal can take records now. False after a fault (ENOSPC, EIO, its directory removed or replaced)
-  // until its probe heals it (storage/journal.h "Faults heal"): callers then decide new keys exactly, in
+  // until its probe heals it (storage/journal/journal.h "Faults heal"): callers then decide new keys exactly, in
   // PostgreSQL, instead of calling Append(); Lookup() keeps answering pending digests. One atomic load.
   // Safe to call concurrently.
   bool usable() const { return journal_ != nullptr && journal_->usable(); }

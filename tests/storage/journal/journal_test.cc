@@ -1,8 +1,8 @@
-// Unit tests of storage/journal.h: append/recover round trip, torn and corrupted tails (files written by the
+// Unit tests of storage/journal/journal.h: append/recover round trip, torn and corrupted tails (files written by the
 // test) recovered as "good prefix applied, bad tail truncated", checkpoint + segment recycling, the bound,
 // and directories of another database or of a running instance refused; faults (I/O error, removed folder,
 // full disk on a small tmpfs when root) that make the journal unusable and heal by its probe. No PostgreSQL.
-#include "storage/journal.h"
+#include "storage/journal/journal.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -2,7 +2,7 @@
 // Invariant: a record is reported durable (on_commit(..., kDurable)) only after the write holding it returned
 // and fdatasync() of its segment succeeded; recovery applies only whole records whose CRC32C matches, and
 // truncates a torn tail. Use one Journal per directory (an exclusive flock enforces it); the drain that
-// feeds PostgreSQL and answers waiters is storage/journal_drain.h.
+// feeds PostgreSQL and answers waiters is storage/journal/journal_drain.h.
 //
 // Format. The directory holds `meta` (identity of the database it belongs to), `lock` (flock), `checkpoint`
 // and segments `<16 hex lsn>.seg`. An LSN is a byte offset in the logical record stream (segment headers
@@ -27,7 +27,7 @@
 // Bounded: when LSN bytes past the checkpoint would exceed max_bytes, records wait (FIFO) up to full_wait
 // for the checkpoint to advance, then are reported not durable. While records wait, Applied() wakes the
 // flusher, which checkpoints at once and admits what fits (not at its next checkpoint_interval tick).
-// Faults heal (storage/journal_heal.cc). A write or sync error (ENOSPC, EIO), or a segment or directory found
+// Faults heal (storage/journal/journal_heal.cc). A write or sync error (ENOSPC, EIO), or a segment or directory found
 // unlinked or replaced (checked after every group's fdatasync and every ~0.5 s), makes the journal
 // *unusable*: that group is reported kIoError, queued and parked records kRefused, Append() refuses and
 // usable() is false (the server then decides new keys exactly in PostgreSQL). Every ~1 s the flusher probes:

@@ -1,4 +1,4 @@
-// Journal faults and their healing (storage/journal.h "Faults heal"): noticing that the directory or the
+// Journal faults and their healing (storage/journal/journal.h "Faults heal"): noticing that the directory or the
 // active segment is no longer the one written, marking the journal unusable, and the flusher's periodic
 // probe that rebuilds a removed directory from the open segment descriptors, proves a write + fdatasync
 // works, cuts a failed group's bytes off the active segment and makes the journal usable again.
@@ -14,8 +14,8 @@
 #include <filesystem>
 #include <system_error>
 
-#include "storage/journal.h"
-#include "storage/journal_files.h"
+#include "storage/journal/journal.h"
+#include "storage/journal/journal_files.h"
 
 namespace scangate::storage {
 

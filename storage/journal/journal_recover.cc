@@ -1,4 +1,4 @@
-// Journal start-up (storage/journal.h "Format"): the `meta` identity check and the recovery scan of the
+// Journal start-up (storage/journal/journal.h "Format"): the `meta` identity check and the recovery scan of the
 // segments past the checkpoint, truncating a torn tail of the last one. Runs in the constructor, before the
 // flusher exists.
 #include <fcntl.h>
@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <system_error>
 
-#include "storage/journal.h"
-#include "storage/journal_files.h"
+#include "storage/journal/journal.h"
+#include "storage/journal/journal_files.h"
 
 namespace scangate::storage {
 

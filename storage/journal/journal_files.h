@@ -1,5 +1,5 @@
-// File plumbing shared by the journal's translation units (storage/journal.cc, journal_recover.cc,
-// journal_heal.cc): the on-disk constants of the format described in storage/journal.h, errno-throwing
+// File plumbing shared by the journal's translation units (storage/journal/journal.cc, journal_recover.cc,
+// journal_heal.cc): the on-disk constants of the format described in storage/journal/journal.h, errno-throwing
 // write helpers and durable small-file writes. Every path is relative to the journal's directory fd
 // (openat/renameat), so a removed or replaced directory never receives a write meant for the old one.
 // Internal to the journal: nothing outside storage/journal*.cc includes it.

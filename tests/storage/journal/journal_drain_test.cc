@@ -1,9 +1,9 @@
-// Tests storage/journal_drain.h against a real PostgreSQL (CTest fixture "pg"): what the drain tells the
+// Tests storage/journal/journal_drain.h against a real PostgreSQL (CTest fixture "pg"): what the drain tells the
 // journal once the Store has finished a row. A committed row is Applied (the checkpoint passes it, nothing is
 // replayed), a dead-lettered row is Applied too (or it would hold the checkpoint back for ever), and a row the
 // Store gave up at shutdown (database down) is NOT: it is replayed at the next start, and replayed() waits
 // for it. Digests are random, so reruns against the same cluster never collide.
-#include "storage/journal_drain.h"
+#include "storage/journal/journal_drain.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
