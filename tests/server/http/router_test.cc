@@ -15,6 +15,7 @@
 
 #include "core/filter.h"
 #include "storage/store.h"
+#include "tests/server/fake_store.h"
 
 namespace scangate::server {
 namespace {
@@ -22,41 +23,7 @@ namespace {
 namespace http = boost::beast::http;
 namespace json = boost::json;
 
-// Exact insert-if-absent in memory; completions inline (the Service posts them to the session executor).
-class FakeStore final : public storage::ExactStore {
- public:
-  bool Submit(std::uint32_t, const Digest& d, std::string source, storage::Completion done,
-              std::shared_ptr<storage::Ticket>, storage::Expect expect) override {
-    storage::Result r;
-    {
-      const std::lock_guard lock(mu_);
-      ++submits;
-      expects[ToHex(d)] = expect;
-      if (throws) throw std::runtime_error("fake store failure");
-      if (down) return false;
-      auto [it, inserted] = rows.try_emplace(ToHex(d), std::move(source));
-      r.outcome = inserted ? storage::Outcome::kInserted : storage::Outcome::kDuplicate;
-      r.first_seen = "2026-11-30T10:00:00.000000Z";
-      r.first_seen_us = 1'796'032'800'000'000;  // the same instant
-    }
-    done(r);
-    return true;
-  }
-  bool SubmitWriteBehind(std::uint32_t, const Digest& d, std::string source, std::int64_t) override {
-    const std::lock_guard lock(mu_);
-    rows.try_emplace(ToHex(d), std::move(source));
-    return true;
-  }
-  bool up() const override { return !down; }
-  storage::StoreStats Stats() const override { return storage::StoreStats{}; }
-
-  std::mutex mu_;
-  std::map<std::string, std::string> rows;  // digest hex -> source
-  std::map<std::string, storage::Expect> expects;  // digest hex -> the hint of its last Submit
-  int submits = 0;
-  bool down = false;
-  bool throws = false;
-};
+using test_support::FakeStore;
 
 // Lookups answered from a FakeStore's rows (inline), or refused / unavailable on demand.
 class FakeReader final : public storage::DigestReader {
@@ -70,7 +37,7 @@ class FakeReader final : public storage::DigestReader {
       r.status = storage::RecordLookup::Status::kUnavailable;
     } else if (auto it = store_.rows.find(ToHex(d)); it != store_.rows.end()) {
       r.status = storage::RecordLookup::Status::kFound;
-      r.first_seen = "2026-11-30T10:00:00.000000Z";
+      r.first_seen = FakeStore::kFirstSeen;
       if (!it->second.empty()) r.source = it->second;
     } else {
       r.status = storage::RecordLookup::Status::kNotFound;

@@ -16,59 +16,12 @@
 #include "core/filter.h"
 #include "server/verdict/service.h"
 #include "storage/store.h"
+#include "tests/server/fake_store.h"
 
 namespace scangate::server {
 namespace {
 
-// Exact insert-if-absent in memory with test-set faults; completions run inline (the Service hops them to
-// the call's executor through its inbox).
-class FakeStore final : public storage::ExactStore {
- public:
-  bool Submit(std::uint32_t, const Digest& d, std::string source, storage::Completion done,
-              std::shared_ptr<storage::Ticket>, storage::Expect) override {
-    storage::Result r;
-    {
-      const std::lock_guard lock(mu_);
-      ++submits;
-      if (down || Refuse()) return false;
-      if (outcome) {
-        r.outcome = *outcome;
-      } else {
-        auto [it, inserted] = rows.try_emplace(ToHex(d), std::move(source));
-        r.outcome = inserted ? storage::Outcome::kInserted : storage::Outcome::kDuplicate;
-        r.first_seen = "2026-11-30T10:00:00.000000Z";
-        r.first_seen_us = 1'796'032'800'000'000;  // the same instant
-      }
-    }
-    done(r);
-    return true;
-  }
-  bool SubmitWriteBehind(std::uint32_t, const Digest& d, std::string source, std::int64_t) override {
-    const std::lock_guard lock(mu_);
-    ++write_behinds;
-    if (down || refuse_write_behind || Refuse()) return false;
-    rows.try_emplace(ToHex(d), std::move(source));
-    return true;
-  }
-  bool up() const override { return !down; }
-  bool full() const override { return full_refusals > 0; }
-  storage::StoreStats Stats() const override { return storage::StoreStats{}; }
-
-  std::mutex mu_;
-  std::map<std::string, std::string> rows;  // digest hex -> source
-  int submits = 0, write_behinds = 0;
-  bool down = false;
-  bool refuse_write_behind = false;           // the write-behind lane alone refuses (its share of the queue)
-  int full_refusals = 0;                      // the next this many submissions (any lane) find the queue full
-  std::optional<storage::Outcome> outcome;    // every Submit completes with this (kUnavailable, kUnknown)
-
- private:
-  bool Refuse() {
-    if (full_refusals == 0) return false;
-    --full_refusals;
-    return true;
-  }
-};
+using test_support::FakeStore;
 
 // What a route answered for the case's key: "new/filter", "new/exact", "duplicate/exact", "503 <slug>".
 std::string Describe(const Verdict& v) {

@@ -1,0 +1,78 @@
+// FakeStore: an in-memory storage::ExactStore for the server's unit tests (no PostgreSQL): exact
+// insert-if-absent of digests, with faults the test sets (down, a full queue, a refused write-behind lane, a
+// forced outcome, a throwing Submit). Completions run inline, on the caller's thread: the Service hops them to
+// the call's executor through its inbox, as it does for the real Store's writer threads. Used by
+// tests/server/http/router_test.cc and tests/server/verdict/verdict_test.cc.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "core/digest.h"
+#include "storage/exact_store.h"
+#include "storage/store.h"
+
+namespace scangate::server::test_support {
+
+class FakeStore final : public storage::ExactStore {
+ public:
+  // The first_seen every committed outcome carries, and the same instant in µs since the epoch.
+  static constexpr const char* kFirstSeen = "2026-11-30T10:00:00.000000Z";
+  static constexpr std::int64_t kFirstSeenUs = 1'796'032'800'000'000;
+
+  bool Submit(std::uint32_t, const Digest& d, std::string source, storage::Completion done,
+              std::shared_ptr<storage::Ticket>, storage::Expect expect) override {
+    storage::Result r;
+    {
+      const std::lock_guard lock(mu_);
+      ++submits;
+      expects[ToHex(d)] = expect;
+      if (throws) throw std::runtime_error("fake store failure");
+      if (down || Refuse()) return false;
+      if (outcome) {
+        r.outcome = *outcome;
+      } else {
+        auto [it, inserted] = rows.try_emplace(ToHex(d), std::move(source));
+        r.outcome = inserted ? storage::Outcome::kInserted : storage::Outcome::kDuplicate;
+        r.first_seen = kFirstSeen;
+        r.first_seen_us = kFirstSeenUs;
+      }
+    }
+    done(r);
+    return true;
+  }
+  bool SubmitWriteBehind(std::uint32_t, const Digest& d, std::string source, std::int64_t) override {
+    const std::lock_guard lock(mu_);
+    ++write_behinds;
+    if (down || refuse_write_behind || Refuse()) return false;
+    rows.try_emplace(ToHex(d), std::move(source));
+    return true;
+  }
+  bool up() const override { return !down; }
+  bool full() const override { return full_refusals > 0; }
+  storage::StoreStats Stats() const override { return storage::StoreStats{}; }
+
+  std::map<std::string, std::string> rows;         // digest hex -> source
+  std::map<std::string, storage::Expect> expects;  // digest hex -> the hint of its last Submit
+  int submits = 0, write_behinds = 0;
+  bool down = false;
+  bool throws = false;                      // Submit throws (the Service's caller turns it into a 500)
+  bool refuse_write_behind = false;         // the write-behind lane alone refuses (its share of the queue)
+  int full_refusals = 0;                    // the next this many submissions (any lane) find the queue full
+  std::optional<storage::Outcome> outcome;  // every Submit completes with this (kUnavailable, kUnknown)
+
+ private:
+  bool Refuse() {
+    if (full_refusals == 0) return false;
+    --full_refusals;
+    return true;
+  }
+  std::mutex mu_;  // test code: the service calls in from one I/O thread; the lock is belt and braces
+};
+
+}  // namespace scangate::server::test_support
