@@ -12,6 +12,9 @@
 // an ssl_stream over it) and a separate plain-HTTP admin listener (--admin-listen) that alone serves the
 // operational routes. This unit is transport only: what a request means (routes, Origin/CORS, tokens,
 // verdicts, response bodies) is server/http/router.h, asked once after the header and once after the body.
+// This file owns the listener (acceptors, accept back-off, the connection cap), the I/O threads and shutdown;
+// its parts: server/http/session.h (one connection), sweeper.h (connection timeouts), worker.h (one I/O
+// thread's state), tls_context.h (the TLS server context).
 #pragma once
 
 #include <atomic>

@@ -1,7 +1,7 @@
 // Router: everything between "a request was parsed" and "this response goes out", with no sockets — the
 // route table, method and content-type checks, Origin/CORS policy, bearer-token check, dispatch to the
 // Service (verdicts) and the DigestReader (POST /lookup), and response building (problem+json, Allow,
-// WWW-Authenticate, Retry-After, CORS headers). The transport (server/http/http_server.cc: sessions, TLS,
+// WWW-Authenticate, Retry-After, CORS headers). The transport (server/http/session.cc: sessions, TLS,
 // timeouts, limits) calls Admit() once the header is read and Handle() once the body is. Invariant: every
 // request gets exactly one Answer; a request refused by Admit (Origin, token, size) is refused before any
 // body byte is read; exceptions stop here and become 500. Unit-tested without sockets in

@@ -1,7 +1,7 @@
 // Service's backpressure hooks (--queue-wait, issue 8): a request whose Store item is refused because the
 // write queue is full waits for room on its I/O thread (server/verdict/room_wait.h) instead of getting 503 at once.
 // Under a closed-loop overload this turns a flood of fast 503s (which starve PostgreSQL of CPU) into waiting:
-// an HTTP/1.1 session reads no new request while one is unanswered (server/http/http_server.cc), so waiting
+// an HTTP/1.1 session reads no new request while one is unanswered (server/http/session.cc), so waiting
 // requests also stop their connections' reading, and 2xx/s settles at the rate PostgreSQL drains the queue.
 // Bounds: min(--queue-wait, --request-timeout) from the refusal, then 503 unavailable (nothing recorded: the
 // item was never queued). A Store that is down (not full) answers 503 at once, waiting or not.

@@ -1,0 +1,342 @@
+#include "server/http/session.h"
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/bind_handler.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+
+#include "server/http/request.h"
+#include "server/http/sweeper.h"
+#include "server/log.h"
+
+namespace scangate::server {
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+namespace {
+
+constexpr std::size_t kFirstReadBytes = 4096;      // first read of an idle connection (one typical request)
+constexpr std::size_t kLingerDrainBytes = 1 << 20;  // bytes discarded after an error response, then close
+constexpr auto kLingerTimeout = std::chrono::seconds(2);
+constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+
+bool IsHttpParseError(const beast::error_code& ec) {
+  return &ec.category() == &http::make_error_code(http::error::bad_target).category();
+}
+
+// Connection endings a client causes routinely (closing mid-request, resets): not worth a log line.
+bool IsPeerGone(const beast::error_code& ec) {
+  return ec == net::error::connection_reset || ec == net::error::broken_pipe || ec == net::error::eof ||
+         ec == http::error::end_of_stream || ec == http::error::partial_message;
+}
+
+// A session keeps its response buffer's capacity up to this between requests (a verdict is ~150 bytes;
+// /metrics and /dashboard answers are larger and give theirs back).
+constexpr std::size_t kWireKeepBytes = 16 * 1024;
+
+// The whole response — status line, fields, blank line, body — in one contiguous buffer (cleared, its
+// capacity reused per session), written with one async_write of one buffer. The same bytes Beast's
+// http::async_write sends for a string_body response after prepare_payload() (Content-Length, never
+// chunked); its serializer walked a buffers_cat_view of header and body pieces per write, ~3.5 % of
+// scangate's CPU at 256 connections (issue 8's profile).
+void SerializeResponse(const http::response<http::string_body>& res, std::string& out) {
+  out.clear();
+  out += res.version() == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
+  char code[3];
+  const unsigned status = res.result_int();  // 100..999
+  code[0] = static_cast<char>('0' + status / 100 % 10);
+  code[1] = static_cast<char>('0' + status / 10 % 10);
+  code[2] = static_cast<char>('0' + status % 10);
+  out.append(code, sizeof code);
+  out += ' ';
+  out += res.reason();
+  out += "\r\n";
+  for (const auto& field : res) {
+    out += field.name_string();
+    out += ": ";
+    out += field.value();
+    out += "\r\n";
+  }
+  out += "\r\n";
+  out += res.body();
+}
+
+using PlainStream = beast::basic_stream<tcp, IoExecutor>;
+using TlsStream = beast::ssl_stream<PlainStream>;
+
+// One connection. Stream is PlainStream (plain HTTP) or TlsStream (HTTPS):
+// the only difference is the TLS handshake before the first request; timeouts, limits and closing act
+// on the lowest layer (the PlainStream) in both cases.
+template <typename Stream>
+class Session : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
+ public:
+  static constexpr bool kTls = !std::is_same_v<Stream, PlainStream>;
+
+  template <typename... StreamArgs>
+  Session(HttpServer::Worker& w, Listener listener, StreamArgs&&... stream_args)
+      : stream_(std::forward<StreamArgs>(stream_args)...), w_(w), listener_(listener) {
+    w_.sessions.insert(this);
+    // relaxed: a gauge for WaitDrained/kMaxConnections; nothing is published through it.
+    w_.shared.sessions.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~Session() override {
+    w_.sessions.erase(this);
+    w_.shared.sessions.fetch_sub(1, std::memory_order_relaxed);  // relaxed: see constructor
+  }
+
+  // Called on the worker's thread.
+  void Run() {
+    if constexpr (kTls) {
+      phase_ = Phase::kHandshake;
+      SetDeadline(kHandshakeTimeout);
+      stream_.async_handshake(net::ssl::stream_base::server,
+                              beast::bind_front_handler(&Session::OnHandshake, Self()));
+    } else {
+      WaitForRequest();
+    }
+  }
+
+  // Shutdown: a connection waiting for (or reading the header of) its next request is closed now; one in
+  // the middle of a request finishes it and closes after the response (keep_alive is off once stopping).
+  void CloseIfIdle() override {
+    // A pending read (or handshake) completes with operation_aborted.
+    if (phase_ == Phase::kWaiting || phase_ == Phase::kHandshake) Lowest().close();
+  }
+
+  // The sweeper, on the worker's thread: a timeout (header 10 s, body 30 s, idle 60 s, write 30 s, TLS
+  // handshake 10 s, linger 2 s) drops the connection without a response; its pending operation completes
+  // with operation_aborted, which every handler takes as the end of the session, silently.
+  void CloseIfExpired(std::chrono::steady_clock::time_point now) override {
+    if (now < deadline_) return;
+    deadline_ = kNoDeadline;
+    Lowest().close();
+  }
+
+ private:
+  enum class Phase { kHandshake, kWaiting, kBody, kHandling, kWriting, kLingering };
+
+  static constexpr auto kNoDeadline = std::chrono::steady_clock::time_point::max();
+
+  std::shared_ptr<Session> Self() { return this->shared_from_this(); }
+  PlainStream& Lowest() { return beast::get_lowest_layer(stream_); }
+  // The current phase must end within `timeout` (see kSweepInterval).
+  void SetDeadline(std::chrono::steady_clock::duration timeout) { deadline_ = w_.now + timeout + kSweepInterval; }
+
+  // A failed handshake (plain HTTP or an old TLS version on the TLS port, a scanner, a timeout) just ends
+  // the connection: the client gets a TLS alert, the log stays quiet (a client could flood it).
+  void OnHandshake(beast::error_code ec) {
+    if (ec) return;
+    WaitForRequest();
+  }
+
+  const HttpServer::Shared& shared() const { return w_.shared; }
+  Router& router() { return w_.shared.router; }
+
+  void WaitForRequest() {
+    phase_ = Phase::kWaiting;
+    if (w_.shared.stopping.load()) return;  // last reference dropped: the socket closes
+    if (buffer_.size() > 0) {  // a pipelined request is already here
+      ReadHeader();
+      return;
+    }
+    // A new connection must send its first request within the header timeout; a kept-alive one may idle.
+    SetDeadline(first_request_ ? kHeaderReadTimeout : kIdleTimeout);
+    stream_.async_read_some(buffer_.prepare(kFirstReadBytes), beast::bind_front_handler(&Session::OnFirstBytes, Self()));
+  }
+
+  void OnFirstBytes(beast::error_code ec, std::size_t n) {
+    if (ec) return OnReadError(ec, "read");
+    buffer_.commit(n);
+    ReadHeader();
+  }
+
+  void ReadHeader() {
+    start_ = std::chrono::steady_clock::now();  // latency: first byte of the request .. response written
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(kMaxHeaderBytes));
+    // No limit while reading the header: the route's limit is set once the target is known (Content-Length
+    // is checked against it before any body byte is read).
+    parser_->body_limit(boost::none);
+    SetDeadline(kHeaderReadTimeout);
+    http::async_read_header(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::OnReadHeader, Self()));
+  }
+
+  void OnReadHeader(beast::error_code ec, std::size_t) {
+    if (ec) return OnReadError(ec, "read header");
+    first_request_ = false;
+    const auto& req = parser_->get();
+    version_ = req.version();
+    keep_alive_ = req.keep_alive();
+    // Route, Origin policy, size limit, preflight and token: all decided before any body byte is read; a
+    // refused request with a body closes the connection (the body is drained by Linger, never buffered).
+    Router::Admission ad = router().Admit(req.base(), listener_, kTls);
+    route_ = ad.route;
+    body_limit_ = ad.body_limit;
+    if (ad.answer) {
+      ad.answer->close = ad.answer->close || !parser_->is_done();
+      return Send(std::move(*ad.answer));
+    }
+    parser_->body_limit(body_limit_);  // enforced while reading a chunked body
+    if (parser_->is_done()) return Handle();
+    phase_ = Phase::kBody;
+    SetDeadline(kBodyReadTimeout);
+    if (beast::iequals(req[http::field::expect], "100-continue")) {
+      net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
+                       beast::bind_front_handler(&Session::OnContinueWritten, Self()));
+      return;
+    }
+    ReadBody();
+  }
+
+  void OnContinueWritten(beast::error_code ec, std::size_t) {
+    if (ec) return Fail(ec, "write 100-continue");
+    ReadBody();
+  }
+
+  void ReadBody() {
+    SetDeadline(kBodyReadTimeout);
+    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::OnReadBody, Self()));
+  }
+
+  void OnReadBody(beast::error_code ec, std::size_t) {
+    if (ec) return OnReadError(ec, "read body");
+    Handle();
+  }
+
+  // Read errors, expected endings first.
+  void OnReadError(beast::error_code ec, const char* what) {
+    // The client closed the connection between requests: the normal end of keep-alive.
+    if (ec == http::error::end_of_stream || ec == net::error::eof) return;
+    // A read timeout (header 10 s, body 30 s, idle 60 s: CloseIfExpired) or shutdown closed the connection
+    // (operation_aborted, or any error of an operation that found it closed): no response, no log line.
+    if (ec == net::error::operation_aborted || !Lowest().socket().is_open()) return;
+    if (ec == http::error::header_limit) return ReplyProblem(Problem::HeaderTooLarge());
+    if (ec == http::error::body_limit) {
+      return Send(router().ProblemAnswer(Problem::BodyTooLarge(body_limit_), route_, &parser_->get().base(), true));
+    }
+    if (IsHttpParseError(ec) && ec != http::error::partial_message) {
+      return ReplyProblem(Problem::BadRequest("the request is not valid HTTP/1.1: " + ec.message()));
+    }
+    Fail(ec, what);
+  }
+
+  void Handle() {
+    phase_ = Phase::kHandling;
+    deadline_ = kNoDeadline;  // the request's own deadline is the router's (--request-timeout)
+    // The router answers exactly once, on this session's executor (inline or after the Store/Lookup).
+    router().Handle(route_, parser_->get(), stream_.get_executor(), w_.counters,
+                    [self = Self()](Router::Answer a) { self->Send(std::move(a)); });
+  }
+
+  // A transport-level problem (bad HTTP, 431): the connection closes after it.
+  void ReplyProblem(const Problem& p) { Send(router().ProblemAnswer(p, route_, nullptr, /*close=*/true)); }
+
+  void Send(Router::Answer a) {
+    phase_ = Phase::kWriting;
+    res_ = std::move(a.res);
+    res_.version(version_);
+    res_.keep_alive(keep_alive_ && !a.close && !shared().stopping.load());
+    res_.prepare_payload();
+    SerializeResponse(res_, wire_);
+    SetDeadline(kWriteTimeout);
+    net::async_write(stream_, net::buffer(wire_), beast::bind_front_handler(&Session::OnWrite, Self()));
+  }
+
+  void OnWrite(beast::error_code ec, std::size_t) {
+    const auto latency = std::chrono::steady_clock::now() - start_;
+    const unsigned status = res_.result_int();
+    w_.counters.CountRequest(route_, status, latency);
+    if (shared().config.access_log) {
+      // Route label, never the raw target (a client could put a key in it).
+      const std::string method = parser_ ? std::string(http::to_string(parser_->get().method())) : "";
+      Log(LogLevel::kInfo, "access",
+          {{"method", method.empty() || method == "<unknown>" ? "other" : method},
+           {"path", RouteLabel(route_)},
+           {"status", status},
+           {"latency_us", std::chrono::duration_cast<std::chrono::microseconds>(latency).count()}});
+    }
+    if (ec) return Fail(ec, "write");
+    if (!res_.keep_alive()) return Linger();
+    parser_.reset();
+    res_ = {};
+    if (wire_.capacity() > kWireKeepBytes) std::string().swap(wire_);  // a /metrics or /dashboard answer
+    WaitForRequest();
+  }
+
+  // After a closing response: half-close, then discard what the client still sends (e.g. the rest of a
+  // too-large body) for a short while, so it reads the response instead of a reset. Over TLS the TCP
+  // bytes are discarded undecrypted and no close_notify is sent (responses are length-delimited).
+  void Linger() {
+    phase_ = Phase::kLingering;
+    beast::error_code ignored;
+    Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+    buffer_.clear();
+    SetDeadline(kLingerTimeout);
+    DrainSome();
+  }
+
+  void DrainSome() {
+    Lowest().async_read_some(buffer_.prepare(kFirstReadBytes), [self = Self()](beast::error_code ec, std::size_t n) {
+      self->drained_ += n;
+      self->buffer_.clear();
+      // Any error (EOF from the client, the linger timeout, a reset) or the drain cap ends the session.
+      if (ec || self->drained_ > kLingerDrainBytes) return;
+      self->DrainSome();
+    });
+  }
+
+  void Fail(beast::error_code ec, const char* what) {
+    // Closed by us (a timeout, shutdown) or by the client: not worth a log line.
+    if (IsPeerGone(ec) || ec == net::error::operation_aborted || !Lowest().socket().is_open()) return;
+    Log(LogLevel::kWarn, "connection_error", {{"op", what}, {"error", ec.message()}});
+  }
+
+  Stream stream_;
+  HttpServer::Worker& w_;
+  const Listener listener_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  http::response<http::string_body> res_;
+  std::string wire_;  // res_ serialized (SerializeResponse); its capacity is reused by the next response
+  Phase phase_ = Phase::kWaiting;
+  Route route_ = Route::kNotFound;
+  std::size_t body_limit_ = kMaxOtherBodyBytes;  // of route_, from Router::Admit
+  unsigned version_ = 11;
+  bool keep_alive_ = false;
+  bool first_request_ = true;
+  std::size_t drained_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point deadline_ = kNoDeadline;  // CloseIfExpired
+};
+
+}  // namespace
+
+void StartSession(HttpServer::Worker& w, Listener listener, PlainSocket socket) {
+  if (listener == Listener::kMain && w.shared.tls) {
+    std::make_shared<Session<TlsStream>>(w, listener, std::move(socket), *w.shared.tls)->Run();
+  } else {
+    std::make_shared<Session<PlainStream>>(w, listener, std::move(socket))->Run();
+  }
+}
+
+}  // namespace scangate::server
