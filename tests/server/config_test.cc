@@ -220,7 +220,7 @@ TEST(Config, EnvironmentOverride) {
   EXPECT_NE(ParseError({}).find("--ack"), std::string::npos);
 }
 
-// --shards is bounded by the filter's own limit (core/filter.h kMaxShards), so a value the filter would refuse
+// --shards is bounded by the filter's own limit (core/filter_geometry.h kMaxShards), so a value the filter would refuse
 // at start-up is rejected by validation with a message naming the option and the range.
 TEST(Config, ShardsAboveFilterLimitRejected) {
   static_assert(kMaxShards == 4096, "update the expected message below");
