@@ -1,6 +1,6 @@
 // The pure request/response layer of the HTTP service: routing, content-type policy, body parsing and
-// validation with Boost.JSON (and application/x-www-form-urlencoded for /observe and /lookup), and the JSON
-// bodies of answers and RFC 9457 problems. No I/O, no clock, no global state, so it can be unit-tested and
+// validation with Boost.JSON (and application/x-www-form-urlencoded for /observe and /lookup), and the RFC 9457
+// problem bodies (the bodies of successful answers: answer_body.h). No I/O, no clock, no global state, so it can be unit-tested and
 // fuzzed. Invariant: every rejected input yields a Problem with
 // a 4xx status and a stable slug; nothing here ever throws for any byte string given as a body.
 // The I/O side lives in server/http/http_server.h, routing/dispatch in server/http/router.h, the verdict logic in
@@ -15,6 +15,8 @@
 #include <string_view>
 #include <variant>
 #include <vector>
+
+#include "server/http/answer_body.h"
 
 namespace scangate::server {
 
@@ -120,19 +122,5 @@ std::variant<Observation, Problem> ParseObserveForm(std::string_view body);
 // POST /observe/batch body {"keys": ["k", {"key": "k", "source": "s"}, ...]}; any invalid entry rejects
 // the whole batch and the detail names its index.
 std::variant<BatchRequest, Problem> ParseBatch(std::string_view body);
-
-// One answer about one key.
-struct Verdict {
-  bool is_new = false;
-  bool via_filter = false;      // "via": "filter" | "exact"
-  std::string digest_hex;       // 64 lowercase hex chars
-  std::string first_seen;       // RFC 3339; set for duplicates only
-};
-// 201/200 body of POST /observe.
-std::string VerdictBody(const Verdict& v);
-// 200 body of POST /observe/batch: {"results": [...]} in request order.
-std::string BatchBody(std::span<const Verdict> verdicts);
-// 200 body of POST /lookup: {"digest", "first_seen", "source"} (source null when none was recorded).
-std::string LookupBody(std::string_view digest_hex, std::string_view first_seen, const std::optional<std::string>& source);
 
 }  // namespace scangate::server

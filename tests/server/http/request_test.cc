@@ -1,5 +1,5 @@
 // Tests server/http/request.h: routing, the content-type policy, /observe and /observe/batch validation (every
-// 4xx case of the HTTP contract) and the JSON bodies of verdicts and problems.
+// 4xx case of the HTTP contract) and the JSON bodies of problems (answer bodies: answer_body_test.cc).
 #include "server/http/request.h"
 
 #include <gtest/gtest.h>
@@ -212,49 +212,6 @@ TEST(Request, ProblemBody) {
   EXPECT_EQ(Problem::MethodNotAllowed("P\"{<", Route::kObserve).detail.find('"'), std::string::npos);
 }
 
-// Verdict bodies carry the contract's fields; first_seen only for duplicates.
-TEST(Request, VerdictBodies) {
-  Verdict n{true, true, std::string(64, 'a'), ""};
-  json::value v = json::parse(VerdictBody(n));
-  EXPECT_EQ(v.at("verdict").as_string(), "new");
-  EXPECT_EQ(v.at("via").as_string(), "filter");
-  EXPECT_EQ(v.at("digest").as_string(), std::string(64, 'a'));
-  EXPECT_EQ(v.as_object().if_contains("first_seen"), nullptr);
-  Verdict d{false, false, std::string(64, 'b'), "2026-11-29T21:43:09.123456Z"};
-  v = json::parse(VerdictBody(d));
-  EXPECT_EQ(v.at("verdict").as_string(), "duplicate");
-  EXPECT_EQ(v.at("via").as_string(), "exact");
-  EXPECT_EQ(v.at("first_seen").as_string(), "2026-11-29T21:43:09.123456Z");
-  const Verdict both[] = {n, d};
-  v = json::parse(BatchBody(both));
-  ASSERT_EQ(v.at("results").as_array().size(), 2u);
-  EXPECT_EQ(v.at("results").as_array()[1].at("verdict").as_string(), "duplicate");
-}
-
-// The hand-written /observe body is byte-for-byte what Boost.JSON serializes for the same object (field
-// order included), for every verdict/via combination, and text needing escapes is escaped.
-TEST(Request, VerdictBodyMatchesBoostJson) {
-  const auto expected = [](const Verdict& v) {
-    json::object o;
-    o["verdict"] = v.is_new ? "new" : "duplicate";
-    o["digest"] = v.digest_hex;
-    o["via"] = v.via_filter ? "filter" : "exact";
-    if (!v.is_new) o["first_seen"] = v.first_seen;
-    return json::serialize(o);
-  };
-  for (const bool is_new : {true, false}) {
-    for (const bool via_filter : {true, false}) {
-      for (const std::string& first_seen : {std::string("2026-11-29T21:43:09.123456Z"), std::string("a\"b\\c\n")}) {
-        const Verdict v{is_new, via_filter, std::string(64, 'c'), is_new ? "" : first_seen};
-        EXPECT_EQ(VerdictBody(v), expected(v)) << is_new << via_filter << first_seen;
-      }
-    }
-  }
-  const Verdict odd{true, false, "x\"y\x01\xc3\xa9", ""};
-  EXPECT_EQ(VerdictBody(odd), expected(odd));
-  EXPECT_EQ(json::parse(VerdictBody(odd)).at("digest").as_string(), "x\"y\x01\xc3\xa9");
-}
-
 }  // namespace
 }  // namespace scangate::server
 
@@ -337,11 +294,7 @@ TEST(Request, ObservationByContentType) {
   EXPECT_TRUE(CheckContentType("multipart/form-data; boundary=x").has_value());
 }
 
-TEST(Request, LookupAndNewProblems) {
-  const json::object o = json::parse(LookupBody("ab", "2026-11-30T10:00:00.000000Z", std::nullopt)).as_object();
-  EXPECT_EQ(o.at("digest"), "ab");
-  EXPECT_TRUE(o.at("source").is_null());
-  EXPECT_EQ(json::parse(LookupBody("ab", "t", std::string("s"))).at("source"), "s");
+TEST(Request, NewProblems) {
   EXPECT_EQ(Problem::OriginNotAllowed().status, 403u);
   EXPECT_EQ(Problem::OriginNotAllowed().slug, "origin-not-allowed");
   EXPECT_EQ(Problem::NotRecorded().status, 404u);
