@@ -3,7 +3,7 @@
 // living entirely on its thread — no strands, no cross-thread session state. Store completions come back
 // through the Service: a Store writer Post()s them into the IoInbox of the session's I/O thread
 // (server/verdict/io_inbox.h; one per thread, drained in batches by one post), the journal's flusher posts its
-// waiter batches to the same executor (Service::JournalDeliver), and the response is written on that thread.
+// waiter batches to the same executor (the Service's storage::WaiterGroup per I/O thread), and the response is written on that thread.
 // Invariant: every request gets exactly one response, every abusable limit (header/body size, read timeouts)
 // is explicit, and exceptions never escape into Asio.
 // Shutdown: BeginShutdown() closes acceptors and idle connections; busy ones close after their response;

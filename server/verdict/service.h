@@ -28,14 +28,12 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <variant>
 #include <vector>
 
 #include <absl/base/thread_annotations.h>
 #include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include "core/digest.h"
 #include "core/mutex.h"
