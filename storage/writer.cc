@@ -73,8 +73,9 @@ void Writer::Run() {
         continue;
       }
       backoff = kBackoffMin;
-      w.queue.MarkUp();
+      // The line is written before the state flips, so whoever sees the new state finds its line.
       LogPgState(*shared_.log, true, w.index, "");
+      w.queue.MarkUp();
       continue;
     }
     switch (w.queue.TakeBatch(batch, shared_.options.batch_limit, shared_.options.flush_interval,
@@ -99,8 +100,9 @@ void Writer::Run() {
 void Writer::GoDown(std::vector<QueuedItem>& batch, const std::string& error) {
   state_.conn.reset();
   std::vector<QueuedItem> failed;
-  state_.queue.MarkDown(batch, failed);
+  // Logged before the state flips: whoever sees up() false finds the pg_state line (and its cause).
   LogPgState(*shared_.log, false, state_.index, error);
+  state_.queue.MarkDown(batch, failed);
   shared_.metrics.RecordBatchFailure(failed.size());
   DeliverAll(shared_, state_, failed, Outcome::kUnavailable);
 }
