@@ -69,13 +69,17 @@ RecentSet::Shard& RecentSet::ShardOf(const Digest& d) const {
   return shards_[index];
 }
 
-void RecentSet::InsertConcurrently(const Digest& d, std::int64_t first_seen_us) {
+void RecentSet::InsertConcurrently(const Digest& d, std::int64_t first_seen_us, std::int64_t expired_before_us) {
   if (!enabled()) return;
   Shard& s = ShardOf(d);
   const MutexLock lock(&s.mu);
-  if (s.current.contains(d)) return;
+  if (const auto it = s.current.find(d); it != s.current.end()) {
+    if (it->second < expired_before_us) it->second = first_seen_us;  // an expired record, recorded anew
+    return;
+  }
   if (const auto it = s.previous.find(d); it != s.previous.end()) {
-    first_seen_us = it->second;  // the first record wins; refreshed into the current generation
+    // The first record wins (unless expired); refreshed into the current generation.
+    if (it->second >= expired_before_us) first_seen_us = it->second;
     s.previous.erase(it);
   }
   s.AddLocked(d, first_seen_us, generation_capacity_);

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -36,9 +37,12 @@ class RecentSet {
   RecentSet& operator=(const RecentSet&) = delete;
 
   // Records `d` as recorded with `first_seen_us`. An entry already held keeps its own (earlier) first_seen:
-  // the first record of a digest wins. May forget other entries (rotation). No-op when disabled.
+  // the first record of a digest wins — unless that entry is older than `expired_before_us` (the
+  // de-duplication horizon's edge: its record has expired and the key was recorded anew), which is replaced.
+  // May forget other entries (rotation). No-op when disabled.
   // Threading: safe to call concurrently with every member function (locks one shard).
-  void InsertConcurrently(const Digest& d, std::int64_t first_seen_us);
+  void InsertConcurrently(const Digest& d, std::int64_t first_seen_us,
+                          std::int64_t expired_before_us = std::numeric_limits<std::int64_t>::min());
   // The first_seen `d` was inserted with, if it is still held; nullopt when it never was, or was forgotten.
   // A hit in the previous generation promotes the entry to the current one.
   // Threading: safe to call concurrently with every member function (locks one shard).

@@ -22,6 +22,7 @@
 #include "server/metrics/metrics.h"
 #include "server/verdict/service.h"
 #include "storage/brin_summarizer.h"
+#include "storage/expiry.h"
 #include "storage/journal/journal_drain.h"
 #include "storage/lookup.h"
 #include "storage/pg/conninfo.h"
@@ -82,6 +83,7 @@ storage::StoreOptions MakeStoreOptions(const Config& config) {
   o.batch_limit = config.batch_limit;
   o.flush_interval = config.flush_interval;
   o.queue_limit = config.queue_limit;
+  o.retention = config.retention;
   o.log = StorageLogSink();  // one log stream: storage's events go through server::Log
   o.statement_timeout = config.request_timeout + kStatementTimeoutMargin;
   o.tcp_user_timeout = std::max<std::chrono::milliseconds>(kTcpUserTimeoutMin, o.statement_timeout);
@@ -205,6 +207,7 @@ std::optional<int> App::OpenJournal() {
     storage::JournalOptions jo;
     jo.dir = config_.journal_dir;
     jo.max_bytes = config_.journal_max_bytes;
+    jo.retention = config_.retention;  // recovered records past the horizon are skipped
     jo.log = store_options_.log;  // one log stream
     // The identity of the database the journal belongs to; PostgreSQL answered Store::Start() a moment ago,
     // so a failure here is retried like the start itself.
@@ -247,8 +250,10 @@ void App::StartReaders() {
   lookup_defaults.statement_timeout = store_options_.statement_timeout;
   lookup_defaults.tcp_user_timeout = store_options_.tcp_user_timeout;
   lookup_defaults.application_name = "scangate-lookup";
-  lookups_ = std::make_unique<storage::Lookup>(
-      storage::LookupOptions{storage::WithConnectionDefaults(config_.database_url, lookup_defaults)});
+  storage::LookupOptions lookup_options;
+  lookup_options.url = storage::WithConnectionDefaults(config_.database_url, lookup_defaults);
+  lookup_options.retention = config_.retention;
+  lookups_ = std::make_unique<storage::Lookup>(std::move(lookup_options));
   lookups_->Start();
   // The first_seen BRIN index is summarized from here (sql/003: autosummarize cannot keep up); a pass may
   // read every range a long outage of it left, hence the warm load's long bound.
@@ -262,6 +267,16 @@ void App::StartReaders() {
   brin_ = std::make_unique<storage::BrinSummarizer>(std::move(brin_options));
   brin_->Start();
   service_->AttachBrinSummarizer(brin_.get());
+  // The horizon's expiry (storage/expiry.h); with --retention=off it only reads the table's vital signs.
+  storage::ConnectionDefaults expiry_defaults = brin_defaults;
+  expiry_defaults.application_name = "scangate-expiry";
+  storage::ExpiryOptions expiry_options;
+  expiry_options.conninfo = storage::WithConnectionDefaults(config_.database_url, expiry_defaults);
+  expiry_options.retention = config_.retention;
+  expiry_options.log = store_options_.log;
+  expiry_ = std::make_unique<storage::Expiry>(std::move(expiry_options));
+  expiry_->Start();
+  service_->AttachExpiry(expiry_.get());
 }
 
 std::optional<int> App::Listen() {
@@ -277,6 +292,7 @@ std::optional<int> App::Listen() {
     store_->Shutdown();
     lookups_->Shutdown();
     brin_->Shutdown();
+    expiry_->Shutdown();
     return kExitStartup;
   }
   json::object fields{{"address", config_.listen}, {"port", server_->port()}, {"threads", config_.threads},
@@ -300,7 +316,10 @@ void App::StartWarmLoad() {
           if (stop_requested_.load()) return true;  // abandoned at shutdown
           const auto t0 = std::chrono::steady_clock::now();
           try {
-            const std::uint64_t keys = store_->WarmLoad(config_.window, [this](std::span<const Digest> chunk) {
+            // Rows past the horizon count as absent: not loaded (they would only send their keys to PostgreSQL).
+            const auto window = config_.retention.count() > 0 ? std::min(config_.window, config_.retention)
+                                                              : config_.window;
+            const std::uint64_t keys = store_->WarmLoad(window, [this](std::span<const Digest> chunk) {
               if (stop_requested_.load()) throw WarmAborted{};
               filter_->InsertBatchConcurrently(chunk);
               filter_->PublishPendingInserts();  // a stream thread's pending counts die with it otherwise
@@ -357,6 +376,7 @@ void App::Shutdown() {
   server_->Stop();
   lookups_->Shutdown();
   brin_->Shutdown();
+  expiry_->Shutdown();
   const storage::StoreStats st = store_->Stats();
   Log(LogLevel::kInfo, "shutdown",
       {{"phase", "done"}, {"keys_written", st.keys_written}, {"write_behind_lost", st.write_behind_lost}});

@@ -27,6 +27,7 @@ namespace scangate::storage {
 class JournalDrain;
 class Lookup;
 class BrinSummarizer;
+class Expiry;
 }  // namespace scangate::storage
 
 namespace scangate::server {
@@ -81,6 +82,7 @@ class App {
   std::unique_ptr<Service> service_;
   std::unique_ptr<storage::Lookup> lookups_;
   std::unique_ptr<storage::BrinSummarizer> brin_;
+  std::unique_ptr<storage::Expiry> expiry_;
   std::unique_ptr<Router> router_;
   std::unique_ptr<HttpServer> server_;
   std::unique_ptr<FilterRotationLog> rotation_log_;

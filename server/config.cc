@@ -28,7 +28,6 @@ constexpr std::string_view kEnvPrefix = "SCANGATE_";
 constexpr unsigned kMaxThreads = 1024;
 constexpr unsigned kMaxWriters = 64;
 constexpr std::size_t kMaxBatchLimit = 100'000;
-constexpr auto kMinWindow = std::chrono::seconds(1);
 constexpr auto kMaxFlushInterval = std::chrono::seconds(10);
 // --flush-interval=auto. Without the journal the lag is what a crash loses: keep it short. With the journal
 // the rows are durable before their answer, so the lag only sizes PostgreSQL's transactions. Measured (bench/
@@ -180,7 +179,11 @@ po::options_description Options() {
       ("capacity", n(d.capacity), "expected distinct keys per window (whole filter)")
       ("fp-target", s(FormatFraction(d.fp_target)), "false-positive target of a filter query, in (0, 0.5)")
       ("window", s(std::to_string(std::chrono::duration_cast<std::chrono::hours>(d.window).count()) + "h"),
-       "filter generation lifetime and warm-start window; units s m h d (e.g. 24h, 7d)")
+       "filter generation lifetime and warm-start window; units s m h d (e.g. 24h, 7d). Default: --retention "
+       "when that is set, else 24h; must be at least --retention")
+      ("retention", s("window"), "de-duplication horizon: a key seen again within it of its first sighting is "
+                                 "'duplicate', an older record counts as absent and is deleted from PostgreSQL; "
+                                 "units s m h d, or off (keep every record for ever). Default: the --window")
       ("shards", n(d.shards), "filter shards, a power of two")
       ("filter", on_off(d.filter), "on|off; off = every key takes the exact path (benchmarks)")
       ("recent-keys", n(d.recent_keys), "keys this instance knows are recorded, kept in memory (~47 bytes each) "
@@ -329,9 +332,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
 
   c.capacity = ParseUnsigned<std::uint64_t>(str("capacity"), "capacity", 1, std::uint64_t{1} << 40);
   c.fp_target = ParseFraction(str("fp-target"), "fp-target");
-  const auto window = ParseDuration(str("window"), {"s", "m", "h", "d"}, "window");
-  if (window < kMinWindow) throw ConfigError("--window: must be at least 1s");
-  c.window = std::chrono::duration_cast<std::chrono::seconds>(window);
+  ParseHorizon(str("window"), !vm["window"].defaulted(), str("retention"), c);
   c.shards = ParseUnsigned<std::uint32_t>(str("shards"), "shards", 1, scangate::kMaxShards);
   if ((c.shards & (c.shards - 1)) != 0) {
     throw ConfigError("--shards: must be a power of two, got " + std::to_string(c.shards));
@@ -409,6 +410,7 @@ boost::json::object Describe(const Config& c) {
   o["capacity"] = c.capacity;
   o["fp_target"] = c.fp_target;
   o["window_seconds"] = c.window.count();
+  o["retention_seconds"] = c.retention.count();  // 0 = off
   o["shards"] = c.shards;
   o["ack"] = c.ack == AckMode::kCommit ? "commit" : "filter";
   o["writers"] = c.writers;

@@ -32,6 +32,10 @@ struct Config {
   std::uint64_t capacity = 10'000'000;
   double fp_target = 0.01;
   std::chrono::seconds window = std::chrono::hours(24);
+  // The de-duplication horizon (--retention): a key observed again within it of its first observation is
+  // `duplicate`; a record older than it counts as absent (`new` again) and is deleted by the expiry. 0 = off
+  // (records kept for ever). Default: --window; --window defaults to it; window < retention is refused.
+  std::chrono::seconds retention = std::chrono::hours(24);
   std::uint32_t shards = 64;
   AckMode ack = AckMode::kCommit;
   // The PostgreSQL writers' defaults are the store's own (storage/store_options.h).
@@ -103,6 +107,12 @@ std::chrono::nanoseconds ParseDuration(std::string_view text, const std::vector<
 // The libpq URL (or keyword/value string) as parsed by libpq, rendered "keyword=value ..." with password
 // and sslpassword replaced by "***"; "<unparsable>" (nothing of the input) when libpq cannot parse it.
 std::string RedactDatabaseUrl(std::string_view url);
+
+// Sets c.window and c.retention from --window (`window_given`: set by the user, not defaulted) and
+// --retention ("window" = the default: follow --window; "off"; or a duration, s m h d). --window follows
+// --retention when only that is given; both given with window < retention throws ConfigError (the filter would
+// forget keys PostgreSQL still counts as seen, and --ack=filter would answer them `new`). server/config_horizon.cc.
+void ParseHorizon(std::string_view window, bool window_given, std::string_view retention, Config& c);
 
 // Effective configuration for the start-up log line (password redacted, secret only as "set"/"unset").
 boost::json::object Describe(const Config& c);

@@ -12,10 +12,13 @@ namespace scangate::storage {
 namespace {
 constexpr auto kBackoffMin = std::chrono::milliseconds(50);
 constexpr const char* kLookupName = "scangate_lookup";
-// One digest's row; first_seen in the same RFC 3339 shape as the writers' verdicts.
+// One digest's row; first_seen in the same RFC 3339 shape as the writers' verdicts. $2 = the horizon in µs
+// (0 = off): a row older than it has expired — the next observation of the key is `new` — so it is not
+// reported, whether or not the expiry (storage/expiry.h) has deleted it yet.
 constexpr const char* kLookupSql = R"sql(
 SELECT to_char(first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), source
-FROM scan_keys WHERE digest = $1
+FROM scan_keys
+WHERE digest = $1 AND ($2::int8 = 0 OR first_seen >= now() - $2::int8 * interval '1 microsecond')
 )sql";
 }  // namespace
 
@@ -67,7 +70,9 @@ bool Lookup::Find(const Digest& d, LookupDone done) {
 
 RecordLookup Lookup::Read(const Digest& d) {
   pqxx::nontransaction tx(conn_->c);  // one SELECT: atomic on its own, no BEGIN/COMMIT round trips
-  const pqxx::result r = tx.exec_prepared(kLookupName, pqxx::binarystring(d.data(), d.size()));
+  const pqxx::result r = tx.exec_prepared(
+      kLookupName, pqxx::binarystring(d.data(), d.size()),
+      static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::microseconds>(options_.retention).count()));
   RecordLookup out;
   if (r.empty()) {
     out.status = RecordLookup::Status::kNotFound;

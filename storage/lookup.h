@@ -44,6 +44,7 @@ struct LookupOptions {
   std::string url;                                        // libpq URL
   std::size_t queue_limit = 1024;                         // queued reads; beyond it Find refuses (503)
   std::chrono::milliseconds reconnect_backoff_max{2000};  // backoff doubles from 50 ms up to this
+  std::chrono::seconds retention{0};  // the horizon (StoreOptions::retention): older rows are kNotFound; 0 = off
 };
 
 class Lookup final : public DigestReader {

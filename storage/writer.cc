@@ -21,6 +21,7 @@ constexpr std::chrono::milliseconds kIdleConnectionCheck{250};
 
 Writer::Writer(StoreShared& shared, unsigned index) : shared_(shared), runner_(shared, state_) {
   state_.index = index;
+  state_.retention = shared.options.retention;
 }
 
 void Writer::ConnectFirst() {

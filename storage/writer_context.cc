@@ -17,7 +17,7 @@ bool ConnectWriter(WriterState& w, const std::string& conninfo, std::string* err
     // Sources are validated UTF-8: say so, or a non-UTF-8 database would store them as mojibake (and one
     // it cannot convert is rejected per row: see BatchRunner).
     conn->set_client_encoding("UTF8");
-    BatchStatement::Prepare(*conn);
+    BatchStatement::Prepare(*conn, w.retention);
     w.conn = std::move(conn);
     return true;
   } catch (const std::exception& e) {

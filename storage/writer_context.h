@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,6 +35,7 @@ struct StoreShared {
 
 struct WriterState {
   unsigned index = 0;
+  std::chrono::seconds retention{0};     // StoreOptions::retention: the batch statements' horizon
   WriterQueue queue;
   std::unique_ptr<PgConnection> conn;      // writer thread only
   std::vector<WriteBehindDone> sink_rows;  // writer thread only: Deliver's batch for a WriteBehindSink

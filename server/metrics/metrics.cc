@@ -8,6 +8,8 @@
 #include <boost/json/serialize.hpp>
 
 #include "server/metrics/filter_telemetry.h"
+#include "server/metrics/prom_writer.h"
+#include "server/metrics/table_metrics.h"
 
 namespace scangate::server {
 namespace {
@@ -22,60 +24,6 @@ std::size_t StatusSlot(unsigned status) {
 std::string StatusLabel(std::size_t slot) {
   return slot < kCountedStatuses.size() ? std::to_string(kCountedStatuses[slot]) : "other";
 }
-
-// Shortest round-trip decimal form of a double, as Prometheus clients write sample values.
-std::string Num(double v) {
-  char buf[32];
-  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  return ec == std::errc() ? std::string(buf, p) : "NaN";
-}
-
-class Writer {
- public:
-  void Header(std::string_view name, std::string_view type, std::string_view help) {
-    out_ += "# HELP ";
-    out_ += name;
-    out_ += ' ';
-    out_ += help;
-    out_ += "\n# TYPE ";
-    out_ += name;
-    out_ += ' ';
-    out_ += type;
-    out_ += '\n';
-  }
-  void Sample(std::string_view name, std::string_view labels, std::string_view value) {
-    out_ += name;
-    if (!labels.empty()) {
-      out_ += '{';
-      out_ += labels;
-      out_ += '}';
-    }
-    out_ += ' ';
-    out_ += value;
-    out_ += '\n';
-  }
-  void Sample(std::string_view name, std::string_view labels, std::uint64_t v) { Sample(name, labels, std::to_string(v)); }
-  void Sample(std::string_view name, std::string_view labels, double v) { Sample(name, labels, Num(v)); }
-  // A histogram from cumulative (le, count) buckets; `labels` (may be empty) precede le.
-  void Histogram(std::string_view name, const std::string& labels,
-                 const std::vector<std::pair<double, std::uint64_t>>& cumulative, double sum, std::uint64_t count) {
-    const std::string prefix = labels.empty() ? "" : labels + ",";
-    const std::string bucket = std::string(name) + "_bucket";
-    bool has_inf = false;
-    for (const auto& [le, c] : cumulative) {
-      const bool inf = le == std::numeric_limits<double>::infinity();
-      has_inf = has_inf || inf;
-      Sample(bucket, prefix + "le=\"" + (inf ? std::string("+Inf") : Num(le)) + "\"", c);
-    }
-    if (!has_inf) Sample(bucket, prefix + "le=\"+Inf\"", count);
-    Sample(std::string(name) + "_sum", labels, sum);
-    Sample(std::string(name) + "_count", labels, count);
-  }
-  std::string Take() { return std::move(out_); }
-
- private:
-  std::string out_;
-};
 
 }  // namespace
 
@@ -137,7 +85,7 @@ double LatencyQuantile(const std::array<std::uint64_t, kLatencySlots>& per_bucke
 }
 
 std::string RenderPrometheus(const MetricsSnapshot& s) {
-  Writer w;
+  PromWriter w;
   w.Header("scangate_http_requests_total", "counter", "HTTP requests answered, by route and status code.");
   for (std::size_t r = 0; r < kRouteCount; ++r) {
     for (std::size_t c = 0; c < kStatusSlots; ++c) {
@@ -241,17 +189,7 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
            "Binary COPY batches aborted by a row already present (stale filter, another instance, a journal "
            "replay) and re-run through INSERT ... ON CONFLICT.");
   w.Sample("scangate_copy_fallbacks_total", "", s.store.copy_fallbacks);
-  if (s.brin) {
-    w.Header("scangate_brin_summarized_ranges_total", "counter",
-             "Block ranges of the first_seen BRIN index summarized by scangate (storage/brin_summarizer.h).");
-    w.Sample("scangate_brin_summarized_ranges_total", "", s.brin->ranges);
-    w.Header("scangate_brin_summarize_failures_total", "counter",
-             "BRIN summarize passes that failed (connection, lock timeout behind a VACUUM, any error).");
-    w.Sample("scangate_brin_summarize_failures_total", "", s.brin->failures);
-    w.Header("scangate_brin_summarize_stopped", "gauge",
-             "1 when the BRIN summarizer gave up for good (not the index owner, or no such index).");
-    w.Sample("scangate_brin_summarize_stopped", "", std::uint64_t{s.brin->stopped ? 1u : 0u});
-  }
+  WriteTableMetrics(w, s);
   w.Header("scangate_pg_batch_size", "histogram", "Keys per PostgreSQL transaction.");
   w.Histogram("scangate_pg_batch_size", "", s.store.batch_size_buckets, s.store.batch_size_sum,
               s.store.batch_size_count);
@@ -396,12 +334,7 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
                          {"commit_in_doubt", json::object{{"committed", st.in_doubt_committed},
                                                           {"aborted", st.in_doubt_aborted},
                                                           {"unknown", st.in_doubt_unknown}}}};
-  if (s.brin) {
-    o["brin"] = json::object{{"passes", s.brin->passes},
-                             {"ranges", s.brin->ranges},
-                             {"failures", s.brin->failures},
-                             {"stopped", s.brin->stopped}};
-  }
+  AddTableStats(o, s);
   if (s.journal) {
     const storage::JournalDrainStats& j = *s.journal;
     o["journal"] = json::object{

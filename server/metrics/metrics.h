@@ -16,6 +16,7 @@
 #include "core/filter.h"
 #include "server/http/request.h"
 #include "storage/brin_summarizer.h"
+#include "storage/expiry.h"
 #include "storage/journal/journal_drain.h"
 #include "storage/store.h"
 
@@ -83,6 +84,8 @@ struct MetricsSnapshot {
   double uptime_seconds = 0;  // since the service started (a monotonic clock for rates)
   std::optional<storage::JournalDrainStats> journal;  // ack=filter with the journal on
   std::optional<storage::BrinSummarizerStats> brin;   // the first_seen BRIN summarizer, when one runs
+  std::optional<storage::ExpiryStats> expiry;         // the horizon's expiry and the table's vital signs
+  std::int64_t retention_seconds = 0;                 // the horizon (--retention); 0 = off
 };
 
 // Quantile q (0..1) of a latency histogram (per-bucket counts over kLatencyBuckets, + Inf last), by linear

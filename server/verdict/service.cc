@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -32,15 +33,25 @@ Service::Service(const Config& config, Digester digester, ShardedFilter& filter,
       store_(store),
       metrics_(metrics),
       window_seconds_(std::chrono::duration<double>(config.window).count()),
+      retention_(config.retention),
       fp_target_(config.fp_target),
       filter_telemetry_(filter),
       recent_(config.recent_keys),
       journal_(journal),
       instance_id_(NextInstanceId()) {}
 
+std::int64_t Service::ExpiredBeforeUs() const {
+  if (retention_.count() <= 0) return std::numeric_limits<std::int64_t>::min();
+  const auto now = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::system_clock::now().time_since_epoch());
+  return (now - std::chrono::duration_cast<std::chrono::microseconds>(retention_)).count();
+}
+
 bool Service::RecentKnown(const Digest& d, Verdict& v, ThreadCounters& counters) {
   const std::optional<std::int64_t> first_seen_us = recent_.FindConcurrently(d);
   if (!first_seen_us) return false;
+  // Past the horizon the record counts as absent: PostgreSQL decides (it takes the row over: `new`).
+  if (*first_seen_us < ExpiredBeforeUs()) return false;
   v.is_new = false;
   v.via_filter = false;
   v.first_seen = Rfc3339Micros(*first_seen_us);
@@ -52,7 +63,7 @@ void Service::RememberStored(const Digest& d, const storage::Result& r) {
   if (!recent_.enabled()) return;
   if (r.outcome != storage::Outcome::kInserted && r.outcome != storage::Outcome::kDuplicate) return;
   // No first_seen: not remembered (forgetting is always safe; the next repeat asks PostgreSQL).
-  if (!r.first_seen.empty()) recent_.InsertConcurrently(d, r.first_seen_us);
+  if (!r.first_seen.empty()) recent_.InsertConcurrently(d, r.first_seen_us, ExpiredBeforeUs());
 }
 
 void Service::Observe(const Observation& obs, const net::any_io_executor& ex, ThreadCounters& counters,
@@ -108,6 +119,8 @@ MetricsSnapshot Service::Snapshot() const {
   s.recent_capacity = recent_.bound();
   if (journal_ != nullptr) s.journal = journal_->Stats();
   if (brin_ != nullptr) s.brin = brin_->Stats();
+  if (expiry_ != nullptr) s.expiry = expiry_->Stats();
+  s.retention_seconds = retention_.count();
   return s;
 }
 

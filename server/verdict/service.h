@@ -45,6 +45,7 @@
 #include "server/metrics/metrics.h"
 #include "server/http/request.h"
 #include "storage/brin_summarizer.h"
+#include "storage/expiry.h"
 #include "storage/exact_store.h"
 #include "storage/journal/journal_drain.h"
 #include "storage/store.h"
@@ -87,6 +88,7 @@ class Service {
 
   // The first_seen BRIN summarizer whose counters Snapshot() reports (null: none). Call before serving.
   void AttachBrinSummarizer(const storage::BrinSummarizer* s) { brin_ = s; }
+  void AttachExpiry(const storage::Expiry* e) { expiry_ = e; }
 
   // Every counter now; the filter's per-shard figures from the latest RefreshTelemetry() (age reported).
   MetricsSnapshot Snapshot() const;
@@ -144,8 +146,11 @@ class Service {
   void WaitForRoom(const boost::asio::any_io_executor& ex, ThreadCounters& counters, std::function<bool()> submit,
                    std::function<void(Problem)> refuse);
 
-  // The recent set: true (and `v` a duplicate with its first_seen, the hit counted) when `d` is in it.
+  // The recent set: true (and `v` a duplicate with its first_seen, the hit counted) when `d` is in it with a
+  // first_seen within the horizon (an older entry is not an answer: PostgreSQL decides).
   bool RecentKnown(const Digest& d, Verdict& v, ThreadCounters& counters);
+  // µs since the epoch before which a record has expired (now - --retention); the minimum when off.
+  std::int64_t ExpiredBeforeUs() const;
   // Puts `d` into the recent set when `r` is a committed fact (kInserted/kDuplicate with a first_seen).
   // Any thread (writer threads call it).
   void RememberStored(const Digest& d, const storage::Result& r);
@@ -186,6 +191,8 @@ class Service {
   Metrics& metrics_;
   std::atomic<bool> warm_{false};
   const double window_seconds_;
+  // The horizon (--retention; 0 = off): a recent-set entry older than it is not an answer (verdict.cc).
+  const std::chrono::seconds retention_;
   const double fp_target_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   FilterTelemetry filter_telemetry_;  // after filter_: samples it on construction
@@ -193,6 +200,7 @@ class Service {
   RecentSet recent_;
   storage::JournalDrain* const journal_;
   const storage::BrinSummarizer* brin_ = nullptr;  // set before serving, read-only afterwards
+  const storage::Expiry* expiry_ = nullptr;        // as brin_
   const std::uint64_t instance_id_;  // tells this Service's thread-local group apart from an earlier one's
   Mutex groups_mu_;             // taken once per I/O thread (its first journalled or stored request)
   std::vector<std::unique_ptr<JournalGroupSlot>> groups_ ABSL_GUARDED_BY(groups_mu_);

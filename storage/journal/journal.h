@@ -90,6 +90,9 @@ class JournalError : public std::runtime_error {
 
 struct JournalOptions {
   std::string dir;
+  // The de-duplication horizon (--retention; 0 = off). Used by JournalDrain::Start(), not the journal: a
+  // recovered record older than it is expired — neither pending, nor the filter's, nor replayed.
+  std::chrono::seconds retention{0};
   // Identity of the database the records belong to (e.g. "system_identifier=... database=scangate").
   std::string identity;
   std::uint64_t max_bytes = 64ull << 20;     // LSN bytes past the checkpoint; beyond it Append waits

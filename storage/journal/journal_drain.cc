@@ -66,6 +66,21 @@ JournalDrain::~JournalDrain() {
 void JournalDrain::Start(const std::function<void(std::span<const Digest>)>& recovered) {
   journal_ = std::make_unique<Journal>(options_);
   std::vector<JournalEntry> entries = journal_->TakeRecovered();
+  if (options_.retention.count() > 0) {
+    // Expired while scangate was down (by the local clock, which wrote their times): their key's next
+    // observation is `new`, so they are not pending, not the filter's and not replayed; the checkpoint
+    // passes them.
+    const std::int64_t expired_before =
+        NowUs() - std::chrono::duration_cast<std::chrono::microseconds>(options_.retention).count();
+    std::vector<std::uint64_t> expired;
+    std::erase_if(entries, [&](const JournalEntry& e) {
+      if (e.record.time_us >= expired_before) return false;
+      expired.push_back(e.lsn);
+      return true;
+    });
+    recovered_expired_ = expired.size();
+    if (!expired.empty()) journal_->Applied(expired);
+  }
   recovered_ = entries.size();
   replay_left_.store(entries.size());
   std::vector<Digest> digests;
@@ -268,6 +283,7 @@ JournalDrainStats JournalDrain::Stats() const {
   }
   s.replay_left = replay_left_.load();
   s.recovered = recovered_;
+  s.recovered_expired = recovered_expired_;
   return s;
 }
 

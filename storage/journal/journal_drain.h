@@ -54,7 +54,8 @@ struct JournalDrainStats {
   std::uint64_t pending = 0;      // digests journalled (or recovered) and not yet committed in PostgreSQL
   std::uint64_t backlog = 0;      // durable records the Store refused (queue full), retried
   std::uint64_t replay_left = 0;  // recovered records not yet committed in PostgreSQL
-  std::uint64_t recovered = 0;    // records recovered at start
+  std::uint64_t recovered = 0;    // records recovered at start (and within the horizon: replayed)
+  std::uint64_t recovered_expired = 0;  // records recovered at start older than the horizon: skipped
 };
 
 class JournalDrain final : private WriteBehindSink {
@@ -72,8 +73,9 @@ class JournalDrain final : private WriteBehindSink {
   JournalDrain(const JournalDrain&) = delete;
   JournalDrain& operator=(const JournalDrain&) = delete;
 
-  // Opens the journal (throws JournalError for a foreign/locked/corrupt directory), puts every record past
-  // the checkpoint into the pending set, passes their digests to `recovered` (e.g. the filter), hands them to
+  // Opens the journal (throws JournalError for a foreign/locked/corrupt directory), skips the records past
+  // the checkpoint older than the horizon (options.retention: they count as applied, never replayed), puts
+  // every other record past the checkpoint into the pending set, passes their digests to `recovered` (e.g. the filter), hands them to
   // the Store (idempotent: ON CONFLICT DO NOTHING) and starts the flusher. Call once, before serving.
   void Start(const std::function<void(std::span<const Digest>)>& recovered);
 
@@ -143,6 +145,7 @@ class JournalDrain final : private WriteBehindSink {
   std::atomic<std::uint64_t> replay_left_{0};
   std::atomic<bool> stopping_{false};  // StopAppends() called: the Store is about to shut down
   std::uint64_t recovered_ = 0;
+  std::uint64_t recovered_expired_ = 0;
 
   mutable Mutex retry_mu_;
   CondVar retry_cv_;  // wakes the retry thread: backlog to feed, or stop

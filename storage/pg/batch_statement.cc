@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstring>
 #include <libpq-fe.h>
 #include <memory>
@@ -26,19 +27,43 @@ static_assert(kDigestBytes == 32);
 // Rows are inserted in digest order so that concurrent batches wait on each other without deadlocks.
 // extract(epoch ...) is numeric since PostgreSQL 14, so * 1000000 is exact (timestamptz holds whole µs).
 constexpr const char* kInsertName = "scangate_insert_batch";
-constexpr const char* kInsertSql = R"sql(
+constexpr const char* kInsertHead = R"sql(
 WITH ins AS (
-  INSERT INTO scan_keys (digest, source, first_seen)
+  INSERT INTO scan_keys AS k (digest, source, first_seen)
   SELECT d, s, CASE WHEN us = 0 THEN now() ELSE timestamptz 'epoch' + us * interval '1 microsecond' END
   FROM unnest($1::bytea[], $2::text[], $3::int8[]) AS u(d, s, us)
   ORDER BY d
-  ON CONFLICT (digest) DO NOTHING
-  RETURNING digest
+)sql";
+// Without a horizon (--retention=off) a present row is a duplicate for ever.
+constexpr const char* kConflictKeep = "  ON CONFLICT (digest) DO NOTHING\n";
+// With a horizon of R µs: a present row whose first_seen is older than R is expired: it is taken over (its
+// first_seen and source replaced) and RETURNed like an inserted row, so the key is `new` again; a row within
+// R is left alone (a duplicate). Exact with any number of writers: a second writer taking over the same
+// expired row waits for the first one's row lock, re-checks the WHERE on the updated row (now young: no
+// update, no row returned) and reads it as a duplicate; a row the expiry deletes meanwhile makes ON CONFLICT
+// retry the insert. Rows within the horizon are still only probed, but ON CONFLICT DO UPDATE locks the row it
+// meets (a lock record in the WAL for a duplicate): bench/RESULTS.md "Issue 22".
+constexpr const char* kConflictTakeOverExpired =
+    "  ON CONFLICT (digest) DO UPDATE SET first_seen = EXCLUDED.first_seen, source = EXCLUDED.source\n"
+    "    WHERE k.first_seen < now() - {R} * interval '1 microsecond'\n";
+constexpr const char* kInsertTail = R"sql(  RETURNING digest
 )
 SELECT encode(digest, 'hex'), NULL::int8, NULL::int8 FROM ins
 UNION ALL
 SELECT NULL, txid_current_if_assigned()::int8, (extract(epoch FROM now()) * 1000000)::int8
 )sql";
+
+// The batch INSERT for a horizon of `retention` (0 = off). The horizon is a constant of the process,
+// written into the prepared statement as an integer literal.
+std::string InsertSql(std::chrono::seconds retention) {
+  std::string conflict = kConflictKeep;
+  if (retention.count() > 0) {
+    conflict = kConflictTakeOverExpired;
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(retention).count();
+    conflict.replace(conflict.find("{R}"), 3, std::to_string(us));
+  }
+  return std::string(kInsertHead) + conflict + kInsertTail;
+}
 
 // Follow-up in the same transaction (a new statement, so a new READ COMMITTED snapshot) for the digests the
 // INSERT did not insert: rows present before it, and rows committed by another transaction after its
@@ -153,8 +178,8 @@ pqxx::binarystring Binary(std::string_view bytes) { return pqxx::binarystring(by
 
 }  // namespace
 
-void BatchStatement::Prepare(pqxx::connection& conn) {
-  conn.prepare(kInsertName, kInsertSql);
+void BatchStatement::Prepare(pqxx::connection& conn, std::chrono::seconds retention) {
+  conn.prepare(kInsertName, InsertSql(retention));
   conn.prepare(kSelectName, kSelectSql);
 }
 

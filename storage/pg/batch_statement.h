@@ -10,6 +10,8 @@
 // Shape (chosen by measurement, bench/RESULTS.md "Batch statement shapes"):
 //   1. INSERT ... SELECT FROM unnest($1::bytea[], $2::text[], $3::int8[]) ORDER BY digest
 //      ON CONFLICT DO NOTHING RETURNING digest — the three arrays sent as binary parameters
+//      (with a horizon, --retention: ON CONFLICT DO UPDATE ... WHERE first_seen is older than it, so an
+//      expired row is taken over and returned as inserted)
 //      (storage/pg/pg_array.h), linear in the batch, no per-row formatting; plus one row with
 //      txid_current_if_assigned() (the in-doubt COMMIT is settled by it) and now() in µs.
 //   2. Only when some digest was not inserted: SELECT its first_seen (µs since the epoch) — a new
@@ -21,6 +23,7 @@
 // re-runs the batch with Run().
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -56,7 +59,9 @@ class CopyConflict : public std::runtime_error {
 class BatchStatement {
  public:
   // Prepares the batch statements on a writer connection; once per connection, before any Run().
-  static void Prepare(pqxx::connection& conn);
+  // `retention`: the de-duplication horizon (StoreOptions::retention; 0 = off): a row older than it is taken
+  // over by the INSERT (kInserted, first_seen and source replaced) instead of answering kDuplicate.
+  static void Prepare(pqxx::connection& conn, std::chrono::seconds retention = std::chrono::seconds{0});
 
   explicit BatchStatement(std::size_t expected_items = 0);
 

@@ -1,0 +1,91 @@
+#include "server/metrics/table_metrics.h"
+
+#include <cstdint>
+
+namespace scangate::server {
+
+namespace json = boost::json;
+
+void WriteTableMetrics(PromWriter& w, const MetricsSnapshot& s) {
+  w.Header("scangate_retention_seconds", "gauge",
+           "The de-duplication horizon (--retention): records older than this count as absent. 0 = off.");
+  w.Sample("scangate_retention_seconds", "", static_cast<std::uint64_t>(s.retention_seconds));
+  if (s.expiry) {
+    const storage::ExpiryStats& e = *s.expiry;
+    w.Header("scangate_expiry_rows_total", "counter",
+             "Rows of scan_keys older than the horizon deleted by this instance's expiry (storage/expiry.h).");
+    w.Sample("scangate_expiry_rows_total", "", e.rows_expired);
+    w.Header("scangate_expiry_passes_total", "counter", "Expiry passes completed (slices and vital signs).");
+    w.Sample("scangate_expiry_passes_total", "", e.passes);
+    w.Header("scangate_expiry_failures_total", "counter",
+             "Expiry passes that failed (connection, timeout, any error); retried every pass, verdicts unaffected.");
+    w.Sample("scangate_expiry_failures_total", "", e.failures);
+    w.Header("scangate_expiry_behind_total", "counter",
+             "Episodes of the oldest row older than 1.5x the horizon (each also logged as expiry_behind).");
+    w.Sample("scangate_expiry_behind_total", "", e.behind_events);
+    w.Header("scangate_expiry_behind", "gauge", "1 while the oldest row is older than 1.5x the horizon.");
+    w.Sample("scangate_expiry_behind", "", std::uint64_t{e.behind ? 1u : 0u});
+    w.Header("scangate_expiry_lag_seconds", "gauge",
+             "How far the oldest row is past the horizon at the last pass (0 within it, or retention off).");
+    w.Sample("scangate_expiry_lag_seconds", "", e.lag_seconds);
+    if (e.oldest_age_seconds) {
+      w.Header("scangate_scan_keys_oldest_row_age_seconds", "gauge",
+               "Age of the oldest row of scan_keys at the last expiry pass (absent while the table is empty).");
+      w.Sample("scangate_scan_keys_oldest_row_age_seconds", "", *e.oldest_age_seconds);
+    }
+    if (e.table_bytes >= 0) {
+      w.Header("scangate_scan_keys_table_bytes", "gauge", "pg_table_size('scan_keys') at the last expiry pass.");
+      w.Sample("scangate_scan_keys_table_bytes", "", static_cast<std::uint64_t>(e.table_bytes));
+      w.Header("scangate_scan_keys_index_bytes", "gauge", "pg_indexes_size('scan_keys') at the last expiry pass.");
+      w.Sample("scangate_scan_keys_index_bytes", "", static_cast<std::uint64_t>(e.index_bytes));
+      w.Header("scangate_scan_keys_dead_tuples", "gauge",
+               "pg_stat_user_tables.n_dead_tup of scan_keys at the last expiry pass (an estimate).");
+      w.Sample("scangate_scan_keys_dead_tuples", "", static_cast<std::uint64_t>(e.dead_tuples));
+      w.Header("scangate_scan_keys_live_tuples", "gauge",
+               "pg_stat_user_tables.n_live_tup of scan_keys at the last expiry pass (an estimate).");
+      w.Sample("scangate_scan_keys_live_tuples", "", static_cast<std::uint64_t>(e.live_tuples));
+    }
+  }
+  if (s.brin) {
+    w.Header("scangate_brin_summarized_ranges_total", "counter",
+             "Block ranges of the first_seen BRIN index summarized by scangate (storage/brin_summarizer.h).");
+    w.Sample("scangate_brin_summarized_ranges_total", "", s.brin->ranges);
+    w.Header("scangate_brin_summarize_failures_total", "counter",
+             "BRIN summarize passes that failed (connection, lock timeout behind a VACUUM, any error).");
+    w.Sample("scangate_brin_summarize_failures_total", "", s.brin->failures);
+    w.Header("scangate_brin_summarize_stopped", "gauge",
+             "1 when the BRIN summarizer gave up for good (not the index owner, or no such index).");
+    w.Sample("scangate_brin_summarize_stopped", "", std::uint64_t{s.brin->stopped ? 1u : 0u});
+  }
+}
+
+void AddTableStats(json::object& o, const MetricsSnapshot& s) {
+  o["retention_seconds"] = s.retention_seconds;
+  if (s.expiry) {
+    const storage::ExpiryStats& e = *s.expiry;
+    json::object x{{"rows_expired", e.rows_expired},
+                   {"passes", e.passes},
+                   {"failures", e.failures},
+                   {"behind", e.behind},
+                   {"behind_events", e.behind_events},
+                   {"lag_seconds", e.lag_seconds},
+                   {"table_bytes", e.table_bytes},
+                   {"index_bytes", e.index_bytes},
+                   {"dead_tuples", e.dead_tuples},
+                   {"live_tuples", e.live_tuples}};
+    if (e.oldest_age_seconds) {
+      x["oldest_row_age_seconds"] = *e.oldest_age_seconds;
+    } else {
+      x["oldest_row_age_seconds"] = nullptr;
+    }
+    o["expiry"] = std::move(x);
+  }
+  if (s.brin) {
+    o["brin"] = json::object{{"passes", s.brin->passes},
+                             {"ranges", s.brin->ranges},
+                             {"failures", s.brin->failures},
+                             {"stopped", s.brin->stopped}};
+  }
+}
+
+}  // namespace scangate::server
