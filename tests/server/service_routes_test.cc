@@ -663,7 +663,7 @@ TEST(ServiceCommandLine, HelpListsFlags) {
   const int status = ::pclose(p);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
   for (const char* flag : {"--listen", "--port", "--port-file", "--threads", "--database-url", "--capacity",
-                           "--fp-target", "--window", "--shards", "--ack", "--writers", "--batch-limit",
+                           "--fp-target", "--window", "--retention", "--shards", "--ack", "--writers", "--batch-limit",
                            "--flush-interval", "--queue-limit", "--digest-secret-file", "--filter", "--access-log"}) {
     EXPECT_NE(out.find(flag), std::string::npos) << "--help does not mention " << flag << ":\n" << out;
   }
