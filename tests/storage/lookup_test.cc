@@ -1,7 +1,6 @@
 // Tests storage/lookup.h against the throwaway PostgreSQL of fixture "pg": found (first_seen and source
 // as the writers recorded them), not found, a row past the horizon not found, never a write, refusal while
-// unreachable. Recovery after an
-// outage is covered end to end by tests/server/service_lookup_test.cc.
+// unreachable. Recovery after an outage is covered end to end by tests/server/service_lookup_test.cc.
 #include "storage/lookup.h"
 
 #include <gtest/gtest.h>
