@@ -113,6 +113,72 @@ TEST(RecentSet, RepeatedKeySurvivesRotations) {
   EXPECT_GT(s.rotations(), 10u);
 }
 
+// Fills the single shard of a RecentSet(10) (one shard, generations of 5) so that the entries inserted before
+// are rotated into the previous generation: returns the rotations seen (1 when it worked).
+std::uint64_t RotateOnce(RecentSet& s, std::uint64_t salt) {
+  EXPECT_EQ(s.shards(), 1u);
+  EXPECT_EQ(s.generation_capacity(), 5u);
+  const std::uint64_t before = s.rotations();
+  // With 1 or 2 entries in the current generation, 5 inserts fill it and rotate it exactly once.
+  for (std::uint64_t n = 0; n < 5; ++n) s.InsertConcurrently(DigestOf(n, salt), TimeOf(n));
+  return s.rotations() - before;
+}
+
+// expired_before_us (the horizon's edge): an entry held in the current generation with a first_seen older than
+// it is replaced by the new record; one at or after it keeps its own first_seen (the first record wins).
+TEST(RecentSet, ExpiredEntryInCurrentGenerationIsReplaced) {
+  RecentSet s(1000);
+  const std::int64_t edge = TimeOf(1000);
+  const Digest old_key = DigestOf(1, 5), young_key = DigestOf(2, 5), at_edge = DigestOf(3, 5);
+  s.InsertConcurrently(old_key, edge - 1);
+  s.InsertConcurrently(young_key, edge + 1);
+  s.InsertConcurrently(at_edge, edge);
+  const std::int64_t now = edge + 3'600'000'000;
+  for (const Digest& d : {old_key, young_key, at_edge}) s.InsertConcurrently(d, now, edge);
+  EXPECT_EQ(s.FindConcurrently(old_key), now) << "an expired entry kept its first_seen";
+  EXPECT_EQ(s.FindConcurrently(young_key), edge + 1) << "an entry within the horizon was replaced";
+  EXPECT_EQ(s.FindConcurrently(at_edge), edge) << "an entry exactly at the edge is not older than it";
+  EXPECT_EQ(s.size(), 3u);  // replaced in place, not added
+  // The replacement is the first record now: a later one within the horizon does not replace it.
+  s.InsertConcurrently(old_key, now + 5, edge);
+  EXPECT_EQ(s.FindConcurrently(old_key), now);
+}
+
+// The same for an entry in the previous generation (refreshed into the current one either way): expired ->
+// the new record's first_seen; within the horizon -> its own.
+TEST(RecentSet, ExpiredEntryInPreviousGenerationIsReplaced) {
+  const std::int64_t edge = TimeOf(1000);
+  const std::int64_t now = edge + 3'600'000'000;
+  for (const bool expired : {true, false}) {
+    SCOPED_TRACE(expired ? "expired" : "within the horizon");
+    RecentSet s(10);
+    const Digest d = DigestOf(42, 6);
+    const std::int64_t first = expired ? edge - 1'000'000 : edge + 1'000'000;
+    s.InsertConcurrently(d, first);
+    ASSERT_EQ(RotateOnce(s, 7), 1u);  // d is in the previous generation now (not looked up: no promotion)
+    s.InsertConcurrently(d, now, edge);
+    EXPECT_EQ(s.FindConcurrently(d), expired ? now : first);
+    EXPECT_EQ(s.size(), 6u) << "moved to the current generation, not copied";  // 4 previous + f5 + d
+    // Held in the current generation now: another rotation keeps it (in the previous one), with that time.
+    ASSERT_EQ(RotateOnce(s, 8), 1u);
+    EXPECT_EQ(s.FindConcurrently(d), expired ? now : first);
+  }
+}
+
+// Without expired_before_us (retention off) the first record wins however old it is, in either generation.
+TEST(RecentSet, DefaultHorizonKeepsTheFirstRecord) {
+  const std::int64_t ancient = -1'000'000'000'000'000;  // 1938: older than any horizon's edge would be
+  RecentSet current(1000);
+  current.InsertConcurrently(DigestOf(1, 9), ancient);
+  current.InsertConcurrently(DigestOf(1, 9), TimeOf(1));
+  EXPECT_EQ(current.FindConcurrently(DigestOf(1, 9)), ancient);
+  RecentSet previous(10);
+  previous.InsertConcurrently(DigestOf(1, 9), ancient);
+  ASSERT_EQ(RotateOnce(previous, 10), 1u);
+  previous.InsertConcurrently(DigestOf(1, 9), TimeOf(1));
+  EXPECT_EQ(previous.FindConcurrently(DigestOf(1, 9)), ancient);
+}
+
 // Threads insert disjoint ranges and look up everything (their own, others', never-inserted) at once: every
 // hit carries the first_seen of its digest, never-inserted digests are never found, the bound holds.
 TEST(RecentSetConcurrency, ConcurrentInsertAndFind) {

@@ -8,6 +8,8 @@
 
 #include <stdlib.h>
 
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -66,6 +68,7 @@ TEST(Config, DefaultsAreConfigs) {
   EXPECT_EQ(c.capacity, d.capacity);
   EXPECT_EQ(c.fp_target, d.fp_target);
   EXPECT_EQ(c.window, d.window);
+  EXPECT_EQ(c.retention, d.retention);
   EXPECT_EQ(c.shards, d.shards);
   EXPECT_EQ(c.ack, d.ack);
   EXPECT_EQ(c.writers, d.writers);
@@ -91,6 +94,7 @@ TEST(Config, DefaultsAreConfigs) {
   EXPECT_NE(help.find("--writers arg (=" + std::to_string(store.writers) + ")"), std::string::npos) << help;
   EXPECT_NE(help.find("--request-timeout arg (=5s)"), std::string::npos) << help;
   EXPECT_NE(help.find("--window arg (=24h)"), std::string::npos) << help;
+  EXPECT_NE(help.find("--retention arg (=window)"), std::string::npos) << help;
   EXPECT_NE(help.find("--fp-target arg (=0.01)"), std::string::npos) << help;
 }
 
@@ -125,6 +129,7 @@ TEST(Config, Defaults) {
   EXPECT_EQ(c.capacity, 10'000'000u);
   EXPECT_DOUBLE_EQ(c.fp_target, 0.01);
   EXPECT_EQ(c.window, 24h);
+  EXPECT_EQ(c.retention, 24h);  // the horizon follows the window
   EXPECT_EQ(c.shards, 64u);
   EXPECT_EQ(c.ack, AckMode::kCommit);
   EXPECT_EQ(c.writers, 2u);
@@ -199,6 +204,68 @@ TEST(Config, CommandLine) {
   EXPECT_EQ(c.port_file, "/tmp/p");
 }
 
+// --window and --retention (the de-duplication horizon) default to each other: neither -> 24h both; one
+// alone -> the other follows it; off -> no horizon (0), the window its own; both -> window >= retention, a
+// shorter window refused with a message naming both flags; Describe() carries retention_seconds.
+TEST(Config, RetentionAndWindow) {
+  struct Case {
+    std::vector<std::string> args;
+    std::chrono::seconds window, retention;
+  };
+  const std::vector<Case> cases = {
+      {{}, 24h, 24h},
+      {{"--window", "2h"}, 2h, 2h},
+      {{"--retention", "30d"}, 30 * 24h, 30 * 24h},
+      {{"--retention", "90s"}, 90s, 90s},
+      {{"--retention", "off"}, 24h, 0s},
+      {{"--retention", "off", "--window", "2h"}, 2h, 0s},
+      {{"--window", "2h", "--retention", "2h"}, 2h, 2h},
+      {{"--window", "7d", "--retention", "1h"}, 7 * 24h, 1h},
+      {{"--retention", "window", "--window", "3h"}, 3h, 3h},
+  };
+  for (const auto& [args, window, retention] : cases) {
+    std::vector<std::string> full = {"--database-url", kUrl};
+    full.insert(full.end(), args.begin(), args.end());
+    SCOPED_TRACE(testing::PrintToString(args));
+    const Config c = ParseOk(full);
+    EXPECT_EQ(c.window, window);
+    EXPECT_EQ(c.retention, retention);
+    EXPECT_EQ(Describe(c).at("retention_seconds").to_number<std::int64_t>(), retention.count());
+    EXPECT_EQ(Describe(c).at("window_seconds").to_number<std::int64_t>(), window.count());
+  }
+  for (const auto& args : {std::vector<std::string>{"--window", "1h", "--retention", "2h"},
+                           std::vector<std::string>{"--retention", "2d", "--window", "47h"}}) {
+    std::vector<std::string> full = {"--database-url", kUrl};
+    full.insert(full.end(), args.begin(), args.end());
+    const std::string err = ParseError(full);
+    EXPECT_NE(err.find("--window"), std::string::npos) << err;
+    EXPECT_NE(err.find("--retention"), std::string::npos) << err;
+  }
+}
+
+// SCANGATE_RETENTION sets the horizon like the flag: alone the window follows it; with SCANGATE_WINDOW shorter
+// it is refused; the command line wins over it.
+TEST(Config, RetentionFromEnvironment) {
+  ScopedEnv url("SCANGATE_DATABASE_URL", kUrl);
+  {
+    ScopedEnv retention("SCANGATE_RETENTION", "3d");
+    Config c = ParseOk({});
+    EXPECT_EQ(c.retention, 3 * 24h);
+    EXPECT_EQ(c.window, 3 * 24h);
+    c = ParseOk({"--retention", "off"});
+    EXPECT_EQ(c.retention, 0s);
+    EXPECT_EQ(c.window, 24h);
+    ScopedEnv window("SCANGATE_WINDOW", "1d");
+    const std::string err = ParseError({});
+    EXPECT_NE(err.find("--window"), std::string::npos) << err;
+    EXPECT_NE(err.find("--retention"), std::string::npos) << err;
+  }
+  ScopedEnv off("SCANGATE_RETENTION", "off");
+  const Config c = ParseOk({});
+  EXPECT_EQ(c.retention, 0s);
+  EXPECT_EQ(c.window, 24h);
+}
+
 // SCANGATE_<NAME> sets an option; the command line wins over the environment; unrelated SCANGATE_* ignored.
 TEST(Config, EnvironmentOverride) {
   ScopedEnv url("SCANGATE_DATABASE_URL", kUrl);
@@ -248,6 +315,12 @@ TEST(Config, InvalidValues) {
       {{"--fp-target", "abc"}, "--fp-target"},
       {{"--window", "0s"}, "--window"},
       {{"--window", "10ms"}, "--window"},
+      {{"--retention", "0s"}, "--retention"},
+      {{"--retention", "10ms"}, "--retention"},
+      {{"--retention", "garbage"}, "--retention"},
+      {{"--retention", "-1d"}, "--retention"},
+      {{"--retention", "OFF"}, "--retention"},
+      {{"--retention", "36526d"}, "--retention"},
       {{"--shards", "3"}, "--shards"},
       {{"--shards", "0"}, "--shards"},
       {{"--ack", "sometimes"}, "--ack"},
@@ -281,7 +354,7 @@ TEST(Config, Help) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> groups = {
       {"Listening", {"listen", "port", "threads", "port-file", "admin-listen"}},
       {"PostgreSQL", {"database-url", "writers", "batch-limit", "queue-limit", "queue-wait", "request-timeout"}},
-      {"Filter", {"capacity", "fp-target", "window", "shards", "filter", "recent-keys"}},
+      {"Filter", {"capacity", "fp-target", "window", "retention", "shards", "filter", "recent-keys"}},
       {"Acknowledgement", {"ack", "flush-interval", "journal", "journal-dir", "journal-max-bytes"}},
       {"Security", {"tls-cert", "tls-key", "tokens-file", "cors-origins", "digest-secret-file"}},
       {"Operations", {"access-log", "help", "version"}},

@@ -1,6 +1,6 @@
 // Tests storage/lookup.h against the throwaway PostgreSQL of fixture "pg": found (first_seen and source
-// as the writers recorded them), not found, never a write, refusal while unreachable. Recovery after an
-// outage is covered end to end by tests/server/service_lookup_test.cc.
+// as the writers recorded them), not found, a row past the horizon not found, never a write, refusal while
+// unreachable. Recovery after an outage is covered end to end by tests/server/service_lookup_test.cc.
 #include "storage/lookup.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <utility>
 
 #include <pqxx/pqxx>
 
@@ -81,6 +82,51 @@ TEST(Lookup, FoundAndNotFoundNeverWrites) {
   EXPECT_EQ(Rows(c), rows) << "a lookup wrote";
   lookup.Shutdown();
   EXPECT_FALSE(lookup.Find(seen, [](const RecordLookup&) { ADD_FAILURE() << "ran after Shutdown"; }));
+}
+
+// A row older than the horizon (LookupOptions::retention) has expired: kNotFound whether or not the expiry
+// has deleted it yet; a row within it is kFound (first_seen and source as held). Without a horizon (0) every
+// row is found however old. Ages by backdating (PostgreSQL's clock): no timing involved.
+TEST(Lookup, ExpiredRowIsNotFound) {
+  StoreOptions so;
+  so.url = Url();
+  Store store(so);
+  store.Start();  // applies migrations
+  const Digest fresh = RandomDigest(), within = RandomDigest(), expired = RandomDigest();
+  {
+    pqxx::connection c(Url());
+    pqxx::work tx(c);
+    const std::pair<const Digest*, const char*> rows[] = {
+        {&fresh, "0 seconds"}, {&within, "59 minutes"}, {&expired, "61 minutes"}};
+    for (const auto& [d, age] : rows) {
+      tx.exec_params0("INSERT INTO scan_keys (digest, source, first_seen) VALUES ($1::bytea, 'lane 9', "
+                      "now() - $2::interval)",
+                      pqxx::binarystring(d->data(), d->size()), age);
+    }
+    tx.commit();
+  }
+  LookupOptions with_horizon;
+  with_horizon.url = Url();
+  with_horizon.retention = std::chrono::hours(1);
+  Lookup lookup(with_horizon);
+  lookup.Start();
+  ASSERT_TRUE(lookup.up());
+  for (const Digest* d : {&fresh, &within}) {
+    const RecordLookup r = FindSync(lookup, *d);
+    EXPECT_EQ(r.status, RecordLookup::Status::kFound);
+    EXPECT_EQ(r.source, std::optional<std::string>("lane 9"));
+    EXPECT_FALSE(r.first_seen.empty());
+  }
+  EXPECT_EQ(FindSync(lookup, expired).status, RecordLookup::Status::kNotFound);
+  lookup.Shutdown();
+
+  Lookup without(LookupOptions{Url()});  // retention 0: off
+  without.Start();
+  ASSERT_TRUE(without.up());
+  const RecordLookup r = FindSync(without, expired);
+  EXPECT_EQ(r.status, RecordLookup::Status::kFound);
+  EXPECT_EQ(r.source, std::optional<std::string>("lane 9"));
+  without.Shutdown();
 }
 
 TEST(Lookup, UnreachableRefuses) {

@@ -1696,5 +1696,274 @@ TEST_F(PgTest, WriteBehindGroupSinkSeesAGiveUpOnce) {
   for (const auto& r : sink.rows) EXPECT_EQ(r.outcome, Outcome::kUnavailable) << r.tag;
 }
 
+
+// ---- The de-duplication horizon (StoreOptions::retention) ---------------------------------------------
+
+// A horizon of seconds: a row backdated by an hour is far past it, and an answer read right after another
+// (milliseconds) is well within it.
+constexpr auto kShortHorizon = 2s;
+
+// Moves `d`'s row back in time by `interval` (an SQL interval, e.g. "1 hour"), as if first seen that long ago.
+void Backdate(const Digest& d, const std::string& interval) {
+  pqxx::connection c(Url());
+  pqxx::work tx(c);
+  const auto r = tx.exec_params("UPDATE scan_keys SET first_seen = now() - $2::interval WHERE digest = $1::bytea",
+                                HexBytea(d), interval);
+  ASSERT_EQ(r.affected_rows(), 1u) << "no row to backdate";
+  tx.commit();
+}
+
+// `d`'s row as PostgreSQL holds it.
+struct Row {
+  std::string first_seen;             // to_char, the shape of Result::first_seen ("" = no row)
+  std::optional<std::string> source;  // NULL = none
+  double age_seconds = -1;            // now() - first_seen
+};
+Row RowOf(const Digest& d) {
+  pqxx::connection c(Url());
+  pqxx::work tx(c);
+  const auto r = tx.exec_params(
+      "SELECT to_char(first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), source, "
+      "extract(epoch FROM now() - first_seen)::float8 FROM scan_keys WHERE digest = $1::bytea",
+      HexBytea(d));
+  Row row;
+  if (r.empty()) return row;
+  row.first_seen = r[0][0].as<std::string>();
+  if (!r[0][1].is_null()) row.source = r[0][1].as<std::string>();
+  row.age_seconds = r[0][2].as<double>();
+  return row;
+}
+
+StoreOptions HorizonOptions(std::chrono::seconds retention, unsigned writers = 1) {
+  StoreOptions o = Options(writers);
+  o.retention = retention;
+  return o;
+}
+
+// A row older than the horizon counts as absent: the next Submit takes it over — kInserted with a fresh
+// first_seen, the row's first_seen and source replaced — and the Submit after that is a duplicate of the new
+// record.
+TEST_F(PgTest, ExpiredRowIsTakenOver) {
+  Store store(HorizonOptions(kShortHorizon));
+  store.Start();
+  const Digest d = RandomDigest();
+  const auto first = SubmitAndWait(store, d, "first");
+  ASSERT_TRUE(first.has_value());
+  ASSERT_EQ(first->outcome, Outcome::kInserted);
+  Backdate(d, "1 hour");
+  const Row old_row = RowOf(d);
+  ASSERT_GT(old_row.age_seconds, 3599);
+
+  const auto again = SubmitAndWait(store, d, "second");
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->outcome, Outcome::kInserted);
+  EXPECT_GT(again->first_seen, old_row.first_seen);  // fixed-width RFC 3339 UTC: ordered as text
+  const Row row = RowOf(d);
+  EXPECT_EQ(row.first_seen, again->first_seen);
+  EXPECT_EQ(row.source, std::optional<std::string>("second"));
+  EXPECT_GE(row.age_seconds, 0);
+  EXPECT_LT(row.age_seconds, kShortHorizon.count()) << "the row was not renewed";
+
+  const auto third = SubmitAndWait(store, d, "third");
+  ASSERT_TRUE(third.has_value());
+  EXPECT_EQ(third->outcome, Outcome::kDuplicate);
+  EXPECT_EQ(third->first_seen, again->first_seen);
+  EXPECT_EQ(RowOf(d).source, std::optional<std::string>("second"));  // a duplicate changes nothing
+  const auto s = store.Stats();
+  EXPECT_EQ(s.batch_failures, 0u);
+  EXPECT_EQ(s.copy_fallbacks, 0u);
+}
+
+// The horizon by PostgreSQL's clock alone (no backdating): a key is a duplicate right after its insert and new
+// again once the horizon has passed.
+TEST_F(PgTest, KeyIsNewAgainOnceTheHorizonPassed) {
+  Store store(HorizonOptions(kShortHorizon));
+  store.Start();
+  const Digest d = RandomDigest();
+  const auto first = SubmitAndWait(store, d, "a");
+  ASSERT_TRUE(first.has_value());
+  ASSERT_EQ(first->outcome, Outcome::kInserted);
+  const auto repeat = SubmitAndWait(store, d, "b");
+  ASSERT_TRUE(repeat.has_value());
+  EXPECT_EQ(repeat->outcome, Outcome::kDuplicate);
+  EXPECT_EQ(repeat->first_seen, first->first_seen);
+  std::this_thread::sleep_for(kShortHorizon + 1s);
+  const auto later = SubmitAndWait(store, d, "c");
+  ASSERT_TRUE(later.has_value());
+  EXPECT_EQ(later->outcome, Outcome::kInserted);
+  EXPECT_GT(later->first_seen, first->first_seen);
+  EXPECT_EQ(RowOf(d).source, std::optional<std::string>("c"));
+}
+
+// Near the edge, by backdating under an hour's horizon (no timing involved): 59 minutes old is a duplicate
+// with the row untouched, 61 minutes old is taken over. With the horizon off (0) a row ten years old is a
+// duplicate, its first_seen and source kept.
+TEST_F(PgTest, RowWithinTheHorizonOrWithoutOneStaysDuplicate) {
+  {
+    Store store(HorizonOptions(std::chrono::hours(1)));
+    store.Start();
+    const Digest young = RandomDigest(), old = RandomDigest();
+    for (const Digest& d : {young, old}) ASSERT_EQ(SubmitAndWait(store, d, "orig")->outcome, Outcome::kInserted);
+    Backdate(young, "59 minutes");
+    Backdate(old, "61 minutes");
+    const Row young_row = RowOf(young);
+    const auto y = SubmitAndWait(store, young, "later");
+    ASSERT_TRUE(y.has_value());
+    EXPECT_EQ(y->outcome, Outcome::kDuplicate);
+    EXPECT_EQ(y->first_seen, young_row.first_seen);
+    EXPECT_EQ(RowOf(young).first_seen, young_row.first_seen);
+    EXPECT_EQ(RowOf(young).source, std::optional<std::string>("orig"));
+    const auto o = SubmitAndWait(store, old, "later");
+    ASSERT_TRUE(o.has_value());
+    EXPECT_EQ(o->outcome, Outcome::kInserted);
+    EXPECT_EQ(RowOf(old).source, std::optional<std::string>("later"));
+  }
+  {
+    Store store(HorizonOptions(0s));
+    store.Start();
+    const Digest d = RandomDigest();
+    ASSERT_EQ(SubmitAndWait(store, d, "orig")->outcome, Outcome::kInserted);
+    Backdate(d, "10 years");
+    const Row before = RowOf(d);
+    for (const Expect expect : {Expect::kUnknown, Expect::kNew}) {
+      const auto r = SubmitAndWait(store, d, "later", expect);
+      ASSERT_TRUE(r.has_value());
+      EXPECT_EQ(r->outcome, Outcome::kDuplicate);
+      EXPECT_EQ(r->first_seen, before.first_seen);
+    }
+    EXPECT_EQ(RowOf(d).first_seen, before.first_seen);
+    EXPECT_EQ(RowOf(d).source, std::optional<std::string>("orig"));
+  }
+}
+
+// One ON CONFLICT batch mixing expired rows (one of them repeated in the batch), rows within the horizon and
+// absent keys: expired -> kInserted (its repeat kDuplicate with the same new first_seen), within -> kDuplicate
+// with its own first_seen, absent -> kInserted; every answer's first_seen is the one PostgreSQL holds.
+TEST_F(PgTest, BatchMixesExpiredPresentAndAbsentKeys) {
+  auto opts = HorizonOptions(kShortHorizon);
+  opts.batch_limit = 4096;
+  Store store(opts);
+  store.Start();
+  const auto expired = RandomDigests(20), present = RandomDigests(20), absent = RandomDigests(20);
+  for (const auto& d : expired) InsertBehindTheStoresBack(d, "2021-03-04 05:06:07.891011+00");
+  for (const auto& d : present) ASSERT_EQ(SubmitAndWait(store, d, "orig")->outcome, Outcome::kInserted);
+  const auto present_before = PgFirstSeen(present);
+  std::vector<Digest> ds;
+  for (std::size_t i = 0; i < 20; ++i) ds.insert(ds.end(), {expired[i], present[i], absent[i]});
+  ds.push_back(expired[7]);  // an in-batch repeat of an expired key
+  const auto results = SubmitAsOneBatch(store, ds, "batch");
+  const auto pg = PgFirstSeen(ds);
+  for (std::size_t i = 0; i < 60; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(results[i].first_seen, pg[i]);
+    if (i % 3 == 1) {
+      EXPECT_EQ(results[i].outcome, Outcome::kDuplicate);
+      EXPECT_EQ(results[i].first_seen, present_before[i / 3]);
+    } else {
+      EXPECT_EQ(results[i].outcome, Outcome::kInserted);
+      EXPECT_GT(results[i].first_seen, "2021-03-04T05:06:07.891011Z");
+    }
+  }
+  EXPECT_EQ(results.back().outcome, Outcome::kDuplicate);
+  EXPECT_EQ(results.back().first_seen, results[7 * 3].first_seen);
+  for (const auto& d : expired) EXPECT_EQ(RowOf(d).source, std::optional<std::string>("batch"));
+  for (const auto& d : present) EXPECT_EQ(RowOf(d).source, std::optional<std::string>("orig"));
+  EXPECT_EQ(store.Stats().batch_failures, 0u);
+}
+
+// The COPY path meets an expired row: a Submit the filter called new (Expect::kNew, by COPY) aborts on it,
+// falls back to ON CONFLICT and takes the row over (kInserted); one fallback.
+TEST_F(PgTest, CopyOfAHintedSubmitTakesAnExpiredRowOver) {
+  Store store(HorizonOptions(kShortHorizon));
+  store.Start();
+  const Digest d = RandomDigest();
+  InsertBehindTheStoresBack(d, "2022-05-06 07:08:09.000001+00");
+  const auto before = store.Stats();
+  const auto r = SubmitAndWait(store, d, "hinted", Expect::kNew);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->outcome, Outcome::kInserted);
+  const auto after = store.Stats();
+  EXPECT_EQ(after.copy_fallbacks - before.copy_fallbacks, 1u);
+  EXPECT_EQ(after.copy_batches - before.copy_batches, 0u);
+  EXPECT_EQ(after.write_behind_conflicts - before.write_behind_conflicts, 0u);
+  const Row row = RowOf(d);
+  EXPECT_EQ(row.first_seen, r->first_seen);
+  EXPECT_EQ(row.source, std::optional<std::string>("hinted"));
+  EXPECT_LT(row.age_seconds, kShortHorizon.count());
+  EXPECT_EQ(SubmitAndWait(store, d, "", Expect::kNew)->outcome, Outcome::kDuplicate);
+}
+
+// A write-behind batch (by COPY) holding an expired row: the COPY aborts, the batch re-runs through ON
+// CONFLICT and every row is kInserted — the expired one taken over, so NOT a write-behind conflict.
+TEST_F(PgTest, WriteBehindCopyTakesAnExpiredRowOver) {
+  constexpr std::size_t kBatch = 300;
+  auto opts = HorizonOptions(kShortHorizon);
+  opts.batch_limit = kBatch;
+  opts.flush_interval = 30s;  // the writer takes a write-behind batch when it is full
+  Store store(opts);
+  store.Start();
+  const Digest expired = RandomDigest();
+  InsertBehindTheStoresBack(expired, "2022-05-06 07:08:09.000001+00");
+  auto ds = RandomDigests(kBatch - 1);
+  ds.insert(ds.begin() + kBatch / 2, expired);
+  const auto before = store.Stats();
+  std::vector<Answer<Result>> answers(ds.size());
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    ASSERT_TRUE(store.SubmitWriteBehind(0, ds[i], "wb-" + std::to_string(i), answers[i].Setter(), 0));
+  }
+  std::vector<Result> results;
+  for (auto& a : answers) results.push_back(a.Get());
+  const auto after = store.Stats();
+  EXPECT_EQ(after.batches - before.batches, 1u);
+  EXPECT_EQ(after.copy_batches - before.copy_batches, 0u);
+  EXPECT_EQ(after.copy_fallbacks - before.copy_fallbacks, 1u);
+  EXPECT_EQ(after.write_behind_conflicts - before.write_behind_conflicts, 0u);
+  EXPECT_EQ(after.batch_failures, 0u);
+  const auto pg = PgFirstSeen(ds);
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    EXPECT_EQ(results[i].outcome, Outcome::kInserted) << i;
+    EXPECT_EQ(results[i].first_seen, pg[i]) << i;
+  }
+  const Row row = RowOf(expired);
+  EXPECT_EQ(row.source, std::optional<std::string>("wb-" + std::to_string(kBatch / 2)));
+  EXPECT_LT(row.age_seconds, kShortHorizon.count());
+}
+
+// Two Stores (two processes' worth, two writers each) race on 200 expired keys: exactly one kInserted per key
+// in total, every answer for a key carrying the same (new) first_seen; one row each. The horizon is an hour
+// here (the rows are backdated by two): the race must end within the horizon, or a key is rightly new again.
+TEST_F(PgTest, CrossStoreRaceOnExpiredKeysExactlyOneInserted) {
+  constexpr std::size_t kDigests = 200;
+  const auto ds = RandomDigests(kDigests);
+  {
+    pqxx::connection c(Url());
+    pqxx::work tx(c);
+    for (const auto& d : ds) {
+      tx.exec_params0("INSERT INTO scan_keys (digest, source, first_seen) VALUES ($1::bytea, 'old', "
+                      "now() - interval '2 hours')",
+                      HexBytea(d));
+    }
+    tx.commit();
+  }
+  Store a(HorizonOptions(std::chrono::hours(1), 2));
+  Store b(HorizonOptions(std::chrono::hours(1), 2));
+  a.Start();
+  b.Start();
+  Tally tally;
+  std::atomic<int> outstanding{0};
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] { SubmitAll(t % 2 == 0 ? a : b, ds, t, tally, outstanding); });
+  }
+  for (auto& t : threads) t.join();
+  WaitOutstanding(outstanding);
+  ExpectExactlyOneInserted(tally, kDigests, 4);
+  pqxx::connection c(Url());
+  EXPECT_EQ(CountRows(c, ds), static_cast<std::int64_t>(kDigests));
+  std::size_t renewed = 0;
+  for (const auto& d : ds) renewed += RowOf(d).age_seconds < 3600 ? 1 : 0;
+  EXPECT_EQ(renewed, kDigests);
+}
+
 }  // namespace
 }  // namespace scangate::storage

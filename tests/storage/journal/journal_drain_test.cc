@@ -2,7 +2,8 @@
 // journal once the Store has finished a row. A committed row is Applied (the checkpoint passes it, nothing is
 // replayed), a dead-lettered row is Applied too (or it would hold the checkpoint back for ever), and a row the
 // Store gave up at shutdown (database down) is NOT: it is replayed at the next start, and replayed() waits
-// for it. Digests are random, so reruns against the same cluster never collide.
+// for it. Records recovered older than the horizon (JournalOptions::retention) are skipped and passed by
+// the checkpoint. Digests are random, so reruns against the same cluster never collide.
 #include "storage/journal/journal_drain.h"
 
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@
 #include <mutex>
 #include <pqxx/pqxx>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -187,6 +189,125 @@ TEST_F(JournalDrainTest, GivenUpAtShutdownIsReplayed) {
     drain.Start([&](std::span<const Digest> d) { recovered += d.size(); });
     EXPECT_EQ(recovered, ds.size());
     EXPECT_EQ(drain.Stats().recovered, ds.size());
+    EXPECT_TRUE(Eventually([&] { return drain.replayed(); })) << "replay_left " << drain.Stats().replay_left;
+    EXPECT_EQ(CountRows(Url(), ds), static_cast<std::int64_t>(ds.size()));
+    drain.StopAppends();
+    store.Shutdown();
+    drain.Close();
+  }
+  EXPECT_EQ(Recoverable(), 0u);
+}
+
+
+// µs since the epoch, `ago` before now (the journal's clock: the local one).
+std::int64_t UsAgo(std::chrono::microseconds ago) {
+  const auto now = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::system_clock::now().time_since_epoch());
+  return (now - ago).count();
+}
+
+// Writes `records` durably into the test's journal directory and closes it WITHOUT applying them (as a crash
+// before PostgreSQL committed them would): all of them are recovered at the next open.
+void WriteUnapplied(JournalDrainTest& t, const std::vector<JournalRecord>& records) {
+  std::atomic<std::size_t> durable{0};
+  JournalOptions o = t.JournalOpts();
+  o.on_commit = [&durable](std::vector<JournalEntry>& group, JournalFate fate) {
+    if (fate == JournalFate::kDurable) durable.fetch_add(group.size());
+  };
+  Journal j(o);
+  ASSERT_TRUE(j.TakeRecovered().empty());
+  j.Start();
+  for (const auto& r : records) ASSERT_TRUE(j.Append(r));
+  ASSERT_TRUE(Eventually([&] { return durable.load() == records.size(); }));
+  j.Stop();
+  j.Close();
+}
+
+// Records recovered at start older than the horizon (JournalOptions::retention) have expired: they are not
+// pending (Holds/Lookup say absent), not passed to `recovered` (the filter), not replayed into PostgreSQL,
+// counted in recovered_expired, and the checkpoint passes them (the next open recovers nothing). The younger
+// records, interleaved with them, are recovered and replayed as ever, with their journal times.
+TEST_F(JournalDrainTest, ExpiredRecordsAreSkippedAtRecovery) {
+  const auto expired = RandomDigests(30), fresh = RandomDigests(20);
+  std::vector<JournalRecord> records;
+  std::vector<std::int64_t> fresh_times;
+  for (std::size_t i = 0; i < expired.size(); ++i) {
+    records.push_back(JournalRecord{expired[i], UsAgo(2h + std::chrono::seconds(i)), "old"});
+    if (i < fresh.size()) {
+      fresh_times.push_back(UsAgo(10min + std::chrono::seconds(i)));
+      records.push_back(JournalRecord{fresh[i], fresh_times.back(), "young"});
+    }
+  }
+  WriteUnapplied(*this, records);
+  ASSERT_EQ(Recoverable(), records.size());
+
+  JournalOptions jo = JournalOpts();
+  jo.retention = 1h;
+  {
+    Store store(StoreOpts(Url()));
+    store.Start();
+    JournalDrain drain(store, jo);
+    std::vector<Digest> recovered;
+    drain.Start([&](std::span<const Digest> d) { recovered.insert(recovered.end(), d.begin(), d.end()); });
+    EXPECT_EQ(std::set<Digest>(recovered.begin(), recovered.end()), std::set<Digest>(fresh.begin(), fresh.end()));
+    EXPECT_EQ(recovered.size(), fresh.size());
+    const auto st = drain.Stats();
+    EXPECT_EQ(st.recovered, fresh.size());
+    EXPECT_EQ(st.recovered_expired, expired.size());
+    for (const auto& d : expired) {
+      EXPECT_FALSE(drain.Holds(d));
+      EXPECT_EQ(drain.Lookup(d, group, [](JournalFate) { ADD_FAILURE() << "waiter kept for an absent digest"; }).state,
+                JournalDrain::LookupResult::kAbsent);
+    }
+    EXPECT_TRUE(Eventually([&] { return drain.replayed(); })) << "replay_left " << drain.Stats().replay_left;
+    EXPECT_EQ(CountRows(Url(), fresh), static_cast<std::int64_t>(fresh.size()));
+    EXPECT_EQ(CountRows(Url(), expired), 0) << "an expired record was replayed";
+    {
+      pqxx::connection c(Url());
+      pqxx::work tx(c);
+      for (std::size_t i = 0; i < fresh.size(); ++i) {
+        const auto us = tx.exec_params1("SELECT (extract(epoch FROM first_seen) * 1000000)::int8 FROM scan_keys "
+                                        "WHERE digest = $1::bytea",
+                                        HexBytea(fresh[i]))[0]
+                            .as<std::int64_t>();
+        EXPECT_EQ(us, fresh_times[i]) << i;
+      }
+    }
+    EXPECT_TRUE(Eventually([&] { return drain.Stats().journal.outstanding == 0; }))
+        << "outstanding " << drain.Stats().journal.outstanding;
+    drain.StopAppends();
+    store.Shutdown();
+    drain.Close();
+  }
+  EXPECT_EQ(Recoverable(), 0u) << "the checkpoint did not pass the expired records";
+  {
+    Store store(StoreOpts(Url()));
+    store.Start();
+    JournalDrain drain(store, jo);
+    drain.Start([](std::span<const Digest>) { ADD_FAILURE() << "recovered after a clean close"; });
+    EXPECT_EQ(drain.Stats().recovered, 0u);
+    EXPECT_EQ(drain.Stats().recovered_expired, 0u);
+    drain.StopAppends();
+    store.Shutdown();
+    drain.Close();
+  }
+}
+
+// Without a horizon (retention 0) every recovered record, however old, is pending and replayed.
+TEST_F(JournalDrainTest, WithoutAHorizonOldRecordsAreReplayed) {
+  const auto ds = RandomDigests(15);
+  std::vector<JournalRecord> records;
+  for (const auto& d : ds) records.push_back(JournalRecord{d, UsAgo(std::chrono::hours(24 * 400)), "ancient"});
+  WriteUnapplied(*this, records);
+  {
+    Store store(StoreOpts(Url()));
+    store.Start();
+    JournalDrain drain(store, JournalOpts());
+    std::size_t recovered = 0;
+    drain.Start([&](std::span<const Digest> d) { recovered += d.size(); });
+    EXPECT_EQ(recovered, ds.size());
+    EXPECT_EQ(drain.Stats().recovered, ds.size());
+    EXPECT_EQ(drain.Stats().recovered_expired, 0u);
     EXPECT_TRUE(Eventually([&] { return drain.replayed(); })) << "replay_left " << drain.Stats().replay_left;
     EXPECT_EQ(CountRows(Url(), ds), static_cast<std::int64_t>(ds.size()));
     drain.StopAppends();

@@ -1,0 +1,403 @@
+// Tests storage/expiry.h against the throwaway PostgreSQL of fixture "pg": a pass deletes exactly the rows
+// older than the horizon (across many slices), leaves younger ones, skips a row another transaction holds
+// locked (without waiting for it) and deletes it at a later pass; the vital signs (oldest row's age, lag, table
+// and index bytes); a falling-behind episode (oldest row older than 1.5x the horizon) is counted and logged
+// once, and its end too; with the horizon off nothing is deleted; the thread runs passes by itself, logs a
+// failing database once, and stops promptly.
+// Every test starts from an empty scan_keys (TRUNCATE): the expiry looks at the whole table, and the pg tests
+// never run concurrently (RESOURCE_LOCK pg).
+#include "storage/expiry.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <pqxx/pqxx>
+
+#include "storage/store.h"
+#include "tests/storage/pg_test_db.h"
+
+namespace scangate::storage {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr auto kEventually = 30s;  // liveness bound (not a performance assertion)
+constexpr auto kHorizon = std::chrono::seconds(3600);
+
+std::string Url() { return PgTestUrl(); }
+
+// `url` with a statement_timeout: a statement that waits on a lock fails after `ms` instead of hanging the test.
+std::string WithStatementTimeout(const std::string& url, int ms) {
+  return url + (url.find('?') == std::string::npos ? "?" : "&") + "options=-c%20statement_timeout%3D" +
+         std::to_string(ms);
+}
+
+// Records the events the expiry logs.
+struct EventLog final : LogSink {
+  std::mutex mu;
+  std::vector<std::pair<std::string, boost::json::object>> events;
+  void Write(LogSeverity, std::string_view event, boost::json::object fields) override {
+    std::lock_guard lk(mu);
+    events.emplace_back(std::string(event), std::move(fields));
+  }
+  // Events `event` with state `state`.
+  int Count(std::string_view event, std::string_view state) {
+    std::lock_guard lk(mu);
+    int n = 0;
+    for (const auto& [e, fields] : events) {
+      n += e == event && fields.contains("state") && fields.at("state").as_string() == state ? 1 : 0;
+    }
+    return n;
+  }
+  std::size_t size() {
+    std::lock_guard lk(mu);
+    return events.size();
+  }
+};
+
+ExpiryOptions Options(std::chrono::seconds retention, std::shared_ptr<LogSink> log = nullptr) {
+  ExpiryOptions o;
+  o.conninfo = WithStatementTimeout(Url(), 10000);
+  o.retention = retention;
+  o.slice_rows = 100;
+  o.log = log ? std::move(log) : std::make_shared<EventLog>();
+  return o;
+}
+
+pqxx::connection Connect() { return pqxx::connection(Url()); }
+
+// `n` rows of fresh digests first seen `age` ago (an SQL interval), source `source`.
+void InsertRows(int n, const std::string& age, const std::string& source) {
+  auto c = Connect();
+  pqxx::work tx(c);
+  tx.exec_params0("INSERT INTO scan_keys (digest, source, first_seen) "
+                  "SELECT sha256(convert_to(gen_random_uuid()::text || g, 'UTF8')), $2, now() - $3::interval "
+                  "FROM generate_series(1, $1::int) g",
+                  n, source, age);
+  tx.commit();
+}
+
+// One row for `d`, first seen `age` ago.
+void InsertRow(const Digest& d, const std::string& age) {
+  auto c = Connect();
+  pqxx::work tx(c);
+  tx.exec_params0("INSERT INTO scan_keys (digest, source, first_seen) VALUES ($1::bytea, 'one', now() - $2::interval)",
+                  HexBytea(d), age);
+  tx.commit();
+}
+
+// Rows of scan_keys with source `source` ("" = all rows).
+std::int64_t Rows(const std::string& source = "") {
+  auto c = Connect();
+  pqxx::nontransaction tx(c);
+  if (source.empty()) return tx.exec1("SELECT count(*) FROM scan_keys")[0].as<std::int64_t>();
+  return tx.exec_params1("SELECT count(*) FROM scan_keys WHERE source = $1", source)[0].as<std::int64_t>();
+}
+
+// Rows older than `seconds`, by PostgreSQL's clock.
+std::int64_t RowsOlderThan(std::int64_t seconds) {
+  auto c = Connect();
+  pqxx::nontransaction tx(c);
+  return tx.exec_params1("SELECT count(*) FROM scan_keys WHERE first_seen < now() - $1::int8 * interval '1 second'",
+                         seconds)[0]
+      .as<std::int64_t>();
+}
+
+// Holds a row lock on `d` (SELECT ... FOR UPDATE in an open transaction) until Release() or destruction, as a
+// writer taking the row over (or another instance's expiry) would.
+class RowLock {
+ public:
+  explicit RowLock(const Digest& d) : conn_(Url()), tx_(std::make_unique<pqxx::work>(conn_)) {
+    const auto r = tx_->exec_params("SELECT 1 FROM scan_keys WHERE digest = $1::bytea FOR UPDATE", HexBytea(d));
+    EXPECT_EQ(r.size(), 1u) << "no row to lock";
+  }
+  void Release() {
+    if (tx_) tx_->abort();
+    tx_.reset();
+  }
+
+ private:
+  pqxx::connection conn_;
+  std::unique_ptr<pqxx::work> tx_;
+};
+
+bool Eventually(const std::function<bool()>& cond) {
+  const auto deadline = std::chrono::steady_clock::now() + kEventually;
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+class ExpiryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(PgDir().empty()) << "SCANGATE_TEST_PG_DIR not set (run through ctest)";
+    static const bool migrated = [] {  // migrations once per binary (Store::Start applies them)
+      StoreOptions so;
+      so.url = Url();
+      Store store(so);
+      store.Start();
+      store.Shutdown();
+      return true;
+    }();
+    (void)migrated;
+    auto c = Connect();
+    pqxx::nontransaction(c).exec0("TRUNCATE scan_keys");
+  }
+  void TearDown() override {
+    auto c = Connect();
+    pqxx::nontransaction(c).exec0("TRUNCATE scan_keys");
+  }
+};
+
+// 350 rows past the horizon (3.5 slices of 100), 120 within it (30 min old) and 50 fresh: one pass deletes the
+// 350 and nothing else, and says so (return value, rows_expired); the next pass finds nothing.
+TEST_F(ExpiryTest, PassDeletesExactlyTheExpiredRows) {
+  InsertRows(350, "2 hours", "expired");
+  InsertRows(120, "30 minutes", "within");
+  InsertRows(50, "0 seconds", "fresh");
+  Expiry expiry(Options(kHorizon));
+  EXPECT_EQ(expiry.RunOnce(), 350u);
+  EXPECT_EQ(Rows("expired"), 0);
+  EXPECT_EQ(Rows("within"), 120);
+  EXPECT_EQ(Rows("fresh"), 50);
+  EXPECT_EQ(RowsOlderThan(kHorizon.count()), 0);
+  ExpiryStats s = expiry.Stats();
+  EXPECT_EQ(s.rows_expired, 350u);
+  EXPECT_EQ(s.passes, 1u);
+  EXPECT_EQ(s.failures, 0u);
+  EXPECT_EQ(expiry.RunOnce(), 0u);
+  s = expiry.Stats();
+  EXPECT_EQ(s.rows_expired, 350u);
+  EXPECT_EQ(s.passes, 2u);
+  EXPECT_EQ(Rows(), 170);
+}
+
+// A row another transaction holds locked is skipped (SKIP LOCKED): the pass neither waits for it (it would hit
+// the connection's statement_timeout and throw) nor stops the others being deleted; once the lock is gone a
+// later pass deletes it.
+TEST_F(ExpiryTest, LockedRowIsSkippedAndDeletedLater) {
+  const Digest locked = RandomDigest();
+  InsertRow(locked, "3 hours");  // the oldest: the first row of the first slice
+  InsertRows(249, "2 hours", "expired");
+  Expiry expiry(Options(kHorizon));
+  RowLock lock(locked);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::uint64_t deleted = 0;
+  ASSERT_NO_THROW(deleted = expiry.RunOnce());
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(deleted, 249u);
+  EXPECT_LT(took, 5s) << "the pass waited for the locked row";
+  EXPECT_EQ(Rows(), 1);
+  EXPECT_EQ(expiry.RunOnce(), 0u) << "deleted a locked row";
+  lock.Release();
+  EXPECT_EQ(expiry.RunOnce(), 1u);
+  EXPECT_EQ(Rows(), 0);
+  EXPECT_EQ(expiry.Stats().rows_expired, 250u);
+  EXPECT_EQ(expiry.Stats().failures, 0u);
+}
+
+// Vital signs: on an empty table no oldest age and no lag; with rows the oldest row's age (as backdated), the
+// table's and its indexes' bytes, the tuple estimates; lag = how far the oldest row is past the horizon.
+TEST_F(ExpiryTest, VitalSigns) {
+  Expiry expiry(Options(kHorizon));
+  EXPECT_EQ(expiry.Stats().table_bytes, -1);  // before the first pass: none read yet
+  EXPECT_FALSE(expiry.Stats().oldest_age_seconds.has_value());
+  expiry.RunOnce();
+  ExpiryStats s = expiry.Stats();
+  EXPECT_FALSE(s.oldest_age_seconds.has_value()) << *s.oldest_age_seconds;
+  EXPECT_EQ(s.lag_seconds, 0);
+  EXPECT_GE(s.table_bytes, 0);
+  EXPECT_GT(s.index_bytes, 0);  // the primary key and the first_seen indexes have their metapages
+  EXPECT_GE(s.dead_tuples, 0);
+  EXPECT_GE(s.live_tuples, 0);
+
+  // Within the horizon: 30 minutes old at most, no lag.
+  InsertRows(2000, "30 minutes", "within");
+  InsertRows(10, "0 seconds", "fresh");
+  EXPECT_EQ(expiry.RunOnce(), 0u);
+  s = expiry.Stats();
+  ASSERT_TRUE(s.oldest_age_seconds.has_value());
+  EXPECT_GE(*s.oldest_age_seconds, 1800);
+  EXPECT_LT(*s.oldest_age_seconds, 1800 + 60);
+  EXPECT_EQ(s.lag_seconds, 0);
+  EXPECT_GT(s.table_bytes, 8192 * 10) << "2 010 rows of ~100 B";
+  EXPECT_GT(s.index_bytes, 8192 * 3);
+  EXPECT_FALSE(s.behind);
+
+  // An old row that cannot be deleted (locked): the age is its own, the lag its distance past the horizon.
+  const Digest old = RandomDigest();
+  InsertRow(old, "80 minutes");
+  RowLock lock(old);
+  EXPECT_EQ(expiry.RunOnce(), 0u);
+  s = expiry.Stats();
+  ASSERT_TRUE(s.oldest_age_seconds.has_value());
+  EXPECT_GE(*s.oldest_age_seconds, 4800);
+  EXPECT_LT(*s.oldest_age_seconds, 4800 + 60);
+  EXPECT_GE(s.lag_seconds, 1200);
+  EXPECT_LT(s.lag_seconds, 1200 + 60);
+  EXPECT_FALSE(s.behind) << "80 minutes is less than 1.5x an hour";
+  lock.Release();
+  EXPECT_EQ(expiry.RunOnce(), 1u);
+  s = expiry.Stats();
+  EXPECT_LT(*s.oldest_age_seconds, 1800 + 60);
+  EXPECT_EQ(s.lag_seconds, 0);
+  EXPECT_EQ(s.failures, 0u);
+}
+
+// Falling behind: the oldest row older than 1.5x the horizon and not deletable (locked) -> behind, one episode,
+// one "expiry_behind" line (state behind) however many passes it lasts; once the row goes -> not behind, one
+// "caught_up" line, the episode count unchanged.
+TEST_F(ExpiryTest, BehindIsCountedAndLoggedOncePerEpisode) {
+  auto log = std::make_shared<EventLog>();
+  Expiry expiry(Options(kHorizon, log));
+  InsertRows(10, "10 minutes", "within");
+  expiry.RunOnce();
+  EXPECT_FALSE(expiry.Stats().behind);
+  EXPECT_EQ(log->size(), 0u);
+
+  const Digest stuck = RandomDigest();
+  InsertRow(stuck, "2 hours");  // 2x the horizon
+  RowLock lock(stuck);
+  for (int pass = 0; pass < 3; ++pass) {
+    EXPECT_EQ(expiry.RunOnce(), 0u);
+    const ExpiryStats s = expiry.Stats();
+    EXPECT_TRUE(s.behind) << pass;
+    EXPECT_EQ(s.behind_events, 1u) << pass;
+    EXPECT_GE(s.lag_seconds, 3600) << pass;
+  }
+  EXPECT_EQ(log->Count("expiry_behind", "behind"), 1);
+  EXPECT_EQ(log->Count("expiry_behind", "caught_up"), 0);
+  {
+    std::lock_guard lk(log->mu);
+    const auto& fields = log->events.front().second;
+    EXPECT_GE(fields.at("oldest_age_s").to_number<double>(), 7200);
+    EXPECT_EQ(fields.at("retention_s").to_number<double>(), 3600);
+  }
+
+  lock.Release();
+  EXPECT_EQ(expiry.RunOnce(), 1u);
+  ExpiryStats s = expiry.Stats();
+  EXPECT_FALSE(s.behind);
+  EXPECT_EQ(s.behind_events, 1u);
+  EXPECT_EQ(log->Count("expiry_behind", "caught_up"), 1);
+  expiry.RunOnce();
+  EXPECT_EQ(log->Count("expiry_behind", "caught_up"), 1);
+  EXPECT_EQ(log->Count("expiry_behind", "behind"), 1);
+
+  // A second episode is a second event.
+  const Digest again = RandomDigest();
+  InsertRow(again, "3 hours");
+  RowLock lock2(again);
+  expiry.RunOnce();
+  EXPECT_EQ(expiry.Stats().behind_events, 2u);
+  EXPECT_EQ(log->Count("expiry_behind", "behind"), 2);
+}
+
+// With the horizon off nothing is deleted however old, but the vital signs are still read; never behind.
+TEST_F(ExpiryTest, OffDeletesNothingButReadsVitalSigns) {
+  auto log = std::make_shared<EventLog>();
+  Expiry expiry(Options(std::chrono::seconds(0), log));
+  InsertRows(300, "3650 days", "ancient");
+  EXPECT_EQ(expiry.RunOnce(), 0u);
+  EXPECT_EQ(Rows("ancient"), 300);
+  const ExpiryStats s = expiry.Stats();
+  EXPECT_EQ(s.passes, 1u);
+  EXPECT_EQ(s.rows_expired, 0u);
+  ASSERT_TRUE(s.oldest_age_seconds.has_value());
+  EXPECT_GE(*s.oldest_age_seconds, 3650.0 * 86400);
+  EXPECT_GT(s.table_bytes, 0);
+  EXPECT_GT(s.index_bytes, 0);
+  EXPECT_EQ(s.lag_seconds, 0);
+  EXPECT_FALSE(s.behind);
+  EXPECT_EQ(s.behind_events, 0u);
+  EXPECT_EQ(log->size(), 0u);
+}
+
+// The interval between passes: as given, or a tenth of the horizon within [1 s, 60 s]; 60 s when off.
+TEST(ExpiryInterval, DerivedFromTheHorizon) {
+  auto interval = [](std::chrono::seconds retention, std::chrono::milliseconds given) {
+    ExpiryOptions o;
+    o.retention = retention;
+    o.interval = given;
+    return Expiry(o).interval();
+  };
+  EXPECT_EQ(interval(3600s, 200ms), 200ms);
+  EXPECT_EQ(interval(2s, 0ms), 1s);
+  EXPECT_EQ(interval(100s, 0ms), 10s);
+  EXPECT_EQ(interval(3600s, 0ms), 60s);
+  EXPECT_EQ(interval(0s, 0ms), 60s);
+}
+
+// Start(): passes run by themselves (every 200 ms here) — expired rows inserted later are deleted too — and
+// Shutdown() stops it; with a long interval Shutdown() does not wait for the next pass.
+TEST_F(ExpiryTest, ThreadRunsPassesByItselfAndStopsPromptly) {
+  {
+    ExpiryOptions o = Options(kHorizon);
+    o.interval = 200ms;
+    Expiry expiry(o);
+    InsertRows(250, "2 hours", "expired");
+    InsertRows(20, "1 minute", "within");
+    expiry.Start();
+    EXPECT_TRUE(Eventually([&] { return Rows("expired") == 0; })) << Rows("expired") << " left";
+    const std::uint64_t passes = expiry.Stats().passes;
+    InsertRows(130, "5 hours", "expired");
+    EXPECT_TRUE(Eventually([&] { return Rows("expired") == 0; })) << Rows("expired") << " left";
+    EXPECT_TRUE(Eventually([&] { return expiry.Stats().passes >= passes + 2; }));
+    expiry.Shutdown();
+    const ExpiryStats s = expiry.Stats();
+    EXPECT_EQ(s.rows_expired, 380u);
+    EXPECT_EQ(s.failures, 0u);
+    EXPECT_EQ(Rows("within"), 20);
+    std::this_thread::sleep_for(500ms);
+    EXPECT_EQ(expiry.Stats().passes, s.passes) << "passes after Shutdown()";
+    expiry.Shutdown();  // idempotent
+  }
+  {
+    ExpiryOptions o = Options(kHorizon);
+    o.interval = 60s;
+    Expiry expiry(o);
+    expiry.Start();
+    ASSERT_TRUE(Eventually([&] { return expiry.Stats().passes >= 1; }));  // the first pass runs at once
+    const auto t0 = std::chrono::steady_clock::now();
+    expiry.Shutdown();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "Shutdown() waited for the interval";
+  }
+}
+
+// An unreachable database: every pass fails (counted), the thread keeps trying, and the failure is logged once
+// (not once per pass); RunOnce throws.
+TEST(ExpiryFailure, UnreachableIsCountedAndLoggedOnce) {
+  auto log = std::make_shared<EventLog>();
+  ExpiryOptions o;
+  o.conninfo = "postgresql://postgres@127.0.0.1:1/none?connect_timeout=1";
+  o.retention = kHorizon;
+  o.interval = 50ms;
+  o.log = log;
+  {
+    Expiry once(o);
+    EXPECT_ANY_THROW(once.RunOnce());
+    EXPECT_EQ(once.Stats().passes, 0u);
+  }
+  Expiry expiry(o);
+  expiry.Start();
+  EXPECT_TRUE(Eventually([&] { return expiry.Stats().failures >= 3; }));
+  expiry.Shutdown();
+  EXPECT_EQ(expiry.Stats().passes, 0u);
+  EXPECT_EQ(log->Count("expiry", "failing"), 1);
+  EXPECT_EQ(log->Count("expiry", "recovered"), 0);
+}
+
+}  // namespace
+}  // namespace scangate::storage
