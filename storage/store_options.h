@@ -51,12 +51,12 @@ struct StoreOptions {
   std::size_t batch_limit = kDefaultBatchLimit;            // max items per transaction
   std::chrono::microseconds flush_interval = kDefaultFlushInterval;  // max write-behind lag (ack=filter)
   std::size_t queue_limit = kDefaultQueueLimit;            // per-store bound on accepted, unfinished items
-  std::chrono::milliseconds reconnect_backoff_max{2000};
+  std::chrono::milliseconds reconnect_backoff_max{2000};  // a down writer's reconnect pauses double up to this
   // The de-duplication horizon (--retention). 0 = off: a row answers `duplicate` for ever. Otherwise a row whose
   // first_seen is older than this (by PostgreSQL's clock) counts as absent: the batch INSERT takes its place
   // (`new`, first_seen and source replaced: storage/pg/batch_statement.h), whether or not the expiry
   // (storage/expiry.h) has deleted it yet.
-  std::chrono::seconds retention{0};   // a down writer's reconnect pauses double up to this
+  std::chrono::seconds retention{0};
   // How long Shutdown() keeps retrying queued write-behind items while the database is down.
   std::chrono::milliseconds shutdown_retry{30000};
   // How long Start() retries the first connection before throwing (storage/startup.h); 0 = one attempt.

@@ -58,19 +58,20 @@ void Service::JournalGroupSlot::Deliver(std::vector<storage::JournalWaiter> wait
   });
 }
 
-bool Service::JournalKnown(const CallPtr& call, std::size_t i, const Digest& d) {
+Service::Journalled Service::JournalKnown(const CallPtr& call, std::size_t i, const Digest& d) {
   // Almost every digest is not pending: say so before building the waiter (its allocation is per request).
-  if (!journal_->Holds(d)) return false;
+  if (!journal_->Holds(d)) return Journalled::kAbsent;
   Call::Entry& e = call->at(i);
   const auto r = journal_->Lookup(d, JournalGroup(call->ex), [call, i](storage::JournalFate fate) {
     OnJournal(*call, i, /*is_new=*/false, fate);
   });
-  if (r.state == storage::JournalDrain::LookupResult::kAbsent) return false;
+  if (r.state == storage::JournalDrain::LookupResult::kAbsent) return Journalled::kAbsent;
+  if (r.state == storage::JournalDrain::LookupResult::kExpired) return Journalled::kExpired;
   // A duplicate of the journalled record; a follower's waiter runs later, on this thread (posted to `ex`).
   e.verdict.first_seen = r.first_seen;
   e.in_journal = true;
   if (r.state == storage::JournalDrain::LookupResult::kDurable) OnJournal(*call, i, false, storage::JournalFate::kDurable);
-  return true;
+  return Journalled::kAnswered;
 }
 
 bool Service::JournalNew(const CallPtr& call, std::size_t i, const Digest& d, const std::string& source,

@@ -117,7 +117,18 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
   Call::Entry& e = call->at(i);
   CountUntrusted(e.probed.filter_trusted, e.probed.probe, call->counters);
   // 1. Journalled, not yet in PostgreSQL: answered from the journal.
-  if (journal_ != nullptr && JournalKnown(call, i, d)) return;
+  if (journal_ != nullptr) {
+    switch (JournalKnown(call, i, d)) {
+      case Journalled::kAnswered:
+        return;
+      case Journalled::kExpired:
+        // Its record is past the horizon but not yet in PostgreSQL: PostgreSQL decides, behind that row (same
+        // route, FIFO), and takes the expired row over (`new`); never journalled twice while pending.
+        return ExactPath(call, i, route, d, source);
+      case Journalled::kAbsent:
+        break;
+    }
+  }
   const bool filter_said_new = e.probed.filter_said_new();
   // 2. ack=filter: a trusted "definitely new" is recorded by this instance (filter_said_new implies the
   // filter is on). An untrusted negative goes on to the exact path: queued behind any write-behind row of

@@ -1,6 +1,7 @@
 #include "storage/journal/journal_drain.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -135,7 +136,10 @@ JournalDrain::LookupResult JournalDrain::Lookup(const Digest& d, WaiterGroup& gr
   const auto it = s.map.find(d);
   if (it == s.map.end()) return r;
   r.first_seen = FormatTimeUs(it->second.time_us);
-  if (it->second.durable) {
+  if (it->second.durable && options_.retention.count() > 0 &&
+      it->second.time_us < NowUs() - std::chrono::duration_cast<std::chrono::microseconds>(options_.retention).count()) {
+    r.state = LookupResult::kExpired;
+  } else if (it->second.durable) {
     r.state = LookupResult::kDurable;
   } else {
     r.state = LookupResult::kFollowing;

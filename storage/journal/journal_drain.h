@@ -63,7 +63,10 @@ class JournalDrain final : private WriteBehindSink {
   using Waiter = JournalWaiter;
 
   struct LookupResult {
-    enum State : std::uint8_t { kAbsent, kDurable, kFollowing } state = kAbsent;
+    // kExpired: a durable record older than the horizon (options.retention), still waiting for PostgreSQL
+    // (e.g. an outage longer than the horizon): not an answer — the key must be decided in PostgreSQL, queued
+    // behind that record's row (never journalled again while this one is pending).
+    enum State : std::uint8_t { kAbsent, kDurable, kFollowing, kExpired } state = kAbsent;
     std::string first_seen;  // RFC 3339 UTC with microseconds, for kDurable and kFollowing
   };
 
@@ -87,7 +90,7 @@ class JournalDrain final : private WriteBehindSink {
   bool Append(const Digest& d, std::string source, WaiterGroup& group, Waiter done, std::int64_t time_us = 0);
 
   // Under the caller's per-digest lock. kAbsent: not pending, ask PostgreSQL. kDurable: durable record,
-  // answer "duplicate" with first_seen now. kFollowing: being journalled; `done` runs on `group`'s executor
+  // answer "duplicate" with first_seen now. kExpired: a durable record past the horizon: decide in PostgreSQL. kFollowing: being journalled; `done` runs on `group`'s executor
   // with the record's fate (durable -> "duplicate", else 503). `done` is kept only for kFollowing.
   LookupResult Lookup(const Digest& d, WaiterGroup& group, Waiter done);
   // Whether `d` is pending (Lookup would not answer kAbsent right now): a cheap check (one shard lock, one

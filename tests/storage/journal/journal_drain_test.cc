@@ -293,6 +293,42 @@ TEST_F(JournalDrainTest, ExpiredRecordsAreSkippedAtRecovery) {
   }
 }
 
+// A durable record still waiting for PostgreSQL (here: PostgreSQL stopped) whose time is past the horizon is
+// not an answer: Lookup says kExpired (the caller decides in PostgreSQL, behind the record's row), keeps no
+// waiter; a younger pending record is kDurable as ever. Once PostgreSQL is back both rows land.
+TEST_F(JournalDrainTest, PendingRecordPastTheHorizonIsExpired) {
+  const auto ds = RandomDigests(2);
+  JournalOptions jo = JournalOpts();
+  jo.retention = 1h;
+  auto opts = StoreOpts(Url());
+  opts.reconnect_backoff_max = 100ms;
+  Store store(opts);
+  store.Start();
+  JournalDrain drain(store, jo);
+  drain.Start([](std::span<const Digest>) {});
+  RestartGuard guard;
+  ASSERT_EQ(guard.Stop(), 0);
+  const std::int64_t times[2] = {UsAgo(2h), UsAgo(10min)};
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(drain.Append(ds[i], "till-1", group, [this](JournalFate f) {
+      (f == JournalFate::kDurable ? durable : not_durable).fetch_add(1);
+    }, times[i]));
+  }
+  ASSERT_TRUE(Eventually([&] { return durable.load() == 2; }));
+  EXPECT_TRUE(drain.Holds(ds[0]));
+  EXPECT_EQ(drain.Lookup(ds[0], group, [](JournalFate) { ADD_FAILURE() << "waiter kept for an expired record"; }).state,
+            JournalDrain::LookupResult::kExpired);
+  EXPECT_EQ(drain.Lookup(ds[1], group, [](JournalFate) { ADD_FAILURE() << "waiter kept for a durable record"; }).state,
+            JournalDrain::LookupResult::kDurable);
+  ASSERT_EQ(PgCtl("start"), 0);
+  guard.stopped = false;
+  EXPECT_TRUE(Eventually([&] { return drain.Stats().pending == 0; })) << "pending " << drain.Stats().pending;
+  EXPECT_EQ(CountRows(Url(), ds), 2);
+  drain.StopAppends();
+  store.Shutdown();
+  drain.Close();
+}
+
 // Without a horizon (retention 0) every recovered record, however old, is pending and replayed.
 TEST_F(JournalDrainTest, WithoutAHorizonOldRecordsAreReplayed) {
   const auto ds = RandomDigests(15);
