@@ -399,55 +399,18 @@ TEST_P(Retention, WarmStartSkipsExpiredRows) {
 INSTANTIATE_TEST_SUITE_P(AckModes, Retention, ::testing::Values("commit", "filter"),
                          [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
-// 3. Two ack=commit instances on one database race on keys past the horizon (rows not necessarily deleted yet:
-// the take-over makes them `new`): per key exactly one `new` across both, the other `duplicate` with the
-// winner's first_seen, and PostgreSQL holds one row per key with it. Single observations (both instances at
-// once per key) and whole batches (both instances the same batch at once).
-TEST(RetentionTwoInstances, ExactlyOneNewPerExpiredKey) {
-  constexpr int kKeys = 100;
-  const std::vector<std::string> flags{"--ack=commit", "--capacity=1000000", "--retention=3s"};
-  ScangateProcess a(flags), b(flags);
-  ASSERT_TRUE(a.Start());
-  ASSERT_TRUE(b.Start());
-  std::vector<std::string> singles, batched;
-  for (int i = 0; i < kKeys; ++i) {
-    singles.push_back(UniqueKey("ret-race-one"));
-    batched.push_back(UniqueKey("ret-race-batch"));
-  }
-  std::vector<std::string> all = singles;
-  all.insert(all.end(), batched.begin(), batched.end());
-  std::vector<std::string> hexes;
-  for (const auto& k : all) hexes.push_back(Sha256Hex(k));
-  Pg pg;
-  {
-    HttpClient c(a.port());
-    const HttpResponse r = c.Post("/observe/batch", BatchBody(all));
-    ASSERT_EQ(r.status, 200) << r;
-    const json::object o = r.json();
-    for (const auto& v : o.at("results").as_array()) ASSERT_EQ(v.at("verdict"), "new") << r;
-  }
-  std::int64_t newest_us = 0;
-  {
-    pqxx::nontransaction tx(pg.conn());
-    std::string list;
-    for (const auto& h : hexes) list += (list.empty() ? "" : ",") + h;
-    newest_us = tx.exec_params(
-                      "SELECT (extract(epoch FROM max(first_seen)) * 1000000)::int8 FROM scan_keys WHERE digest = "
-                      "ANY(SELECT decode(h, 'hex') FROM unnest(string_to_array($1, ',')) AS h)",
-                      list)[0][0]
-                    .as<std::int64_t>();
-  }
-  SleepUntilUs(newest_us + 3'000'000 + kSlackUs);
-  const std::int64_t present = pg.CountDigests(hexes);  // information: the rest the expiry deleted already
-  RecordProperty("rows_present_at_race", static_cast<int>(present));
-
-  // Singles: per key, both instances at once.
-  std::vector<Seen> from_a(kKeys), from_b(kKeys);
+// Fires `singles` at both instances at once, key by key, then the whole of `batched` at both at once. Per key
+// exactly one `new` across both and the other `duplicate`; PostgreSQL then holds one row per key with the first_seen
+// the loser was told, newer than `older_than_us` (the expired record's time).
+void RaceBoth(const ScangateProcess& a, const ScangateProcess& b, const std::vector<std::string>& singles,
+              const std::vector<std::string>& batched, std::int64_t older_than_us) {
+  const std::size_t n = singles.size();
+  std::vector<Seen> from_a(n), from_b(n);
   {
     std::barrier step(2);
     auto run = [&](std::uint16_t port, std::vector<Seen>& out) {
       HttpClient c(port);
-      for (int i = 0; i < kKeys; ++i) {
+      for (std::size_t i = 0; i < n; ++i) {
         step.arrive_and_wait();
         out[i] = Observe(c, singles[i]);
       }
@@ -457,16 +420,17 @@ TEST(RetentionTwoInstances, ExactlyOneNewPerExpiredKey) {
     ta.join();
     tb.join();
   }
-  std::vector<std::string> winners_first_seen(2 * kKeys);
-  for (int i = 0; i < kKeys; ++i) {
+  std::vector<std::string> hexes;
+  std::vector<std::string> told_first_seen;
+  for (std::size_t i = 0; i < n; ++i) {
     SCOPED_TRACE("single key " + std::to_string(i));
     const int news = (from_a[i].status == 201) + (from_b[i].status == 201);
     ASSERT_EQ(news, 1) << "A: " << from_a[i].text << "\nB: " << from_b[i].text;
     const Seen& dup = from_a[i].status == 200 ? from_a[i] : from_b[i];
     ASSERT_EQ(dup.status, 200) << dup.text;
-    winners_first_seen[i] = dup.first_seen;
+    hexes.push_back(Sha256Hex(singles[i]));
+    told_first_seen.push_back(dup.first_seen);
   }
-  // Batches: the same batch to both instances at once.
   {
     auto send = [&](std::uint16_t port) {
       HttpClient c(port);
@@ -480,22 +444,92 @@ TEST(RetentionTwoInstances, ExactlyOneNewPerExpiredKey) {
     const json::object oa = ra.json(), ob = rb.json();
     const json::array& va = oa.at("results").as_array();
     const json::array& vb = ob.at("results").as_array();
-    ASSERT_EQ(va.size(), static_cast<std::size_t>(kKeys));
-    ASSERT_EQ(vb.size(), static_cast<std::size_t>(kKeys));
-    for (int i = 0; i < kKeys; ++i) {
+    ASSERT_EQ(va.size(), batched.size());
+    ASSERT_EQ(vb.size(), batched.size());
+    for (std::size_t i = 0; i < batched.size(); ++i) {
       SCOPED_TRACE("batched key " + std::to_string(i));
       const bool a_new = va[i].at("verdict") == "new", b_new = vb[i].at("verdict") == "new";
       ASSERT_EQ(a_new + b_new, 1) << json::serialize(va[i]) << " / " << json::serialize(vb[i]);
-      const auto& dup = a_new ? vb[i] : va[i];
-      winners_first_seen[kKeys + i] = std::string(dup.at("first_seen").as_string());
+      hexes.push_back(Sha256Hex(batched[i]));
+      told_first_seen.push_back(std::string((a_new ? vb[i] : va[i]).at("first_seen").as_string()));
     }
   }
-  // PostgreSQL: one row per key, with the first_seen the loser was told.
-  EXPECT_EQ(pg.CountDigests(hexes), 2 * kKeys);
+  Pg pg;
+  EXPECT_EQ(pg.CountDigests(hexes), static_cast<std::int64_t>(hexes.size()));
   for (std::size_t i = 0; i < hexes.size(); ++i) {
-    ASSERT_EQ(PgFirstSeen(pg, hexes[i]).value_or("(none)"), winners_first_seen[i]) << "key " << i;
-    EXPECT_GE(ParseFirstSeenUs(winners_first_seen[i]), newest_us + 3'000'000) << "an old first_seen was kept";
+    ASSERT_EQ(PgFirstSeen(pg, hexes[i]).value_or("(none)"), told_first_seen[i]) << "key " << i;
+    EXPECT_GT(ParseFirstSeenUs(told_first_seen[i]), older_than_us) << "an expired first_seen was kept";
   }
+}
+
+std::vector<std::string> Keys(const char* tag, int n) {
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i) out.push_back(UniqueKey(tag));
+  return out;
+}
+
+// 3a. Two ack=commit instances on one database race on keys recorded through one of them and now past the
+// horizon (3 s) + slack, across the expiry's passes (rows deleted or not yet: either way).
+TEST(RetentionTwoInstances, ExactlyOneNewPerKeyAcrossTheHorizon) {
+  constexpr int kKeys = 100;
+  const std::vector<std::string> flags{"--ack=commit", "--capacity=1000000", "--retention=3s"};
+  ScangateProcess a(flags), b(flags);
+  ASSERT_TRUE(a.Start());
+  ASSERT_TRUE(b.Start());
+  const std::vector<std::string> singles = Keys("ret-race-one", kKeys), batched = Keys("ret-race-batch", kKeys);
+  std::vector<std::string> all = singles;
+  all.insert(all.end(), batched.begin(), batched.end());
+  std::int64_t newest_us = 0;
+  {
+    HttpClient c(a.port());
+    const HttpResponse r = c.Post("/observe/batch", BatchBody(all));
+    ASSERT_EQ(r.status, 200) << r;
+    const json::object o = r.json();
+    for (const auto& v : o.at("results").as_array()) ASSERT_EQ(v.at("verdict"), "new") << r;
+    Pg pg;
+    for (const auto& k : all) {
+      newest_us = std::max(newest_us, ParseFirstSeenUs(PgFirstSeen(pg, Sha256Hex(k)).value_or("")));
+    }
+  }
+  SleepUntilUs(newest_us + 3'000'000 + kSlackUs);
+  RaceBoth(a, b, singles, batched, newest_us + 3'000'000);
+  EXPECT_EQ(a.Stop(), 0);
+  EXPECT_EQ(b.Stop(), 0);
+}
+
+// 3b. The same race on expired rows that are certainly still present, so the batch INSERT's take-over (ON
+// CONFLICT DO UPDATE ... WHERE expired) is what both instances meet: --retention=1h, rows backdated by 2 h after
+// both instances' first expiry pass (the next one is 60 s away).
+TEST(RetentionTwoInstances, ExactlyOneNewPerKeyTakingOverExpiredRows) {
+  constexpr int kKeys = 100;
+  const std::vector<std::string> flags{"--ack=commit", "--capacity=1000000", "--retention=1h"};
+  ScangateProcess a(flags), b(flags);
+  ASSERT_TRUE(a.Start());
+  ASSERT_TRUE(b.Start());
+  HttpClient ca(a.port()), cb(b.port());
+  for (HttpClient* c : {&ca, &cb}) {
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    while (Metric(*c, "scangate_expiry_passes_total") < 1) {
+      ASSERT_LT(Clock::now(), deadline) << "no expiry pass within 20 s of the start";
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  // Rows other tests left older than an hour went in the first passes; none may go from here on.
+  const double expired_before = Metric(ca, "scangate_expiry_rows_total") + Metric(cb, "scangate_expiry_rows_total");
+  const std::vector<std::string> singles = Keys("ret-race-old-one", kKeys), batched = Keys("ret-race-old-batch", kKeys);
+  std::vector<std::string> hexes;
+  Pg pg;
+  const std::int64_t before_us = NowUs();
+  for (const auto* keys : {&singles, &batched}) {
+    for (const auto& k : *keys) {
+      hexes.push_back(Sha256Hex(k));
+      InsertBackdated(pg, hexes.back(), "2 hours");
+    }
+  }
+  ASSERT_EQ(pg.CountDigests(hexes), 2 * kKeys);
+  RaceBoth(a, b, singles, batched, before_us - 1'000'000);
+  EXPECT_EQ(Metric(ca, "scangate_expiry_rows_total") + Metric(cb, "scangate_expiry_rows_total"), expired_before)
+      << "the expiry deleted rows during the race: the take-over was not what the instances met";
   EXPECT_EQ(a.Stop(), 0);
   EXPECT_EQ(b.Stop(), 0);
 }
