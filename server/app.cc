@@ -231,7 +231,9 @@ std::optional<int> App::OpenJournal() {
     journal_ = std::make_unique<storage::JournalDrain>(*store_, jo);
     journal_->Start([this](std::span<const Digest> digests) { filter_->InsertBatchConcurrently(digests); });
     const auto js = journal_->Stats();
-    Log(LogLevel::kInfo, "journal", {{"dir", config_.journal_dir}, {"recovered", js.recovered}});
+    Log(LogLevel::kInfo, "journal", {{"dir", config_.journal_dir},
+                                     {"recovered", js.recovered},
+                                     {"recovered_expired", js.recovered_expired}});
   } catch (const std::exception& e) {
     Log(LogLevel::kError, "error", {{"where", "journal"}, {"what", e.what()}});
     journal_.reset();

@@ -348,6 +348,7 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
         {"waiting", j.journal.parked},
         {"rejected", j.journal.rejected},
         {"recovered", j.recovered},
+        {"recovered_expired", j.recovered_expired},  // recovered past the horizon: skipped, not replayed
         {"replay_left", j.replay_left},
         {"usable", j.journal.usable},
         {"cause", j.journal.cause},
