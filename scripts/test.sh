@@ -52,7 +52,7 @@ echo "== ThreadSanitizer build (core/, storage/, server/)"
 # single-writer metric counters under a concurrent scrape.
 cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCANGATE_SANITIZE=thread \
   -DSCANGATE_CORE_ONLY=OFF -DSCANGATE_BENCH=OFF -DSCANGATE_WERROR=ON >/dev/null
-cmake --build build/tsan -j "$jobs" --target filter_concurrency_test recent_set_test mutex_test store_test service_concurrency_test brin_summarizer_test expiry_test journal_drain_test \
+cmake --build build/tsan -j "$jobs" --target filter_concurrency_test recent_set_test mutex_test store_test service_concurrency_test brin_summarizer_test expiry_test background_loop_test journal_drain_test \
   journal_test server_metrics_test scangate
 echo "== ThreadSanitizer tests"
 # scripts/tsan.supp silences uninstrumented third-party libraries only (libpq, libpqxx, OpenSSL), never
@@ -64,7 +64,7 @@ rm -rf "$tsan_logs" && mkdir -p "$tsan_logs"
 tsan_rc=0
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp log_path=$tsan_logs/tsan" \
   ctest --test-dir build/tsan --output-on-failure -j "$jobs" --timeout 900 \
-  -R '^(FilterConcurrency\..*|RecentSetConcurrency\..*|Mutex\..*|CondVar\..*|Metrics\.SingleWriterCountersUnderConcurrentScrape|store_test|service_concurrency_test|brin_summarizer_test|expiry_test|journal_drain_test|journal_test)$' \
+  -R '^(FilterConcurrency\..*|RecentSetConcurrency\..*|Mutex\..*|CondVar\..*|Metrics\.SingleWriterCountersUnderConcurrentScrape|store_test|service_concurrency_test|brin_summarizer_test|expiry_test|BackgroundLoop\..*|journal_drain_test|journal_test)$' \
   || tsan_rc=$?
 if compgen -G "$tsan_logs/tsan.*" >/dev/null; then
   cat "$tsan_logs"/tsan.*

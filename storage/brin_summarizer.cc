@@ -5,7 +5,6 @@
 
 #include <pqxx/pqxx>
 
-#include "core/thread_name.h"
 #include "storage/pg/error_summary.h"
 #include "storage/pg/sql_state.h"
 
@@ -35,20 +34,10 @@ BrinSummarizer::BrinSummarizer(BrinSummarizerOptions options)
 BrinSummarizer::~BrinSummarizer() { Shutdown(); }
 
 void BrinSummarizer::Start() {
-  thread_ = std::thread([this] {
-    SetThreadName("sg-brin");
-    Run();
-  });
+  loop_.Start("sg-brin", options_.interval, /*first_at_once=*/false, [this] { return Pass(); });
 }
 
-void BrinSummarizer::Shutdown() {
-  {
-    const MutexLock lk(&mu_);
-    stop_ = true;
-  }
-  cv_.SignalAll();
-  if (thread_.joinable()) thread_.join();
-}
+void BrinSummarizer::Shutdown() { loop_.Stop(); }
 
 BrinSummarizerStats BrinSummarizer::Stats() const {
   const MutexLock lk(&mu_);
@@ -111,21 +100,6 @@ bool BrinSummarizer::Pass() {
     failing_ = true;
   }
   return true;
-}
-
-bool BrinSummarizer::WaitInterval() {
-  const auto deadline = std::chrono::steady_clock::now() + options_.interval;
-  const MutexLock lk(&mu_);
-  while (!stop_) {
-    if (cv_.WaitUntil(&mu_, deadline)) return stop_;  // the interval passed (unless stopped meanwhile)
-  }
-  return true;
-}
-
-void BrinSummarizer::Run() {
-  while (!WaitInterval()) {
-    if (!Pass()) return;
-  }
 }
 
 }  // namespace scangate::storage

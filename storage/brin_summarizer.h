@@ -16,11 +16,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include <absl/base/thread_annotations.h>
 
 #include "core/mutex.h"
+#include "storage/background_loop.h"
 #include "storage/log_sink.h"
 
 namespace scangate::storage {
@@ -62,9 +62,6 @@ class BrinSummarizer {
   BrinSummarizerStats Stats() const;
 
  private:
-  void Run();
-  // Waits one `interval` or until Shutdown(): true when stopping.
-  bool WaitInterval() ABSL_LOCKS_EXCLUDED(mu_);
   // One pass with its error handling and logging: false = stop for good.
   bool Pass();
 
@@ -75,10 +72,8 @@ class BrinSummarizer {
   bool failing_ = false;                    // the last pass failed (a recovery is logged once); as conn_
 
   mutable Mutex mu_;
-  CondVar cv_;  // signalled when stop_ is set
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   BrinSummarizerStats stats_ ABSL_GUARDED_BY(mu_);
-  std::thread thread_;
+  BackgroundLoop loop_;  // last: stopped (joined) before the members its passes use go away
 };
 
 }  // namespace scangate::storage

@@ -6,7 +6,6 @@
 
 #include <pqxx/pqxx>
 
-#include "core/thread_name.h"
 #include "storage/pg/error_summary.h"
 
 namespace scangate::storage {
@@ -60,20 +59,13 @@ Expiry::Expiry(ExpiryOptions options)
 Expiry::~Expiry() { Shutdown(); }
 
 void Expiry::Start() {
-  thread_ = std::thread([this] {
-    SetThreadName("sg-expiry");
-    Run();
+  loop_.Start("sg-expiry", interval_, /*first_at_once=*/true, [this] {
+    Pass();
+    return true;
   });
 }
 
-void Expiry::Shutdown() {
-  {
-    const MutexLock lk(&mu_);
-    stop_ = true;
-  }
-  cv_.SignalAll();
-  if (thread_.joinable()) thread_.join();
-}
+void Expiry::Shutdown() { loop_.Stop(); }
 
 ExpiryStats Expiry::Stats() const {
   const MutexLock lk(&mu_);
@@ -100,7 +92,7 @@ std::uint64_t Expiry::RunOnce() {
         // A backlog (e.g. the first start with a horizon on a large table): at most half of one backend's time,
         // so the expiry never crowds out the writers. Shutdown() cuts the pause short.
         const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
-        if (Wait(std::max(took, std::chrono::milliseconds(1)))) break;
+        if (loop_.Wait(std::max(took, std::chrono::milliseconds(1)))) break;
       }
     }
     pqxx::nontransaction tx(conn_->c);
@@ -170,21 +162,6 @@ void Expiry::Pass() {
                 {{"state", "failing"}, {"error", error}, {"effect", "retried every pass; verdicts unaffected"}});
     failing_ = true;
   }
-}
-
-bool Expiry::Wait(std::chrono::milliseconds d) {
-  const auto deadline = std::chrono::steady_clock::now() + d;
-  const MutexLock lk(&mu_);
-  while (!stop_) {
-    if (cv_.WaitUntil(&mu_, deadline)) return stop_;  // the time passed (unless stopped meanwhile)
-  }
-  return true;
-}
-
-void Expiry::Run() {
-  do {
-    Pass();
-  } while (!Wait(interval_));
 }
 
 }  // namespace scangate::storage

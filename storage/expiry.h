@@ -17,11 +17,11 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include <absl/base/thread_annotations.h>
 
 #include "core/mutex.h"
+#include "storage/background_loop.h"
 #include "storage/log_sink.h"
 
 namespace scangate::storage {
@@ -79,9 +79,6 @@ class Expiry {
   ExpiryStats Stats() const;
 
  private:
-  void Run();
-  // Waits `d` or until Shutdown(): true when stopping.
-  bool Wait(std::chrono::milliseconds d) ABSL_LOCKS_EXCLUDED(mu_);
   // One pass with its error handling and logging.
   void Pass();
   // Updates the behind state from the oldest row's age; logs a change.
@@ -95,10 +92,8 @@ class Expiry {
   bool failing_ = false;        // the last pass failed (a recovery is logged once); as conn_
 
   mutable Mutex mu_;
-  CondVar cv_;  // signalled when stop_ is set
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   ExpiryStats stats_ ABSL_GUARDED_BY(mu_);
-  std::thread thread_;
+  BackgroundLoop loop_;  // last: stopped (joined) before the members its passes use go away
 };
 
 }  // namespace scangate::storage
