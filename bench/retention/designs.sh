@@ -6,7 +6,7 @@
 # row: PostgreSQL CPU-µs (utime+stime of the postmaster and all its children from /proc, exited children
 # through the postmaster's cutime+cstime) and WAL bytes (pg_current_wal_lsn deltas); at T: table and index
 # bytes, live and dead tuples, and whether the table+index bytes sampled every 10 s stay within ±15 % of their
-# mean over the last third of the run. For the A designs, an EXPLAIN (ANALYZE, BUFFERS) of one expiry slice
+# mean over the last third of the run. (For `off`, which grows without end, that check says nothing: read its sizes.txt.) For the A designs, an EXPLAIN (ANALYZE, BUFFERS) of one expiry slice
 # at T shows the pages a pass touches.
 #   bench/retention/designs.sh                      defaults below; env overrides, e.g. R=30 T=120 ROUNDS=1
 # Designs:
