@@ -27,7 +27,8 @@
 namespace scangate::storage {
 
 // Rows one slice deletes (one transaction). 5 000: a slice of ~5 000 index-ordered rows takes a few ms of
-// PostgreSQL time and holds its row locks that long; bench/RESULTS.md "Issue 22".
+// PostgreSQL time and holds its row locks that long (8 ms per 5 000-row slice at R = 24 s, 12 k rows/s;
+// bench/RESULTS.md "Issue 22: expiry designs").
 inline constexpr std::int64_t kExpirySliceRows = 5000;
 
 struct ExpiryOptions {
