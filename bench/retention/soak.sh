@@ -4,6 +4,7 @@
 # would grow to without retention).
 #   bench/retention/soak.sh BIN [--cgroup-mib N] [--retention R] [--minutes M] [--out DIR]
 #                               [--cell-seconds 30] [--empty-seconds 20] [--shared-buffers-mib S]
+#                               [--pg-set NAME=VALUE ...]
 #     BIN        scangate binary
 #     --retention R   none (default): scangate gets no --retention flag at all (its own default; for binaries
 #                     that predate the flag); anything else (off, 60s, 30d, ...) is passed as --retention=R
@@ -14,6 +15,10 @@
 #                     "a quarter of the RAM", applied to the cgroup: there is no swap here, so shared memory
 #                     beyond the limit could not be reclaimed and the cgroup would OOM-kill a backend) unless
 #                     --shared-buffers-mib says otherwise. The cgroup's memory.max_usage_in_bytes is reported.
+#     --pg-set NAME=VALUE  a PostgreSQL setting (ALTER SYSTEM SET, reloaded before the run); repeatable. For
+#                     time compression, e.g. autovacuum_naptime=1s: a horizon of seconds against the default
+#                     60 s nap lets a table carry a whole horizon of dead rows between vacuums, which a real
+#                     horizon (hours, days) against 60 s never does
 #     --minutes M     length of the soak (default 10), run as back-to-back --cell-seconds wrk cells
 #     --out DIR       where the CSVs and the summary go (default bench/out/soak-<UTC time>, git-ignored)
 #   env SG_EXTRA: more scangate flags (word-split), e.g. SG_EXTRA="--writers 2"
@@ -34,7 +39,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BIN=$(realpath "${1:?usage: soak.sh BIN [--cgroup-mib N] [--retention R] [--minutes M] [--out DIR]}"); shift
-CG_MIB=""; RETENTION=none; MINUTES=10; OUT=""; CELL_S=30; EMPTY_S=20; SB_MIB=""
+CG_MIB=""; RETENTION=none; MINUTES=10; OUT=""; CELL_S=30; EMPTY_S=20; SB_MIB=""; PG_SETS=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --cgroup-mib) CG_MIB=${2:?}; shift 2 ;;
@@ -44,6 +49,7 @@ while [[ $# -gt 0 ]]; do
     --cell-seconds) CELL_S=${2:?}; shift 2 ;;
     --empty-seconds) EMPTY_S=${2:?}; shift 2 ;;
     --shared-buffers-mib) SB_MIB=${2:?}; shift 2 ;;
+    --pg-set) PG_SETS+=("${2:?}"); shift 2 ;;
     *) echo "soak.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -115,6 +121,10 @@ if [[ -n $SB_MIB ]]; then
   sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
   pg_start
 fi
+for kv in "${PG_SETS[@]}"; do  # e.g. autovacuum_naptime=1s: ALTER SYSTEM SET + reload
+  psql -qX "$URL" -c "ALTER SYSTEM SET ${kv%%=*} = '${kv#*=}'" >/dev/null
+done
+if ((${#PG_SETS[@]})); then psql -qAtX "$URL" -c "SELECT pg_reload_conf()" >/dev/null; fi
 [[ -n $CG ]] && echo 0 >"$CG/memory.max_usage_in_bytes"  # from here on: the run, not initdb
 PM=$(head -1 "$PGDATA_/postmaster.pid")
 log "PostgreSQL $PG_PORT (postmaster $PM), shared_buffers $(psql -AtX "$URL" -c 'SHOW shared_buffers'),"\
