@@ -12,7 +12,6 @@
 
 #include <pqxx/pqxx>
 
-#include "storage/store.h"
 #include "tests/storage/pg_test_db.h"
 
 namespace scangate::storage {
@@ -24,19 +23,6 @@ BrinSummarizerOptions Options(std::string url) {
   BrinSummarizerOptions o;
   o.conninfo = std::move(url);
   return o;
-}
-
-// Applies the migrations (Store::Start) once per test binary.
-void Migrate() {
-  static const bool done = [] {
-    StoreOptions so;
-    so.url = Url();
-    Store store(so);
-    store.Start();
-    store.Shutdown();
-    return true;
-  }();
-  (void)done;
 }
 
 // `n` rows of fresh digests, straight into the table (as another instance or psql would).
@@ -56,7 +42,7 @@ int SummarizeNow() {
 }
 
 TEST(BrinSummarizer, MigrationTurnsAutosummarizeOff) {
-  Migrate();
+  MigrateOnce();
   pqxx::connection c(Url());
   pqxx::nontransaction tx(c);
   const auto r = tx.exec1("SELECT array_to_string(reloptions, ',') FROM pg_class WHERE relname = "
@@ -67,7 +53,7 @@ TEST(BrinSummarizer, MigrationTurnsAutosummarizeOff) {
 }
 
 TEST(BrinSummarizer, PassSummarizesEveryRangeLeft) {
-  Migrate();
+  MigrateOnce();
   BrinSummarizer s(Options(Url()));
   s.RunOnce();  // whatever earlier tests left
   // 20 000 rows of ~90 B: ~230 heap pages, i.e. ~7 ranges of 32 pages.
@@ -82,7 +68,7 @@ TEST(BrinSummarizer, PassSummarizesEveryRangeLeft) {
 }
 
 TEST(BrinSummarizer, ThreadRunsPassesByItself) {
-  Migrate();
+  MigrateOnce();
   SummarizeNow();
   InsertRows(10000);
   BrinSummarizerOptions o = Options(Url());
@@ -100,7 +86,7 @@ TEST(BrinSummarizer, ThreadRunsPassesByItself) {
 }
 
 TEST(BrinSummarizer, NotTheIndexOwnerStopsForGood) {
-  Migrate();
+  MigrateOnce();
   {
     pqxx::connection c(Url());
     pqxx::nontransaction tx(c);

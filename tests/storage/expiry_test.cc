@@ -22,7 +22,7 @@
 
 #include <pqxx/pqxx>
 
-#include "storage/store.h"
+#include "tests/storage/event_log.h"
 #include "tests/storage/pg_test_db.h"
 
 namespace scangate::storage {
@@ -41,28 +41,6 @@ std::string WithStatementTimeout(const std::string& url, int ms) {
          std::to_string(ms);
 }
 
-// Records the events the expiry logs.
-struct EventLog final : LogSink {
-  std::mutex mu;
-  std::vector<std::pair<std::string, boost::json::object>> events;
-  void Write(LogSeverity, std::string_view event, boost::json::object fields) override {
-    std::lock_guard lk(mu);
-    events.emplace_back(std::string(event), std::move(fields));
-  }
-  // Events `event` with state `state`.
-  int Count(std::string_view event, std::string_view state) {
-    std::lock_guard lk(mu);
-    int n = 0;
-    for (const auto& [e, fields] : events) {
-      n += e == event && fields.contains("state") && fields.at("state").as_string() == state ? 1 : 0;
-    }
-    return n;
-  }
-  std::size_t size() {
-    std::lock_guard lk(mu);
-    return events.size();
-  }
-};
 
 ExpiryOptions Options(std::chrono::seconds retention, std::shared_ptr<LogSink> log = nullptr) {
   ExpiryOptions o;
@@ -143,15 +121,7 @@ class ExpiryTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_FALSE(PgDir().empty()) << "SCANGATE_TEST_PG_DIR not set (run through ctest)";
-    static const bool migrated = [] {  // migrations once per binary (Store::Start applies them)
-      StoreOptions so;
-      so.url = Url();
-      Store store(so);
-      store.Start();
-      store.Shutdown();
-      return true;
-    }();
-    (void)migrated;
+    MigrateOnce();
     auto c = Connect();
     pqxx::nontransaction(c).exec0("TRUNCATE scan_keys");
   }

@@ -16,6 +16,7 @@
 #include <pqxx/pqxx>
 
 #include "core/digest.h"
+#include "storage/migrations.h"
 
 namespace scangate::storage {
 
@@ -35,6 +36,17 @@ inline std::string PgDir() {
 
 // The fixture's libpq URL; "" when the fixture did not run.
 inline std::string PgTestUrl() { return ReadFileLine(PgDir() + "/url"); }
+
+// Applies the migrations to the fixture's database once per test binary (as Store::Start does), for tests
+// of units that read scan_keys without a Store of their own.
+inline void MigrateOnce() {
+  static const bool done = [] {
+    pqxx::connection c(PgTestUrl());
+    ApplyMigrations(c);
+    return true;
+  }();
+  (void)done;
+}
 
 // A uniformly random digest. Thread-safe.
 inline Digest RandomDigest() {

@@ -24,6 +24,7 @@
 
 #include "storage/migrations.h"
 #include "tests/answer_within.h"
+#include "tests/storage/event_log.h"
 #include "tests/storage/pg_test_db.h"
 
 namespace scangate::storage {
@@ -65,24 +66,6 @@ std::optional<Result> SubmitAndWait(Store& store, const Digest& d, std::string s
   return r;
 }
 
-// Records the events storage logs (StoreOptions::log).
-struct EventLog final : LogSink {
-  std::mutex mu;
-  std::vector<std::pair<std::string, boost::json::object>> events;
-  void Write(LogSeverity, std::string_view event, boost::json::object fields) override {
-    std::lock_guard lk(mu);
-    events.emplace_back(std::string(event), std::move(fields));
-  }
-  // True when an event `event` was logged with state `state` (any state when empty).
-  bool Has(std::string_view event, std::string_view state = "") {
-    std::lock_guard lk(mu);
-    for (const auto& [e, fields] : events) {
-      if (e != event) continue;
-      if (state.empty() || (fields.contains("state") && fields.at("state").as_string() == state)) return true;
-    }
-    return false;
-  }
-};
 
 class PgTest : public ::testing::Test {
  protected:
