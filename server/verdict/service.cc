@@ -40,11 +40,16 @@ Service::Service(const Config& config, Digester digester, ShardedFilter& filter,
       journal_(journal),
       instance_id_(NextInstanceId()) {}
 
+std::int64_t Service::ExpiredBeforeUs(std::int64_t now_us) const {
+  if (retention_.count() <= 0) return std::numeric_limits<std::int64_t>::min();
+  return now_us - std::chrono::duration_cast<std::chrono::microseconds>(retention_).count();
+}
+
 std::int64_t Service::ExpiredBeforeUs() const {
   if (retention_.count() <= 0) return std::numeric_limits<std::int64_t>::min();
-  const auto now = std::chrono::duration_cast<std::chrono::microseconds>(
-      std::chrono::system_clock::now().time_since_epoch());
-  return (now - std::chrono::duration_cast<std::chrono::microseconds>(retention_)).count();
+  return ExpiredBeforeUs(std::chrono::duration_cast<std::chrono::microseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count());
 }
 
 bool Service::RecentKnown(const Digest& d, Verdict& v, ThreadCounters& counters) {

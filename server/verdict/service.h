@@ -149,8 +149,10 @@ class Service {
   // The recent set: true (and `v` a duplicate with its first_seen, the hit counted) when `d` is in it with a
   // first_seen within the horizon (an older entry is not an answer: PostgreSQL decides).
   bool RecentKnown(const Digest& d, Verdict& v, ThreadCounters& counters);
-  // µs since the epoch before which a record has expired (now - --retention); the minimum when off.
+  // µs since the epoch before which a record has expired (now - --retention); the minimum when off. The
+  // overload takes a `now_us` the caller already read.
   std::int64_t ExpiredBeforeUs() const;
+  std::int64_t ExpiredBeforeUs(std::int64_t now_us) const;
   // Puts `d` into the recent set when `r` is a committed fact (kInserted/kDuplicate with a first_seen).
   // Any thread (writer threads call it).
   void RememberStored(const Digest& d, const storage::Result& r);

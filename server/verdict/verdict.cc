@@ -143,7 +143,7 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
     if (!OthersWaitForRoom() && store_.SubmitWriteBehind(route, d, source, now_us)) {
       // Recorded (written behind with this first_seen). Inserted under the stripe lock, so a concurrent
       // observer of the digest finds either nothing yet (and queues behind the row) or this entry.
-      recent_.InsertConcurrently(d, now_us, ExpiredBeforeUs());
+      recent_.InsertConcurrently(d, now_us, ExpiredBeforeUs(now_us));
       e.verdict.is_new = true;
       e.verdict.via_filter = true;
       return call->Finish();
