@@ -217,6 +217,17 @@ TEST_P(Gs1, MismatchesAreFlagged) {
   ASSERT_TRUE(results.at(1).as_object().contains("mismatch")) << b;
   EXPECT_EQ(results.at(1).as_object().at("mismatch").as_array().at(0).as_string(), "lot") << b;
 
+  // Two scans of one fresh pack in one batch: the first is recorded, the second contradicts it.
+  const std::string serial2 = FreshSerial();
+  const std::string p2a = "01" + g + "21" + serial2 + kGs + "10LOTX";
+  const std::string p2b = "01" + g + "21" + serial2 + kGs + "10LOTY";
+  const HttpResponse b2 = c.Post("/observe/batch", BatchBody({p2a, p2b}));
+  ASSERT_EQ(b2.status, 200) << b2;
+  const json::array& r2 = b2.json().at("results").as_array();
+  EXPECT_EQ(r2.at(0).as_object().at("verdict").as_string(), "new") << b2;
+  EXPECT_EQ(r2.at(1).as_object().at("verdict").as_string(), "duplicate") << b2;
+  ASSERT_TRUE(r2.at(1).as_object().contains("mismatch")) << b2;
+
   // /lookup: the record (expiry, a lot is held, the pack's horizon) and how the looked-up scan compares.
   const HttpResponse l = c.Post("/lookup", ObserveBody(pack("LOTB", "280131")));
   ASSERT_EQ(l.status, 200) << l;
@@ -231,12 +242,15 @@ TEST_P(Gs1, MismatchesAreFlagged) {
   EXPECT_TRUE(IsProblem(c.Post("/lookup", ObserveBody("01" + g + "21" + FreshSerial())), 404, "not-recorded"));
   EXPECT_TRUE(IsProblem(c.Post("/lookup", ObserveBody("21" + serial)), 400, "invalid-gs1"));
 
-  // Counted per field: lot (LOTB, LOTC, LOTB again, LOTZ) = 4, expiry (280228, 290000) = 2.
-  EXPECT_EQ(Metric(c, "scangate_pack_mismatches_total{field=\"lot\"}") - lot0, 4);
+  // Counted per field: lot (LOTB, LOTC, LOTB again, LOTZ, LOTY) = 5, expiry (280228, 290000) = 2.
+  EXPECT_EQ(Metric(c, "scangate_pack_mismatches_total{field=\"lot\"}") - lot0, 5);
   EXPECT_EQ(Metric(c, "scangate_pack_mismatches_total{field=\"expiry\"}") - exp0, 2);
   const auto logged = server.LogEvents("pack_mismatch");
-  EXPECT_EQ(logged.size(), 5u) << server.LogTail();
-  for (const auto& e : logged) EXPECT_EQ(e.at("digest").as_string(), hex);
+  EXPECT_EQ(logged.size(), 6u) << server.LogTail();
+  for (const auto& e : logged) {
+    const std::string d(e.at("digest").as_string());
+    EXPECT_TRUE(d == hex || d == IdentityHex(kGtin, serial2)) << d;
+  }
   const std::string log = server.Log();
   EXPECT_EQ(log.find("LOTB"), std::string::npos) << "a lot reached the log";
   EXPECT_EQ(log.find(serial), std::string::npos) << "a serial reached the log";
