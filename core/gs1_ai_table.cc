@@ -144,12 +144,14 @@ constexpr std::array<Slot, 100> BuildIndex() {
 constexpr std::array<Slot, 100> kIndex = BuildIndex();
 static_assert(kTableSize < 256, "Slot holds table indices in uint8_t");
 
-// The table is sorted, contiguous per prefix, and prefix-free (one AI length per two-digit prefix).
+// The table is sorted, contiguous per prefix, and prefix-free (one AI length per two-digit prefix); a check-digit
+// span and a date lie within the field's always-present numeric prefix (the parser relies on it).
 constexpr bool TableIsWellFormed() {
   for (std::size_t i = 0; i < kTableSize; ++i) {
     const AiSpec& a = kTable[i];
     if (a.ai.size() < 2 || a.ai.size() > 4 || a.min_len < 1 || a.min_len > a.max_len) return false;
-    if (a.numeric_prefix > a.max_len || a.check_len > a.max_len) return false;
+    if (a.numeric_prefix > a.max_len || a.check_len > a.min_len || a.check_len > a.numeric_prefix) return false;
+    if (a.date && (a.min_len < 6 || a.numeric_prefix < 6)) return false;  // the parser reads 6 digits of a date
     const Slot& s = kIndex[static_cast<std::size_t>(Two(a.ai))];
     if (s.ai_len != a.ai.size() || i < s.begin || i >= s.end) return false;
     if (i > 0 && !(kTable[i - 1].ai < a.ai)) return false;
