@@ -12,6 +12,7 @@ PACKAGES=(
   wrk curl python3 clang libclang-rt-14-dev
   libjs-dygraphs   # charting library inlined into GET /dashboard at build time (server/metrics/dashboard/)
   chromium         # headless browser for tests/server/dashboard_test
+  prometheus       # test-only: promtool for tests/deploy/prometheus_rules_test.sh (deploy/prometheus/ rules)
   # High availability (deploy/, tests/ha): Patroni with its etcd backend, etcd, HAProxy.
   patroni python3-etcd python3-psycopg2 etcd-server etcd-client haproxy
 )

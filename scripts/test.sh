@@ -10,7 +10,8 @@
 #      (unit, storage, integration, hardening) against the sanitized scangate binary
 #   4. libFuzzer (clang, ASan+UBSan) over the request parsing layer: replay tests/fuzz/{corpus,regressions},
 #      then SCANGATE_FUZZ_SECONDS (default 45) of fuzzing; then the warm load's COPY parser (tests/fuzz/copy_corpus,
-#      SCANGATE_FUZZ_COPY_SECONDS, default 15); any crash fails
+#      SCANGATE_FUZZ_COPY_SECONDS, default 15); then the GS1 parser (tests/fuzz/gs1_corpus,
+#      SCANGATE_FUZZ_GS1_SECONDS, default 15); any crash fails
 # Each step prints its wall time. SCANGATE_SKIP_RUN=1 / SCANGATE_SKIP_ASAN=1 / SCANGATE_SKIP_FUZZ=1 skip steps
 # 1b / 3 / 4 (local use only).
 set -euo pipefail

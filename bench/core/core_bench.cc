@@ -1,7 +1,8 @@
 // Core micro-benchmarks: digest cost, filter observe cost (L2-resident and 256 MiB filters, 1 and 2
 // threads, single and batch API), one random cache-miss latency for comparison (pointer chase over a
 // 256 MiB random cycle), and the measured FP table of the blocked layout against its model and the
-// standard Bloom formula. Figures and the commands that produced them: bench/RESULTS.md.
+// standard Bloom formula, and the GS1 parser's cost per key (--keys=gs1) for a few spellings of one pack.
+// Figures and the commands that produced them: bench/RESULTS.md.
 #include <benchmark/benchmark.h>
 #include <openssl/core_names.h>
 #include <openssl/evp.h>
@@ -21,10 +22,12 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "core/digest.h"
 #include "core/filter.h"
+#include "core/gs1.h"
 #include "core/time_format.h"
 
 namespace scangate {
@@ -413,6 +416,28 @@ void BM_Rfc3339Micros_Ref_Snprintf(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Rfc3339Micros_Ref_Snprintf)->ComputeStatistics("min", Min);
+
+// --keys=gs1: one Parse per key (issue 24's target: well under 1 µs). Arg picks the spelling: 0 a DataMatrix
+// element string with GS, 1 the bare 01+21 string, 2 the parenthesised form, 3 a Digital Link with query
+// attributes and a GTIN-13 to pad. The serial changes every iteration so no branch predictor learns one key.
+void BM_Gs1Parse(benchmark::State& state) {
+  static const char* const kSpellings[] = {
+      "]d2010036141403000817271231100LOT42\x1d" "21SN000000",
+      "010036141403000821SN000000",
+      "(01)00361414030008(17)271231(10)0LOT42(21)SN000000",
+      "https://id.gs1.org/01/4006381333931/21/SN000000?17=271231&10=0LOT42",
+  };
+  std::string scan = kSpellings[state.range(0)];
+  const std::size_t digit = scan.find("SN000000") + 7;
+  unsigned n = 0;
+  for (auto _ : state) {
+    scan[digit] = static_cast<char>('0' + n++ % 10);
+    auto r = gs1::Parse(scan, 2026);
+    benchmark::DoNotOptimize(r);
+  }
+  if (!std::holds_alternative<gs1::Pack>(gs1::Parse(scan, 2026))) state.SkipWithError("spelling did not parse");
+}
+BENCHMARK(BM_Gs1Parse)->DenseRange(0, 3)->ComputeStatistics("min", Min);
 
 }  // namespace
 }  // namespace scangate

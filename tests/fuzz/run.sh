@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang, ASan+UBSan) in build/fuzz, replays every committed corpus and
-# regression input, then fuzzes for SCANGATE_FUZZ_SECONDS (default 45 s) the request layer and for
-# SCANGATE_FUZZ_COPY_SECONDS (default 15 s) the warm load's COPY parser. Any crash, leak, sanitizer report
-# or check failure exits non-zero; the crashing input is left in build/fuzz/artifacts/ — copy it into
-# tests/fuzz/regressions/ (fuzz_request) or tests/fuzz/copy_corpus/ (fuzz_copy_parser) once fixed.
+# regression input, then fuzzes for SCANGATE_FUZZ_SECONDS (default 45 s) the request layer, for
+# SCANGATE_FUZZ_COPY_SECONDS (default 15 s) the warm load's COPY parser and for SCANGATE_FUZZ_GS1_SECONDS
+# (default 15 s) the GS1 parser. Any crash, leak, sanitizer report or check failure exits non-zero; the crashing
+# input is left in build/fuzz/artifacts/ — copy it into tests/fuzz/regressions/ (fuzz_request),
+# tests/fuzz/copy_corpus/ (fuzz_copy_parser) or tests/fuzz/gs1_corpus/ (fuzz_gs1) once fixed.
 # Usage: tests/fuzz/run.sh [build dir]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -38,3 +39,6 @@ fuzz fuzz_request "$seconds" tests/fuzz/corpus "$build/corpus" "$build/fuzz.log"
 # The warm load's binary-COPY parser (storage/pg/copy_parser.h).
 fuzz fuzz_copy_parser "${SCANGATE_FUZZ_COPY_SECONDS:-15}" tests/fuzz/copy_corpus "$build/copy_corpus" \
   "$build/fuzz_copy.log" tests/fuzz/copy_corpus/*
+# The GS1 element-string / Digital Link parser (core/gs1.h, --keys=gs1).
+fuzz fuzz_gs1 "${SCANGATE_FUZZ_GS1_SECONDS:-15}" tests/fuzz/gs1_corpus "$build/gs1_corpus" "$build/fuzz_gs1.log" \
+  tests/fuzz/gs1_corpus/*
