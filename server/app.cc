@@ -282,6 +282,7 @@ void App::StartReaders() {
   storage::ExpiryOptions expiry_options;
   expiry_options.conninfo = storage::WithConnectionDefaults(config_.database_url, expiry_defaults);
   expiry_options.retention = config_.retention;
+  expiry_options.pack_horizons = config_.keys == KeysMode::kGs1;  // rows past their own keep_until
   expiry_options.log = store_options_.log;
   expiry_ = std::make_unique<storage::Expiry>(std::move(expiry_options));
   expiry_->Start();

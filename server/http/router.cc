@@ -81,10 +81,13 @@ namespace {
 // --keys=gs1: a found pack's record for the lookup body, and how the looked-up scan compares with it.
 PackRecord PackRecordOf(const storage::PackAttrs& scan, const storage::RecordLookup& r) {
   PackRecord p;
-  if (r.recorded.expiry) p.expiry = IsoDate(*r.recorded.expiry);
-  p.lot_recorded = r.recorded.lot.has_value();
-  if (r.recorded.keep_until_us != 0) p.keep_until = Rfc3339Micros(r.recorded.keep_until_us);
-  p.mismatch = Service::Mismatch(scan, r.recorded);
+  if (r.expiry) p.expiry = IsoDate(*r.expiry);
+  p.lot_recorded = r.lot.has_value();
+  if (r.keep_until_us) p.keep_until = Rfc3339Micros(*r.keep_until_us);
+  storage::PackAttrs recorded;
+  recorded.lot = r.lot;
+  recorded.expiry = r.expiry;
+  p.mismatch = Service::Mismatch(scan, recorded);
   return p;
 }
 }  // namespace

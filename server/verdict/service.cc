@@ -53,11 +53,14 @@ std::int64_t Service::ExpiredBeforeUs() const {
                              .count());
 }
 
-bool Service::RecentKnown(const Digest& d, Verdict& v, ThreadCounters& counters) {
+bool Service::RecentKnown(const Digest& d, std::int64_t keep_until_us, Verdict& v, ThreadCounters& counters) {
   const std::optional<std::int64_t> first_seen_us = recent_.FindConcurrently(d);
   if (!first_seen_us) return false;
-  // Past the horizon the record counts as absent: PostgreSQL decides (it takes the row over: `new`).
-  if (*first_seen_us < ExpiredBeforeUs()) return false;
+  const std::int64_t now_us = KeyReader::SystemNowUs();
+  // Past the horizon the record counts as absent: PostgreSQL decides (it takes the row over: `new`). A pack's
+  // entry (keyed by its expiry, so `keep_until_us` is the record's own) also stops answering at its horizon.
+  if (*first_seen_us < ExpiredBeforeUs(now_us)) return false;
+  if (keep_until_us != 0 && keep_until_us < now_us) return false;
   v.is_new = false;
   v.via_filter = false;
   v.first_seen = Rfc3339Micros(*first_seen_us);

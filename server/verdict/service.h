@@ -157,8 +157,9 @@ class Service {
 
   // The recent set: true (and `v` a duplicate with its first_seen, the hit counted) when `d` is in it with a
   // first_seen within the horizon (an older entry is not an answer: PostgreSQL decides).
-  // `d` is the key's recent-set digest (ScanKey::recent_digest): a hit is a record with the scan's attributes.
-  bool RecentKnown(const Digest& d, Verdict& v, ThreadCounters& counters);
+  // `d` is the key's recent-set digest (ScanKey::recent_digest): a hit is a record with the scan's attributes;
+  // `keep_until_us` (0 = none) the scan's pack horizon, past which the entry is not an answer either.
+  bool RecentKnown(const Digest& d, std::int64_t keep_until_us, Verdict& v, ThreadCounters& counters);
   // µs since the epoch before which a record has expired (now - --retention); the minimum when off. The
   // overload takes a `now_us` the caller already read.
   std::int64_t ExpiredBeforeUs() const;

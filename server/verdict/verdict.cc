@@ -175,7 +175,7 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
   }
   // 3. A recorded repeat: no PostgreSQL round trip. A trusted "definitely new" skips the set (ack=commit:
   // PostgreSQL decides it anyway; no lookup per new key).
-  if (!filter_said_new && RecentKnown(e.recent_digest, e.verdict, call->counters)) return call->Finish();
+  if (!filter_said_new && RecentKnown(e.recent_digest, e.attrs.keep_until_us, e.verdict, call->counters)) return call->Finish();
   // 4. PostgreSQL decides.
   ExactPath(call, i, route, d, source);
 }
