@@ -3,11 +3,14 @@
 -- `expiry` — its AI 17 date, and `keep_until` — its own de-duplication horizon (end of the expiry month plus
 -- --expiry-grace, never before first_seen + --retention). All three are NULL for raw keys and for packs without
 -- them; nullable columns without a default are added to the catalog only, so an existing table is not rewritten.
+-- The lot's CHECK is added NOT VALID: it holds for every row written from now on, and validating it would only
+-- scan an existing table to prove that its lots — all NULL — pass.
 -- A row expires at its keep_until when it has one, else by --retention (storage/pg/batch_statement.cc).
 ALTER TABLE scan_keys
-  ADD COLUMN lot bytea CHECK (octet_length(lot) = 32),
+  ADD COLUMN lot bytea,
   ADD COLUMN expiry date,
-  ADD COLUMN keep_until timestamptz;
+  ADD COLUMN keep_until timestamptz,
+  ADD CONSTRAINT scan_keys_lot_check CHECK (octet_length(lot) = 32) NOT VALID;
 -- The expiry's second slice (storage/expiry.h): `... WHERE keep_until < now() ORDER BY keep_until LIMIT n`, and the
 -- earliest keep_until (a vital sign) in one descent. Partial: raw rows (NULL) take no entry and no cost.
 CREATE INDEX scan_keys_keep_until ON scan_keys (keep_until) WHERE keep_until IS NOT NULL;

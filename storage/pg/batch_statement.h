@@ -3,7 +3,8 @@
 // the in-doubt resolution; this unit owns the SQL, the parameter encoding and the result mapping.
 // Invariant: an item gets kInserted only if it is the first item of its digest in the batch AND the batch's
 // INSERT inserted that digest; every other item gets kDuplicate with the first_seen PostgreSQL holds (read
-// in the same transaction, after the INSERT, so a row committed concurrently is found too). Use: one per
+// in the same transaction, after the INSERT, so a row committed concurrently is found too) and, for a pack
+// batch, the lot and expiry that row holds (an inserted item: what it sent). Use: one per
 // batch, on the writer thread; Add() every item in queue order, then Run() inside a transaction (again in a
 // fresh transaction after a rollback).
 //
@@ -24,7 +25,8 @@
 // A batch of definitely-new keys (write-behind rows and items the filter called new: Bloom negatives) may
 // go by BeginCopy() / CommitCopy() instead: binary COPY FROM STDIN, which skips ON CONFLICT's probe of the
 // primary key. COPY cannot skip a row that exists, so a conflict aborts it (CopyConflict) and the writer
-// re-runs the batch with Run().
+// re-runs the batch with Run(). (The COPY path lives in storage/pg/batch_copy.cc; a pack batch's COPY also writes
+// lot, expiry and keep_until.)
 #pragma once
 
 #include <chrono>
