@@ -482,5 +482,31 @@ TEST_F(ExpiryTest, OverduePinnedRowIsBehindUntilDeleted) {
   EXPECT_EQ(log->Count("expiry_behind", "caught_up"), 1);
 }
 
+// sql/006's partial indexes serve what the expiry asks of them: the first_seen slice (rows without keep_until),
+// the keep_until slice (`keep_until < now()` implies the index predicate) and both vital-sign minima. With
+// sequential scans disabled the plan names the index, or the planner could not prove the partial predicate.
+TEST_F(ExpiryTest, SlicesAndVitalSignsCanUseThePartialIndexes) {
+  auto c = Connect();
+  pqxx::work tx(c);
+  tx.exec0("SET LOCAL enable_seqscan = off");
+  auto plan = [&](const std::string& sql) {
+    std::string text;
+    for (const auto& row : tx.exec("EXPLAIN " + sql)) text += row[0].as<std::string>() + "\n";
+    return text;
+  };
+  EXPECT_NE(plan("SELECT ctid FROM scan_keys WHERE keep_until IS NULL AND first_seen < now() - 1000000 * "
+                 "interval '1 microsecond' ORDER BY first_seen LIMIT 100 FOR UPDATE SKIP LOCKED")
+                .find("scan_keys_first_seen_unpinned"),
+            std::string::npos);
+  EXPECT_NE(plan("SELECT ctid FROM scan_keys WHERE keep_until < now() ORDER BY keep_until LIMIT 100 "
+                 "FOR UPDATE SKIP LOCKED")
+                .find("scan_keys_keep_until"),
+            std::string::npos);
+  EXPECT_NE(plan("SELECT min(first_seen) FROM scan_keys WHERE keep_until IS NULL").find("scan_keys_first_seen_unpinned"),
+            std::string::npos);
+  EXPECT_NE(plan("SELECT min(keep_until) FROM scan_keys WHERE keep_until IS NOT NULL").find("scan_keys_keep_until"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace scangate::storage
