@@ -203,8 +203,8 @@ BatchRunner::PartEnd BatchRunner::SettleAndFinish(std::vector<QueuedItem>& part,
 // Runs `batch` as one transaction and commits it. Fills `att` before the COMMIT (outcomes, xid), so an
 // in-doubt COMMIT can still deliver them. Throws on any failure; records metrics on success.
 void BatchRunner::WriteBatch(std::vector<QueuedItem>& batch, Attempt& att) {
-  BatchStatement statement(batch.size());
-  for (const auto& item : batch) statement.Add(item.digest, item.source, item.first_seen_us);
+  BatchStatement statement(batch.size(), shared_.options.pack_horizons, w_.retention);
+  for (const auto& item : batch) statement.Add(item.digest, item.source, item.first_seen_us, item.attrs);
   att.distinct = statement.distinct();
   // A batch of Bloom negatives ("definitely new": write-behind rows, and Submit items the filter called new)
   // goes by binary COPY, which skips ON CONFLICT's probe of the primary key before each insert: 1.3–2.1x

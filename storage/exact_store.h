@@ -21,9 +21,11 @@ class ExactStore {
   virtual ~ExactStore() = default;
   // Contracts as documented on storage::Store (storage/store.h): thread-safe, never block on I/O.
   // `ticket` (optional): see Ticket; an implementation that never queues may ignore it. `expect`: see Expect;
-  // an implementation may ignore it.
+  // an implementation may ignore it. `attrs` (--keys=gs1): the pack's lot, expiry and own horizon, recorded
+  // with a new row (or a taken-over expired one); empty for raw keys.
   virtual bool Submit(std::uint32_t route, const Digest& d, std::string source, Completion done,
-                      std::shared_ptr<Ticket> ticket = nullptr, Expect expect = Expect::kUnknown) = 0;
+                      std::shared_ptr<Ticket> ticket = nullptr, Expect expect = Expect::kUnknown,
+                      PackAttrs attrs = {}) = 0;
   // `first_seen_us` (µs since the epoch; 0 = PostgreSQL's now() at insert): the time the caller already
   // answers with (the server's recent set), so the row's first_seen equals it.
   virtual bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source,

@@ -4,6 +4,7 @@
 #include <exception>
 #include <utility>
 
+#include <boost/json/object.hpp>
 #include <pqxx/pqxx>
 
 #include "storage/pg/error_summary.h"
@@ -11,27 +12,42 @@
 namespace scangate::storage {
 namespace {
 
-// One slice: the oldest expired rows, at most $2 of them, locked (rows a writer is taking over, or another
-// instance's expiry holds, are skipped), then deleted by ctid — one index-ordered read of the btree on
-// first_seen (sql/004), no sort. $1 = the horizon in µs. Autocommit: each slice is its own transaction.
+// One slice: the oldest expired rows without a keep_until, at most $2 of them, locked (rows a writer is taking
+// over, or another instance's expiry holds, are skipped), then deleted by ctid — one index-ordered read of the
+// partial btree on first_seen (sql/006, which holds exactly the rows without a keep_until), no sort. $1 = the
+// horizon in µs. Autocommit: each slice is its own transaction.
 constexpr const char* kDeleteSliceSql = R"sql(
 DELETE FROM scan_keys
 WHERE ctid = ANY(ARRAY(
   SELECT ctid FROM scan_keys
-  WHERE first_seen < now() - $1::int8 * interval '1 microsecond'
+  WHERE keep_until IS NULL AND first_seen < now() - $1::int8 * interval '1 microsecond'
   ORDER BY first_seen
   LIMIT $2::int8
   FOR UPDATE SKIP LOCKED))
 )sql";
 
-// The vital signs: the oldest row's age in seconds (NULL: empty table; one descent of the btree), table and
-// index bytes, and the statistics collector's dead and live tuple estimates (NULL before its first report).
+// The pack slice: the rows whose own keep_until has passed, earliest first, at most $1, as above — through the
+// partial btree on keep_until (sql/006; `keep_until < now()` implies the index's `keep_until IS NOT NULL`).
+constexpr const char* kDeleteKeepUntilSliceSql = R"sql(
+DELETE FROM scan_keys
+WHERE ctid = ANY(ARRAY(
+  SELECT ctid FROM scan_keys
+  WHERE keep_until < now()
+  ORDER BY keep_until
+  LIMIT $1::int8
+  FOR UPDATE SKIP LOCKED))
+)sql";
+
+// The vital signs: the oldest unpinned row's age in seconds and the earliest keep_until's distance from now
+// (NULL: no such row; one descent of each partial btree), table and index bytes, and the statistics
+// collector's dead and live tuple estimates (NULL before its first report).
 constexpr const char* kVitalSignsSql = R"sql(
-SELECT extract(epoch FROM now() - (SELECT min(first_seen) FROM scan_keys))::float8,
+SELECT extract(epoch FROM now() - (SELECT min(first_seen) FROM scan_keys WHERE keep_until IS NULL))::float8,
        pg_table_size('scan_keys'::regclass),
        pg_indexes_size('scan_keys'::regclass),
        (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'scan_keys'::regclass),
-       (SELECT n_live_tup FROM pg_stat_user_tables WHERE relid = 'scan_keys'::regclass)
+       (SELECT n_live_tup FROM pg_stat_user_tables WHERE relid = 'scan_keys'::regclass),
+       extract(epoch FROM (SELECT min(keep_until) FROM scan_keys WHERE keep_until IS NOT NULL) - now())::float8
 )sql";
 
 // An expiry this far behind (oldest row older than this times the horizon) is logged and counted.
@@ -72,45 +88,68 @@ ExpiryStats Expiry::Stats() const {
   return stats_;
 }
 
+template <typename Slice>
+std::uint64_t Expiry::DeleteSlices(Slice slice, bool keep_until) {
+  std::uint64_t deleted = 0;
+  for (;;) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto n = static_cast<std::uint64_t>(slice());
+    deleted += n;
+    {
+      const MutexLock lk(&mu_);
+      stats_.rows_expired += n;
+      if (keep_until) stats_.rows_expired_keep_until += n;
+    }
+    if (n < static_cast<std::uint64_t>(options_.slice_rows)) break;  // nothing more expired (or all locked)
+    // A backlog (e.g. the first start with a horizon on a large table): at most half of one backend's time,
+    // so the expiry never crowds out the writers. Shutdown() cuts the pause short.
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+    if (loop_.Wait(std::max(took, std::chrono::milliseconds(1)))) break;
+  }
+  return deleted;
+}
+
 std::uint64_t Expiry::RunOnce() {
   try {
     if (!conn_) conn_ = std::make_unique<Conn>(options_.conninfo);
     std::uint64_t deleted = 0;
     if (options_.retention.count() > 0) {
       const auto horizon_us = std::chrono::duration_cast<std::chrono::microseconds>(options_.retention).count();
-      for (;;) {
-        const auto t0 = std::chrono::steady_clock::now();
-        pqxx::nontransaction tx(conn_->c);
-        const auto n = static_cast<std::uint64_t>(
-            tx.exec_params(kDeleteSliceSql, horizon_us, options_.slice_rows).affected_rows());
-        deleted += n;
-        {
-          const MutexLock lk(&mu_);
-          stats_.rows_expired += n;
-        }
-        if (n < static_cast<std::uint64_t>(options_.slice_rows)) break;  // nothing more expired (or all locked)
-        // A backlog (e.g. the first start with a horizon on a large table): at most half of one backend's time,
-        // so the expiry never crowds out the writers. Shutdown() cuts the pause short.
-        const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
-        if (loop_.Wait(std::max(took, std::chrono::milliseconds(1)))) break;
-      }
+      deleted += DeleteSlices(
+          [&] {
+            pqxx::nontransaction tx(conn_->c);
+            return tx.exec_params(kDeleteSliceSql, horizon_us, options_.slice_rows).affected_rows();
+          },
+          false);
+    }
+    if (options_.pack_horizons) {
+      deleted += DeleteSlices(
+          [&] {
+            pqxx::nontransaction tx(conn_->c);
+            return tx.exec_params(kDeleteKeepUntilSliceSql, options_.slice_rows).affected_rows();
+          },
+          true);
     }
     pqxx::nontransaction tx(conn_->c);
     const pqxx::row v = tx.exec1(kVitalSignsSql);
-    std::optional<double> oldest;
+    std::optional<double> oldest, earliest;
     if (!v[0].is_null()) oldest = v[0].as<double>();
+    if (!v[5].is_null()) earliest = v[5].as<double>();
     {
       const MutexLock lk(&mu_);
       ++stats_.passes;
       stats_.oldest_age_seconds = oldest;
+      stats_.earliest_keep_until_in_seconds = earliest;
       stats_.table_bytes = v[1].as<std::int64_t>();
       stats_.index_bytes = v[2].as<std::int64_t>();
       stats_.dead_tuples = v[3].is_null() ? 0 : v[3].as<std::int64_t>();
       stats_.live_tuples = v[4].is_null() ? 0 : v[4].as<std::int64_t>();
       const double horizon = static_cast<double>(options_.retention.count());
-      stats_.lag_seconds = options_.retention.count() > 0 && oldest ? std::max(0.0, *oldest - horizon) : 0.0;
+      double lag = options_.retention.count() > 0 && oldest ? std::max(0.0, *oldest - horizon) : 0.0;
+      if (options_.pack_horizons && earliest) lag = std::max(lag, -*earliest);
+      stats_.lag_seconds = lag;
     }
-    NoteAge(oldest);
+    NoteAge(oldest, earliest);
     return deleted;
   } catch (...) {
     // After an error the session may be in any state (e.g. a statement_timeout mid-slice): start afresh.
@@ -119,10 +158,15 @@ std::uint64_t Expiry::RunOnce() {
   }
 }
 
-void Expiry::NoteAge(std::optional<double> oldest_age_seconds) {
-  if (options_.retention.count() <= 0) return;
+void Expiry::NoteAge(std::optional<double> oldest_age_seconds, std::optional<double> earliest_keep_until_in_seconds) {
+  const bool by_retention = options_.retention.count() > 0;
+  if (!by_retention && !options_.pack_horizons) return;
   const double horizon = static_cast<double>(options_.retention.count());
-  const bool behind = oldest_age_seconds && *oldest_age_seconds > kBehindFactor * horizon;
+  const double pass_seconds = std::chrono::duration<double>(interval_).count();
+  const bool behind_retention = by_retention && oldest_age_seconds && *oldest_age_seconds > kBehindFactor * horizon;
+  const bool behind_packs = options_.pack_horizons && earliest_keep_until_in_seconds &&
+                            -*earliest_keep_until_in_seconds > kBehindFactor * pass_seconds;
+  const bool behind = behind_retention || behind_packs;
   bool changed = false;
   {
     const MutexLock lk(&mu_);
@@ -134,10 +178,12 @@ void Expiry::NoteAge(std::optional<double> oldest_age_seconds) {
   }
   if (!changed) return;
   if (behind) {
-    log_->Write(LogSeverity::kWarn, "expiry_behind",
-                {{"state", "behind"}, {"oldest_age_s", *oldest_age_seconds}, {"retention_s", horizon},
-                 {"effect", "verdicts stay exact (expired rows count as absent); the table holds more than the "
-                            "horizon until the expiry catches up"}});
+    boost::json::object fields{{"state", "behind"}, {"retention_s", horizon},
+                               {"effect", "verdicts stay exact (expired rows count as absent); the table holds more "
+                                          "than the horizon until the expiry catches up"}};
+    if (oldest_age_seconds) fields["oldest_age_s"] = *oldest_age_seconds;
+    if (behind_packs) fields["keep_until_overdue_s"] = -*earliest_keep_until_in_seconds;
+    log_->Write(LogSeverity::kWarn, "expiry_behind", std::move(fields));
   } else {
     log_->Write(LogSeverity::kInfo, "expiry_behind", {{"state", "caught_up"}, {"retention_s", horizon}});
   }

@@ -7,8 +7,13 @@
 // failing to) changes only the table's size. A slice locks the rows it deletes with SKIP LOCKED: a writer
 // taking over one of them, or another instance's expiry, is skipped, never waited for, and a row a writer
 // has locked is re-read by that writer after this slice commits (ON CONFLICT retries the insert).
-// Falling behind (the oldest row older than 1.5x the horizon) is logged once per episode and counted.
-// With retention off it only reads the vital signs (nothing is deleted).
+// Packs (--keys=gs1, issue 24; ExpiryOptions::pack_horizons): a second slice kind deletes the rows whose own
+// keep_until has passed (earliest first, through its partial index, sql/006); the first_seen slice then covers
+// only the rows without a keep_until (which alone follow the retention). Same invariant: a row past its
+// keep_until already counts as absent to the writers and /lookup.
+// Falling behind (the oldest unpinned row older than 1.5x the horizon, or the earliest keep_until more than 1.5
+// passes overdue) is logged once per episode and counted.
+// With retention off and no pack horizons it only reads the vital signs (nothing is deleted).
 // Use: one per process, Start() after Store::Start() has applied the migrations, Shutdown() before exit.
 #pragma once
 
@@ -33,7 +38,8 @@ inline constexpr std::int64_t kExpirySliceRows = 5000;
 
 struct ExpiryOptions {
   std::string conninfo;             // libpq connection string, connection defaults already applied (conninfo.h)
-  std::chrono::seconds retention{0};  // the horizon; 0 = off (vital signs only)
+  std::chrono::seconds retention{0};  // the horizon; 0 = off (no first_seen slices)
+  bool pack_horizons = false;         // StoreOptions::pack_horizons: keep_until slices (with retention on or off)
   // Time between passes; 0 = derived: a tenth of the horizon, at least 1 s, at most 60 s (so a row is gone
   // within 1.1x the horizon at most, normally). Off: 60 s.
   std::chrono::milliseconds interval{0};
@@ -44,16 +50,21 @@ struct ExpiryOptions {
 struct ExpiryStats {
   std::uint64_t passes = 0;         // passes that completed (slices and vital signs)
   std::uint64_t failures = 0;       // passes that failed (connection, timeout, any error)
-  std::uint64_t rows_expired = 0;   // rows deleted
+  std::uint64_t rows_expired = 0;   // rows deleted (both slice kinds)
+  std::uint64_t rows_expired_keep_until = 0;  // of which by their own keep_until (pack horizons)
   std::uint64_t behind_events = 0;  // episodes of the oldest row older than 1.5x the horizon
   bool behind = false;              // in such an episode now
   // Vital signs of the last successful pass (empty before the first one).
-  std::optional<double> oldest_age_seconds;  // now() - min(first_seen); empty while the table is empty
+  // now() - min(first_seen) of the rows without a keep_until (all rows, for raw keys); empty when there is none.
+  std::optional<double> oldest_age_seconds;
+  // min(keep_until) - now() (negative: overdue); empty when no row has a keep_until.
+  std::optional<double> earliest_keep_until_in_seconds;
   std::int64_t table_bytes = -1;             // pg_table_size('scan_keys') (heap, FSM, VM, TOAST)
   std::int64_t index_bytes = -1;             // pg_indexes_size('scan_keys')
   std::int64_t dead_tuples = -1;             // pg_stat_user_tables.n_dead_tup (an estimate)
   std::int64_t live_tuples = -1;             // pg_stat_user_tables.n_live_tup (an estimate)
-  // Expiry lag: how far the oldest row is past the horizon (0 when within it). Off: 0.
+  // Expiry lag: how far the oldest unpinned row is past the horizon, or (pack horizons) the earliest keep_until
+  // is overdue, whichever is more (0 when within both). Off: 0.
   double lag_seconds = 0;
 };
 
@@ -82,8 +93,13 @@ class Expiry {
  private:
   // One pass with its error handling and logging.
   void Pass();
-  // Updates the behind state from the oldest row's age; logs a change.
-  void NoteAge(std::optional<double> oldest_age_seconds) ABSL_LOCKS_EXCLUDED(mu_);
+  // Deletes slices by `slice` (one statement each, returning the rows deleted) until one comes back short; the
+  // rows deleted.
+  template <typename Slice>
+  std::uint64_t DeleteSlices(Slice slice, bool keep_until);
+  // Updates the behind state from the oldest unpinned row's age and the earliest keep_until; logs a change.
+  void NoteAge(std::optional<double> oldest_age_seconds, std::optional<double> earliest_keep_until_in_seconds)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const ExpiryOptions options_;
   const std::chrono::milliseconds interval_;

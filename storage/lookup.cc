@@ -1,5 +1,7 @@
 #include "storage/lookup.h"
 
+#include <stdexcept>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -12,14 +14,18 @@ namespace scangate::storage {
 namespace {
 constexpr auto kBackoffMin = std::chrono::milliseconds(50);
 constexpr const char* kLookupName = "scangate_lookup";
-// One digest's row; first_seen in the same RFC 3339 shape as the writers' verdicts. $2 = the horizon in µs
-// (0 = off): a row older than it has expired — the next observation of the key is `new` — so it is not
-// reported, whether or not the expiry (storage/expiry.h) has deleted it yet.
+// One digest's row; first_seen in the same RFC 3339 shape as the writers' verdicts; the pack columns (lot hex,
+// expiry in days since 1970-01-01, keep_until in µs; NULL when none). An expired row — the next observation of
+// the key is `new` — is not reported, whether or not the expiry (storage/expiry.h) has deleted it yet: one past
+// its keep_until, or without one, older than $2 = the horizon in µs (0 = off: never).
 constexpr const char* kLookupSql = R"sql(
-SELECT to_char(first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), source
+SELECT to_char(first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), source,
+       encode(lot, 'hex'), expiry - date 'epoch', (extract(epoch FROM keep_until) * 1000000)::int8
 FROM scan_keys
-WHERE digest = $1 AND ($2::int8 = 0 OR first_seen >= now() - $2::int8 * interval '1 microsecond')
+WHERE digest = $1 AND CASE WHEN keep_until IS NOT NULL THEN keep_until >= now()
+                           ELSE $2::int8 = 0 OR first_seen >= now() - $2::int8 * interval '1 microsecond' END
 )sql";
+
 }  // namespace
 
 struct Lookup::Conn {
@@ -81,6 +87,12 @@ RecordLookup Lookup::Read(const Digest& d) {
   out.status = RecordLookup::Status::kFound;
   out.first_seen = r[0][0].c_str();
   if (!r[0][1].is_null()) out.source = r[0][1].c_str();
+  if (!r[0][2].is_null()) {
+    out.lot = DigestFromHex(std::string_view(r[0][2].c_str(), r[0][2].size()));
+    if (!out.lot) throw std::runtime_error("lookup returned a malformed lot");
+  }
+  if (!r[0][3].is_null()) out.expiry = r[0][3].as<std::int32_t>();
+  if (!r[0][4].is_null()) out.keep_until_us = r[0][4].as<std::int64_t>();
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -28,6 +29,11 @@ struct RecordLookup {
   Status status = Status::kUnavailable;
   std::string first_seen;             // RFC 3339 UTC with microseconds (kFound only)
   std::optional<std::string> source;  // kFound: the recorded source, nullopt when none
+  // kFound, packs (--keys=gs1): the row's lot digest, expiry (days since 1970-01-01) and own horizon (µs since
+  // the epoch); nullopt when the row has none (raw keys always).
+  std::optional<Digest> lot;
+  std::optional<std::int32_t> expiry;
+  std::optional<std::int64_t> keep_until_us;
 };
 using LookupDone = std::function<void(const RecordLookup&)>;
 
@@ -44,7 +50,9 @@ struct LookupOptions {
   std::string url;                                        // libpq URL
   std::size_t queue_limit = 1024;                         // queued reads; beyond it Find refuses (503)
   std::chrono::milliseconds reconnect_backoff_max{2000};  // backoff doubles from 50 ms up to this
-  std::chrono::seconds retention{0};  // the horizon (StoreOptions::retention): older rows are kNotFound; 0 = off
+  // The horizon (StoreOptions::retention); 0 = off. An expired row is kNotFound: one past its keep_until, or —
+  // without one — older than the retention (the rule of the batch INSERT's take-over).
+  std::chrono::seconds retention{0};
 };
 
 class Lookup final : public DigestReader {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -21,11 +22,23 @@ namespace scangate::storage {
 // error, or not settled within kInDoubtResolveFor); a retry may then get kDuplicate.
 enum class Outcome : std::uint8_t { kInserted, kDuplicate, kUnavailable, kUnknown };
 
+// --keys=gs1 (issue 24): what a pack's row holds beside its identity digest. All absent for raw keys (then the
+// row and its statements are exactly the raw ones).
+struct PackAttrs {
+  std::optional<Digest> lot;           // digest of AI 10 ("10" + lot, the keys' Digester); never the raw lot
+  std::optional<std::int32_t> expiry;  // AI 17, days since 1970-01-01
+  std::int64_t keep_until_us = 0;      // the pack's own horizon (µs since the epoch); 0 = none (--retention rules)
+  bool empty() const { return !lot && !expiry && keep_until_us == 0; }
+};
+
 struct Result {
   Outcome outcome;
   std::string first_seen;  // RFC 3339 UTC with microseconds, "2026-11-29T21:43:09.123456Z"; empty unless
                            // kInserted/kDuplicate
   std::int64_t first_seen_us = 0;  // the same instant in µs since the epoch; valid when first_seen is set
+  // kInserted: the lot and expiry just written (what was submitted); kDuplicate: those of the row PostgreSQL
+  // holds (or of the batch's first item of the digest). keep_until_us is not reported (always 0).
+  PackAttrs recorded{};
 };
 
 // Runs once per item with its outcome, on a writer thread after the commit (or failure): must not block

@@ -56,14 +56,14 @@ void Store::Start() {
 
 bool Store::Enqueue(std::uint32_t route, const Digest& d, std::string source, Completion done,
                     bool write_behind, std::shared_ptr<Ticket> ticket, std::int64_t first_seen_us,
-                    Expect expect) {
+                    Expect expect, PackAttrs attrs) {
   if (!accepting_.load() || writers_.empty()) return false;
   WriterQueue& q = writers_[route % writers_.size()]->queue();
   if (!write_behind && !q.up()) return false;  // fail fast, without touching the lock
   if (!shared_->pending.TryAdd()) return false;
   if (!ValidUtf8NoNul(source)) source.clear();
   if (!q.Push(QueuedItem{d, std::move(source), std::move(done), write_behind, StoreClock::now(), first_seen_us,
-                         std::move(ticket), expect},
+                         std::move(ticket), expect, 0, nullptr, 0, false, attrs},
               options_.batch_limit)) {
     shared_->pending.Release(1);
     return false;
@@ -72,14 +72,15 @@ bool Store::Enqueue(std::uint32_t route, const Digest& d, std::string source, Co
 }
 
 bool Store::Submit(std::uint32_t route, const Digest& d, std::string source, Completion done,
-                   std::shared_ptr<Ticket> ticket, Expect expect) {
+                   std::shared_ptr<Ticket> ticket, Expect expect, PackAttrs attrs) {
   if (!done) done = [](const Result&) {};
-  return Enqueue(route, d, std::move(source), std::move(done), false, std::move(ticket), 0, expect);
+  return Enqueue(route, d, std::move(source), std::move(done), false, std::move(ticket), 0, expect, attrs);
 }
 
 bool Store::SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source, Completion done,
                               std::int64_t first_seen_us) {
-  return Enqueue(route, d, std::move(source), std::move(done), true, nullptr, first_seen_us, Expect::kUnknown);
+  return Enqueue(route, d, std::move(source), std::move(done), true, nullptr, first_seen_us, Expect::kUnknown,
+                 PackAttrs{});
 }
 
 // Not analysed: it holds a varying set of writer locks at once (those the group's rows route to, taken in index
@@ -111,7 +112,7 @@ std::size_t Store::SubmitWriteBehindGroup(std::span<const WriteBehindRow> rows, 
       std::string source = ValidUtf8NoNul(row.source) ? std::string(row.source) : std::string();
       writers_[row.route % nw]->queue().PushLocked(QueuedItem{row.digest, std::move(source), Completion{}, true, now,
                                                               row.first_seen_us, nullptr, Expect::kUnknown, 0,
-                                                              &sink, row.tag, row.flag});
+                                                              &sink, row.tag, row.flag, PackAttrs{}});
     }
   }
   for (std::size_t k = 0; k < nw; ++k) {

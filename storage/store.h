@@ -52,9 +52,12 @@ class Store final : public ExactStore {
   // A Submit item skips the write-behind backlog (a batch of its own) unless a write-behind row of its digest
   // is pending: then it queues behind that row. With a `ticket`, `ticket->Cancel()` withdraws the item while it
   // is still queued (then `done` never runs); a cancelled item still counts against queue_limit until a writer
-  // skips it. `expect`: see Expect (outcome.h); PostgreSQL decides the outcome either way.
+  // skips it. `expect`: see Expect (outcome.h); PostgreSQL decides the outcome either way. `attrs`: see
+  // PackAttrs (outcome.h); a row expires by its keep_until when it has one, else by --retention (the batch
+  // INSERT takes an expired row over with the new attrs); the Result carries the row's lot and expiry.
   bool Submit(std::uint32_t route, const Digest& d, std::string source, Completion done,
-              std::shared_ptr<Ticket> ticket = nullptr, Expect expect = Expect::kUnknown) override;
+              std::shared_ptr<Ticket> ticket = nullptr, Expect expect = Expect::kUnknown,
+              PackAttrs attrs = {}) override;
 
   // ack=filter write-behind: recorded with lag <= flush_interval while the database is up, retried
   // across outages, never dropped once accepted (except at Shutdown() after shutdown_retry of outage).
@@ -103,7 +106,7 @@ class Store final : public ExactStore {
 
  private:
   bool Enqueue(std::uint32_t route, const Digest& d, std::string source, Completion done, bool write_behind,
-               std::shared_ptr<Ticket> ticket, std::int64_t first_seen_us, Expect expect);
+               std::shared_ptr<Ticket> ticket, std::int64_t first_seen_us, Expect expect, PackAttrs attrs);
 
   StoreOptions options_;
   std::string warm_conninfo_;  // options_.url + conninfo defaults with warm_statement_timeout (warm load, migrations)

@@ -57,6 +57,11 @@ struct StoreOptions {
   // (`new`, first_seen and source replaced: storage/pg/batch_statement.h), whether or not the expiry
   // (storage/expiry.h) has deleted it yet.
   std::chrono::seconds retention{0};
+  // --keys=gs1 (issue 24): rows may carry their own horizon (PackAttrs::keep_until_us). Every batch then goes
+  // through the pack statements, which take over a row past its keep_until even with retention off (a row
+  // without one still follows retention). false (raw keys): the statements are exactly the raw ones, unless a
+  // batch carries attrs anyway.
+  bool pack_horizons = false;
   // How long Shutdown() keeps retrying queued write-behind items while the database is down.
   std::chrono::milliseconds shutdown_retry{30000};
   // How long Start() retries the first connection before throwing (storage/startup.h); 0 = one attempt.

@@ -44,6 +44,7 @@ struct QueuedItem {
   WriteBehindSink* sink = nullptr;
   std::uint64_t tag = 0;
   bool flag = false;
+  PackAttrs attrs{};  // Submit items under --keys=gs1 (write-behind rows carry none)
 };
 
 // Accepted, unfinished items of one Store, bounded by `limit`. Safe to call concurrently.

@@ -1,11 +1,6 @@
 #include "storage/pg/batch_statement.h"
 
-#include <algorithm>
-#include <charconv>
 #include <chrono>
-#include <cstring>
-#include <libpq-fe.h>
-#include <memory>
 #include <stdexcept>
 
 #include "core/time_format.h"
@@ -76,78 +71,59 @@ FROM unnest($1::bytea[]) WITH ORDINALITY AS u(d, i)
 JOIN scan_keys k ON k.digest = u.d
 )sql";
 
-// BeginCopy's query, one simple-protocol message: BEGIN; the transaction's xid (forced: the COPY writes
-// anyway, and an in-doubt COMMIT needs it) and now() — the first_seen of rows with $3 = 0, sent explicitly
-// since a binary COPY row cannot ask for the column default — in µs; the COPY, its columns in this order;
-// and the COMMIT, which the server runs as soon as the COPY ends. A statement that fails skips the rest of the
-// query (so never the COMMIT), leaving the transaction aborted. One message instead of four round trips:
-// bench/RESULTS.md "COPY's prologue in the COPY's round trip" and "BEGIN and COMMIT in the COPY's round trips".
-constexpr const char* kCopySql =
-    "BEGIN; "
-    "SELECT txid_current()::int8, (extract(epoch FROM now()) * 1000000)::int8; "
-    "COPY scan_keys (digest, source, first_seen) FROM STDIN (FORMAT binary); "
-    "COMMIT";
-constexpr std::string_view kCopyHeader{"PGCOPY\n\377\r\n\0" "\0\0\0\0" "\0\0\0\0", 19};  // signature, flags, ext
-// timestamptz on the wire: µs since 2000-01-01T00:00:00Z.
-constexpr std::int64_t kPgEpochUs = 946'684'800'000'000;
-constexpr const char* kUniqueViolation = "23505";
+// The pack INSERT (--keys=gs1, issue 24): the raw one with three more arrays — $4 lot digests (bytea[], NULL =
+// none), $5 expiry in days since 1970-01-01 (int4[], NULL = none), $6 keep_until in µs since the epoch (int8[],
+// 0 = none: the row follows the retention). A row's keep_until is the pack's, but never before first_seen + R
+// when the retention R is on ({KEEP}). The answer is the raw INSERT's (kInsertTail).
+// Take-over ({EXPIRED}): a present row is expired when its keep_until has passed, or — without one — when it is
+// older than R (never with R off). An expired row is taken over with everything the new item carries (first_seen,
+// source, lot, expiry, keep_until) and RETURNed as inserted. Exact with any number of writers as the raw
+// take-over is (kConflictTakeOverExpired): a second writer re-checks the WHERE on the row the first one wrote,
+// whose keep_until (or first_seen) is fresh, and reads it as a duplicate.
+constexpr const char* kPackInsertName = "scangate_insert_pack_batch";
+constexpr const char* kPackInsertSql = R"sql(
+WITH ins AS (
+  INSERT INTO scan_keys AS k (digest, source, first_seen, lot, expiry, keep_until)
+  SELECT d, s, f, l, date 'epoch' + e, CASE WHEN ku = 0 THEN NULL ELSE {KEEP} END
+  FROM (
+    SELECT d, s, l, e, ku,
+           CASE WHEN us = 0 THEN now() ELSE timestamptz 'epoch' + us * interval '1 microsecond' END AS f
+    FROM unnest($1::bytea[], $2::text[], $3::int8[], $4::bytea[], $5::int4[], $6::int8[]) AS u(d, s, us, l, e, ku)
+  ) AS v
+  ORDER BY d
+  ON CONFLICT (digest) DO UPDATE SET first_seen = EXCLUDED.first_seen, source = EXCLUDED.source,
+    lot = EXCLUDED.lot, expiry = EXCLUDED.expiry, keep_until = EXCLUDED.keep_until
+    WHERE {EXPIRED}
+)sql";
+constexpr const char* kKeepPack = "timestamptz 'epoch' + ku * interval '1 microsecond'";
+constexpr const char* kKeepPackAtLeastR =
+    "greatest(timestamptz 'epoch' + ku * interval '1 microsecond', f + {R} * interval '1 microsecond')";
+constexpr const char* kExpiredPack = "k.keep_until < now()";
+constexpr const char* kExpiredPackOrR = "coalesce(k.keep_until, k.first_seen + {R} * interval '1 microsecond') < now()";
 
-struct PgResultClear {
-  void operator()(PGresult* r) const { PQclear(r); }
-};
-using PgResult = std::unique_ptr<PGresult, PgResultClear>;
+// The pack follow-up SELECT: the raw one's answer plus the row's lot (hex, NULL = none) and expiry (days since
+// 1970-01-01, NULL = none), so a duplicate reports what the row holds.
+constexpr const char* kPackSelectName = "scangate_select_existing_pack";
+constexpr const char* kPackSelectSql = R"sql(
+SELECT u.i, (extract(epoch FROM k.first_seen) * 1000000)::int8, encode(k.lot, 'hex'), k.expiry - date 'epoch'
+FROM unnest($1::bytea[]) WITH ORDINALITY AS u(d, i)
+JOIN scan_keys k ON k.digest = u.d
+)sql";
 
-// Drains the connection's remaining results (libpq must be idle again before pqxx continues). A COPY that
-// has started is failed first (CopyFail: the server answers with an error, and the transaction is aborted):
-// libpq would otherwise hand out PGRES_COPY_IN for ever.
-void DrainResults(PGconn* c) {
-  while (PGresult* r = PQgetResult(c)) {
-    const bool copy_in = PQresultStatus(r) == PGRES_COPY_IN;
-    PQclear(r);
-    if (copy_in && PQputCopyEnd(c, "scangate: COPY abandoned") != 1) break;  // connection gone
+void ReplaceAll(std::string& s, std::string_view what, std::string_view with) {
+  for (auto at = s.find(what); at != std::string::npos; at = s.find(what, at + with.size())) {
+    s.replace(at, what.size(), with);
   }
 }
 
-// Leaves a connection that is still up idle: a started COPY failed, the results drained, an open or aborted
-// transaction rolled back.
-void Recover(PGconn* c) noexcept {
-  if (PQstatus(c) != CONNECTION_OK) return;
-  DrainResults(c);
-  const PGTransactionStatusType ts = PQtransactionStatus(c);
-  if (ts == PQTRANS_INTRANS || ts == PQTRANS_INERROR) PQclear(PQexec(c, "ROLLBACK"));
-}
-
-// Raises the pqxx exception pqxx itself would raise for this failure, so the writer classifies it the same
-// way (connection lost, deadlock, data error by SQLSTATE), or CopyConflict for a unique violation — after
-// leaving a connection that is still up idle (nothing of the COPY committed).
-[[noreturn]] void FailCopy(PGconn* c, const PGresult* r) {
-  std::string msg = r != nullptr ? PQresultErrorMessage(r) : "";
-  if (msg.empty()) msg = PQerrorMessage(c);
-  if (msg.empty()) msg = std::string("COPY: unexpected result ") + PQresStatus(PQresultStatus(r));
-  const char* state = r != nullptr ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
-  const std::string s = state != nullptr ? state : "";
-  if (PQstatus(c) != CONNECTION_OK) throw pqxx::broken_connection(msg);
-  Recover(c);
-  if (s == kUniqueViolation) throw CopyConflict(msg);
-  if (s == "40P01") throw pqxx::deadlock_detected(msg);
-  if (s == "40001") throw pqxx::serialization_failure(msg);
-  throw pqxx::sql_error(msg, kCopySql, s.empty() ? nullptr : s.c_str());
-}
-
-// A failure once the end of the COPY has gone (or may have gone) out: on a broken connection the query's COMMIT
-// may have run (in doubt: settle by the xid); otherwise it is definite, as FailCopy says.
-[[noreturn]] void FailAfterCopyEnd(PGconn* c, const PGresult* r) {
-  if (PQstatus(c) != CONNECTION_OK) {
-    throw pqxx::in_doubt_error(std::string("connection lost after the end of the COPY (its COMMIT may have run): ") +
-                               PQerrorMessage(c));
-  }
-  FailCopy(c, r);
-}
-
-void AppendBe32(std::string& out, std::uint32_t v) {
-  const char b[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
-                     static_cast<char>(v)};
-  out.append(b, 4);
+// The pack INSERT for a horizon of `retention` (0 = off), written into the prepared statement as literals.
+std::string PackInsertSql(std::chrono::seconds retention) {
+  const bool r_on = retention.count() > 0;
+  std::string sql = kPackInsertSql;
+  ReplaceAll(sql, "{KEEP}", r_on ? kKeepPackAtLeastR : kKeepPack);
+  ReplaceAll(sql, "{EXPIRED}", r_on ? kExpiredPackOrR : kExpiredPack);
+  ReplaceAll(sql, "{R}", std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(retention).count()));
+  return sql + kInsertTail;
 }
 
 int HexNibble(char c) {
@@ -167,13 +143,6 @@ bool ParseHexDigest(std::string_view hex, Digest& out) {
   return true;
 }
 
-// A text-format int8 column; false unless the whole value is a decimal integer.
-bool ParseInt64(const char* text, std::int64_t& out) {
-  const char* end = text + std::strlen(text);
-  const auto [p, ec] = std::from_chars(text, end, out);
-  return ec == std::errc() && p == end && p != text;
-}
-
 pqxx::binarystring Binary(std::string_view bytes) { return pqxx::binarystring(bytes.data(), bytes.size()); }
 
 }  // namespace
@@ -181,9 +150,11 @@ pqxx::binarystring Binary(std::string_view bytes) { return pqxx::binarystring(by
 void BatchStatement::Prepare(pqxx::connection& conn, std::chrono::seconds retention) {
   conn.prepare(kInsertName, InsertSql(retention));
   conn.prepare(kSelectName, kSelectSql);
+  conn.prepare(kPackInsertName, PackInsertSql(retention));
+  conn.prepare(kPackSelectName, kPackSelectSql);
 }
 
-BatchStatement::BatchStatement(std::size_t expected_items)
+BatchStatement::BatchStatement(std::size_t expected_items, bool pack_horizons, std::chrono::seconds retention)
     : digests_(kOidBytea, expected_items, expected_items * kDigestBytes),
       sources_(kOidText, expected_items, expected_items * 16),
       times_(kOidInt8, expected_items, expected_items * 8) {
@@ -193,9 +164,13 @@ BatchStatement::BatchStatement(std::size_t expected_items)
   first_seen_us_.reserve(expected_items);
   source_.reserve(expected_items);
   index_of_.reserve(expected_items);
+  attrs_.reserve(expected_items);
+  pack_ = pack_horizons;
+  retention_ = retention;
 }
 
-void BatchStatement::Add(const Digest& d, std::string_view source, std::int64_t first_seen_us) {
+void BatchStatement::Add(const Digest& d, std::string_view source, std::int64_t first_seen_us,
+                         const PackAttrs& attrs) {
   const auto next = static_cast<std::uint32_t>(first_item_.size());
   const auto [it, fresh] = index_of_.try_emplace(d, next);
   slot_.push_back(it->second);
@@ -211,6 +186,8 @@ void BatchStatement::Add(const Digest& d, std::string_view source, std::int64_t 
     sources_.Add(source);
   }
   times_.AddInt8(first_seen_us);
+  attrs_.push_back(attrs);
+  pack_ = pack_ || !attrs.empty();
 }
 
 BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
@@ -218,8 +195,29 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
   std::vector<char> inserted(n, 0), answered(n, 0);
   std::vector<std::int64_t> first_seen(n, 0);
 
-  const pqxx::result r =
-      tx.exec_prepared(kInsertName, Binary(digests_.Finish()), Binary(sources_.Finish()), Binary(times_.Finish()));
+  std::vector<PackAttrs> recorded(n);  // pack batches: the lot/expiry each digest's row holds
+  pqxx::result r;
+  if (!pack_) {
+    r = tx.exec_prepared(kInsertName, Binary(digests_.Finish()), Binary(sources_.Finish()), Binary(times_.Finish()));
+  } else {
+    PgBinaryArray lots(kOidBytea, n, n * kDigestBytes), expiries(kOidInt4, n, n * 4), keep(kOidInt8, n, n * 8);
+    for (const PackAttrs& at : attrs_) {
+      if (at.lot) {
+        lots.Add(std::string_view(reinterpret_cast<const char*>(at.lot->data()), kDigestBytes));
+      } else {
+        lots.AddNull();
+      }
+      if (at.expiry) {
+        expiries.AddInt4(*at.expiry);
+      } else {
+        expiries.AddNull();
+      }
+      keep.AddInt8(at.keep_until_us);
+    }
+    r = tx.exec_prepared(kPackInsertName, Binary(digests_.Finish()), Binary(sources_.Finish()),
+                         Binary(times_.Finish()), Binary(lots.Finish()), Binary(expiries.Finish()),
+                         Binary(keep.Finish()));
+  }
   BatchAnswer a;
   bool xid_row = false;
   std::int64_t now_us = 0;
@@ -242,7 +240,9 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
   }
   if (!xid_row) throw std::runtime_error("batch statement returned no xid row");
   for (std::size_t i = 0; i < n; ++i) {
-    if (inserted[i]) first_seen[i] = first_seen_us_[i] != 0 ? first_seen_us_[i] : now_us;
+    if (!inserted[i]) continue;
+    first_seen[i] = first_seen_us_[i] != 0 ? first_seen_us_[i] : now_us;
+    recorded[i] = PackAttrs{attrs_[i].lot, attrs_[i].expiry, 0};
   }
 
   std::vector<std::uint32_t> missing;
@@ -254,12 +254,19 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
     for (const auto i : missing) {
       missing_digests.Add(std::string_view(reinterpret_cast<const char*>(digest_[i].data()), kDigestBytes));
     }
-    const pqxx::result m = tx.exec_prepared(kSelectName, Binary(missing_digests.Finish()));
+    const pqxx::result m = tx.exec_prepared(pack_ ? kPackSelectName : kSelectName, Binary(missing_digests.Finish()));
     for (const auto& row : m) {
       const auto k = row[0].as<std::size_t>() - 1;
       if (k >= missing.size()) throw std::runtime_error("follow-up select returned an index out of range");
       answered[missing[k]] = 1;
       first_seen[missing[k]] = row[1].as<std::int64_t>();
+      if (!pack_) continue;
+      PackAttrs& rec = recorded[missing[k]];
+      if (!row[2].is_null()) {
+        rec.lot = DigestFromHex(std::string_view(row[2].c_str(), row[2].size()));
+        if (!rec.lot) throw std::runtime_error("follow-up select returned a malformed lot");
+      }
+      if (!row[3].is_null()) rec.expiry = row[3].as<std::int32_t>();
     }
     for (const auto i : missing) {
       if (!answered[i]) throw std::runtime_error("a digest was neither inserted nor found");
@@ -274,95 +281,10 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
     const std::uint32_t u = slot_[i];
     const bool won = inserted[u] && first_item_[u] == i;
     a.any_inserted = a.any_inserted || won;
-    a.results.push_back(Result{won ? Outcome::kInserted : Outcome::kDuplicate, formatted[u], first_seen[u]});
+    a.results.push_back(
+        Result{won ? Outcome::kInserted : Outcome::kDuplicate, formatted[u], first_seen[u], recorded[u]});
   }
   return a;
 }
-
-BatchAnswer BatchStatement::BeginCopy(PGconn* c) {
-  if (!copy_eligible()) throw std::logic_error("BatchStatement::BeginCopy: repeated digests");
-  if (PQstatus(c) != CONNECTION_OK) throw pqxx::broken_connection(PQerrorMessage(c));
-  // Inside a transaction the query's BEGIN would only warn, and its COMMIT would end the outer one: refuse.
-  if (PQtransactionStatus(c) != PQTRANS_IDLE) throw std::logic_error("BatchStatement::BeginCopy: connection not idle");
-  if (PQsendQuery(c, kCopySql) != 1) FailCopy(c, nullptr);
-  const std::size_t n = distinct();
-  std::vector<std::uint32_t> order(n);  // sorted while the server starts the transaction
-  for (std::uint32_t i = 0; i < n; ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](std::uint32_t x, std::uint32_t y) {
-    return DigestLess{}(digest_[x], digest_[y]);  // bytea order
-  });
-  {
-    PgResult begin(PQgetResult(c));
-    if (PQresultStatus(begin.get()) != PGRES_COMMAND_OK) FailCopy(c, begin.get());
-  }
-  BatchAnswer a;
-  std::int64_t now_us = 0;
-  {
-    PgResult pro(PQgetResult(c));
-    if (PQresultStatus(pro.get()) != PGRES_TUPLES_OK || PQntuples(pro.get()) != 1 || PQnfields(pro.get()) != 2) {
-      FailCopy(c, pro.get());
-    }
-    std::int64_t xid = 0;
-    if (!ParseInt64(PQgetvalue(pro.get(), 0, 0), xid) || !ParseInt64(PQgetvalue(pro.get(), 0, 1), now_us)) {
-      Recover(c);
-      throw std::runtime_error("COPY prologue returned a malformed xid or time");
-    }
-    a.xid = xid;
-  }
-  {
-    PgResult r(PQgetResult(c));  // the COPY's start
-    if (PQresultStatus(r.get()) != PGRES_COPY_IN) FailCopy(c, r.get());
-  }
-
-  std::vector<std::int64_t> first_seen(n);
-  std::string& buf = copy_rows_;
-  buf.assign(kCopyHeader);
-  buf.reserve(kCopyHeader.size() + n * (2 + 4 + kDigestBytes + 4 + 16 + 4 + 8) + 2);
-  for (const auto i : order) {
-    first_seen[i] = first_seen_us_[i] != 0 ? first_seen_us_[i] : now_us;
-    buf.append("\0\3", 2);  // field count
-    AppendBe32(buf, kDigestBytes);
-    buf.append(reinterpret_cast<const char*>(digest_[i].data()), kDigestBytes);
-    if (source_[i].empty()) {
-      AppendBe32(buf, 0xFFFFFFFFu);  // NULL
-    } else {
-      AppendBe32(buf, static_cast<std::uint32_t>(source_[i].size()));
-      buf.append(source_[i]);
-    }
-    const auto pg_us = static_cast<std::uint64_t>(first_seen[i] - kPgEpochUs);
-    AppendBe32(buf, 8);
-    AppendBe32(buf, static_cast<std::uint32_t>(pg_us >> 32));
-    AppendBe32(buf, static_cast<std::uint32_t>(pg_us));
-  }
-  buf.append("\377\377", 2);  // trailer
-
-  std::vector<std::string> formatted(n);
-  for (std::size_t i = 0; i < n; ++i) formatted[i] = Rfc3339Micros(first_seen[i]);
-  a.results.reserve(n);
-  for (std::size_t i = 0; i < slot_.size(); ++i) {
-    a.results.push_back(Result{Outcome::kInserted, formatted[slot_[i]], first_seen[slot_[i]]});
-  }
-  a.any_inserted = true;
-  return a;
-}
-
-void BatchStatement::CommitCopy(PGconn* c) {
-  // Until the end of the COPY is sent the server cannot run the COMMIT: a connection lost here is a plain
-  // failure (broken_connection), retried like any other.
-  if (PQputCopyData(c, copy_rows_.data(), static_cast<int>(copy_rows_.size())) != 1) FailCopy(c, nullptr);
-  if (PQputCopyEnd(c, nullptr) != 1) FailAfterCopyEnd(c, nullptr);
-  PgResult copy(PQgetResult(c));
-  if (PQresultStatus(copy.get()) != PGRES_COMMAND_OK) FailAfterCopyEnd(c, copy.get());  // COMMIT skipped
-  PgResult commit(PQgetResult(c));
-  if (PQresultStatus(commit.get()) != PGRES_COMMAND_OK) FailAfterCopyEnd(c, commit.get());  // rolled back
-  // A COMMIT of an aborted transaction succeeds with the tag ROLLBACK: nothing committed.
-  if (std::string_view(PQcmdStatus(commit.get())) != "COMMIT") {
-    Recover(c);
-    throw pqxx::sql_error(std::string("COPY's COMMIT answered ") + PQcmdStatus(commit.get()), kCopySql);
-  }
-  DrainResults(c);
-}
-
-void BatchStatement::AbandonCopy(PGconn* c) noexcept { Recover(c); }
 
 }  // namespace scangate::storage

@@ -3,7 +3,8 @@
 // the in-doubt resolution; this unit owns the SQL, the parameter encoding and the result mapping.
 // Invariant: an item gets kInserted only if it is the first item of its digest in the batch AND the batch's
 // INSERT inserted that digest; every other item gets kDuplicate with the first_seen PostgreSQL holds (read
-// in the same transaction, after the INSERT, so a row committed concurrently is found too). Use: one per
+// in the same transaction, after the INSERT, so a row committed concurrently is found too) and, for a pack
+// batch, the lot and expiry that row holds (an inserted item: what it sent). Use: one per
 // batch, on the writer thread; Add() every item in queue order, then Run() inside a transaction (again in a
 // fresh transaction after a rollback).
 //
@@ -17,10 +18,15 @@
 //   2. Only when some digest was not inserted: SELECT its first_seen (µs since the epoch) — a new
 //      statement, so a new READ COMMITTED snapshot that also sees rows committed after step 1's snapshot.
 // first_seen travels as an integer and is formatted here (core/time_format.h), never by the server.
+// Packs (--keys=gs1, issue 24): a batch with PackAttrs (or any batch under StoreOptions::pack_horizons) uses
+// the pack statements instead: three more arrays (lot bytea[], expiry int4[] days, keep_until int8[] µs), a
+// take-over of rows past their own keep_until (else past the retention), and a follow-up SELECT that also
+// returns the row's lot and expiry. A raw batch sends exactly the raw statements above.
 // A batch of definitely-new keys (write-behind rows and items the filter called new: Bloom negatives) may
 // go by BeginCopy() / CommitCopy() instead: binary COPY FROM STDIN, which skips ON CONFLICT's probe of the
 // primary key. COPY cannot skip a row that exists, so a conflict aborts it (CopyConflict) and the writer
-// re-runs the batch with Run().
+// re-runs the batch with Run(). (The COPY path lives in storage/pg/batch_copy.cc; a pack batch's COPY also writes
+// lot, expiry and keep_until.)
 #pragma once
 
 #include <chrono>
@@ -60,19 +66,27 @@ class BatchStatement {
  public:
   // Prepares the batch statements on a writer connection; once per connection, before any Run().
   // `retention`: the de-duplication horizon (StoreOptions::retention; 0 = off): a row older than it is taken
-  // over by the INSERT (kInserted, first_seen and source replaced) instead of answering kDuplicate.
+  // over by the INSERT (kInserted, first_seen and source replaced) instead of answering kDuplicate. Prepares
+  // the raw and the pack statements (a row with a keep_until expires by it instead).
   static void Prepare(pqxx::connection& conn, std::chrono::seconds retention = std::chrono::seconds{0});
 
-  explicit BatchStatement(std::size_t expected_items = 0);
+  // `pack_horizons` (StoreOptions::pack_horizons): the batch goes through the pack statements even without
+  // attrs. `retention`: as Prepare's (the COPY computes a pack row's keep_until with it).
+  explicit BatchStatement(std::size_t expected_items = 0, bool pack_horizons = false,
+                          std::chrono::seconds retention = std::chrono::seconds{0});
 
   // Adds the next item of the batch. `source`: empty = NULL; otherwise valid UTF-8 without NUL (the caller
   // validates; PostgreSQL would reject the whole statement otherwise). `first_seen_us`: µs since the
-  // epoch, 0 = now() at insert. A repeated digest keeps its first item's source and time. `source` must
-  // outlive the BatchStatement (BeginCopy reads it again).
-  void Add(const Digest& d, std::string_view source, std::int64_t first_seen_us);
+  // epoch, 0 = now() at insert. `attrs`: the pack's lot/expiry/keep_until (empty for raw keys); the row's
+  // keep_until becomes max(attrs.keep_until_us, first_seen + retention) when retention is on. A repeated
+  // digest keeps its first item's source, time and attrs. `source` must outlive the BatchStatement (BeginCopy
+  // reads it again).
+  void Add(const Digest& d, std::string_view source, std::int64_t first_seen_us, const PackAttrs& attrs = {});
 
   std::size_t items() const { return slot_.size(); }
   std::size_t distinct() const { return first_item_.size(); }
+  // True when the batch goes through the pack statements (pack_horizons, or some item has attrs).
+  bool pack() const { return pack_; }
 
   // Runs the statements in `tx` and maps the answer. Throws what pqxx throws, or std::runtime_error when
   // the answer does not fit the batch (a digest neither inserted nor found, an unknown digest, no xid row).
@@ -106,11 +120,14 @@ class BatchStatement {
   std::vector<Digest> digest_;             // distinct digest index -> digest
   std::vector<std::int64_t> first_seen_us_;  // distinct digest index -> requested first_seen (0 = now())
   std::vector<std::string_view> source_;     // distinct digest index -> source ("" = NULL), the caller's bytes
+  std::vector<PackAttrs> attrs_;             // distinct digest index -> its first item's attrs
   absl::flat_hash_map<Digest, std::uint32_t, DigestHash, DigestEq> index_of_;  // digest -> distinct digest index
   PgBinaryArray digests_{kOidBytea};
   PgBinaryArray sources_{kOidText};
   PgBinaryArray times_{kOidInt8};
   std::string copy_rows_;  // BeginCopy -> CommitCopy: the COPY's binary payload
+  bool pack_ = false;
+  std::chrono::seconds retention_{0};
 };
 
 }  // namespace scangate::storage

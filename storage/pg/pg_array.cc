@@ -51,6 +51,13 @@ void PgBinaryArray::AddInt8(std::int64_t v) {
   ++count_;
 }
 
+void PgBinaryArray::AddInt4(std::int32_t v) {
+  if (oid_ != kOidInt4) throw std::logic_error("PgBinaryArray::AddInt4 on a non-int4 array");
+  PutBe32(4);
+  PutBe32(static_cast<std::uint32_t>(v));
+  ++count_;
+}
+
 void PgBinaryArray::AddNull() {
   PutBe32(0xFFFFFFFFu);  // length -1
   has_nulls_ = true;

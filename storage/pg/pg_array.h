@@ -16,6 +16,7 @@ namespace scangate::storage {
 // Element type OIDs (pg_type.oid; fixed in PostgreSQL's catalog since 7.x).
 inline constexpr std::uint32_t kOidBytea = 17;
 inline constexpr std::uint32_t kOidInt8 = 20;
+inline constexpr std::uint32_t kOidInt4 = 23;
 inline constexpr std::uint32_t kOidText = 25;
 
 class PgBinaryArray {
@@ -28,6 +29,8 @@ class PgBinaryArray {
   void Add(std::string_view bytes);
   // Appends one int8 element (8 bytes, big-endian). Only for kOidInt8 arrays.
   void AddInt8(std::int64_t v);
+  // Appends one int4 element (4 bytes, big-endian). Only for kOidInt4 arrays.
+  void AddInt4(std::int32_t v);
   void AddNull();
 
   std::size_t size() const { return count_; }

@@ -26,7 +26,7 @@ class FakeStore final : public storage::ExactStore {
   static constexpr std::int64_t kFirstSeenUs = 1'796'032'800'000'000;
 
   bool Submit(std::uint32_t, const Digest& d, std::string source, storage::Completion done,
-              std::shared_ptr<storage::Ticket>, storage::Expect expect) override {
+              std::shared_ptr<storage::Ticket>, storage::Expect expect, storage::PackAttrs) override {
     storage::Result r;
     {
       const std::lock_guard lock(mu_);

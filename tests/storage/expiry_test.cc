@@ -3,7 +3,8 @@
 // locked (without waiting for it) and deletes it at a later pass; the vital signs (oldest row's age, lag, table
 // and index bytes); a falling-behind episode (oldest row older than 1.5x the horizon) is counted and logged
 // once, and its end too; with the horizon off nothing is deleted; the thread runs passes by itself, logs a
-// failing database once, and stops promptly.
+// failing database once, and stops promptly. Pack rows (issue 24, pack_horizons): deleted by their own
+// keep_until, never by the retention; their vital signs and behind state.
 // Every test starts from an empty scan_keys (TRUNCATE): the expiry looks at the whole table, and the pg tests
 // never run concurrently (RESOURCE_LOCK pg).
 #include "storage/expiry.h"
@@ -70,6 +71,18 @@ void InsertRow(const Digest& d, const std::string& age) {
   pqxx::work tx(c);
   tx.exec_params0("INSERT INTO scan_keys (digest, source, first_seen) VALUES ($1::bytea, 'one', now() - $2::interval)",
                   HexBytea(d), age);
+  tx.commit();
+}
+
+// `n` pinned rows (pack rows with a keep_until): first seen `age` ago, keep_until at now() + `keep_until` (an SQL
+// interval, negative = passed), source `source`.
+void InsertPinnedRows(int n, const std::string& age, const std::string& keep_until, const std::string& source) {
+  auto c = Connect();
+  pqxx::work tx(c);
+  tx.exec_params0("INSERT INTO scan_keys (digest, source, first_seen, expiry, keep_until) "
+                  "SELECT sha256(convert_to(gen_random_uuid()::text || g, 'UTF8')), $2, now() - $3::interval, "
+                  "date '2027-12-31', now() + $4::interval FROM generate_series(1, $1::int) g",
+                  n, source, age, keep_until);
   tx.commit();
 }
 
@@ -367,6 +380,132 @@ TEST(ExpiryFailure, UnreachableIsCountedAndLoggedOnce) {
   EXPECT_EQ(expiry.Stats().passes, 0u);
   EXPECT_EQ(log->Count("expiry", "failing"), 1);
   EXPECT_EQ(log->Count("expiry", "recovered"), 0);
+}
+
+// Pack horizons with the retention off: a pass deletes exactly the rows past their own keep_until (2.5 slices),
+// however young or old their first_seen; pinned rows within their keep_until and unpinned rows (however old) stay.
+// Without pack_horizons nothing is deleted.
+TEST_F(ExpiryTest, PackSlicesDeleteRowsPastTheirKeepUntil) {
+  InsertPinnedRows(250, "2 years", "-1 hour", "past");
+  InsertPinnedRows(10, "0 seconds", "-1 second", "past");
+  InsertPinnedRows(80, "2 years", "1 day", "pinned");
+  InsertRows(30, "3650 days", "unpinned");
+  {
+    Expiry off(Options(std::chrono::seconds(0)));
+    EXPECT_EQ(off.RunOnce(), 0u);
+    EXPECT_EQ(Rows("past"), 260);
+  }
+  auto opts = Options(std::chrono::seconds(0));
+  opts.pack_horizons = true;
+  Expiry expiry(opts);
+  EXPECT_EQ(expiry.RunOnce(), 260u);
+  EXPECT_EQ(Rows("past"), 0);
+  EXPECT_EQ(Rows("pinned"), 80);
+  EXPECT_EQ(Rows("unpinned"), 30);
+  ExpiryStats s = expiry.Stats();
+  EXPECT_EQ(s.rows_expired, 260u);
+  EXPECT_EQ(s.rows_expired_keep_until, 260u);
+  ASSERT_TRUE(s.earliest_keep_until_in_seconds.has_value());
+  EXPECT_GT(*s.earliest_keep_until_in_seconds, 86400 - 60);
+  EXPECT_LE(*s.earliest_keep_until_in_seconds, 86400);
+  ASSERT_TRUE(s.oldest_age_seconds.has_value());
+  EXPECT_GE(*s.oldest_age_seconds, 3650.0 * 86400) << "the oldest unpinned row";
+  EXPECT_EQ(s.lag_seconds, 0);
+  EXPECT_FALSE(s.behind);
+  EXPECT_EQ(expiry.RunOnce(), 0u);
+}
+
+// Pack horizons with a retention: a pinned row older than the retention but within its keep_until stays (the
+// first_seen slice skips pinned rows); an unpinned row past the retention goes, a pinned one past its keep_until
+// too. The oldest-row age is the oldest unpinned row's.
+TEST_F(ExpiryTest, PinnedRowPastTheRetentionButWithinItsKeepUntilStays) {
+  InsertPinnedRows(150, "3 hours", "30 days", "pinned");
+  InsertPinnedRows(20, "3 hours", "-1 minute", "past");
+  InsertRows(120, "2 hours", "expired");
+  InsertRows(15, "10 minutes", "within");
+  auto opts = Options(kHorizon);
+  opts.pack_horizons = true;
+  Expiry expiry(opts);
+  EXPECT_EQ(expiry.RunOnce(), 140u);
+  EXPECT_EQ(Rows("pinned"), 150);
+  EXPECT_EQ(Rows("past"), 0);
+  EXPECT_EQ(Rows("expired"), 0);
+  EXPECT_EQ(Rows("within"), 15);
+  const ExpiryStats s = expiry.Stats();
+  EXPECT_EQ(s.rows_expired, 140u);
+  EXPECT_EQ(s.rows_expired_keep_until, 20u);
+  ASSERT_TRUE(s.oldest_age_seconds.has_value());
+  EXPECT_LT(*s.oldest_age_seconds, 600 + 60) << "pinned rows are not the oldest unpinned row";
+  EXPECT_EQ(s.lag_seconds, 0);
+  EXPECT_FALSE(s.behind);
+}
+
+// A pinned row past its keep_until that cannot be deleted (locked) is skipped without waiting; while it is
+// overdue by more than 1.5 passes the expiry is behind (lag = how far overdue, logged once with
+// keep_until_overdue_s); once it goes, caught up.
+TEST_F(ExpiryTest, OverduePinnedRowIsBehindUntilDeleted) {
+  auto log = std::make_shared<EventLog>();
+  auto opts = Options(std::chrono::seconds(0), log);
+  opts.pack_horizons = true;
+  Expiry expiry(opts);
+  ASSERT_EQ(expiry.interval(), std::chrono::seconds(60));
+  const Digest stuck = RandomDigest();
+  {
+    auto c = Connect();
+    pqxx::work tx(c);
+    tx.exec_params0("INSERT INTO scan_keys (digest, first_seen, keep_until) VALUES ($1::bytea, now() - interval "
+                    "'1 year', now() - interval '1 hour')",
+                    HexBytea(stuck));
+    tx.commit();
+  }
+  InsertPinnedRows(5, "1 year", "-2 hours", "past");
+  RowLock lock(stuck);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(expiry.RunOnce(), 5u);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "the pass waited for the locked row";
+  ExpiryStats s = expiry.Stats();
+  EXPECT_TRUE(s.behind);
+  EXPECT_EQ(s.behind_events, 1u);
+  EXPECT_GE(s.lag_seconds, 3600);
+  EXPECT_LT(s.lag_seconds, 3600 + 60);
+  EXPECT_EQ(log->Count("expiry_behind", "behind"), 1);
+  {
+    std::lock_guard lk(log->mu);
+    EXPECT_GE(log->events.front().second.at("keep_until_overdue_s").to_number<double>(), 3600);
+  }
+  lock.Release();
+  EXPECT_EQ(expiry.RunOnce(), 1u);
+  s = expiry.Stats();
+  EXPECT_FALSE(s.behind);
+  EXPECT_EQ(s.lag_seconds, 0);
+  EXPECT_FALSE(s.earliest_keep_until_in_seconds.has_value());
+  EXPECT_EQ(log->Count("expiry_behind", "caught_up"), 1);
+}
+
+// sql/006's partial indexes serve what the expiry asks of them: the first_seen slice (rows without keep_until),
+// the keep_until slice (`keep_until < now()` implies the index predicate) and both vital-sign minima. With
+// sequential scans disabled the plan names the index, or the planner could not prove the partial predicate.
+TEST_F(ExpiryTest, SlicesAndVitalSignsCanUseThePartialIndexes) {
+  auto c = Connect();
+  pqxx::work tx(c);
+  tx.exec0("SET LOCAL enable_seqscan = off");
+  auto plan = [&](const std::string& sql) {
+    std::string text;
+    for (const auto& row : tx.exec("EXPLAIN " + sql)) text += row[0].as<std::string>() + "\n";
+    return text;
+  };
+  EXPECT_NE(plan("SELECT ctid FROM scan_keys WHERE keep_until IS NULL AND first_seen < now() - 1000000 * "
+                 "interval '1 microsecond' ORDER BY first_seen LIMIT 100 FOR UPDATE SKIP LOCKED")
+                .find("scan_keys_first_seen_unpinned"),
+            std::string::npos);
+  EXPECT_NE(plan("SELECT ctid FROM scan_keys WHERE keep_until < now() ORDER BY keep_until LIMIT 100 "
+                 "FOR UPDATE SKIP LOCKED")
+                .find("scan_keys_keep_until"),
+            std::string::npos);
+  EXPECT_NE(plan("SELECT min(first_seen) FROM scan_keys WHERE keep_until IS NULL").find("scan_keys_first_seen_unpinned"),
+            std::string::npos);
+  EXPECT_NE(plan("SELECT min(keep_until) FROM scan_keys WHERE keep_until IS NOT NULL").find("scan_keys_keep_until"),
+            std::string::npos);
 }
 
 }  // namespace

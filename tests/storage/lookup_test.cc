@@ -1,6 +1,6 @@
 // Tests storage/lookup.h against the throwaway PostgreSQL of fixture "pg": found (first_seen and source
-// as the writers recorded them), not found, a row past the horizon not found, never a write, refusal while
-// unreachable. Recovery after an outage is covered end to end by tests/server/service_lookup_test.cc.
+// as the writers recorded them), not found, a row past the horizon not found, a pack row's lot/expiry/keep_until
+// and its own horizon, never a write, refusal while unreachable. Recovery after an outage is covered end to end by tests/server/service_lookup_test.cc.
 #include "storage/lookup.h"
 
 #include <gtest/gtest.h>
@@ -127,6 +127,61 @@ TEST(Lookup, ExpiredRowIsNotFound) {
   EXPECT_EQ(r.status, RecordLookup::Status::kFound);
   EXPECT_EQ(r.source, std::optional<std::string>("lane 9"));
   without.Shutdown();
+}
+
+// Pack rows (issue 24): lot, expiry and keep_until are reported as the store recorded them. A row expires by its
+// keep_until when it has one — past it: kNotFound even with the retention off; within it: kFound even when older
+// than the retention — and by the retention otherwise. A raw row reports no pack columns.
+TEST(Lookup, PackRowsReportTheirAttrsAndExpireByKeepUntil) {
+  StoreOptions so;
+  so.url = Url();
+  so.pack_horizons = true;
+  Store store(so);
+  store.Start();  // applies migrations
+  const Digest pack = RandomDigest(), raw = RandomDigest(), past = RandomDigest(), pinned_old = RandomDigest();
+  PackAttrs attrs;
+  attrs.lot = RandomDigest();
+  attrs.expiry = 20'818;
+  attrs.keep_until_us = 4'102'444'800'000'000;  // 2100-01-01
+  Answer<Result> inserted;
+  ASSERT_TRUE(store.Submit(0, pack, "lane 3", inserted.Setter(), nullptr, Expect::kUnknown, attrs));
+  const auto ins = inserted.Within();
+  ASSERT_TRUE(ins.has_value());
+  ASSERT_EQ(ins->outcome, Outcome::kInserted);
+  {
+    pqxx::connection c(Url());
+    pqxx::work tx(c);
+    tx.exec_params0("INSERT INTO scan_keys (digest, first_seen) VALUES ($1::bytea, now())",
+                    pqxx::binarystring(raw.data(), raw.size()));
+    tx.exec_params0("INSERT INTO scan_keys (digest, first_seen, keep_until) VALUES ($1::bytea, now(), "
+                    "now() - interval '1 second')",
+                    pqxx::binarystring(past.data(), past.size()));
+    tx.exec_params0("INSERT INTO scan_keys (digest, first_seen, keep_until) VALUES ($1::bytea, "
+                    "now() - interval '2 hours', now() + interval '1 day')",
+                    pqxx::binarystring(pinned_old.data(), pinned_old.size()));
+    tx.commit();
+  }
+  for (const auto retention : {std::chrono::seconds(0), std::chrono::seconds(3600)}) {
+    SCOPED_TRACE(retention.count());
+    LookupOptions lo;
+    lo.url = Url();
+    lo.retention = retention;
+    Lookup lookup(lo);
+    lookup.Start();
+    ASSERT_TRUE(lookup.up());
+    RecordLookup r = FindSync(lookup, pack);
+    EXPECT_EQ(r.status, RecordLookup::Status::kFound);
+    EXPECT_EQ(r.first_seen, ins->first_seen);
+    EXPECT_EQ(r.lot, attrs.lot);
+    EXPECT_EQ(r.expiry, attrs.expiry);
+    EXPECT_EQ(r.keep_until_us, std::optional<std::int64_t>(attrs.keep_until_us));
+    r = FindSync(lookup, raw);
+    EXPECT_EQ(r.status, RecordLookup::Status::kFound);
+    EXPECT_FALSE(r.lot || r.expiry || r.keep_until_us);
+    EXPECT_EQ(FindSync(lookup, past).status, RecordLookup::Status::kNotFound);
+    EXPECT_EQ(FindSync(lookup, pinned_old).status, RecordLookup::Status::kFound);
+    lookup.Shutdown();
+  }
 }
 
 TEST(Lookup, UnreachableRefuses) {

@@ -1948,5 +1948,364 @@ TEST_F(PgTest, CrossStoreRaceOnExpiredKeysExactlyOneInserted) {
   EXPECT_EQ(renewed, kDigests);
 }
 
+// ---- Packs (--keys=gs1, issue 24: PackAttrs, StoreOptions::pack_horizons) ----------------------------------
+
+// µs since the epoch, `offset` from now (the test's clock; PostgreSQL's runs on the same host).
+std::int64_t UsFromNow(std::chrono::seconds offset) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             (std::chrono::system_clock::now() + offset).time_since_epoch())
+      .count();
+}
+
+PackAttrs Pack(std::int32_t expiry_days, std::int64_t keep_until_us, bool with_lot = true) {
+  PackAttrs a;
+  if (with_lot) a.lot = RandomDigest();
+  a.expiry = expiry_days;
+  a.keep_until_us = keep_until_us;
+  return a;
+}
+
+StoreOptions PackOptions(std::chrono::seconds retention, unsigned writers = 1) {
+  StoreOptions o = HorizonOptions(retention, writers);
+  o.pack_horizons = true;
+  return o;
+}
+
+std::optional<Result> SubmitPackAndWait(Store& store, const Digest& d, const PackAttrs& attrs,
+                                        std::string source = "", Expect expect = Expect::kUnknown) {
+  Answer<Result> answer;
+  if (!store.Submit(RouteOf(d), d, std::move(source), answer.Setter(), nullptr, expect, attrs)) return std::nullopt;
+  auto r = answer.Within();
+  if (!r.has_value()) ADD_FAILURE() << "no answer to the Submit within " << kAnswerBound.count() << " s";
+  return r;
+}
+
+// `d`'s pack columns as PostgreSQL holds them (keep_until in µs); `present` false when there is no row.
+struct PackRow {
+  bool present = false;
+  std::optional<Digest> lot;
+  std::optional<std::int32_t> expiry;
+  std::optional<std::int64_t> keep_until_us;
+  std::int64_t first_seen_us = 0;
+};
+PackRow PackRowOf(const Digest& d) {
+  pqxx::connection c(Url());
+  pqxx::work tx(c);
+  const auto r = tx.exec_params("SELECT encode(lot, 'hex'), expiry - date 'epoch', "
+                                "(extract(epoch FROM keep_until) * 1000000)::int8, "
+                                "(extract(epoch FROM first_seen) * 1000000)::int8 FROM scan_keys WHERE digest = $1::bytea",
+                                HexBytea(d));
+  PackRow row;
+  if (r.empty()) return row;
+  row.present = true;
+  if (!r[0][0].is_null()) row.lot = DigestFromHex(r[0][0].as<std::string>());
+  if (!r[0][1].is_null()) row.expiry = r[0][1].as<std::int32_t>();
+  if (!r[0][2].is_null()) row.keep_until_us = r[0][2].as<std::int64_t>();
+  row.first_seen_us = r[0][3].as<std::int64_t>();
+  return row;
+}
+
+// Moves `d`'s keep_until to `interval` (SQL) before now: the pack's own horizon has passed.
+void ExpireKeepUntil(const Digest& d, const std::string& interval) {
+  pqxx::connection c(Url());
+  pqxx::work tx(c);
+  const auto r = tx.exec_params("UPDATE scan_keys SET keep_until = now() - $2::interval WHERE digest = $1::bytea",
+                                HexBytea(d), interval);
+  ASSERT_EQ(r.affected_rows(), 1u) << "no row to expire";
+  tx.commit();
+}
+
+void ExpectRecorded(const Result& r, const PackAttrs& want) {
+  EXPECT_EQ(r.recorded.lot, want.lot);
+  EXPECT_EQ(r.recorded.expiry, want.expiry);
+  EXPECT_EQ(r.recorded.keep_until_us, 0) << "keep_until is not reported";
+}
+
+// A pack's attributes go into its row and come back: kInserted reports what was sent; a later scan of the pack
+// with another lot and expiry is kDuplicate reporting the row's (first) lot and expiry, and changes nothing; a
+// pack without attributes records NULLs and reports none.
+TEST_F(PgTest, PackAttrsRoundTrip) {
+  Store store(PackOptions(0s));
+  store.Start();
+  const Digest d = RandomDigest();
+  const PackAttrs first = Pack(20'818, UsFromNow(std::chrono::hours(24 * 400)));
+  const auto ins = SubmitPackAndWait(store, d, first, "scanner-1");
+  ASSERT_TRUE(ins.has_value());
+  ASSERT_EQ(ins->outcome, Outcome::kInserted);
+  ExpectRecorded(*ins, first);
+  const PackRow row = PackRowOf(d);
+  ASSERT_TRUE(row.present);
+  EXPECT_EQ(row.lot, first.lot);
+  EXPECT_EQ(row.expiry, first.expiry);
+  EXPECT_EQ(row.keep_until_us, first.keep_until_us);  // retention off: the pack's own horizon as sent
+  EXPECT_EQ(row.first_seen_us, ins->first_seen_us);
+
+  const PackAttrs other = Pack(20'900, UsFromNow(std::chrono::hours(24 * 500)));
+  const auto dup = SubmitPackAndWait(store, d, other, "scanner-2");
+  ASSERT_TRUE(dup.has_value());
+  EXPECT_EQ(dup->outcome, Outcome::kDuplicate);
+  EXPECT_EQ(dup->first_seen, ins->first_seen);
+  ExpectRecorded(*dup, first);
+  const PackRow after = PackRowOf(d);
+  EXPECT_EQ(after.lot, first.lot);
+  EXPECT_EQ(after.keep_until_us, first.keep_until_us);
+  EXPECT_EQ(RowOf(d).source, std::optional<std::string>("scanner-1"));
+
+  const Digest bare = RandomDigest();
+  const auto b = SubmitPackAndWait(store, bare, PackAttrs{});
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->outcome, Outcome::kInserted);
+  EXPECT_TRUE(b->recorded.empty());
+  const PackRow bare_row = PackRowOf(bare);
+  EXPECT_TRUE(bare_row.present && !bare_row.lot && !bare_row.expiry && !bare_row.keep_until_us);
+  EXPECT_TRUE(SubmitPackAndWait(store, bare, first)->recorded.empty()) << "a duplicate reports the row's (none)";
+  EXPECT_EQ(store.Stats().batch_failures, 0u);
+}
+
+// One ON CONFLICT batch of packs: a row recorded earlier (with a lot only), new packs (one repeated in the batch
+// with other attributes) — the duplicates report what the row holds, the in-batch repeat its first item's.
+TEST_F(PgTest, PackBatchDuplicatesReportTheRecordedAttrs) {
+  auto opts = PackOptions(0s);
+  opts.batch_limit = 4096;
+  Store store(opts);
+  store.Start();
+  const Digest old = RandomDigest();
+  PackAttrs old_attrs;
+  old_attrs.lot = RandomDigest();
+  ASSERT_EQ(SubmitPackAndWait(store, old, old_attrs)->outcome, Outcome::kInserted);
+  const auto fresh = RandomDigests(30);
+  std::vector<Digest> ds{old};
+  std::vector<PackAttrs> attrs{Pack(20'000, UsFromNow(std::chrono::hours(24)))};
+  for (std::size_t i = 0; i < fresh.size(); ++i) {
+    ds.push_back(fresh[i]);
+    attrs.push_back(Pack(20'000 + static_cast<std::int32_t>(i), UsFromNow(std::chrono::hours(48)), i % 2 == 0));
+  }
+  ds.push_back(fresh[3]);
+  attrs.push_back(Pack(19'000, UsFromNow(std::chrono::hours(72))));
+  // One batch: the single writer held behind a row lock while the items queue (as SubmitAsOneBatchEach).
+  const Digest blocked = RandomDigest();
+  RowBlocker blocker(blocked);
+  Answer<Result> held;
+  ASSERT_TRUE(store.Submit(0, blocked, "", held.Setter()));
+  ASSERT_TRUE(WaitForLockWaiter());
+  const auto before = store.Stats();
+  std::vector<Answer<Result>> answers(ds.size());
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    ASSERT_TRUE(store.Submit(0, ds[i], "batch", answers[i].Setter(), nullptr, Expect::kUnknown, attrs[i]));
+  }
+  blocker.Rollback();
+  EXPECT_EQ(held.Get().outcome, Outcome::kInserted);
+  std::vector<Result> results;
+  for (auto& a : answers) results.push_back(a.Get());
+  EXPECT_EQ(store.Stats().batches - before.batches, 2u) << "the items did not form one batch";
+
+  EXPECT_EQ(results[0].outcome, Outcome::kDuplicate);
+  ExpectRecorded(results[0], old_attrs);
+  for (std::size_t i = 1; i <= fresh.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(results[i].outcome, Outcome::kInserted);
+    ExpectRecorded(results[i], attrs[i]);
+    EXPECT_EQ(PackRowOf(ds[i]).lot, attrs[i].lot);
+    EXPECT_EQ(PackRowOf(ds[i]).expiry, attrs[i].expiry);
+  }
+  EXPECT_EQ(results.back().outcome, Outcome::kDuplicate);
+  ExpectRecorded(results.back(), attrs[4]);  // fresh[3]'s first item
+  EXPECT_EQ(PackRowOf(fresh[3]).expiry, attrs[4].expiry);
+}
+
+// A pack row past its own keep_until counts as absent (retention off): the next scan takes it over — kInserted,
+// everything replaced (first_seen, source, lot, expiry, keep_until) — and the scan after that is a duplicate.
+// Each writer's statement does it, by ON CONFLICT and by a COPY that falls back.
+TEST_F(PgTest, PackPastItsKeepUntilIsTakenOver) {
+  Store store(PackOptions(0s));
+  store.Start();
+  for (const Expect expect : {Expect::kUnknown, Expect::kNew}) {
+    SCOPED_TRACE(static_cast<int>(expect));
+    const Digest d = RandomDigest();
+    ASSERT_EQ(SubmitPackAndWait(store, d, Pack(19'000, UsFromNow(std::chrono::hours(1))), "old")->outcome,
+              Outcome::kInserted);
+    Backdate(d, "3 years");
+    ExpireKeepUntil(d, "1 second");
+    const PackAttrs renewed = Pack(21'000, UsFromNow(std::chrono::hours(24 * 365)));
+    const auto r = SubmitPackAndWait(store, d, renewed, "new", expect);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->outcome, Outcome::kInserted);
+    ExpectRecorded(*r, renewed);
+    const PackRow row = PackRowOf(d);
+    EXPECT_EQ(row.lot, renewed.lot);
+    EXPECT_EQ(row.expiry, renewed.expiry);
+    EXPECT_EQ(row.keep_until_us, renewed.keep_until_us);
+    EXPECT_EQ(row.first_seen_us, r->first_seen_us);
+    EXPECT_EQ(RowOf(d).source, std::optional<std::string>("new"));
+    EXPECT_LT(RowOf(d).age_seconds, 60);
+    const auto again = SubmitPackAndWait(store, d, Pack(22'000, UsFromNow(1h)), "", expect);
+    EXPECT_EQ(again->outcome, Outcome::kDuplicate);
+    ExpectRecorded(*again, renewed);
+  }
+  EXPECT_EQ(store.Stats().batch_failures, 0u);
+}
+
+// With a retention R, a pack's keep_until is never before first_seen + R; a pack row older than R but within its
+// own keep_until stays a duplicate (not taken over); a row without a keep_until follows R as raw rows do. With R
+// off such a row is a duplicate for ever.
+TEST_F(PgTest, PackWithinItsKeepUntilButPastTheRetentionStays) {
+  {
+    Store store(PackOptions(std::chrono::hours(1)));
+    store.Start();
+    const Digest pinned = RandomDigest(), short_lived = RandomDigest(), unpinned = RandomDigest();
+    const PackAttrs long_pack = Pack(21'000, UsFromNow(std::chrono::hours(24 * 365)));
+    const auto p = SubmitPackAndWait(store, pinned, long_pack, "orig");
+    ASSERT_EQ(p->outcome, Outcome::kInserted);
+    const auto s = SubmitPackAndWait(store, short_lived, Pack(21'000, UsFromNow(1s)), "orig");
+    ASSERT_EQ(s->outcome, Outcome::kInserted);
+    EXPECT_EQ(PackRowOf(short_lived).keep_until_us, s->first_seen_us + 3'600'000'000LL) << "first_seen + R";
+    PackAttrs lot_only;
+    lot_only.lot = RandomDigest();
+    ASSERT_EQ(SubmitPackAndWait(store, unpinned, lot_only, "orig")->outcome, Outcome::kInserted);
+    EXPECT_FALSE(PackRowOf(unpinned).keep_until_us.has_value());
+    Backdate(pinned, "2 hours");
+    Backdate(unpinned, "2 hours");
+    const PackRow before = PackRowOf(pinned);
+    for (const Expect expect : {Expect::kUnknown, Expect::kNew}) {
+      const auto r = SubmitPackAndWait(store, pinned, Pack(22'000, UsFromNow(1h)), "later", expect);
+      ASSERT_TRUE(r.has_value());
+      EXPECT_EQ(r->outcome, Outcome::kDuplicate);
+      EXPECT_EQ(r->first_seen_us, before.first_seen_us);
+      ExpectRecorded(*r, long_pack);
+    }
+    const PackRow after = PackRowOf(pinned);
+    EXPECT_EQ(after.keep_until_us, before.keep_until_us);
+    EXPECT_EQ(after.first_seen_us, before.first_seen_us);
+    EXPECT_EQ(RowOf(pinned).source, std::optional<std::string>("orig"));
+    const auto u = SubmitPackAndWait(store, unpinned, PackAttrs{}, "later");
+    EXPECT_EQ(u->outcome, Outcome::kInserted) << "a row without keep_until follows the retention";
+    EXPECT_FALSE(PackRowOf(unpinned).lot.has_value()) << "taken over with the new (absent) lot";
+  }
+  {
+    Store store(PackOptions(0s));
+    store.Start();
+    const Digest d = RandomDigest();
+    ASSERT_EQ(SubmitPackAndWait(store, d, PackAttrs{}, "orig")->outcome, Outcome::kInserted);
+    Backdate(d, "10 years");
+    EXPECT_EQ(SubmitPackAndWait(store, d, Pack(21'000, UsFromNow(1h)), "later")->outcome, Outcome::kDuplicate);
+    EXPECT_EQ(RowOf(d).source, std::optional<std::string>("orig"));
+  }
+}
+
+// The COPY path (Submit items the filter called new) writes the pack columns, keep_until as the INSERT computes
+// it (never before first_seen + R), and reports what it sent.
+TEST_F(PgTest, PackCopyWritesTheAttrs) {
+  Store store(PackOptions(std::chrono::hours(1)));
+  store.Start();
+  const auto ds = RandomDigests(40);
+  std::vector<PackAttrs> attrs;
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    PackAttrs a = Pack(20'000 + static_cast<std::int32_t>(i),
+                       i % 2 == 0 ? UsFromNow(std::chrono::hours(24 * 30)) : UsFromNow(1s), i % 3 != 0);
+    if (i % 5 == 0) a.expiry.reset();
+    if (i % 7 == 0) a.keep_until_us = 0;
+    attrs.push_back(a);
+  }
+  const auto before = store.Stats();
+  std::vector<Answer<Result>> answers(ds.size());
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    // All on route 0, one writer: the items form batches of Bloom negatives.
+    ASSERT_TRUE(store.Submit(0, ds[i], "copy", answers[i].Setter(), nullptr, Expect::kNew, attrs[i]));
+  }
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    SCOPED_TRACE(i);
+    const Result r = answers[i].Get();
+    ASSERT_EQ(r.outcome, Outcome::kInserted);
+    ExpectRecorded(r, attrs[i]);
+    const PackRow row = PackRowOf(ds[i]);
+    EXPECT_EQ(row.lot, attrs[i].lot);
+    EXPECT_EQ(row.expiry, attrs[i].expiry);
+    EXPECT_EQ(row.first_seen_us, r.first_seen_us);
+    if (attrs[i].keep_until_us == 0) {
+      EXPECT_FALSE(row.keep_until_us.has_value());
+    } else {
+      EXPECT_EQ(row.keep_until_us, std::max<std::int64_t>(attrs[i].keep_until_us, r.first_seen_us + 3'600'000'000));
+    }
+  }
+  const auto after = store.Stats();
+  EXPECT_GT(after.copy_batches - before.copy_batches, 0u);
+  EXPECT_EQ(after.copy_fallbacks - before.copy_fallbacks, 0u);
+  EXPECT_EQ(after.batch_failures, 0u);
+}
+
+// Raw mode (no attrs, pack_horizons off) is unchanged: rows carry no pack columns, results report none — by
+// ON CONFLICT, by COPY and by write-behind.
+TEST_F(PgTest, RawRowsHaveNoPackColumns) {
+  Store store(Options(1));
+  store.Start();
+  const Digest a = RandomDigest(), b = RandomDigest(), c = RandomDigest();
+  const auto ra = SubmitAndWait(store, a, "raw");
+  const auto rb = SubmitAndWait(store, b, "raw", Expect::kNew);
+  ASSERT_TRUE(store.SubmitWriteBehind(0, c, "raw"));
+  store.Shutdown();
+  for (const auto& r : {ra, rb}) {
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->outcome, Outcome::kInserted);
+    EXPECT_TRUE(r->recorded.empty());
+  }
+  for (const Digest& d : {a, b, c}) {
+    const PackRow row = PackRowOf(d);
+    EXPECT_TRUE(row.present);
+    EXPECT_FALSE(row.lot || row.expiry || row.keep_until_us);
+  }
+}
+
+// Two Stores (two writers each) race on 200 pack rows past their keep_until, every scan with attrs: exactly one
+// kInserted per pack, every answer carrying the same first_seen and the winner's lot; one row each.
+TEST_F(PgTest, CrossStoreRaceOnExpiredPacksExactlyOneInserted) {
+  constexpr std::size_t kDigests = 200;
+  const auto ds = RandomDigests(kDigests);
+  {
+    pqxx::connection c(Url());
+    pqxx::work tx(c);
+    for (const auto& d : ds) {
+      tx.exec_params0("INSERT INTO scan_keys (digest, source, first_seen, expiry, keep_until) VALUES ($1::bytea, "
+                      "'old', now() - interval '2 years', date '2025-01-31', now() - interval '1 day')",
+                      HexBytea(d));
+    }
+    tx.commit();
+  }
+  Store a(PackOptions(0s, 2));
+  Store b(PackOptions(0s, 2));
+  a.Start();
+  b.Start();
+  Tally tally;
+  std::atomic<int> outstanding{0};
+  std::vector<std::thread> threads;
+  const std::int64_t keep = UsFromNow(std::chrono::hours(24 * 365));
+  for (unsigned t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      Store& store = t % 2 == 0 ? a : b;
+      std::vector<Digest> order = ds;
+      std::shuffle(order.begin(), order.end(), std::mt19937(t));
+      for (const auto& d : order) {
+        PackAttrs attrs = Pack(21'000 + static_cast<std::int32_t>(t), keep);
+        ++outstanding;
+        while (!store.Submit(RouteOf(d), d, "", [&tally, &outstanding, d](const Result& r) {
+          tally.Add(d, r);
+          --outstanding;
+        }, nullptr, Expect::kUnknown, attrs)) {
+          std::this_thread::yield();
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  WaitOutstanding(outstanding);
+  ExpectExactlyOneInserted(tally, kDigests, 4);
+  for (const auto& [d, results] : tally.by_digest) {
+    const PackRow row = PackRowOf(d);
+    EXPECT_EQ(row.keep_until_us, keep);
+    for (const auto& r : results) EXPECT_EQ(r.recorded.lot, row.lot);
+  }
+  pqxx::connection c(Url());
+  EXPECT_EQ(CountRows(c, ds), static_cast<std::int64_t>(kDigests));
+}
+
 }  // namespace
 }  // namespace scangate::storage

@@ -48,6 +48,17 @@ TEST(PgBinaryArray, Int8IsBigEndianTwosComplement) {
   EXPECT_THROW(t.AddInt8(1), std::logic_error);
 }
 
+TEST(PgBinaryArray, Int4IsBigEndianTwosComplement) {
+  PgBinaryArray a(kOidInt4);
+  a.AddInt4(0x01020304);
+  a.AddNull();
+  a.AddInt4(-2);
+  EXPECT_EQ(std::string(a.Finish()), Header(true, 23, 3) + Bytes({0, 0, 0, 4, 1, 2, 3, 4}) +
+                                         Bytes({255, 255, 255, 255}) + Bytes({0, 0, 0, 4, 255, 255, 255, 254}));
+  PgBinaryArray t(kOidInt8);
+  EXPECT_THROW(t.AddInt4(1), std::logic_error);
+}
+
 TEST(PgBinaryArray, EmptyArrayHasNoDimensions) {
   PgBinaryArray a(kOidBytea);
   EXPECT_EQ(std::string(a.Finish()), Bytes({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 17}));
