@@ -84,7 +84,8 @@ storage::StoreOptions MakeStoreOptions(const Config& config) {
   o.flush_interval = config.flush_interval;
   o.queue_limit = config.queue_limit;
   o.retention = config.retention;
-  o.pack_horizons = config.keys == KeysMode::kGs1;  // rows may carry their own horizon (keep_until)
+  // Rows may carry their own horizon (keep_until); with --retention=off nothing expires, packs included.
+  o.pack_horizons = config.keys == KeysMode::kGs1 && config.retention.count() > 0;
   o.log = StorageLogSink();  // one log stream: storage's events go through server::Log
   o.statement_timeout = config.request_timeout + kStatementTimeoutMargin;
   o.tcp_user_timeout = std::max<std::chrono::milliseconds>(kTcpUserTimeoutMin, o.statement_timeout);
@@ -282,7 +283,7 @@ void App::StartReaders() {
   storage::ExpiryOptions expiry_options;
   expiry_options.conninfo = storage::WithConnectionDefaults(config_.database_url, expiry_defaults);
   expiry_options.retention = config_.retention;
-  expiry_options.pack_horizons = config_.keys == KeysMode::kGs1;  // rows past their own keep_until
+  expiry_options.pack_horizons = store_options_.pack_horizons;  // rows past their own keep_until
   expiry_options.log = store_options_.log;
   expiry_ = std::make_unique<storage::Expiry>(std::move(expiry_options));
   expiry_->Start();

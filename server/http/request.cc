@@ -104,7 +104,7 @@ std::variant<Observation, Problem> ObservationOf(const json::object& obj, const 
 }
 
 Problem Make(unsigned status, std::string_view slug, std::string_view title, std::string detail) {
-  return Problem{status, std::string(slug), std::string(title), std::move(detail)};
+  return Problem{status, std::string(slug), std::string(title), std::move(detail), {}};
 }
 
 }  // namespace

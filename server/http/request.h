@@ -68,6 +68,7 @@ struct Problem {
   std::string slug;
   std::string title;
   std::string detail;
+  std::string ai;  // invalid-gs1 only: the GS1 Application Identifier at fault (extension member "ai")
 
   static Problem MalformedJson(std::string detail);
   static Problem MalformedForm(std::string detail);       // 400 malformed-form (urlencoded body)

@@ -27,11 +27,12 @@ std::int64_t KeyReader::SystemNowUs() {
       .count();
 }
 
-KeyReader::KeyReader(Digester digester, KeysMode mode, std::chrono::seconds grace, NowUs now_us)
+KeyReader::KeyReader(Digester digester, KeysMode mode, std::chrono::seconds grace, bool horizons, NowUs now_us)
     : digester_(std::move(digester)),
       plain_(Digester::Sha256()),
       mode_(mode),
       grace_us_(std::chrono::duration_cast<std::chrono::microseconds>(grace).count()),
+      horizons_(horizons),
       now_us_(std::move(now_us)) {}
 
 std::variant<ScanKey, Problem> KeyReader::Read(std::string_view key, std::string_view where) const {
@@ -50,7 +51,12 @@ std::variant<ScanKey, Problem> KeyReader::Read(std::string_view key, std::string
   if (pack.expiry) {
     k.attrs.expiry = gs1::DaysSinceEpoch(*pack.expiry);
     // Kept until the end of the expiry month, plus the grace (PostgreSQL floors it at first_seen + --retention).
-    k.attrs.keep_until_us = static_cast<std::int64_t>(gs1::FirstDayOfNextMonth(*pack.expiry)) * kUsPerDay + grace_us_;
+    // Without a horizon (--retention=off) nothing expires: a pack past its own would otherwise be `new` at
+    // every scan.
+    if (horizons_) {
+      k.attrs.keep_until_us =
+          static_cast<std::int64_t>(gs1::FirstDayOfNextMonth(*pack.expiry)) * kUsPerDay + grace_us_;
+    }
   }
   k.recent_digest = RecentDigest(k.digest, k.attrs);
   return k;

@@ -34,8 +34,11 @@ class KeyReader {
  public:
   using NowUs = std::function<std::int64_t()>;  // µs since the epoch; tests inject a fake clock
 
-  // `grace` (--expiry-grace) is added to the end of a pack's expiry month. Threading: construct once.
-  KeyReader(Digester digester, KeysMode mode, std::chrono::seconds grace, NowUs now_us = SystemNowUs);
+  // `grace` (--expiry-grace) is added to the end of a pack's expiry month. `horizons` (--retention is on): a
+  // pack gets its own horizon; off, every record is kept for ever, packs included (keep_until_us stays 0).
+  // Threading: construct once.
+  KeyReader(Digester digester, KeysMode mode, std::chrono::seconds grace, bool horizons = true,
+            NowUs now_us = SystemNowUs);
 
   // The key's digest and attributes, or (gs1) a 400 invalid-gs1 problem naming the AI; `where` prefixes the
   // detail ("keys[3]: " in a batch). Thread-safe. Throws only on digest failure (-> 500).
@@ -57,6 +60,7 @@ class KeyReader {
   Digester plain_;  // SHA-256: the recent-set key only mixes digests, no secret needed
   KeysMode mode_;
   std::int64_t grace_us_;
+  bool horizons_;
   NowUs now_us_;
 };
 

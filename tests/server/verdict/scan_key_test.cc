@@ -26,7 +26,7 @@ std::int64_t UsOf(sys_days d) {
 std::int64_t FakeNow() { return UsOf(sys_days(std::chrono::year(2026) / 12 / 1)) + 12ll * 3600 * 1'000'000; }
 
 KeyReader Gs1Reader(std::chrono::seconds grace = std::chrono::hours(24 * 365)) {
-  return KeyReader(Digester::Sha256(), KeysMode::kGs1, grace, FakeNow);
+  return KeyReader(Digester::Sha256(), KeysMode::kGs1, grace, true, FakeNow);
 }
 
 ScanKey Ok(const KeyReader& r, std::string_view key) {
@@ -39,7 +39,7 @@ ScanKey Ok(const KeyReader& r, std::string_view key) {
 }
 
 TEST(KeyReader, RawDigestsTheKeyAsSent) {
-  const KeyReader r(Digester::Sha256(), KeysMode::kRaw, std::chrono::seconds(0), FakeNow);
+  const KeyReader r(Digester::Sha256(), KeysMode::kRaw, std::chrono::seconds(0), true, FakeNow);
   const ScanKey k = Ok(r, "(01)00361414030008(21)X");
   EXPECT_EQ(k.digest, Digester::Sha256()("(01)00361414030008(21)X"));
   EXPECT_EQ(k.recent_digest, k.digest);
@@ -50,7 +50,7 @@ TEST(KeyReader, RawDigestsTheKeyAsSent) {
 
 TEST(KeyReader, Gs1DigestsTheCanonicalIdentityWithTheConfiguredDigester) {
   const Digester hmac = Digester::HmacSha256("secret");
-  const KeyReader r(hmac, KeysMode::kGs1, std::chrono::seconds(0), FakeNow);
+  const KeyReader r(hmac, KeysMode::kGs1, std::chrono::seconds(0), true, FakeNow);
   const ScanKey a = Ok(r, std::string("]d2010036141403000817271231100LOT42") + kGs + "21SN0001");
   const ScanKey b = Ok(r, "https://id.gs1.org/01/00361414030008/21/SN0001?17=271231");
   EXPECT_EQ(a.digest, hmac("010036141403000821SN0001"));
@@ -73,6 +73,11 @@ TEST(KeyReader, ExpirySetsThePacksHorizon) {
   EXPECT_EQ(feb.attrs.keep_until_us, UsOf(sys_days(std::chrono::year(2028) / 3 / 1) + days(10)));
   const ScanKey none = Ok(r, "010036141403000821SN1");
   EXPECT_EQ(none.attrs.keep_until_us, 0) << "no expiry: --retention applies";
+  // --retention=off: nothing expires, packs included; the expiry is still recorded (mismatches).
+  const KeyReader off(Digester::Sha256(), KeysMode::kGs1, std::chrono::hours(240), false, FakeNow);
+  const ScanKey kept = Ok(off, "010036141403000817271231" "21SN1");
+  EXPECT_EQ(kept.attrs.keep_until_us, 0);
+  EXPECT_TRUE(kept.attrs.expiry);
 }
 
 // The century of YY comes from the clock: from 2026, "76" is 2076 (within +50 years), "77" is 1977.
