@@ -3,6 +3,8 @@
 -- REPEAT (or env BENCH_REPEAT; default 0): share of requests that re-send a key this thread sent earlier
 --   (uniform over the thread's earlier keys); every other request sends a key never sent before:
 --   "<run id>-<thread>-<counter>", the run id random per wrk invocation, so runs never share keys.
+-- env BENCH_KEYS=gs1: each key is a GS1 DataMatrix element string of one pack (GTIN, expiry, lot, FNC1, serial
+--   "<run id[1..8]><thread>Z<counter>"), the same string for --keys=raw and --keys=gs1 cells (issue 24).
 -- COUNT (or env BENCH_COUNT_STATUS; default 1): 1 = count responses per status with response() (wrk then
 --   parses every response in Lua, which costs wrk CPU); 0 = no response() hook (wrk still counts non-2xx/3xx).
 -- done() prints one line "BENCH_SUMMARY {json}" with requests, rps, latency p50/p99/max (us), socket
@@ -10,6 +12,7 @@
 
 repeat_share = tonumber(os.getenv("BENCH_REPEAT") or "0")  -- global: done() reads it back with thread:get
 local count_status = (os.getenv("BENCH_COUNT_STATUS") or "1") ~= "0"
+local gs1_keys = os.getenv("BENCH_KEYS") == "gs1"
 
 local threads = {}
 run_id = nil     -- global: setup() copies it into each thread's state with thread:set
@@ -33,6 +36,10 @@ function init(args)
   if args[1] then repeat_share = tonumber(args[1]) end
   if args[2] then count_status = args[2] ~= "0" end
   prefix = run_id .. "-" .. thread_id .. "-"
+  if gs1_keys then
+    -- ]d2 01 <GTIN-14> 17 <YYMMDD> 10 <lot> <GS> 21 <serial>: the serial (<= 20 characters) ends the string.
+    prefix = "]d201003614140300081727123110LOT42\\u001d21" .. string.sub(run_id, 1, 8) .. thread_id .. "Z"
+  end
   math.randomseed(os.time() + thread_id * 7919 + math.floor(os.clock() * 1e6))
   if count_status then
     response = function(status, hdrs, body)

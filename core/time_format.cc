@@ -74,4 +74,12 @@ std::string Rfc3339Micros(std::chrono::system_clock::time_point t) {
   return Rfc3339Micros(std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count());
 }
 
+std::string IsoDate(std::int32_t days_since_epoch) {
+  const std::chrono::year_month_day ymd{std::chrono::sys_days{std::chrono::days{days_since_epoch}}};
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%04d-%02u-%02u", static_cast<int>(ymd.year()), static_cast<unsigned>(ymd.month()),
+                static_cast<unsigned>(ymd.day()));
+  return buf;
+}
+
 }  // namespace scangate

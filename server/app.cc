@@ -84,6 +84,8 @@ storage::StoreOptions MakeStoreOptions(const Config& config) {
   o.flush_interval = config.flush_interval;
   o.queue_limit = config.queue_limit;
   o.retention = config.retention;
+  // Rows may carry their own horizon (keep_until); with --retention=off nothing expires, packs included.
+  o.pack_horizons = config.keys == KeysMode::kGs1 && config.retention.count() > 0;
   o.log = StorageLogSink();  // one log stream: storage's events go through server::Log
   o.statement_timeout = config.request_timeout + kStatementTimeoutMargin;
   o.tcp_user_timeout = std::max<std::chrono::milliseconds>(kTcpUserTimeoutMin, o.statement_timeout);
@@ -154,6 +156,12 @@ std::optional<int> App::MakeFilter() {
   fields["filter_k"] = geo.k;
   fields["filter_design_fp"] = geo.design_fp;
   Log(LogLevel::kInfo, "config", std::move(fields));
+  if (config_.keys == KeysMode::kGs1 && config_.ack == AckMode::kFilter) {
+    Log(LogLevel::kWarn, "keys",
+        {{"note", "--keys=gs1 with --ack=filter: every new pack is decided in PostgreSQL (answered like "
+                  "--ack=commit); a pack is kept until its expiry plus --expiry-grace, longer than the filter "
+                  "remembers, so its 'definitely new' cannot be trusted"}});
+  }
   try {
     digester_ = config_.digest_secret.empty() ? Digester::Sha256() : Digester::HmacSha256(config_.digest_secret);
   } catch (const std::exception& e) {
@@ -275,6 +283,7 @@ void App::StartReaders() {
   storage::ExpiryOptions expiry_options;
   expiry_options.conninfo = storage::WithConnectionDefaults(config_.database_url, expiry_defaults);
   expiry_options.retention = config_.retention;
+  expiry_options.pack_horizons = store_options_.pack_horizons;  // rows past their own keep_until
   expiry_options.log = store_options_.log;
   expiry_ = std::make_unique<storage::Expiry>(std::move(expiry_options));
   expiry_->Start();

@@ -184,6 +184,10 @@ po::options_description Options() {
       ("retention", s("window"), "de-duplication horizon: a key seen again within it of its first sighting is "
                                  "'duplicate', an older record counts as absent and is deleted from PostgreSQL; "
                                  "units s m h d, or off (keep every record for ever). Default: the --window")
+      ("keys", s("raw"), "raw (the key string as sent is the key) or gs1 (a GS1 element string or Digital Link: "
+                         "the pack's GTIN + serial is the key, lot and expiry are checked against its record)")
+      ("expiry-grace", s("365d"), "--keys=gs1: a pack with an expiry date (AI 17) is kept until the end of its "
+                                  "expiry month plus this (at least --retention); units s m h d, at most 2192d")
       ("shards", n(d.shards), "filter shards, a power of two")
       ("filter", on_off(d.filter), "on|off; off = every key takes the exact path (benchmarks)")
       ("recent-keys", n(d.recent_keys), "keys this instance knows are recorded, kept in memory (~47 bytes each) "
@@ -333,6 +337,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   c.capacity = ParseUnsigned<std::uint64_t>(str("capacity"), "capacity", 1, std::uint64_t{1} << 40);
   c.fp_target = ParseFraction(str("fp-target"), "fp-target");
   ParseHorizon(str("window"), !vm["window"].defaulted(), str("retention"), c);
+  ParseKeys(str("keys"), str("expiry-grace"), c);
   c.shards = ParseUnsigned<std::uint32_t>(str("shards"), "shards", 1, scangate::kMaxShards);
   if ((c.shards & (c.shards - 1)) != 0) {
     throw ConfigError("--shards: must be a power of two, got " + std::to_string(c.shards));
@@ -411,6 +416,8 @@ boost::json::object Describe(const Config& c) {
   o["fp_target"] = c.fp_target;
   o["window_seconds"] = c.window.count();
   o["retention_seconds"] = c.retention.count();  // 0 = off
+  o["keys"] = c.keys == KeysMode::kGs1 ? "gs1" : "raw";
+  if (c.keys == KeysMode::kGs1) o["expiry_grace_seconds"] = c.expiry_grace.count();
   o["shards"] = c.shards;
   o["ack"] = c.ack == AckMode::kCommit ? "commit" : "filter";
   o["writers"] = c.writers;

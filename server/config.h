@@ -22,6 +22,8 @@
 namespace scangate::server {
 
 enum class AckMode : std::uint8_t { kCommit, kFilter };
+// --keys: raw = the string as sent is the key; gs1 = a GS1 pack (server/verdict/scan_key.h).
+enum class KeysMode : std::uint8_t { kRaw, kGs1 };
 
 struct Config {
   std::string listen = "0.0.0.0";
@@ -36,6 +38,10 @@ struct Config {
   // `duplicate`; a record older than it counts as absent (`new` again) and is deleted by the expiry. 0 = off
   // (records kept for ever). Default: --window; --window defaults to it; window < retention is refused.
   std::chrono::seconds retention = std::chrono::hours(24);
+  // --keys=gs1: a pack with an expiry (AI 17) is kept until the end of its expiry month plus this; 365 days by
+  // default (the EU FMD keeps records at least a year past expiry), at most 2192 days (README "GS1 packs").
+  KeysMode keys = KeysMode::kRaw;
+  std::chrono::seconds expiry_grace = std::chrono::hours(24 * 365);
   std::uint32_t shards = 64;
   AckMode ack = AckMode::kCommit;
   // The PostgreSQL writers' defaults are the store's own (storage/store_options.h).
@@ -113,6 +119,10 @@ std::string RedactDatabaseUrl(std::string_view url);
 // --retention when only that is given; both given with window < retention throws ConfigError (the filter would
 // forget keys PostgreSQL still counts as seen, and --ack=filter would answer them `new`). server/config_horizon.cc.
 void ParseHorizon(std::string_view window, bool window_given, std::string_view retention, Config& c);
+
+// Sets c.keys (--keys: raw | gs1) and c.expiry_grace (--expiry-grace: a duration, s m h d, 0..2192d). Throws
+// ConfigError. server/config_horizon.cc.
+void ParseKeys(std::string_view keys, std::string_view grace, Config& c);
 
 // Effective configuration for the start-up log line (password redacted, secret only as "set"/"unset").
 boost::json::object Describe(const Config& c);

@@ -1,5 +1,6 @@
 // --window and --retention: the filter's memory and the de-duplication horizon, parsed together because
-// each defaults to the other and one bounds the other (server/config.h, ParseHorizon).
+// each defaults to the other and one bounds the other (server/config.h, ParseHorizon); and --keys with
+// --expiry-grace, a GS1 pack's own horizon (ParseKeys).
 #include <chrono>
 #include <string>
 #include <string_view>
@@ -25,7 +26,22 @@ std::chrono::seconds ParseSeconds(std::string_view text, const char* option, std
   return std::chrono::duration_cast<std::chrono::seconds>(d);
 }
 
+// --expiry-grace's cap: 6 years, the record keeping of the US DSCSA (the longest of the rules packs are kept
+// for); a longer grace only grows the table.
+constexpr auto kMaxExpiryGrace = std::chrono::hours(24 * 2192);
+
 }  // namespace
+
+void ParseKeys(std::string_view keys, std::string_view grace, Config& c) {
+  if (keys == "raw") c.keys = KeysMode::kRaw;
+  else if (keys == "gs1") c.keys = KeysMode::kGs1;
+  else throw ConfigError("--keys: expected raw or gs1, got '" + std::string(keys) + "'");
+  const auto g = ParseDuration(grace, {"s", "m", "h", "d"}, "expiry-grace");
+  if (g > kMaxExpiryGrace) {
+    throw ConfigError("--expiry-grace: at most 2192d (6 years), got '" + std::string(grace) + "'");
+  }
+  c.expiry_grace = std::chrono::duration_cast<std::chrono::seconds>(g);
+}
 
 void ParseHorizon(std::string_view window, bool window_given, std::string_view retention, Config& c) {
   c.window = ParseSeconds(window, "window", kMinWindow);

@@ -20,6 +20,21 @@ json::object VerdictObject(const Verdict& v, json::storage_ptr sp) {
   o["digest"] = v.digest_hex;
   o["via"] = v.via_filter ? "filter" : "exact";
   if (!v.is_new) o["first_seen"] = v.first_seen;
+  if (!v.is_new && v.mismatch != 0) {
+    json::array m(o.storage());
+    for (std::string_view name : MismatchNames(v.mismatch)) m.emplace_back(name);
+    o["mismatch"] = std::move(m);
+  }
+  return o;
+}
+
+json::object LookupObject(std::string_view digest_hex, std::string_view first_seen,
+                          const std::optional<std::string>& source) {
+  json::object o;
+  o["digest"] = digest_hex;
+  o["first_seen"] = first_seen;
+  if (source) o["source"] = *source;
+  else o["source"] = nullptr;
   return o;
 }
 
@@ -36,7 +51,7 @@ std::string VerdictBody(const Verdict& v) {
   // The hot path of /observe: the fixed shape written straight into one string (no value tree, one
   // allocation). Same bytes as json::serialize(VerdictObject(v)) — tests/server/request_test.cc checks it.
   // digest_hex is hex and first_seen is our RFC 3339; anything needing escapes takes the Boost.JSON path.
-  if (!PlainJsonText(v.digest_hex) || !PlainJsonText(v.first_seen)) {
+  if (!PlainJsonText(v.digest_hex) || !PlainJsonText(v.first_seen) || (v.mismatch != 0 && !v.is_new)) {
     std::array<unsigned char, 1024> arena;
     json::monotonic_resource mr(arena.data(), arena.size());
     return json::serialize(VerdictObject(v, &mr));
@@ -73,12 +88,30 @@ std::string BatchBody(std::span<const Verdict> verdicts) {
 
 std::string LookupBody(std::string_view digest_hex, std::string_view first_seen,
                        const std::optional<std::string>& source) {
-  json::object o;
-  o["digest"] = digest_hex;
-  o["first_seen"] = first_seen;
-  if (source) o["source"] = *source;
-  else o["source"] = nullptr;
+  return json::serialize(LookupObject(digest_hex, first_seen, source));
+}
+
+std::string LookupBody(std::string_view digest_hex, std::string_view first_seen, const std::optional<std::string>& source,
+                       const PackRecord& pack) {
+  json::object o = LookupObject(digest_hex, first_seen, source);
+  if (pack.expiry) o["expiry"] = *pack.expiry;
+  else o["expiry"] = nullptr;
+  o["lot_recorded"] = pack.lot_recorded;
+  if (pack.keep_until) o["keep_until"] = *pack.keep_until;
+  else o["keep_until"] = nullptr;
+  if (pack.mismatch != 0) {
+    json::array m;
+    for (std::string_view name : MismatchNames(pack.mismatch)) m.emplace_back(name);
+    o["mismatch"] = std::move(m);
+  }
   return json::serialize(o);
+}
+
+std::vector<std::string_view> MismatchNames(std::uint8_t mismatch) {
+  std::vector<std::string_view> names;
+  if ((mismatch & kMismatchLot) != 0) names.emplace_back("lot");
+  if ((mismatch & kMismatchExpiry) != 0) names.emplace_back("expiry");
+  return names;
 }
 
 }  // namespace scangate::server

@@ -104,7 +104,7 @@ std::variant<Observation, Problem> ObservationOf(const json::object& obj, const 
 }
 
 Problem Make(unsigned status, std::string_view slug, std::string_view title, std::string detail) {
-  return Problem{status, std::string(slug), std::string(title), std::move(detail)};
+  return Problem{status, std::string(slug), std::string(title), std::move(detail), {}};
 }
 
 }  // namespace
@@ -186,6 +186,11 @@ Problem Problem::MalformedJson(std::string detail) {
   return Make(400, "malformed-json", "Malformed JSON", std::move(detail));
 }
 Problem Problem::InvalidKey(std::string detail) { return Make(400, "invalid-key", "Invalid key", std::move(detail)); }
+Problem Problem::InvalidGs1(std::string ai, std::string detail) {
+  Problem p = Make(400, "invalid-gs1", "Not a valid GS1 pack", std::move(detail));
+  p.ai = std::move(ai);
+  return p;
+}
 Problem Problem::InvalidSource(std::string detail) {
   return Make(400, "invalid-source", "Invalid source", std::move(detail));
 }
@@ -256,6 +261,7 @@ std::string ProblemBody(const Problem& p) {
   o["title"] = p.title;
   o["status"] = p.status;
   o["detail"] = p.detail;
+  if (!p.ai.empty()) o["ai"] = p.ai;
   return json::serialize(o);
 }
 

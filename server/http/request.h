@@ -68,11 +68,15 @@ struct Problem {
   std::string slug;
   std::string title;
   std::string detail;
+  std::string ai;  // invalid-gs1 only: the GS1 Application Identifier at fault (extension member "ai")
 
   static Problem MalformedJson(std::string detail);
   static Problem MalformedForm(std::string detail);       // 400 malformed-form (urlencoded body)
   static Problem InvalidKey(std::string detail);
   static Problem InvalidSource(std::string detail);
+  // 400 invalid-gs1 (--keys=gs1): the key is not a GS1 pack; `ai` names the Application Identifier at fault
+  // ("" when none: empty input, a malformed Digital Link...). The detail never quotes the key.
+  static Problem InvalidGs1(std::string ai, std::string detail);
   static Problem InvalidBatch(std::string detail);
   static Problem BadRequest(std::string detail);         // HTTP-level syntax error (not JSON)
   static Problem NotFound(std::string_view target);

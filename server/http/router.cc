@@ -12,6 +12,7 @@
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 
+#include "core/time_format.h"
 #include "server/metrics/dashboard.h"
 #include "server/log.h"
 
@@ -75,6 +76,21 @@ std::string NormalizeOrigin(std::string_view origin) { return ElideDefaultPort(L
 std::string OwnOrigin(std::string_view host, bool tls) {
   return ElideDefaultPort((tls ? "https://" : "http://") + Lower(host));
 }
+
+namespace {
+// --keys=gs1: a found pack's record for the lookup body, and how the looked-up scan compares with it.
+PackRecord PackRecordOf(const storage::PackAttrs& scan, const storage::RecordLookup& r) {
+  PackRecord p;
+  if (r.expiry) p.expiry = IsoDate(*r.expiry);
+  p.lot_recorded = r.lot.has_value();
+  if (r.keep_until_us) p.keep_until = Rfc3339Micros(*r.keep_until_us);
+  storage::PackAttrs recorded;
+  recorded.lot = r.lot;
+  recorded.expiry = r.expiry;
+  p.mismatch = Service::Mismatch(scan, recorded);
+  return p;
+}
+}  // namespace
 
 Router::Router(const Config& config, Service& service, storage::DigestReader* lookups)
     : config_(config), service_(service), lookups_(lookups), tokens_(config.token_hashes) {
@@ -283,16 +299,22 @@ void Router::HandleBatch(const Request& req, const net::any_io_executor& ex, Thr
 void Router::HandleLookup(const Request& req, const net::any_io_executor& ex, const Respond& done) {
   auto parsed = ParseObservation(req.body(), req[http::field::content_type]);
   if (auto* p = std::get_if<Problem>(&parsed)) return done(ProblemAnswer(*p, Route::kLookup, &req));
-  const Digest d = service_.DigestOf(std::get<Observation>(parsed).key);
+  // Read as an observation of the key would be (--keys=gs1: the pack's identity, and its attributes to compare).
+  auto read = service_.ReadKey(std::get<Observation>(parsed).key);
+  if (auto* p = std::get_if<Problem>(&read)) return done(ProblemAnswer(*p, Route::kLookup, &req));
+  const ScanKey& k = std::get<ScanKey>(read);
+  const bool gs1 = config_.keys == KeysMode::kGs1;
   auto header = std::make_shared<Header>(req.base());
-  auto on_result = [this, ex, header, done, hex = ToHex(d)](const storage::RecordLookup& r) {
+  auto on_result = [this, ex, header, done, gs1, scan = k.attrs, hex = ToHex(k.digest)](const storage::RecordLookup& r) {
     // Runs on the reader's thread: hop back to the session's executor, never block here.
-    net::post(ex, [this, header, done, hex, r] {
+    net::post(ex, [this, header, done, gs1, scan, hex, r] {
       Guarded(*this, Route::kLookup, header.get(), done, [&] {
         switch (r.status) {
           case storage::RecordLookup::Status::kFound:
-            return done(Ok(http::status::ok, LookupBody(hex, r.first_seen, r.source), kJson, Route::kLookup,
-                           header.get()));
+            return done(Ok(http::status::ok,
+                           gs1 ? LookupBody(hex, r.first_seen, r.source, PackRecordOf(scan, r))
+                               : LookupBody(hex, r.first_seen, r.source),
+                           kJson, Route::kLookup, header.get()));
           case storage::RecordLookup::Status::kNotFound:
             return done(ProblemAnswer(Problem::NotRecorded(), Route::kLookup, header.get()));
           case storage::RecordLookup::Status::kUnavailable:
@@ -302,7 +324,7 @@ void Router::HandleLookup(const Request& req, const net::any_io_executor& ex, co
       });
     });
   };
-  if (lookups_ == nullptr || !lookups_->Find(d, std::move(on_result))) {
+  if (lookups_ == nullptr || !lookups_->Find(k.digest, std::move(on_result))) {
     done(ProblemAnswer(Problem::Unavailable(std::string(kLookupUnavailable)), Route::kLookup, &req));
   }
 }

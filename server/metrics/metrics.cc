@@ -62,6 +62,8 @@ void Metrics::Collect(MetricsSnapshot& out) const {
     out.stale += b->stale.Get();
     out.untrusted_negatives += b->untrusted_negatives.Get();
     out.recent_hits += b->recent_hits.Get();
+    out.mismatch_lot += b->mismatch_lot.Get();
+    out.mismatch_expiry += b->mismatch_expiry.Get();
     out.queue_waits += b->queue_waits.Get();
     out.queue_wait_timeouts += b->queue_wait_timeouts.Get();
   }
@@ -149,6 +151,11 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
            "Possible hits answered duplicate from the recent set (digests this instance knows are recorded), "
            "without a PostgreSQL round trip; also counted in scangate_verdicts_total{verdict=\"duplicate\"}.");
   w.Sample("scangate_recent_hits_total", "", s.recent_hits);
+  w.Header("scangate_pack_mismatches_total", "counter",
+           "--keys=gs1: duplicates whose lot or expiry differs from the pack's recorded first scan (a suspected "
+           "falsification or a mislabelled pack), by field; one duplicate may count for both fields.");
+  w.Sample("scangate_pack_mismatches_total", "field=\"lot\"", s.mismatch_lot);
+  w.Sample("scangate_pack_mismatches_total", "field=\"expiry\"", s.mismatch_expiry);
   w.Header("scangate_recent_keys", "gauge", "Digests held in the recent set now (at most scangate_recent_capacity).");
   w.Sample("scangate_recent_keys", "", s.recent_keys);
   w.Header("scangate_recent_capacity", "gauge", "Most digests the recent set holds (--recent-keys, rounded down).");
@@ -281,6 +288,7 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
                                {"new_via_exact", s.new_via_exact},
                                {"duplicate_via_exact", s.duplicate_via_exact}};
   o["recent"] = json::object{{"hits", s.recent_hits}, {"keys", s.recent_keys}, {"capacity", s.recent_capacity}};
+  o["pack_mismatches"] = json::object{{"lot", s.mismatch_lot}, {"expiry", s.mismatch_expiry}};
   json::array shards;
   std::uint64_t keys = 0, capacity_rotations = 0, window_rotations = 0;
   for (const ShardStats& st : s.shards) {

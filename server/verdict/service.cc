@@ -28,7 +28,8 @@ Service::Service(const Config& config, Digester digester, ShardedFilter& filter,
       request_timeout_(config.request_timeout),
       queue_wait_(std::min(config.queue_wait, config.request_timeout)),
       filter_on_(config.filter),
-      digester_(std::move(digester)),
+      filter_vouches_(config.filter && !(config.keys == KeysMode::kGs1 && config.ack == AckMode::kFilter)),
+      keys_(std::move(digester), config.keys, config.expiry_grace, config.retention.count() > 0),
       filter_(filter),
       store_(store),
       metrics_(metrics),
@@ -52,11 +53,14 @@ std::int64_t Service::ExpiredBeforeUs() const {
                              .count());
 }
 
-bool Service::RecentKnown(const Digest& d, Verdict& v, ThreadCounters& counters) {
+bool Service::RecentKnown(const Digest& d, std::int64_t keep_until_us, Verdict& v, ThreadCounters& counters) {
   const std::optional<std::int64_t> first_seen_us = recent_.FindConcurrently(d);
   if (!first_seen_us) return false;
-  // Past the horizon the record counts as absent: PostgreSQL decides (it takes the row over: `new`).
-  if (*first_seen_us < ExpiredBeforeUs()) return false;
+  const std::int64_t now_us = KeyReader::SystemNowUs();
+  // Past the horizon the record counts as absent: PostgreSQL decides (it takes the row over: `new`). A pack's
+  // entry (keyed by its expiry, so `keep_until_us` is the record's own) also stops answering at its horizon.
+  if (*first_seen_us < ExpiredBeforeUs(now_us)) return false;
+  if (keep_until_us != 0 && keep_until_us < now_us) return false;
   v.is_new = false;
   v.via_filter = false;
   v.first_seen = Rfc3339Micros(*first_seen_us);
@@ -68,26 +72,43 @@ void Service::RememberStored(const Digest& d, const storage::Result& r) {
   if (!recent_.enabled()) return;
   if (r.outcome != storage::Outcome::kInserted && r.outcome != storage::Outcome::kDuplicate) return;
   // No first_seen: not remembered (forgetting is always safe; the next repeat asks PostgreSQL).
-  if (!r.first_seen.empty()) recent_.InsertConcurrently(d, r.first_seen_us, ExpiredBeforeUs());
+  if (r.first_seen.empty()) return;
+  recent_.InsertConcurrently(keys_.RecentDigest(d, r.recorded), r.first_seen_us, ExpiredBeforeUs());
 }
 
 void Service::Observe(const Observation& obs, const net::any_io_executor& ex, ThreadCounters& counters,
                       ObserveDone done) {
-  const Digest d = digester_(obs.key);
-  auto call = std::make_shared<Call>(ex, counters, 1, filter_on_ && warm(), std::move(done));
-  call->at(0).verdict.digest_hex = ToHex(d);
-  DecideKey(call, 0, d, obs.source, std::nullopt);
+  std::variant<ScanKey, Problem> read = keys_.Read(obs.key);
+  if (auto* p = std::get_if<Problem>(&read)) return done(std::move(*p));  // --keys=gs1: not a pack (400)
+  ScanKey& k = std::get<ScanKey>(read);
+  auto call = std::make_shared<Call>(ex, counters, 1, filter_vouches_ && warm(), std::move(done));
+  call->at(0).verdict.digest_hex = ToHex(k.digest);
+  call->at(0).attrs = std::move(k.attrs);
+  call->at(0).recent_digest = k.recent_digest;
+  DecideKey(call, 0, k.digest, obs.source, std::nullopt);
 }
 
 void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor& ex, ThreadCounters& counters,
                            BatchDone done) {
   const std::size_t n = batch.entries.size();
   if (n == 0) return done(std::vector<Verdict>{});  // the parser refuses empty batches; nothing to decide
-  // Every digest first: a digest failure throws (-> 500) before anything of the batch is recorded.
+  // Every key read first: a digest failure throws (-> 500), and (--keys=gs1) a key that is not a pack answers
+  // the batch 400, before anything of the batch is recorded.
+  std::vector<ScanKey> keys(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::variant<ScanKey, Problem> read = keys_.Read(batch.entries[i].key, "keys[" + std::to_string(i) + "]: ");
+    if (auto* p = std::get_if<Problem>(&read)) return done(std::move(*p));
+    keys[i] = std::move(std::get<ScanKey>(read));
+  }
   std::vector<Digest> digests(n);
-  for (std::size_t i = 0; i < n; ++i) digests[i] = digester_(batch.entries[i].key);
-  auto call = std::make_shared<Call>(ex, counters, n, filter_on_ && warm(), std::move(done));
-  for (std::size_t i = 0; i < n; ++i) call->at(i).verdict.digest_hex = ToHex(digests[i]);
+  for (std::size_t i = 0; i < n; ++i) digests[i] = keys[i].digest;
+  auto call = std::make_shared<Call>(ex, counters, n, filter_vouches_ && warm(), std::move(done));
+  for (std::size_t i = 0; i < n; ++i) {
+    Call::Entry& e = call->at(i);
+    e.verdict.digest_hex = ToHex(digests[i]);
+    e.attrs = std::move(keys[i].attrs);
+    e.recent_digest = keys[i].recent_digest;
+  }
   // Without stripe locks (ack=commit, or filter off) the whole batch is probed at once (one pass, prefetched).
   std::vector<Probe> probes;
   if (filter_on_ && ack_ != AckMode::kFilter) {

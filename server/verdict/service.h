@@ -42,6 +42,7 @@
 #include "server/config.h"
 #include "server/metrics/filter_telemetry.h"
 #include "server/verdict/io_inbox.h"
+#include "server/verdict/scan_key.h"
 #include "server/metrics/metrics.h"
 #include "server/http/request.h"
 #include "storage/brin_summarizer.h"
@@ -96,8 +97,13 @@ class Service {
   // FilterTelemetry::kRefreshPeriod.
   void RefreshTelemetry() { filter_telemetry_.Refresh(); }
 
-  // The digest of `key` (SHA-256 or HMAC-SHA256, as for observations): POST /lookup. Thread-safe.
-  Digest DigestOf(std::string_view key) const { return digester_(key); }
+  // The digest and (--keys=gs1) pack attributes of `key`, exactly as an observation of it would be read, or a
+  // 400 problem: POST /lookup. Thread-safe.
+  std::variant<ScanKey, Problem> ReadKey(std::string_view key) const { return keys_.Read(key); }
+  // MismatchBits of a scan against a recorded pack (POST /lookup). Pure.
+  static std::uint8_t Mismatch(const storage::PackAttrs& scan, const storage::PackAttrs& recorded) {
+    return KeyReader::Mismatch(scan, recorded);
+  }
 
  private:
   // ack=filter: probe+enqueue of one digest happen under its stripe's mutex (uncontended in practice:
@@ -128,7 +134,10 @@ class Service {
   // The Store's outcome of key i, on the call's thread.
   void OnStored(Call& call, std::size_t i, const storage::Result& r) const;
   // Verdict of a committed Store outcome (counts false positives and stale negatives).
-  void Decide(const Probed& p, const storage::Result& r, ThreadCounters& counters, Verdict& v) const;
+  // --keys=gs1: a duplicate whose `scan` attributes contradict the recorded ones carries the mismatch (counted,
+  // logged with the digest only).
+  void Decide(const Probed& p, const storage::PackAttrs& scan, const storage::Result& r, ThreadCounters& counters,
+              Verdict& v) const;
   // Starts the call's request deadline (once, at its first Store submission): at started + --request-timeout,
   // queued keys are withdrawn (503 unavailable) or, if one is in a transaction or a journal commit, 503
   // outcome-unknown.
@@ -148,13 +157,15 @@ class Service {
 
   // The recent set: true (and `v` a duplicate with its first_seen, the hit counted) when `d` is in it with a
   // first_seen within the horizon (an older entry is not an answer: PostgreSQL decides).
-  bool RecentKnown(const Digest& d, Verdict& v, ThreadCounters& counters);
+  // `d` is the key's recent-set digest (ScanKey::recent_digest): a hit is a record with the scan's attributes;
+  // `keep_until_us` (0 = none) the scan's pack horizon, past which the entry is not an answer either.
+  bool RecentKnown(const Digest& d, std::int64_t keep_until_us, Verdict& v, ThreadCounters& counters);
   // µs since the epoch before which a record has expired (now - --retention); the minimum when off. The
   // overload takes a `now_us` the caller already read.
   std::int64_t ExpiredBeforeUs() const;
   std::int64_t ExpiredBeforeUs(std::int64_t now_us) const;
-  // Puts `d` into the recent set when `r` is a committed fact (kInserted/kDuplicate with a first_seen).
-  // Any thread (writer threads call it).
+  // Puts `d` (the identity digest; --keys=gs1: keyed with r.recorded's attributes) into the recent set when `r`
+  // is a committed fact (kInserted/kDuplicate with a first_seen). Any thread (writer threads call it).
   void RememberStored(const Digest& d, const storage::Result& r);
 
   // Journal hooks (service_journal.cc), called by DecideProbed under the digest's stripe lock in ack=filter.
@@ -189,7 +200,11 @@ class Service {
   // Requests parked for room now. Relaxed: a fairness hint (who tries the queue first), no data depends on it.
   std::atomic<std::int64_t> parked_{0};
   const bool filter_on_;
-  const Digester digester_;
+  // --keys=gs1 with --ack=filter: the filter's "definitely new" is never trusted. A pack is kept until its
+  // expiry (+ grace), far past the filter's window, and another spelling may have recorded it: every pack is
+  // decided in PostgreSQL (the filter still spares repeats nothing; the recent set does).
+  const bool filter_vouches_;
+  const KeyReader keys_;
   ShardedFilter& filter_;
   storage::ExactStore& store_;
   Metrics& metrics_;

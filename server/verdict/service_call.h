@@ -37,6 +37,8 @@ struct Service::Call {
   struct Entry {
     storage::Ticket ticket;   // its Store item's withdrawal handle (the deadline cancels a queued item)
     Probed probed;
+    storage::PackAttrs attrs;  // --keys=gs1: the scan's lot, expiry and horizon (empty otherwise)
+    Digest recent_digest{};    // its recent-set key (ScanKey::recent_digest)
     Verdict verdict;          // its answer, once finished without a problem
     bool in_store = false;    // submitted to the Store, outcome not here yet
     bool in_journal = false;  // waiting for a journal group commit (it may still become durable)

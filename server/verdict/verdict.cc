@@ -18,7 +18,10 @@
 #include <utility>
 #include <vector>
 
+#include <boost/json/array.hpp>
+
 #include "server/verdict/service.h"
+#include "server/log.h"
 #include "server/verdict/service_call.h"
 
 namespace scangate::server {
@@ -89,6 +92,22 @@ void Service::Call::Deliver(Problem p) {
 }
 
 namespace {
+// --keys=gs1: a pack scanned with another lot or expiry than its first scan (European verification systems
+// raise it as a suspected falsification): counted per field and logged — the digest, never the key or lot.
+void NoteMismatch(const Verdict& v, ThreadCounters& counters) {
+  boost::json::array fields;
+  if ((v.mismatch & kMismatchLot) != 0) {
+    counters.mismatch_lot.Inc();
+    fields.emplace_back("lot");
+  }
+  if ((v.mismatch & kMismatchExpiry) != 0) {
+    counters.mismatch_expiry.Inc();
+    fields.emplace_back("expiry");
+  }
+  Log(LogLevel::kWarn, "pack_mismatch",
+      {{"digest", v.digest_hex}, {"fields", std::move(fields)}, {"first_seen", v.first_seen}});
+}
+
 // Counts a "definitely new" the filter could not vouch for (after warm start, when the filter counts).
 void CountUntrusted(bool filter_trusted, Probe probe, ThreadCounters& counters) {
   if (filter_trusted && probe == Probe::kDefinitelyNewUntrusted) counters.untrusted_negatives.Inc();
@@ -156,7 +175,7 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
   }
   // 3. A recorded repeat: no PostgreSQL round trip. A trusted "definitely new" skips the set (ack=commit:
   // PostgreSQL decides it anyway; no lookup per new key).
-  if (!filter_said_new && RecentKnown(d, e.verdict, call->counters)) return call->Finish();
+  if (!filter_said_new && RecentKnown(e.recent_digest, e.attrs.keep_until_us, e.verdict, call->counters)) return call->Finish();
   // 4. PostgreSQL decides.
   ExactPath(call, i, route, d, source);
 }
@@ -186,7 +205,7 @@ bool Service::SubmitExact(const CallPtr& call, std::size_t i, std::uint32_t rout
   };
   // The ticket lives inside the call (aliasing shared_ptr): no allocation of its own.
   if (!store_.Submit(route, d, source, std::move(on_stored), std::shared_ptr<storage::Ticket>(call, &e.ticket),
-                     e.probed.expect())) {
+                     e.probed.expect(), e.attrs)) {
     return false;
   }
   e.in_store = true;
@@ -203,11 +222,12 @@ void Service::OnStored(Call& call, std::size_t i, const storage::Result& r) cons
   if (r.outcome == storage::Outcome::kUnknown) {  // an in-doubt COMMIT PostgreSQL could not settle
     return call.Fail(Problem::OutcomeUnknown(std::string(kOutcomeUnknownDetail)));
   }
-  Decide(e.probed, r, call.counters, e.verdict);
+  Decide(e.probed, e.attrs, r, call.counters, e.verdict);
   call.Finish();
 }
 
-void Service::Decide(const Probed& p, const storage::Result& r, ThreadCounters& counters, Verdict& v) const {
+void Service::Decide(const Probed& p, const storage::PackAttrs& scan, const storage::Result& r,
+                     ThreadCounters& counters, Verdict& v) const {
   const bool filter_said_new = p.filter_said_new();
   if (r.outcome == storage::Outcome::kInserted) {
     v.is_new = true;
@@ -219,6 +239,8 @@ void Service::Decide(const Probed& p, const storage::Result& r, ThreadCounters& 
     v.via_filter = false;
     v.first_seen = r.first_seen;
     if (filter_said_new) counters.stale.Inc();
+    v.mismatch = KeyReader::Mismatch(scan, r.recorded);
+    if (v.mismatch != 0) NoteMismatch(v, counters);
   }
 }
 

@@ -204,6 +204,22 @@ TEST(Config, CommandLine) {
   EXPECT_EQ(c.port_file, "/tmp/p");
 }
 
+// --keys (raw by default, gs1) and --expiry-grace (365d by default, at most 2192d); Describe() names them.
+TEST(Config, KeysAndExpiryGrace) {
+  Config c = ParseOk({"--database-url", kUrl});
+  EXPECT_EQ(c.keys, KeysMode::kRaw);
+  EXPECT_EQ(c.expiry_grace, 365 * 24h);
+  EXPECT_EQ(Describe(c).at("keys"), "raw");
+  c = ParseOk({"--database-url", kUrl, "--keys", "gs1", "--expiry-grace", "30d"});
+  EXPECT_EQ(c.keys, KeysMode::kGs1);
+  EXPECT_EQ(c.expiry_grace, 30 * 24h);
+  EXPECT_EQ(Describe(c).at("expiry_grace_seconds").to_number<std::int64_t>(), 30 * 86400);
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--keys", "gs1", "--expiry-grace", "0s"}).expiry_grace, 0s);
+  EXPECT_NE(ParseError({"--database-url", kUrl, "--keys", "ean"}).find("--keys"), std::string::npos);
+  EXPECT_NE(ParseError({"--database-url", kUrl, "--expiry-grace", "2193d"}).find("2192d"), std::string::npos);
+  EXPECT_NE(ParseError({"--database-url", kUrl, "--expiry-grace", "1y"}).find("expiry-grace"), std::string::npos);
+}
+
 // --window and --retention (the de-duplication horizon) default to each other: neither -> 24h both; one
 // alone -> the other follows it; off -> no horizon (0), the window its own; both -> window >= retention, a
 // shorter window refused with a message naming both flags; Describe() carries retention_seconds.

@@ -5,6 +5,7 @@
 // tests/server/http/router_test.cc and tests/server/verdict/verdict_test.cc.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -14,6 +15,7 @@
 #include <string>
 
 #include "core/digest.h"
+#include "core/time_format.h"
 #include "storage/exact_store.h"
 #include "storage/store.h"
 
@@ -26,7 +28,7 @@ class FakeStore final : public storage::ExactStore {
   static constexpr std::int64_t kFirstSeenUs = 1'796'032'800'000'000;
 
   bool Submit(std::uint32_t, const Digest& d, std::string source, storage::Completion done,
-              std::shared_ptr<storage::Ticket>, storage::Expect expect, storage::PackAttrs) override {
+              std::shared_ptr<storage::Ticket>, storage::Expect expect, storage::PackAttrs attrs) override {
     storage::Result r;
     {
       const std::lock_guard lock(mu_);
@@ -39,8 +41,14 @@ class FakeStore final : public storage::ExactStore {
       } else {
         auto [it, inserted] = rows.try_emplace(ToHex(d), std::move(source));
         r.outcome = inserted ? storage::Outcome::kInserted : storage::Outcome::kDuplicate;
-        r.first_seen = kFirstSeen;
-        r.first_seen_us = kFirstSeenUs;
+        // Each row's first_seen is the time it was inserted (the recent set honours the horizon by it), and
+        // its pack attributes those of its first submission, as PostgreSQL records them.
+        auto [stamp, fresh] = first_seen_us_.try_emplace(it->first, NowUs());
+        r.first_seen_us = stamp->second;
+        r.first_seen = Rfc3339Micros(r.first_seen_us);
+        auto [rec, fresh_attrs] = attrs_.try_emplace(it->first, attrs);
+        r.recorded = rec->second;
+        r.recorded.keep_until_us = 0;  // as storage::Result: not reported
       }
     }
     done(r);
@@ -73,6 +81,13 @@ class FakeStore final : public storage::ExactStore {
     return true;
   }
   std::mutex mu_;  // test code: the service calls in from one I/O thread; the lock is belt and braces
+  static std::int64_t NowUs() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+  std::map<std::string, std::int64_t> first_seen_us_;     // digest hex -> first_seen of a Submit-inserted row
+  std::map<std::string, storage::PackAttrs> attrs_;       // digest hex -> its first submission's attributes
 };
 
 }  // namespace scangate::server::test_support

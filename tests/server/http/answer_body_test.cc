@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include <boost/json/array.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -41,6 +42,12 @@ TEST(AnswerBody, VerdictBodyMatchesBoostJson) {
     o["digest"] = v.digest_hex;
     o["via"] = v.via_filter ? "filter" : "exact";
     if (!v.is_new) o["first_seen"] = v.first_seen;
+    if (!v.is_new && v.mismatch != 0) {
+      json::array m;
+      if ((v.mismatch & kMismatchLot) != 0) m.emplace_back("lot");
+      if ((v.mismatch & kMismatchExpiry) != 0) m.emplace_back("expiry");
+      o["mismatch"] = std::move(m);
+    }
     return json::serialize(o);
   };
   for (const bool is_new : {true, false}) {
@@ -50,6 +57,15 @@ TEST(AnswerBody, VerdictBodyMatchesBoostJson) {
         EXPECT_EQ(VerdictBody(v), expected(v)) << is_new << via_filter << first_seen;
       }
     }
+  }
+  // --keys=gs1 duplicates carry "mismatch" after first_seen; a `new` never does.
+  for (const std::uint8_t m : {std::uint8_t{kMismatchLot}, std::uint8_t{kMismatchExpiry},
+                               std::uint8_t{kMismatchLot | kMismatchExpiry}}) {
+    const Verdict dup{false, false, std::string(64, 'd'), "2026-11-29T21:43:09.123456Z", m};
+    EXPECT_EQ(VerdictBody(dup), expected(dup)) << int{m};
+    EXPECT_NE(VerdictBody(dup).find("\"mismatch\":["), std::string::npos);
+    const Verdict fresh{true, false, std::string(64, 'd'), "", m};
+    EXPECT_EQ(VerdictBody(fresh).find("mismatch"), std::string::npos);
   }
   const Verdict odd{true, false, "x\"y\x01\xc3\xa9", ""};
   EXPECT_EQ(VerdictBody(odd), expected(odd));
@@ -63,6 +79,22 @@ TEST(AnswerBody, LookupBody) {
   EXPECT_EQ(o.at("first_seen"), "2026-11-30T10:00:00.000000Z");
   EXPECT_TRUE(o.at("source").is_null());
   EXPECT_EQ(json::parse(LookupBody("ab", "t", std::string("s"))).at("source"), "s");
+}
+
+// --keys=gs1: the pack's record (expiry, whether a lot is held, its horizon) and the looked-up scan's mismatch.
+TEST(AnswerBody, LookupBodyOfAPack) {
+  PackRecord p{.expiry = "2027-12-31", .lot_recorded = true, .keep_until = "2029-01-01T00:00:00.000000Z",
+               .mismatch = kMismatchExpiry};
+  json::object o = json::parse(LookupBody("ab", "t", std::nullopt, p)).as_object();
+  EXPECT_EQ(o.at("expiry"), "2027-12-31");
+  EXPECT_EQ(o.at("lot_recorded"), true);
+  EXPECT_EQ(o.at("keep_until"), "2029-01-01T00:00:00.000000Z");
+  EXPECT_EQ(json::serialize(o.at("mismatch")), R"(["expiry"])");
+  o = json::parse(LookupBody("ab", "t", std::nullopt, PackRecord{})).as_object();
+  EXPECT_TRUE(o.at("expiry").is_null());
+  EXPECT_EQ(o.at("lot_recorded"), false);
+  EXPECT_TRUE(o.at("keep_until").is_null());
+  EXPECT_FALSE(o.contains("mismatch"));
 }
 
 }  // namespace

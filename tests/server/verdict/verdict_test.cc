@@ -26,13 +26,17 @@ using test_support::FakeStore;
 // What a route answered for the case's key: "new/filter", "new/exact", "duplicate/exact", "503 <slug>".
 std::string Describe(const Verdict& v) {
   if (v.is_new) return v.via_filter ? "new/filter" : "new/exact";
-  return std::string("duplicate/") + (v.via_filter ? "filter" : "exact") + (v.first_seen.empty() ? " (no first_seen)" : "");
+  std::string mismatch;
+  for (std::string_view m : MismatchNames(v.mismatch)) mismatch += std::string(mismatch.empty() ? " mismatch=" : ",") + std::string(m);
+  return std::string("duplicate/") + (v.via_filter ? "filter" : "exact") + (v.first_seen.empty() ? " (no first_seen)" : "") +
+         mismatch;
 }
 std::string Describe(const Problem& p) { return std::to_string(p.status) + " " + p.slug; }
 
 struct Case {
   std::string name;
   AckMode ack = AckMode::kCommit;
+  KeysMode keys = KeysMode::kRaw;
   bool filter = true;
   bool warm = true;
   std::chrono::milliseconds queue_wait{1000};
@@ -48,6 +52,7 @@ class Rig {
  public:
   explicit Rig(const Case& c) {
     config_.ack = c.ack;
+    config_.keys = c.keys;
     config_.filter = c.filter;
     config_.queue_wait = c.queue_wait;
     config_.request_timeout = std::chrono::milliseconds(3000);
@@ -217,6 +222,34 @@ TEST(Verdict, BatchRepeatsInsideTheBatch) {
     EXPECT_EQ(got[0], "new/filter");
     EXPECT_EQ(got[1], "new/filter");
     EXPECT_EQ(got[2], "duplicate/exact");
+  }
+}
+
+// --keys=gs1: a pack's `new` always comes from the exact path in ack=filter (the filter cannot vouch for a pack
+// kept past its window) and nothing is written behind; a repeat with another lot is a duplicate flagged `lot`,
+// decided by the store (the recent set is keyed by the attributes too); an identical repeat is answered from the
+// recent set without the store; a string that is not a pack is a 400 before anything is decided.
+TEST(Verdict, Gs1PacksAreDecidedExactlyAndMismatchesFlagged) {
+  for (AckMode ack : {AckMode::kCommit, AckMode::kFilter}) {
+    SCOPED_TRACE(ack == AckMode::kFilter ? "ack=filter" : "ack=commit");
+    Case c{.name = "gs1", .ack = ack, .keys = KeysMode::kGs1, .expected = ""};
+    Rig rig(c);
+    const std::string lot_a = "010036141403000821SN1\x1d" "10A";
+    const std::string lot_b = "(01)00361414030008(10)B(21)SN1";
+    EXPECT_EQ(rig.Observe({lot_a}, Route::kSingle).at(0), ack == AckMode::kFilter ? "new/exact" : "new/filter");
+    EXPECT_EQ(rig.store().write_behinds, 0);
+    const int submits = rig.store().submits;
+    EXPECT_EQ(rig.Observe({lot_b}, Route::kSingle).at(0), "duplicate/exact mismatch=lot");
+    EXPECT_EQ(rig.store().submits, submits + 1) << "a differing scan must reach the record";
+    EXPECT_EQ(rig.Observe({lot_a}, Route::kSingle).at(0), "duplicate/exact");
+    EXPECT_EQ(rig.store().submits, submits + 1) << "an identical repeat is a recent-set hit";
+    const auto batch = rig.Observe({lot_b, lot_a}, Route::kBatchAlone);
+    EXPECT_EQ(batch.at(0), "duplicate/exact mismatch=lot");
+    EXPECT_EQ(batch.at(1), "duplicate/exact");
+    const int before_bad = rig.store().submits;
+    EXPECT_EQ(rig.Observe({"010036141403000721SN2"}, Route::kSingle).at(0), "400 invalid-gs1");
+    EXPECT_EQ(rig.Observe({"010036141403000821SN3", "21SN4"}, Route::kBatchAlone).at(0), "400 invalid-gs1");
+    EXPECT_EQ(rig.store().submits, before_bad) << "a refused request decides nothing";
   }
 }
 

@@ -1,0 +1,85 @@
+#include "server/verdict/scan_key.h"
+
+#include <array>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "core/gs1.h"
+
+namespace scangate::server {
+namespace {
+
+constexpr std::int64_t kUsPerDay = 86'400'000'000;
+
+// The calendar year of `now_us` (UTC): AI 17's century is chosen relative to it (GS1 General Specifications).
+int YearOf(std::int64_t now_us) {
+  const std::chrono::sys_days day =
+      std::chrono::floor<std::chrono::days>(std::chrono::sys_time<std::chrono::microseconds>(
+          std::chrono::microseconds(now_us)));
+  return static_cast<int>(std::chrono::year_month_day(day).year());
+}
+
+}  // namespace
+
+std::int64_t KeyReader::SystemNowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+KeyReader::KeyReader(Digester digester, KeysMode mode, std::chrono::seconds grace, bool horizons, NowUs now_us)
+    : digester_(std::move(digester)),
+      plain_(Digester::Sha256()),
+      mode_(mode),
+      grace_us_(std::chrono::duration_cast<std::chrono::microseconds>(grace).count()),
+      horizons_(horizons),
+      now_us_(std::move(now_us)) {}
+
+std::variant<ScanKey, Problem> KeyReader::Read(std::string_view key, std::string_view where) const {
+  ScanKey k;
+  if (mode_ == KeysMode::kRaw) {
+    k.digest = digester_(key);
+    k.recent_digest = k.digest;
+    return k;
+  }
+  std::variant<gs1::Pack, gs1::Error> parsed = gs1::Parse(key, YearOf(now_us_()));
+  if (auto* e = std::get_if<gs1::Error>(&parsed)) return Problem::InvalidGs1(e->ai, std::string(where) + e->detail);
+  const gs1::Pack& pack = std::get<gs1::Pack>(parsed);
+  k.digest = digester_(gs1::Identity(pack));
+  // The lot is digested under its AI ("10" + lot) with the keys' digester: never raw in the database.
+  if (pack.lot) k.attrs.lot = digester_("10" + *pack.lot);
+  if (pack.expiry) {
+    k.attrs.expiry = gs1::DaysSinceEpoch(*pack.expiry);
+    // Kept until the end of the expiry month, plus the grace (PostgreSQL floors it at first_seen + --retention).
+    // Without a horizon (--retention=off) nothing expires: a pack past its own would otherwise be `new` at
+    // every scan.
+    if (horizons_) {
+      k.attrs.keep_until_us =
+          static_cast<std::int64_t>(gs1::FirstDayOfNextMonth(*pack.expiry)) * kUsPerDay + grace_us_;
+    }
+  }
+  k.recent_digest = RecentDigest(k.digest, k.attrs);
+  return k;
+}
+
+Digest KeyReader::RecentDigest(const Digest& identity, const storage::PackAttrs& recorded) const {
+  if (!recorded.lot && !recorded.expiry) return identity;
+  // identity || lot-or-zeros || presence flags || expiry (little-endian days): one SHA-256 of 70 bytes.
+  std::array<std::uint8_t, 32 + 32 + 2 + 4> buf{};
+  std::memcpy(buf.data(), identity.data(), 32);
+  if (recorded.lot) std::memcpy(buf.data() + 32, recorded.lot->data(), 32);
+  buf[64] = recorded.lot ? 1 : 0;
+  buf[65] = recorded.expiry ? 1 : 0;
+  const std::uint32_t days = recorded.expiry ? static_cast<std::uint32_t>(*recorded.expiry) : 0;
+  for (int i = 0; i < 4; ++i) buf[66 + i] = static_cast<std::uint8_t>(days >> (8 * i));
+  return plain_(std::string_view(reinterpret_cast<const char*>(buf.data()), buf.size()));
+}
+
+std::uint8_t KeyReader::Mismatch(const storage::PackAttrs& scan, const storage::PackAttrs& recorded) {
+  std::uint8_t bits = 0;
+  if (scan.lot && recorded.lot && *scan.lot != *recorded.lot) bits |= kMismatchLot;
+  if (scan.expiry && recorded.expiry && *scan.expiry != *recorded.expiry) bits |= kMismatchExpiry;
+  return bits;
+}
+
+}  // namespace scangate::server
