@@ -112,7 +112,8 @@ skipped() { [[ $SKIP == *" $1 "* ]]; }
 # ---------------------------------------------------------------- build
 if [[ ${BENCH_SKIP_BUILD:-0} != 1 ]]; then
   log "building release in $BUILD"
-  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/logs/cmake.log" 2>&1 \
+  # SCANGATE_BENCH on explicitly: scripts/run.sh may have configured the folder without benchmarks.
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSCANGATE_BENCH=ON >"$OUT/logs/cmake.log" 2>&1 \
     || { tail -30 "$OUT/logs/cmake.log"; log "configure failed"; exit 1; }
   for t in ceiling_server naive_server scangate; do
     cmake --build "$BUILD" --target "$t" -j"$(nproc)" >>"$OUT/logs/cmake.log" 2>&1 \

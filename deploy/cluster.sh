@@ -158,8 +158,9 @@ case "$cmd" in
         *) die "unknown option $1" ;;
       esac
     done
+    bash "$root/scripts/deps.sh" ha  # Patroni, etcd, HAProxy: installs only what is missing
     command -v patroni >/dev/null && command -v etcd >/dev/null && command -v haproxy >/dev/null ||
-      die "patroni, etcd or haproxy missing: run scripts/deps.sh"
+      die "patroni, etcd or haproxy missing: run scripts/deps.sh ha"
     mkdir -p "$HA_DIR/pids" "$HA_DIR/logs" "$HA_DIR/etcd"
     chmod 755 "$HA_DIR"
     spawn etcd etcd --name e0 --data-dir "$HA_DIR/etcd" \

@@ -15,10 +15,11 @@ build=${BUILD_DIR:-$root/build/release}
 if [[ ${1:-} == --no-build ]]; then
   shift
 else
-  bash "$root/scripts/deps.sh"
+  # Patroni, etcd, HAProxy, and GoogleTest for tests/ha/ha_failover_test (SCANGATE_TESTS).
+  bash "$root/scripts/deps.sh" build test ha
   launcher=()
   if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSCANGATE_TESTS=ON "${launcher[@]}" >/dev/null
   cmake --build "$build" -j2 --target scangate ha_failover_test
 fi
 

@@ -1,24 +1,57 @@
 #!/usr/bin/env bash
-# Installs the Debian packages scangate needs, and only when one is missing.
+# Installs the Debian packages scangate needs, by set, and only those missing.
+#   scripts/deps.sh build        build scangate and serve it (scripts/run.sh): compiler, libraries, PostgreSQL
+#   scripts/deps.sh build test   + what the tests need (scripts/test.sh): GoogleTest, benchmarks, clang, Chromium
+#   scripts/deps.sh ha           what high availability needs (deploy/): Patroni, etcd, HAProxy
+#   scripts/deps.sh              every set (build test ha)
 # Idempotent: a second run on a provisioned machine calls no apt at all.
 set -euo pipefail
 
-PACKAGES=(
+# build: building and serving (scripts/run.sh, tests/scripts/run_test.sh's fresh clone).
+BUILD_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libboost1.81-dev libboost-json1.81-dev libboost-program-options1.81-dev
   libpqxx-dev libpq-dev libssl-dev libabsl-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev
-  postgresql-15 postgresql-client-15
-  wrk curl python3 clang libclang-rt-14-dev
   libjs-dygraphs   # charting library inlined into GET /dashboard at build time (server/metrics/dashboard/)
-  chromium         # headless browser for tests/server/dashboard_test
-  prometheus       # test-only: promtool for tests/deploy/prometheus_rules_test.sh (deploy/prometheus/ rules)
-  # High availability (deploy/, tests/ha): Patroni with its etcd backend, etcd, HAProxy.
-  patroni python3-etcd python3-psycopg2 etcd-server etcd-client haproxy
+  postgresql-15 postgresql-client-15   # scripts/run.sh's own cluster (scripts/data.sh, scripts/pg.sh)
 )
 
+# test: what scripts/test.sh needs on top of build. One package per line: add new ones here.
+TEST_PACKAGES=(
+  libgtest-dev       # the test suites (SCANGATE_TESTS)
+  libgmock-dev
+  libbenchmark-dev   # the benchmarks, built by the release build (SCANGATE_BENCH)
+  libsqlite3-dev     # bench/journal
+  clang              # thread-safety check (-Wthread-safety), libFuzzer (tests/fuzz)
+  libclang-rt-14-dev # clang's sanitizer and libFuzzer runtimes
+  chromium           # headless browser: tests/server/dashboard_test, cors_browser_test
+  python3            # tests/pg_fixture.sh, cors_browser_test, tests/scripts/run_test.sh
+  curl               # tests/scripts/run_test.sh, bench/run.sh
+  wrk                # HTTP load generator of bench/run.sh
+  prometheus         # promtool for tests/deploy/prometheus_rules_test.sh (deploy/prometheus/ rules)
+)
+
+# ha: Patroni with its etcd backend, etcd, HAProxy (deploy/cluster.sh, deploy/ha_test.sh).
+HA_PACKAGES=(
+  patroni python3-etcd python3-psycopg2 etcd-server etcd-client haproxy
+  python3 curl   # deploy/ha_test.sh (free ports), deploy/cluster.sh (health checks)
+)
+
+sets=("$@")
+if ((${#sets[@]} == 0)); then sets=(build test ha); fi
+wanted=()
+for s in "${sets[@]}"; do
+  case $s in
+    build) wanted+=("${BUILD_PACKAGES[@]}") ;;
+    test) wanted+=("${TEST_PACKAGES[@]}") ;;
+    ha) wanted+=("${HA_PACKAGES[@]}") ;;
+    *) echo "scripts/deps.sh: unknown set '$s' (expected build, test or ha)" >&2; exit 2 ;;
+  esac
+done
+
 missing=()
-for p in "${PACKAGES[@]}"; do
+for p in "${wanted[@]}"; do
+  [[ " ${missing[*]} " == *" $p "* ]] && continue
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$p")
   fi
@@ -28,7 +61,7 @@ if ((${#missing[@]} == 0)); then
   exit 0
 fi
 
-echo "scangate: installing missing packages: ${missing[*]}" >&2
+echo "scangate: installing missing packages (${sets[*]}): ${missing[*]}" >&2
 SUDO=""
 if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive

@@ -16,13 +16,17 @@
 # 1b / 3 / 4 (local use only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/deps.sh
+# The build packages and the tests' (GoogleTest, Google Benchmark, clang, Chromium, ...); not the HA ones: the HA
+# tests are deploy/ha_test.sh's, not ctest's.
+bash scripts/deps.sh build test
 
 jobs=${SCANGATE_JOBS:-$(nproc)}
 echo "== release build"
 # Release (-O3): the build type users and bench/run.sh build, and the one whose optimiser finds the most
-# warnings; the sanitizer builds below cover RelWithDebInfo.
-cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DSCANGATE_WERROR=ON >/dev/null
+# warnings; the sanitizer builds below cover RelWithDebInfo. Tests and benchmarks on explicitly: scripts/run.sh
+# may have configured build/release without them.
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DSCANGATE_WERROR=ON -DSCANGATE_TESTS=ON \
+  -DSCANGATE_BENCH=ON >/dev/null
 cmake --build build/release -j "$jobs"
 echo "== release tests"
 ctest --test-dir build/release --output-on-failure -j "$jobs" --timeout 900

@@ -16,6 +16,7 @@
 #include <boost/program_options.hpp>
 
 #include "core/filter.h"  // kMaxShards: one limit for the filter and the --shards check
+#include "server/config_file.h"
 #include "server/version.h"
 #include "storage/pg/conninfo.h"
 
@@ -223,10 +224,12 @@ po::options_description Options() {
   po::options_description operations("Operations");
   operations.add_options()
       ("access-log", on_off(d.access_log), "on|off; one JSON line per request: method, path, status, latency")
+      ("config", s(d.config_file), "config file of 'name = value' lines (these long names, '#' comments); the "
+                                   "command line and SCANGATE_* environment override it")
       ("help", "print this help and exit")
       ("version", "print the version and the git commit it was built from, and exit");
-  po::options_description all("Options (each also read from env SCANGATE_<NAME>, e.g. SCANGATE_DATABASE_URL;"
-                            " the command line wins)");
+  po::options_description all("Options (each also read from env SCANGATE_<NAME>, e.g. SCANGATE_DATABASE_URL,"
+                              " and from --config; the command line wins, then the environment)");
   all.add(listening).add(postgres).add(filter).add(ack).add(security).add(operations);
   return all;
 }
@@ -299,6 +302,10 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
                                       return name;
                                     }),
               vm);
+    // The file last, under both; not read for --help or --version.
+    if (vm.count("help") == 0 && vm.count("version") == 0 && !vm["config"].as<std::string>().empty()) {
+      StoreConfigFile(vm["config"].as<std::string>(), desc, vm);
+    }
     po::notify(vm);
   } catch (const po::error& e) {
     throw ConfigError(e.what());
@@ -318,6 +325,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   auto str = [&vm](const char* name) { return vm[name].as<std::string>(); };
 
   Config c;
+  c.config_file = str("config");
   c.listen = str("listen");
   {
     boost::system::error_code ec;
@@ -407,6 +415,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
 boost::json::object Describe(const Config& c) {
   boost::json::object o;
   o["version"] = VersionLine();
+  o["config"] = c.config_file;
   o["listen"] = c.listen;
   o["port"] = c.port;
   o["port_file"] = c.port_file;

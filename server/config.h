@@ -1,9 +1,10 @@
 // Configuration of the scangate binary: command line (Boost.Program_options), environment SCANGATE_<NAME>
-// (dashes -> underscores, upper case; the command line wins), validation and duration parsing.
+// (dashes -> underscores, upper case), the --config file (server/config_file.h); precedence command line >
+// environment > file > defaults; validation and duration parsing.
 // Invariant: a Config returned by ParseConfig is fully validated; secrets never appear in Describe().
 // Each default is written once: here (the PostgreSQL writers' in storage/store_options.h); --help prints
-// these values (server/config.cc). Pure apart from reading the process environment and the secret file;
-// unit-tested in tests/server/config_test.cc.
+// these values (server/config.cc). Pure apart from reading the process environment, the config file and the
+// secret file; unit-tested in tests/server/config_test.cc (the file: tests/server/config_file_test.cc).
 #pragma once
 
 #include <chrono>
@@ -26,6 +27,7 @@ enum class AckMode : std::uint8_t { kCommit, kFilter };
 enum class KeysMode : std::uint8_t { kRaw, kGs1 };
 
 struct Config {
+  std::string config_file;                 // --config: the file read under the flags and environment; "" = none
   std::string listen = "0.0.0.0";
   std::uint16_t port = 8080;               // 0 = ephemeral
   std::string port_file;                   // written once listening: "<port>\n"

@@ -10,7 +10,7 @@ Each page runs its fetches and writes a JSON result into the DOM; Chromium's --d
     403 at scangate and record nothing.
 Checked via --dump-dom and PostgreSQL (psql) and POST /lookup without Origin.
 Usage (CTest, fixture pg sets SCANGATE_TEST_PG_DIR): cors_browser_test.py <scangate binary>
-Exit 0 pass, 1 fail, 77 skipped (no chromium on this machine: scripts/deps.sh installs it).
+Exit 0 pass, 1 fail, 77 skipped (no chromium on this machine: scripts/deps.sh test installs it).
 """
 import functools
 import http.server
@@ -134,7 +134,7 @@ def main():
         fail("usage: cors_browser_test.py <scangate binary>")
     chromium = chromium_binary()
     if chromium is None:
-        print("SKIP: chromium not installed (scripts/deps.sh installs it)")
+        print("SKIP: chromium not installed (scripts/deps.sh test installs it)")
         return 77
     pg_dir = os.environ.get("SCANGATE_TEST_PG_DIR")
     if not pg_dir:

@@ -156,7 +156,7 @@ TEST(Dashboard, ServedOnMainPortWithoutAdminListener) {
 
 // The page in Chromium shows what /stats says, and PostgreSQL going down.
 TEST(Dashboard, RendersLiveStatsInChromium) {
-  ASSERT_TRUE(fs::exists(Chromium())) << Chromium() << " is missing: bash scripts/deps.sh installs chromium";
+  ASSERT_TRUE(fs::exists(Chromium())) << Chromium() << " is missing: bash scripts/deps.sh test installs chromium";
   ScangateProcess server({"--admin-listen=127.0.0.1:0", "--threads=2"});
   ASSERT_TRUE(server.Start());
   ASSERT_NE(server.admin_port(), 0);
