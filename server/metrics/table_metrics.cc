@@ -15,6 +15,10 @@ void WriteTableMetrics(PromWriter& w, const MetricsSnapshot& s) {
     w.Header("scangate_expiry_rows_total", "counter",
              "Rows of scan_keys older than the horizon deleted by this instance's expiry (storage/expiry.h).");
     w.Sample("scangate_expiry_rows_total", "", e.rows_expired);
+    w.Header("scangate_expiry_pack_rows_total", "counter",
+             "--keys=gs1: of scangate_expiry_rows_total, rows deleted past their own horizon (a pack's expiry month "
+             "plus --expiry-grace).");
+    w.Sample("scangate_expiry_pack_rows_total", "", e.rows_expired_keep_until);
     w.Header("scangate_expiry_passes_total", "counter", "Expiry passes completed (slices and vital signs).");
     w.Sample("scangate_expiry_passes_total", "", e.passes);
     w.Header("scangate_expiry_failures_total", "counter",
@@ -28,6 +32,12 @@ void WriteTableMetrics(PromWriter& w, const MetricsSnapshot& s) {
     w.Header("scangate_expiry_lag_seconds", "gauge",
              "How far the oldest row is past the horizon at the last pass (0 within it, or retention off).");
     w.Sample("scangate_expiry_lag_seconds", "", e.lag_seconds);
+    if (e.earliest_keep_until_in_seconds) {
+      w.Header("scangate_scan_keys_earliest_pack_horizon_seconds", "gauge",
+               "--keys=gs1: seconds until the earliest own horizon (keep_until) of a row, at the last expiry pass; "
+               "negative when overdue (absent while no row has one).");
+      w.Sample("scangate_scan_keys_earliest_pack_horizon_seconds", "", *e.earliest_keep_until_in_seconds);
+    }
     if (e.oldest_age_seconds) {
       w.Header("scangate_scan_keys_oldest_row_age_seconds", "gauge",
                "Age of the oldest row of scan_keys at the last expiry pass (absent while the table is empty).");
@@ -64,6 +74,7 @@ void AddTableStats(json::object& o, const MetricsSnapshot& s) {
   if (s.expiry) {
     const storage::ExpiryStats& e = *s.expiry;
     json::object x{{"rows_expired", e.rows_expired},
+                   {"rows_expired_pack_horizon", e.rows_expired_keep_until},
                    {"passes", e.passes},
                    {"failures", e.failures},
                    {"behind", e.behind},
@@ -77,6 +88,11 @@ void AddTableStats(json::object& o, const MetricsSnapshot& s) {
       x["oldest_row_age_seconds"] = *e.oldest_age_seconds;
     } else {
       x["oldest_row_age_seconds"] = nullptr;
+    }
+    if (e.earliest_keep_until_in_seconds) {
+      x["earliest_pack_horizon_in_seconds"] = *e.earliest_keep_until_in_seconds;
+    } else {
+      x["earliest_pack_horizon_in_seconds"] = nullptr;
     }
     o["expiry"] = std::move(x);
   }

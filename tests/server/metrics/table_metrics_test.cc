@@ -60,6 +60,8 @@ storage::ExpiryStats SampleExpiry() {
   e.dead_tuples = 38;
   e.live_tuples = 39;
   e.lag_seconds = 40.25;
+  e.rows_expired_keep_until = 41;
+  e.earliest_keep_until_in_seconds = -42.5;
   return e;
 }
 
@@ -69,7 +71,8 @@ const std::set<std::string> kExpiryFamilies = {
     "scangate_expiry_behind",          "scangate_expiry_lag_seconds",
     "scangate_scan_keys_oldest_row_age_seconds", "scangate_scan_keys_table_bytes",
     "scangate_scan_keys_index_bytes",  "scangate_scan_keys_dead_tuples",
-    "scangate_scan_keys_live_tuples"};
+    "scangate_scan_keys_live_tuples",  "scangate_expiry_pack_rows_total",
+    "scangate_scan_keys_earliest_pack_horizon_seconds"};
 
 TEST(TableMetrics, PrometheusWritesTheExpiryFamilies) {
   MetricsSnapshot s;
@@ -103,6 +106,8 @@ TEST(TableMetrics, PrometheusWritesTheExpiryFamilies) {
   EXPECT_EQ(at("scangate_scan_keys_index_bytes"), "37888");
   EXPECT_EQ(at("scangate_scan_keys_dead_tuples"), "38");
   EXPECT_EQ(at("scangate_scan_keys_live_tuples"), "39");
+  EXPECT_EQ(at("scangate_expiry_pack_rows_total"), "41");
+  EXPECT_EQ(at("scangate_scan_keys_earliest_pack_horizon_seconds"), "-42.5");
   // Each family's samples follow its own TYPE line (the exposition groups a family's lines).
   for (const auto& family : kExpiryFamilies) {
     const auto type_at = text.find("# TYPE " + family + " ");
@@ -166,6 +171,8 @@ TEST(TableMetrics, StatsJsonCarriesTheExpiry) {
   EXPECT_EQ(x.at("index_bytes").to_number<std::int64_t>(), 37'888);
   EXPECT_EQ(x.at("dead_tuples").to_number<std::int64_t>(), 38);
   EXPECT_EQ(x.at("live_tuples").to_number<std::int64_t>(), 39);
+  EXPECT_EQ(x.at("rows_expired_pack_horizon").to_number<std::uint64_t>(), 41u);
+  EXPECT_DOUBLE_EQ(x.at("earliest_pack_horizon_in_seconds").to_number<double>(), -42.5);
 
   // An empty table: the age is null (present, so a consumer tells "empty" from "not reported").
   storage::ExpiryStats e = SampleExpiry();
