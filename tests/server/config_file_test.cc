@@ -19,41 +19,17 @@
 #include <boost/json/serialize.hpp>
 
 #include "server/config.h"
+#include "tests/server/config_test_util.h"
 
 namespace scangate::server {
 namespace {
 using namespace std::chrono_literals;
 
-constexpr const char* kUrl = "postgresql://postgres@127.0.0.1:5544/scangate";
-
-ParseOutcome Parse(std::vector<std::string> args) {
-  std::vector<const char*> argv = {"scangate"};
-  for (const auto& a : args) argv.push_back(a.c_str());
-  return ParseConfig(static_cast<int>(argv.size()), argv.data());
-}
-Config ParseOk(std::vector<std::string> args) {
-  ParseOutcome o = Parse(std::move(args));
-  EXPECT_TRUE(o.config.has_value());
-  return o.config.value_or(Config{});
-}
-std::string ParseError(std::vector<std::string> args) {
-  try {
-    Parse(std::move(args));
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "accepted";
-  return "";
-}
-
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+using test_support::kUrl;
+using test_support::Parse;
+using test_support::ParseError;
+using test_support::ParseOk;
+using test_support::ScopedEnv;
 
 // A config file under the test's temp folder (one name per object), removed at the end of the test.
 class TempConfig {

@@ -1,6 +1,7 @@
 // Tests server/config.h: defaults, durations, environment mapping (command line wins), validation errors,
 // secret-file handling and redaction of the start-up description.
 #include "server/config.h"
+#include "tests/server/config_test_util.h"
 
 #include "core/filter.h"
 
@@ -23,39 +24,11 @@ namespace scangate::server {
 namespace {
 using namespace std::chrono_literals;
 
-constexpr const char* kUrl = "postgresql://postgres@127.0.0.1:5544/scangate";
-
-// Runs ParseConfig on argv {"scangate", args...}.
-ParseOutcome Parse(std::vector<std::string> args) {
-  std::vector<const char*> argv = {"scangate"};
-  for (const auto& a : args) argv.push_back(a.c_str());
-  return ParseConfig(static_cast<int>(argv.size()), argv.data());
-}
-Config ParseOk(std::vector<std::string> args) {
-  ParseOutcome o = Parse(std::move(args));
-  EXPECT_TRUE(o.config.has_value());
-  return o.config.value_or(Config{});
-}
-// The ConfigError message of a rejected command line ("" if accepted).
-std::string ParseError(std::vector<std::string> args) {
-  try {
-    Parse(std::move(args));
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "accepted";
-  return "";
-}
-
-// Sets an environment variable for the lifetime of the object.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+using test_support::kUrl;
+using test_support::Parse;
+using test_support::ParseError;
+using test_support::ParseOk;
+using test_support::ScopedEnv;
 
 // One place for each default: a command line giving only the URL yields a default-constructed Config's values
 // (--help's defaults are printed from them), and the PostgreSQL writers' are the store's own.
