@@ -609,6 +609,28 @@ int PgClusterStart() {
   return std::system(cmd.c_str());
 }
 
+ObserveAnswer ReadObserveAnswer(const HttpResponse& r) {
+  ObserveAnswer a;
+  a.status = r.status;
+  std::ostringstream os;
+  os << r;
+  a.text = os.str();
+  if (r.status != 200 && r.status != 201) return a;
+  const boost::json::object o = r.json();
+  if (const auto* v = o.if_contains("verdict")) a.verdict = std::string(v->as_string());
+  if (const auto* v = o.if_contains("via")) a.via = std::string(v->as_string());
+  if (const auto* v = o.if_contains("digest")) a.digest = std::string(v->as_string());
+  if (const auto* v = o.if_contains("first_seen")) a.first_seen = std::string(v->as_string());
+  if (const auto* v = o.if_contains("mismatch"); v != nullptr && v->is_array()) {
+    for (const auto& m : v->as_array()) a.mismatch.emplace_back(m.as_string());
+  }
+  return a;
+}
+
+ObserveAnswer ObserveKey(HttpClient& c, const std::string& key) {
+  return ReadObserveAnswer(c.Post("/observe", ObserveBody(key)));
+}
+
 std::optional<double> MetricValue(const std::string& metrics_text, std::string_view name) {
   std::istringstream in(metrics_text);
   std::string line;

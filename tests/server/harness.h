@@ -125,6 +125,18 @@ class HttpClient {
   int connects_ = 0;
 };
 
+// One /observe answer, read: the status, the verdict body's fields ("" / empty when absent) and the whole
+// response as text for failure messages.
+struct ObserveAnswer {
+  int status = 0;
+  std::string verdict, via, digest, first_seen;
+  std::vector<std::string> mismatch;  // --keys=gs1
+  std::string text;
+};
+ObserveAnswer ReadObserveAnswer(const HttpResponse& r);
+// POST /observe {"key": key} and its answer.
+ObserveAnswer ObserveKey(HttpClient& c, const std::string& key);
+
 // Send arbitrary bytes on a fresh connection, read until the server closes or `timeout` passes.
 std::string RawExchange(std::uint16_t port, const std::string& bytes,
                         std::chrono::milliseconds timeout = std::chrono::milliseconds(3000));

@@ -56,31 +56,8 @@ std::vector<std::string> Spellings(const std::string& serial) {
   };
 }
 
-struct Seen {
-  int status = 0;
-  std::string verdict, via, digest;
-  std::vector<std::string> mismatch;
-  std::string text;
-};
-
-Seen Read(const HttpResponse& r) {
-  Seen s;
-  s.status = r.status;
-  std::ostringstream os;
-  os << r;
-  s.text = os.str();
-  if (r.status != 200 && r.status != 201) return s;
-  const json::object o = r.json();
-  if (const auto* v = o.if_contains("verdict")) s.verdict = std::string(v->as_string());
-  if (const auto* v = o.if_contains("via")) s.via = std::string(v->as_string());
-  if (const auto* v = o.if_contains("digest")) s.digest = std::string(v->as_string());
-  if (const auto* v = o.if_contains("mismatch")) {
-    for (const auto& m : v->as_array()) s.mismatch.emplace_back(m.as_string());
-  }
-  return s;
-}
-
-Seen Observe(HttpClient& c, const std::string& key) { return Read(c.Post("/observe", ObserveBody(key))); }
+using Seen = ObserveAnswer;
+Seen Observe(HttpClient& c, const std::string& key) { return ObserveKey(c, key); }
 
 double Metric(HttpClient& c, std::string_view name) {
   const HttpResponse r = c.Get("/metrics");

@@ -118,27 +118,8 @@ bool LockRows(pqxx::work& tx, const std::vector<std::string>& hexes) {
   return true;
 }
 
-// One observation's answer.
-struct Seen {
-  int status = 0;
-  std::string verdict, via, first_seen;
-  std::string text;  // the whole response, for messages
-};
-
-Seen Observe(HttpClient& c, const std::string& key) {
-  const HttpResponse r = c.Post("/observe", ObserveBody(key));
-  Seen s;
-  s.status = r.status;
-  std::ostringstream os;
-  os << r;
-  s.text = os.str();
-  if (r.status != 200 && r.status != 201) return s;
-  const json::object o = r.json();
-  if (const auto* v = o.if_contains("verdict")) s.verdict = std::string(v->as_string());
-  if (const auto* v = o.if_contains("via")) s.via = std::string(v->as_string());
-  if (const auto* v = o.if_contains("first_seen")) s.first_seen = std::string(v->as_string());
-  return s;
-}
+using Seen = ObserveAnswer;
+Seen Observe(HttpClient& c, const std::string& key) { return ObserveKey(c, key); }
 
 // Observes a fresh key (201) and repeats it once (200): returns the first_seen the service recorded.
 std::string RecordFresh(HttpClient& c, const std::string& key) {
