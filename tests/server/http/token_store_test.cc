@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "core/digest.h"
 
@@ -50,6 +53,32 @@ TEST_F(TokenStoreTest, ReloadSwapsAndAFailureKeepsTheOldTokens) {
   std::filesystem::remove(path_);
   EXPECT_THROW(store.Reload(), std::runtime_error);
   EXPECT_EQ(store.Current(), second);
+}
+
+// Requests verifying tokens while the file is reloaded over and over: each sees either the old or the new
+// tokens, never a torn state (the TSan build in scripts/test.sh checks the swap).
+TEST_F(TokenStoreTest, ConcurrentVerifyDuringReloads) {
+  Write(HashHex("stable") + " t-stable\n" + HashHex("a") + " t-a\n");
+  TokenStore store(path_, LoadTokensFile(path_));
+  std::atomic<bool> stop{false};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 3; ++t) {
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        const auto v = store.Current();
+        const auto i = v->Verify("stable");  // listed in every version of the file
+        if (!i || v->terminal(*i).id != "t-stable") failures.fetch_add(1);
+      }
+    });
+  }
+  for (int i = 0; i < 50; ++i) {
+    Write(HashHex("stable") + " t-stable\n" + HashHex(i % 2 ? "a" : "b") + " t-ab\n");
+    EXPECT_EQ(store.Reload(), 2u);
+  }
+  stop.store(true);
+  for (auto& r : readers) r.join();
+  EXPECT_EQ(failures.load(), 0);
 }
 
 TEST_F(TokenStoreTest, NoFileMeansNothingToReload) {
