@@ -53,12 +53,12 @@ echo "== ThreadSanitizer build (core/, storage/, server/)"
 # Only the concurrency tests and what they run are built: the filter's, the recent set's, core/mutex.h's, the
 # store's queue and writers (store_test, against the throwaway PostgreSQL), the service's stripes and write-behind
 # ordering (service_concurrency_test drives the TSan-built scangate binary, which inherits TSAN_OPTIONS; a report
-# makes it exit 66 and the test fail), the journal's flusher against its appenders (journal_test), and the
-# single-writer metric counters under a concurrent scrape.
+# makes it exit 66 and the test fail), the journal's flusher against its appenders (journal_test), the
+# single-writer metric counters under a concurrent scrape, the rate limiter's shards and the tokens' SIGHUP swap.
 cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCANGATE_SANITIZE=thread \
   -DSCANGATE_CORE_ONLY=OFF -DSCANGATE_BENCH=OFF -DSCANGATE_WERROR=ON >/dev/null
 cmake --build build/tsan -j "$jobs" --target filter_concurrency_test recent_set_test mutex_test store_test service_concurrency_test brin_summarizer_test expiry_test background_loop_test journal_drain_test \
-  journal_test server_metrics_test scangate
+  journal_test server_metrics_test server_rate_limit_test server_token_store_test scangate
 echo "== ThreadSanitizer tests"
 # scripts/tsan.supp silences uninstrumented third-party libraries only (libpq, libpqxx, OpenSSL), never
 # project code; each entry says why.
@@ -69,7 +69,7 @@ rm -rf "$tsan_logs" && mkdir -p "$tsan_logs"
 tsan_rc=0
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp log_path=$tsan_logs/tsan" \
   ctest --test-dir build/tsan --output-on-failure -j "$jobs" --timeout 900 \
-  -R '^(FilterConcurrency\..*|RecentSetConcurrency\..*|Mutex\..*|CondVar\..*|Metrics\.SingleWriterCountersUnderConcurrentScrape|store_test|service_concurrency_test|brin_summarizer_test|expiry_test|BackgroundLoop\..*|journal_drain_test|journal_test)$' \
+  -R '^(FilterConcurrency\..*|RecentSetConcurrency\..*|Mutex\..*|CondVar\..*|Metrics\.SingleWriterCountersUnderConcurrentScrape|store_test|service_concurrency_test|brin_summarizer_test|expiry_test|BackgroundLoop\..*|journal_drain_test|journal_test|RateLimiter\..*|TokenStoreTest\..*)$' \
   || tsan_rc=$?
 if compgen -G "$tsan_logs/tsan.*" >/dev/null; then
   cat "$tsan_logs"/tsan.*

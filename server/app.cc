@@ -110,12 +110,8 @@ int App::Run() {
   // Signals are caught from here on (a SIGTERM while waiting for PostgreSQL exits cleanly).
   signals_.add(SIGINT);
   signals_.add(SIGTERM);
-  signals_.async_wait([this](const boost::system::error_code& ec, int signo) {
-    if (ec) return;
-    Log(LogLevel::kInfo, "shutdown", {{"phase", "signal"}, {"signal", signo}});
-    stop_requested_.store(true);
-    main_ioc_.stop();
-  });
+  signals_.add(SIGHUP);  // reload --tokens-file
+  WaitForSignal();
   if (auto exit = StartStore()) return *exit;
   if (stop_requested_.load()) return 0;
   if (auto exit = OpenJournal()) return *exit;
@@ -130,6 +126,38 @@ int App::Run() {
   if (!stop_requested_.load()) main_ioc_.run();
   Shutdown();
   return 0;
+}
+
+void App::WaitForSignal() {
+  signals_.async_wait([this](const boost::system::error_code& ec, int signo) {
+    if (ec) return;
+    if (signo == SIGHUP) {
+      ReloadTokens();
+      return WaitForSignal();
+    }
+    Log(LogLevel::kInfo, "shutdown", {{"phase", "signal"}, {"signal", signo}});
+    stop_requested_.store(true);
+    main_ioc_.stop();
+  });
+}
+
+// SIGHUP: the tokens file again. A file that fails keeps the tokens in force; the log names the file and the
+// line, never a token or a hash (server/http/token_store.h).
+void App::ReloadTokens() {
+  if (config_.tokens_file.empty()) {
+    Log(LogLevel::kInfo, "tokens_reload", {{"result", "ignored"}, {"reason", "no --tokens-file"}});
+    return;
+  }
+  if (!router_) {
+    Log(LogLevel::kWarn, "tokens_reload", {{"result", "ignored"}, {"reason", "not serving yet"}});
+    return;
+  }
+  try {
+    const std::size_t n = router_->ReloadTokens();
+    Log(LogLevel::kInfo, "tokens_reload", {{"result", "reloaded"}, {"file", config_.tokens_file}, {"tokens", n}});
+  } catch (const std::exception& e) {
+    Log(LogLevel::kError, "tokens_reload", {{"result", "kept the previous tokens"}, {"error", e.what()}});
+  }
 }
 
 bool App::PauseUnlessStopped(std::chrono::milliseconds pause) {

@@ -4,7 +4,8 @@
 // -> the journal (ack=filter: opened and replayed before the first request) -> Service, lookups, BRIN
 // summarizer -> listen (so /healthz answers at once) -> warm start on a background thread, then "warm".
 // The main thread runs a small io_context for signals and the 1 s maintenance timer (filter rotation,
-// pg_state transitions, telemetry). Shutdown on SIGTERM/SIGINT: stop accepting, drain in-flight requests
+// pg_state transitions, telemetry); SIGHUP rereads --tokens-file (the tokens in force stay when it fails).
+// Shutdown on SIGTERM/SIGINT: stop accepting, drain in-flight requests
 // (<= kDrainDeadline), flush the journal and the Store's write-behind, final checkpoint, stop the I/O threads.
 // Invariant: nothing is torn down before what uses it — the reverse of the start-up order.
 #pragma once
@@ -63,6 +64,9 @@ class App {
   void StartWarmLoad();
   void ScheduleMaintenance();
   void Shutdown();
+  // SIGINT/SIGTERM: stop; SIGHUP: ReloadTokens, then wait again.
+  void WaitForSignal();
+  void ReloadTokens();
   // Waits `pause` on the main io_context (signals keep being handled); false when a stop was requested.
   bool PauseUnlessStopped(std::chrono::milliseconds pause);
 

@@ -214,8 +214,12 @@ po::options_description Options() {
        "PEM certificate (chain) file: serve HTTPS (TLS 1.2+) on the main port; needs --tls-key")
       ("tls-key", s(d.tls_key), "PEM private key file of --tls-cert")
       ("tokens-file", s(d.tokens_file),
-       "file of lowercase hex SHA-256 hashes of accepted bearer tokens, one per line (# comments, blank lines "
-       "allowed); when set, /observe* and /lookup need 'Authorization: Bearer <token>'")
+       "accepted bearer tokens, one per line: '<sha256-hex> [<terminal-id> [<routes>]]' (# comments, blank "
+       "lines allowed; README 'Terminals'); when set, /observe* and /lookup need 'Authorization: Bearer <token>' "
+       "and record the token's terminal as the source. Reloaded on SIGHUP")
+      ("rate-limit", s("0"), "requests per second per terminal (tokens on) or per client address; over it: 429 "
+                             "+ Retry-After; 0 = off")
+      ("rate-burst", s("rate"), "the rate limit's bucket size (requests allowed at once); default: the rate")
       ("cors-origins", s(""), "comma-separated web origins (e.g. https://pos.example.com,http://127.0.0.1:3000) "
                               "allowed to call /observe, /observe/batch, /lookup from a browser; requests with "
                               "any other Origin header (except scangate's own) get 403")
@@ -379,14 +383,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
     ReadTextFile(c.tls_cert, "tls-cert");
     ReadTextFile(c.tls_key, "tls-key");
   }
-  c.tokens_file = str("tokens-file");
-  if (!c.tokens_file.empty()) {
-    auto parsed = ParseTokenHashes(ReadTextFile(c.tokens_file, "tokens-file"));
-    if (auto* e = std::get_if<TokenFileError>(&parsed)) {
-      throw ConfigError("--tokens-file: '" + c.tokens_file + "' line " + std::to_string(e->line) + ": " + e->message);
-    }
-    c.token_hashes = std::get<std::vector<TokenHash>>(std::move(parsed));
-  }
+  ParseAccess(str("tokens-file"), str("rate-limit"), str("rate-burst"), c);  // server/config_access.cc
   c.journal = ParseOnOff(str("journal"), "journal");
   if (str("flush-interval") == "auto") {
     c.flush_interval = c.ack == AckMode::kFilter && c.journal ? kJournalFlushInterval : kMemoryFlushInterval;
@@ -442,8 +439,10 @@ boost::json::object Describe(const Config& c) {
   o["access_log"] = c.access_log ? "on" : "off";
   o["tls"] = c.tls() ? "on" : "off";
   o["tls_cert"] = c.tls_cert;
-  o["tokens"] = c.token_hashes.size();   // how many, never which
+  o["tokens"] = c.terminals.size();   // how many, never which
   o["tokens_file"] = c.tokens_file;
+  o["rate_limit"] = c.rate_limit;
+  o["rate_burst"] = c.rate_burst;
   o["admin_listen"] = c.admin_listen;
   boost::json::array cors;
   for (const std::string& origin : c.cors_origins) cors.emplace_back(origin);

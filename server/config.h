@@ -70,9 +70,15 @@ struct Config {
   // TLS (--tls-cert/--tls-key, both or neither): HTTPS on the main listener, TLS 1.2+ only.
   std::string tls_cert;                    // PEM certificate chain file
   std::string tls_key;                     // PEM private key file; never printed
-  // Access control (--tokens-file): SHA-256 hashes of accepted bearer tokens; empty = open.
+  // Access control (--tokens-file): accepted bearer tokens (SHA-256 hashes) and their terminals; empty = open.
+  // Reloaded on SIGHUP (server/http/token_store.h).
   std::string tokens_file;
-  std::vector<TokenHash> token_hashes;     // never printed
+  std::vector<Terminal> terminals;         // hashes never printed
+  // Per-terminal rate limit (--rate-limit, --rate-burst; server/http/rate_limit.h): requests per second per
+  // terminal (tokens on) or per client address (tokens off); 0 = off. Burst: the bucket's size (default: the
+  // rate, at least 1).
+  std::uint32_t rate_limit = 0;
+  std::uint32_t rate_burst = 0;            // resolved: >= 1 when rate_limit > 0
   // --admin-listen ADDR:PORT: /healthz, /readyz, /metrics, /stats only there (plain HTTP); "" = main port.
   std::string admin_listen;
   std::string admin_address;               // parsed from admin_listen
@@ -125,6 +131,9 @@ void ParseHorizon(std::string_view window, bool window_given, std::string_view r
 // Sets c.keys (--keys: raw | gs1) and c.expiry_grace (--expiry-grace: a duration, s m h d, 0..2192d). Throws
 // ConfigError. server/config_horizon.cc.
 void ParseKeys(std::string_view keys, std::string_view grace, Config& c);
+// Sets c.tokens_file and c.terminals (reading --tokens-file), c.rate_limit and c.rate_burst (--rate-burst "rate"
+// = the rate). Throws ConfigError naming the option. server/config_access.cc.
+void ParseAccess(const std::string& tokens_file, std::string_view rate_limit, std::string_view rate_burst, Config& c);
 
 // Effective configuration for the start-up log line (password redacted, secret only as "set"/"unset").
 boost::json::object Describe(const Config& c);

@@ -104,7 +104,7 @@ std::variant<Observation, Problem> ObservationOf(const json::object& obj, const 
 }
 
 Problem Make(unsigned status, std::string_view slug, std::string_view title, std::string detail) {
-  return Problem{status, std::string(slug), std::string(title), std::move(detail), {}};
+  return Problem{status, std::string(slug), std::string(title), std::move(detail), {}, 0};
 }
 
 }  // namespace
@@ -238,6 +238,22 @@ Problem Problem::Unauthorized(bool credentials_presented) {
 Problem Problem::OriginNotAllowed() {
   return Make(403, "origin-not-allowed", "Origin not allowed",
               "requests from this web origin are not allowed; the operator lists allowed origins with --cors-origins");
+}
+Problem Problem::SourceNotAllowed(std::string_view terminal) {
+  // The terminal id is the caller's own (from the tokens file, [A-Za-z0-9._-]); the body's source is not echoed.
+  return Make(403, "source-not-allowed", "Source not allowed",
+              "this token belongs to terminal '" + std::string(terminal) +
+                  "'; a \"source\" must be absent or name that terminal");
+}
+Problem Problem::RouteNotAllowed(Route route) {
+  return Make(403, "route-not-allowed", "Route not allowed",
+              "this token may not use " + std::string(RouteLabel(route)) + " (its routes in the tokens file)");
+}
+Problem Problem::RateLimited(unsigned retry_after_seconds) {
+  Problem p = Make(429, "rate-limited", "Too many requests",
+                   "this terminal is over its rate limit (--rate-limit); retry after the Retry-After delay");
+  p.retry_after_seconds = retry_after_seconds;
+  return p;
 }
 Problem Problem::NotRecorded() {
   return Make(404, "not-recorded", "Key not recorded", "PostgreSQL holds no record of this key");

@@ -69,6 +69,7 @@ struct Problem {
   std::string title;
   std::string detail;
   std::string ai;  // invalid-gs1 only: the GS1 Application Identifier at fault (extension member "ai")
+  unsigned retry_after_seconds = 0;  // Retry-After of a 429 (a 503 always says 1)
 
   static Problem MalformedJson(std::string detail);
   static Problem MalformedForm(std::string detail);       // 400 malformed-form (urlencoded body)
@@ -86,6 +87,10 @@ struct Problem {
   static Problem HeaderTooLarge();
   static Problem Unauthorized(bool credentials_presented);  // 401 unauthorized (+ WWW-Authenticate)
   static Problem OriginNotAllowed();                      // 403 origin-not-allowed (Origin header, CORS)
+  // 403 source-not-allowed: a body "source" that names another terminal than the token's (`terminal`).
+  static Problem SourceNotAllowed(std::string_view terminal);
+  static Problem RouteNotAllowed(Route route);             // 403 route-not-allowed: the token's routes exclude it
+  static Problem RateLimited(unsigned retry_after_seconds);  // 429 rate-limited (+ Retry-After)
   static Problem NotRecorded();                           // 404 not-recorded (POST /lookup)
   static Problem Unavailable(std::string detail);
   // 503 outcome-unknown (+ Retry-After like unavailable): the attempt MAY have recorded the key (in-doubt

@@ -1,6 +1,7 @@
 #include "server/http/router.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <charconv>
 #include <memory>
@@ -69,6 +70,29 @@ std::string ElideDefaultPort(std::string s) {
   return s;
 }
 
+// Tokens on: the recorded source is the token's terminal. A body source that is absent or names that
+// terminal is fine; one naming anything else is refused (a till must not speak for another).
+std::optional<Problem> BindSource(Observation& o, const Terminal* terminal) {
+  if (terminal == nullptr) return std::nullopt;
+  if (!o.source.empty() && o.source != terminal->id) return Problem::SourceNotAllowed(terminal->id);
+  o.source = terminal->id;
+  return std::nullopt;
+}
+
+// The rate limit's key of a client address: its 4 or 16 bytes behind a family tag (no allocation).
+std::string_view AddressKey(const net::ip::address& a, std::array<char, 17>& buf) {
+  if (a.is_v4()) {
+    const auto b = a.to_v4().to_bytes();
+    buf[0] = '4';
+    std::copy(b.begin(), b.end(), buf.begin() + 1);
+    return {buf.data(), 1 + b.size()};
+  }
+  const auto b = a.to_v6().to_bytes();
+  buf[0] = '6';
+  std::copy(b.begin(), b.end(), buf.begin() + 1);
+  return {buf.data(), 1 + b.size()};
+}
+
 }  // namespace
 
 std::string NormalizeOrigin(std::string_view origin) { return ElideDefaultPort(Lower(origin)); }
@@ -93,8 +117,23 @@ PackRecord PackRecordOf(const storage::PackAttrs& scan, const storage::RecordLoo
 }  // namespace
 
 Router::Router(const Config& config, Service& service, storage::DigestReader* lookups)
-    : config_(config), service_(service), lookups_(lookups), tokens_(config.token_hashes) {
+    : config_(config), service_(service), lookups_(lookups), tokens_(config.tokens_file, config.terminals) {
   for (const std::string& o : config.cors_origins) cors_origins_.push_back(NormalizeOrigin(o));
+  if (config.rate_limit > 0) {
+    limiter_ = std::make_unique<RateLimiter>(config.rate_limit, std::max<std::uint32_t>(1, config.rate_burst));
+  }
+}
+
+std::size_t Router::ReloadTokens() { return tokens_.Reload(); }
+
+MetricsSnapshot Router::Snapshot() const {
+  MetricsSnapshot s = service_.Snapshot();
+  if (limiter_) {
+    s.rate_limit = limiter_->Stats();
+    s.rate_limit_per_second = config_.rate_limit;
+    s.rate_limit_burst = static_cast<std::uint64_t>(limiter_->burst());
+  }
+  return s;
 }
 
 bool Router::OriginListed(std::string_view normalized) const {
@@ -115,6 +154,7 @@ Router::Answer Router::ProblemAnswer(const Problem& p, Route route, const Header
   a.close = close;
   a.res.result(static_cast<http::status>(p.status));
   if (p.status == 503) a.res.set(http::field::retry_after, "1");
+  if (p.status == 429) a.res.set(http::field::retry_after, std::to_string(std::max(1u, p.retry_after_seconds)));
   if (p.status == 405) a.res.set(http::field::allow, AllowedMethod(route));
   if (p.status == 401) {
     const bool presented = h != nullptr && !(*h)[http::field::authorization].empty();
@@ -136,7 +176,7 @@ Router::Answer Router::Ok(http::status status, std::string body, std::string_vie
   return a;
 }
 
-Router::Admission Router::Admit(const Header& h, Listener listener, bool tls) const {
+Router::Admission Router::Admit(const Header& h, Listener listener, bool tls, const net::ip::address& peer) const {
   Admission ad;
   // A body follows (a refused request then closes: its body is never read).
   const auto length = h[http::field::content_length];
@@ -180,19 +220,43 @@ Router::Admission Router::Admit(const Header& h, Listener listener, bool tls) co
       ad.answer = std::move(a);
       return ad;
     }
-    if (IsClientRoute(ad.route) && tokens_.enabled()) {
-      const auto token = BearerToken(h[http::field::authorization]);
-      if (!(token && tokens_.Verify(*token))) {
-        const bool presented = !h[http::field::authorization].empty();
-        ad.answer = ProblemAnswer(Problem::Unauthorized(presented), ad.route, &h, has_body);
-        return ad;
-      }
-    }
+    if (IsClientRoute(ad.route)) ad.answer = CheckCaller(h, ad.route, has_body, peer, ad.terminal);
   } catch (const std::exception& e) {
     Log(LogLevel::kError, "error", {{"where", "request admission"}, {"what", e.what()}});
     ad.answer = ProblemAnswer(Problem::Internal(), ad.route, nullptr, /*close=*/true);
   }
   return ad;
+}
+
+std::optional<Router::Answer> Router::CheckCaller(const Header& h, Route route, bool has_body,
+                                                 const net::ip::address& peer,
+                                                 std::shared_ptr<const Terminal>& terminal) const {
+  std::string_view bucket;
+  std::array<char, 17> address_buf{};
+  if (std::shared_ptr<const TokenVerifier> tokens = tokens_.Current(); tokens->enabled()) {
+    const auto token = BearerToken(h[http::field::authorization]);
+    const auto index = token ? tokens->Verify(*token) : std::nullopt;
+    if (!index) {
+      const bool presented = !h[http::field::authorization].empty();
+      return ProblemAnswer(Problem::Unauthorized(presented), route, &h, has_body);
+    }
+    // Aliasing: points at the entry, owns the snapshot (a reload meanwhile frees nothing this request uses).
+    terminal = std::shared_ptr<const Terminal>(tokens, &tokens->terminal(*index));
+    if ((terminal->routes & RouteBit(route)) == 0) {
+      return ProblemAnswer(Problem::RouteNotAllowed(route), route, &h, has_body);
+    }
+    bucket = terminal->id;
+  } else if (limiter_) {
+    bucket = AddressKey(peer, address_buf);
+  }
+  if (limiter_) {
+    const auto kind = terminal ? RateLimiter::KeyKind::kTerminal : RateLimiter::KeyKind::kAddress;
+    const RateLimiter::Decision d = limiter_->Acquire(bucket, kind, std::chrono::steady_clock::now());
+    if (!d.allowed) {
+      return ProblemAnswer(Problem::RateLimited(static_cast<unsigned>(d.retry_after.count())), route, &h, has_body);
+    }
+  }
+  return std::nullopt;
 }
 
 Router::Answer Router::AdminAnswer(Route route, const Header& h) {
@@ -213,9 +277,9 @@ Router::Answer Router::AdminAnswer(Route route, const Header& h) {
       return ProblemAnswer(Problem::Unavailable(detail), route, &h);
     }
     case Route::kMetrics:
-      return Ok(http::status::ok, RenderPrometheus(service_.Snapshot()), kPrometheusText, route, &h);
+      return Ok(http::status::ok, RenderPrometheus(Snapshot()), kPrometheusText, route, &h);
     case Route::kStats:
-      return Ok(http::status::ok, RenderStatsJson(service_.Snapshot()), kJson, route, &h);
+      return Ok(http::status::ok, RenderStatsJson(Snapshot()), kJson, route, &h);
     case Route::kDashboard: {  // static page (server/metrics/dashboard.h); it polls /stats from the same origin
       Answer a = Ok(http::status::ok, std::string(DashboardHtml()), kDashboardContentType, route, &h);
       a.res.set("Content-Security-Policy", kDashboardCsp);
@@ -228,7 +292,7 @@ Router::Answer Router::AdminAnswer(Route route, const Header& h) {
 }
 
 void Router::Handle(Route route, const Request& req, const net::any_io_executor& ex, ThreadCounters& counters,
-                    Respond done) {
+                    Respond done, const Terminal* terminal) {
   // `done` is shared so that an exception after a completion was handed to the Service cannot answer twice.
   // Flag and callback share one allocation, and `once` (one pointer) fits std::function's inline storage,
   // so copies of it (HandleObserve's completion) allocate nothing (issue 8: CPU per request).
@@ -249,8 +313,8 @@ void Router::Handle(Route route, const Request& req, const net::any_io_executor&
     if (!IsClientRoute(route)) return once(AdminAnswer(route, req));
     if (auto p = CheckContentType(req[http::field::content_type])) return once(ProblemAnswer(*p, route, &req));
     switch (route) {
-      case Route::kObserve: return HandleObserve(req, ex, counters, once);
-      case Route::kObserveBatch: return HandleBatch(req, ex, counters, once);
+      case Route::kObserve: return HandleObserve(req, ex, counters, once, terminal);
+      case Route::kObserveBatch: return HandleBatch(req, ex, counters, once, terminal);
       case Route::kLookup: return HandleLookup(req, ex, once);
       default: return once(ProblemAnswer(Problem::NotFound(req.target()), Route::kNotFound, &req));
     }
@@ -262,9 +326,10 @@ void Router::Handle(Route route, const Request& req, const net::any_io_executor&
 }
 
 void Router::HandleObserve(const Request& req, const net::any_io_executor& ex, ThreadCounters& counters,
-                           const Respond& done) {
+                           const Respond& done, const Terminal* terminal) {
   auto parsed = ParseObservation(req.body(), req[http::field::content_type]);
   if (auto* p = std::get_if<Problem>(&parsed)) return done(ProblemAnswer(*p, Route::kObserve, &req));
+  if (auto p = BindSource(std::get<Observation>(parsed), terminal)) return done(ProblemAnswer(*p, Route::kObserve, &req));
   auto header = CorsHeader(req);  // for the CORS headers of the later answer
   service_.Observe(std::get<Observation>(parsed), ex, counters,
                    [this, header, done](std::variant<Verdict, Problem> r) {
@@ -280,9 +345,12 @@ void Router::HandleObserve(const Request& req, const net::any_io_executor& ex, T
 }
 
 void Router::HandleBatch(const Request& req, const net::any_io_executor& ex, ThreadCounters& counters,
-                         const Respond& done) {
+                         const Respond& done, const Terminal* terminal) {
   auto parsed = ParseBatch(req.body());
   if (auto* p = std::get_if<Problem>(&parsed)) return done(ProblemAnswer(*p, Route::kObserveBatch, &req));
+  for (Observation& o : std::get<BatchRequest>(parsed).entries) {  // one foreign source refuses the whole batch
+    if (auto p = BindSource(o, terminal)) return done(ProblemAnswer(*p, Route::kObserveBatch, &req));
+  }
   auto header = CorsHeader(req);
   service_.ObserveBatch(std::get<BatchRequest>(parsed), ex, counters,
                         [this, header, done](std::variant<std::vector<Verdict>, Problem> r) {

@@ -1,5 +1,6 @@
 // Router: everything between "a request was parsed" and "this response goes out", with no sockets — the
-// route table, method and content-type checks, Origin/CORS policy, bearer-token check, dispatch to the
+// route table, method and content-type checks, Origin/CORS policy, bearer-token check (the token names a
+// terminal: its routes, its recorded source), the per-terminal rate limit (429), dispatch to the
 // Service (verdicts) and the DigestReader (POST /lookup), and response building (problem+json, Allow,
 // WWW-Authenticate, Retry-After, CORS headers). The transport (server/http/session.cc: sessions, TLS,
 // timeouts, limits) calls Admit() once the header is read and Handle() once the body is. Invariant: every
@@ -15,10 +16,13 @@
 #include <string_view>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 
 #include "server/http/auth.h"
+#include "server/http/rate_limit.h"
+#include "server/http/token_store.h"
 #include "server/config.h"
 #include "server/metrics/metrics.h"
 #include "server/http/request.h"
@@ -58,20 +62,31 @@ class Router {
     Route route = Route::kNotFound;
     std::size_t body_limit = kMaxOtherBodyBytes;
     std::optional<Answer> answer;  // set: send it now and do not read the body (close when a body follows)
+    // Tokens on: the caller's terminal (it keeps the TokenVerifier snapshot it came from alive). Pass it to
+    // Handle; null with tokens off.
+    std::shared_ptr<const Terminal> terminal;
   };
 
   // All references must outlive the Router. `lookups` may be null: POST /lookup then answers 503.
   Router(const Config& config, Service& service, storage::DigestReader* lookups);
 
   // Header stage, before any body byte: route (with the --admin-listen split), Origin policy (403),
-  // Content-Length against the route's limit (413), CORS preflight (204), bearer token (401).
-  // `tls`: the connection is HTTPS (for scangate's own origin). Never throws.
-  Admission Admit(const Header& h, Listener listener, bool tls) const;
+  // Content-Length against the route's limit (413), CORS preflight (204), bearer token (401), the token's
+  // routes (403 route-not-allowed), the rate limit of its terminal or of `peer` with tokens off (429).
+  // `tls`: the connection is HTTPS (for scangate's own origin). Never throws. Safe to call concurrently.
+  Admission Admit(const Header& h, Listener listener, bool tls, const boost::asio::ip::address& peer = {}) const;
 
   // The whole request, `route` from Admit. `done` runs exactly once on `ex` (inline or later). Call on the
   // thread that owns `ex` and `counters`.
+  // `terminal`: Admission::terminal (tokens on: the recorded source is its id; a body source naming
+  // another terminal is 403 source-not-allowed).
   void Handle(Route route, const Request& req, const boost::asio::any_io_executor& ex, ThreadCounters& counters,
-              Respond done);
+              Respond done, const Terminal* terminal = nullptr);
+
+  // Rereads --tokens-file (SIGHUP) and swaps the new tokens in; a file that fails to read or parse keeps the
+  // old tokens and throws std::runtime_error (the message names the file and line, never a token or hash).
+  // Returns the number of tokens now in force. Safe to call concurrently with requests.
+  std::size_t ReloadTokens();
 
   // A problem answer for `route` (transport errors too: 400 bad HTTP, 413, 431, 500). `h`, when known,
   // adds the CORS headers an allowed origin needs to read it.
@@ -88,15 +103,21 @@ class Router {
   // (request.cc), and its case here.
   Answer AdminAnswer(Route route, const Header& h);
   void HandleObserve(const Request& req, const boost::asio::any_io_executor& ex, ThreadCounters& counters,
-                     const Respond& done);
+                     const Respond& done, const Terminal* terminal);
   void HandleBatch(const Request& req, const boost::asio::any_io_executor& ex, ThreadCounters& counters,
-                   const Respond& done);
+                   const Respond& done, const Terminal* terminal);
+  // The Service's metrics plus the rate limiter's.
+  MetricsSnapshot Snapshot() const;
+  // Token check (401), the token's routes (403) and the rate limit (429): the refusal, or nothing.
+  std::optional<Answer> CheckCaller(const Header& h, Route route, bool has_body, const boost::asio::ip::address& peer,
+                                    std::shared_ptr<const Terminal>& terminal) const;
   void HandleLookup(const Request& req, const boost::asio::any_io_executor& ex, const Respond& done);
 
   const Config& config_;
   Service& service_;
   storage::DigestReader* const lookups_;
-  const TokenVerifier tokens_;
+  TokenStore tokens_;
+  std::unique_ptr<RateLimiter> limiter_;  // null: --rate-limit=0
   std::vector<std::string> cors_origins_;  // normalized
 };
 

@@ -95,6 +95,9 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   template <typename... StreamArgs>
   Session(HttpServer::Worker& w, Listener listener, StreamArgs&&... stream_args)
       : stream_(std::forward<StreamArgs>(stream_args)...), w_(w), listener_(listener) {
+    beast::error_code ec;  // a peer already gone: the unspecified address (its request will fail anyway)
+    const auto peer = Lowest().socket().remote_endpoint(ec);
+    if (!ec) peer_ = peer.address();
     w_.sessions.insert(this);
     // relaxed: a gauge for WaitDrained/kMaxConnections; nothing is published through it.
     w_.shared.sessions.fetch_add(1, std::memory_order_relaxed);
@@ -189,8 +192,9 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     keep_alive_ = req.keep_alive();
     // Route, Origin policy, size limit, preflight and token: all decided before any body byte is read; a
     // refused request with a body closes the connection (the body is drained by Linger, never buffered).
-    Router::Admission ad = router().Admit(req.base(), listener_, kTls);
+    Router::Admission ad = router().Admit(req.base(), listener_, kTls, peer_);
     route_ = ad.route;
+    terminal_ = std::move(ad.terminal);
     body_limit_ = ad.body_limit;
     if (ad.answer) {
       ad.answer->close = ad.answer->close || !parser_->is_done();
@@ -245,7 +249,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     deadline_ = kNoDeadline;  // the request's own deadline is the router's (--request-timeout)
     // The router answers exactly once, on this session's executor (inline or after the Store/Lookup).
     router().Handle(route_, parser_->get(), stream_.get_executor(), w_.counters,
-                    [self = Self()](Router::Answer a) { self->Send(std::move(a)); });
+                    [self = Self()](Router::Answer a) { self->Send(std::move(a)); }, terminal_.get());
   }
 
   // A transport-level problem (bad HTTP, 431): the connection closes after it.
@@ -278,6 +282,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     if (ec) return Fail(ec, "write");
     if (!res_.keep_alive()) return Linger();
     parser_.reset();
+    terminal_.reset();
     res_ = {};
     if (wire_.capacity() > kWireKeepBytes) std::string().swap(wire_);  // a /metrics or /dashboard answer
     WaitForRequest();
@@ -320,6 +325,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   std::string wire_;  // res_ serialized (SerializeResponse); its capacity is reused by the next response
   Phase phase_ = Phase::kWaiting;
   Route route_ = Route::kNotFound;
+  std::shared_ptr<const Terminal> terminal_;  // of the current request (tokens on), from Router::Admit
+  net::ip::address peer_;                     // the client's address (the rate limit's key with tokens off)
   std::size_t body_limit_ = kMaxOtherBodyBytes;  // of route_, from Router::Admit
   unsigned version_ = 11;
   bool keep_alive_ = false;

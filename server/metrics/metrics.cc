@@ -9,6 +9,7 @@
 
 #include "server/metrics/filter_telemetry.h"
 #include "server/metrics/prom_writer.h"
+#include "server/metrics/access_metrics.h"
 #include "server/metrics/table_metrics.h"
 
 namespace scangate::server {
@@ -197,6 +198,7 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
            "replay) and re-run through INSERT ... ON CONFLICT.");
   w.Sample("scangate_copy_fallbacks_total", "", s.store.copy_fallbacks);
   WriteTableMetrics(w, s);
+  WriteAccessMetrics(w, s);
   w.Header("scangate_pg_batch_size", "histogram", "Keys per PostgreSQL transaction.");
   w.Histogram("scangate_pg_batch_size", "", s.store.batch_size_buckets, s.store.batch_size_sum,
               s.store.batch_size_count);
@@ -343,6 +345,7 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
                                                           {"aborted", st.in_doubt_aborted},
                                                           {"unknown", st.in_doubt_unknown}}}};
   AddTableStats(o, s);
+  AddAccessStats(o, s);
   if (s.journal) {
     const storage::JournalDrainStats& j = *s.journal;
     o["journal"] = json::object{

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/filter.h"
+#include "server/http/rate_limit.h"
 #include "server/http/request.h"
 #include "storage/brin_summarizer.h"
 #include "storage/expiry.h"
@@ -23,8 +24,9 @@
 namespace scangate::server {
 
 // Status codes with their own label value; anything else is counted under "other".
-inline constexpr std::array<unsigned, 13> kCountedStatuses = {200, 201, 400, 404, 405, 413, 415, 431, 500, 503, 401,
-                                                          403, 204};  // 403 origin-not-allowed, 204 CORS preflight
+inline constexpr std::array<unsigned, 14> kCountedStatuses = {200, 201, 400, 404, 405, 413, 415, 431, 500, 503, 401,
+                                                          403, 204, 429};  // 403 origin/source/route not allowed,
+                                                                           // 204 CORS preflight, 429 rate-limited
 inline constexpr std::size_t kStatusSlots = kCountedStatuses.size() + 1;  // + other
 // Request latency buckets (seconds, upper bounds; +Inf implied). Spans 50 us (in-memory filter answer)
 // to 2.5 s (PostgreSQL stall), roughly x2-x2.5 per step.
@@ -88,6 +90,10 @@ struct MetricsSnapshot {
   std::optional<storage::BrinSummarizerStats> brin;   // the first_seen BRIN summarizer, when one runs
   std::optional<storage::ExpiryStats> expiry;         // the horizon's expiry and the table's vital signs
   std::int64_t retention_seconds = 0;                 // the horizon (--retention); 0 = off
+  // The rate limiter (--rate-limit > 0; server/http/rate_limit.h): 429s per terminal, buckets. Filled by the
+  // Router, which owns the limiter (server/metrics/access_metrics.h renders it).
+  std::optional<RateLimitStats> rate_limit;
+  std::uint64_t rate_limit_per_second = 0, rate_limit_burst = 0;
 };
 
 // Quantile q (0..1) of a latency histogram (per-bucket counts over kLatencyBuckets, + Inf last), by linear

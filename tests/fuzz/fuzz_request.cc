@@ -115,9 +115,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     }
     case 3: {
-      auto r = ParseTokenHashes(body);
-      if (auto* e = std::get_if<TokenFileError>(&r)) Check(e->line >= 1 && !e->message.empty());
-      else Check(!std::get<std::vector<TokenHash>>(r).empty());
+      auto r = ParseTokensFile(body);
+      if (auto* e = std::get_if<TokenFileError>(&r)) {
+        Check(e->line >= 1 && !e->message.empty());
+      } else {
+        const auto& terminals = std::get<std::vector<Terminal>>(r);
+        Check(!terminals.empty());
+        for (const Terminal& t : terminals) {
+          Check(!t.id.empty() && t.id.size() <= kMaxTerminalIdChars && t.routes != 0);
+          Check(t.routes <= kAllClientRoutes);
+        }
+      }
       CheckVerdictBodies(body);
       break;
     }

@@ -58,6 +58,9 @@ TEST(Config, DefaultsAreConfigs) {
   EXPECT_EQ(c.journal_max_bytes, d.journal_max_bytes);
   EXPECT_EQ(c.admin_listen, d.admin_listen);
   EXPECT_TRUE(c.cors_origins.empty());
+  EXPECT_EQ(c.rate_limit, d.rate_limit);
+  EXPECT_EQ(c.rate_burst, d.rate_burst);
+  EXPECT_TRUE(c.terminals.empty());
   const storage::StoreOptions store;
   EXPECT_EQ(d.writers, store.writers);
   EXPECT_EQ(d.batch_limit, store.batch_limit);
@@ -345,7 +348,8 @@ TEST(Config, Help) {
       {"PostgreSQL", {"database-url", "writers", "batch-limit", "queue-limit", "queue-wait", "request-timeout"}},
       {"Filter", {"capacity", "fp-target", "window", "retention", "shards", "filter", "recent-keys"}},
       {"Acknowledgement", {"ack", "flush-interval", "journal", "journal-dir", "journal-max-bytes"}},
-      {"Security", {"tls-cert", "tls-key", "tokens-file", "cors-origins", "digest-secret-file"}},
+      {"Security", {"tls-cert", "tls-key", "tokens-file", "rate-limit", "rate-burst", "cors-origins",
+                    "digest-secret-file"}},
       {"Operations", {"access-log", "help", "version"}},
   };
   std::size_t previous = 0;
@@ -399,6 +403,60 @@ TEST(Config, SecretFileAndRedaction) {
   }
   EXPECT_NE(ParseError({"--database-url", kUrl, "--digest-secret-file", path}).find("empty"), std::string::npos);
   std::remove(path.c_str());
+}
+
+// --tokens-file: terminals and routes are read at start-up; a bad line names the file and line, never the
+// hash; the description says how many tokens, never which.
+TEST(Config, TokensFileTerminals) {
+  const std::string path = ::testing::TempDir() + "/scangate_config_test_tokens";
+  const std::string hex(64, 'a');
+  {
+    std::ofstream(path, std::ios::binary) << "# tills\n" << hex << " till-01 observe,batch\n" << std::string(64, 'b') << "\n";
+  }
+  Config c = ParseOk({"--database-url", kUrl, "--tokens-file", path});
+  ASSERT_EQ(c.terminals.size(), 2u);
+  EXPECT_EQ(c.terminals[0].id, "till-01");
+  EXPECT_EQ(c.terminals[0].routes, kRouteBitObserve | kRouteBitBatch);
+  EXPECT_EQ(c.terminals[1].id, std::string(12, 'b'));
+  const std::string described = boost::json::serialize(Describe(c));
+  EXPECT_EQ(described.find(hex), std::string::npos) << described;
+  EXPECT_EQ(described.find("till-01"), std::string::npos) << described;
+  EXPECT_NE(described.find("\"tokens\":2"), std::string::npos) << described;
+  {
+    std::ofstream(path, std::ios::binary) << hex << " till/01\n";
+  }
+  const std::string err = ParseError({"--database-url", kUrl, "--tokens-file", path});
+  EXPECT_NE(err.find("--tokens-file: '" + path + "' line 1:"), std::string::npos) << err;
+  EXPECT_EQ(err.find(hex.substr(0, 12)), std::string::npos) << err;
+  std::remove(path.c_str());
+  EXPECT_NE(ParseError({"--database-url", kUrl, "--tokens-file", path}).find("cannot read"), std::string::npos);
+}
+
+// --rate-limit (0 = off) and --rate-burst (default: the rate), from the command line or the environment.
+TEST(Config, RateLimit) {
+  Config c = ParseOk({"--database-url", kUrl, "--rate-limit", "5"});
+  EXPECT_EQ(c.rate_limit, 5u);
+  EXPECT_EQ(c.rate_burst, 5u);
+  c = ParseOk({"--database-url", kUrl, "--rate-limit=20", "--rate-burst=50"});
+  EXPECT_EQ(c.rate_limit, 20u);
+  EXPECT_EQ(c.rate_burst, 50u);
+  {
+    ScopedEnv env("SCANGATE_RATE_LIMIT", "7");
+    c = ParseOk({"--database-url", kUrl});
+    EXPECT_EQ(c.rate_limit, 7u);
+    EXPECT_EQ(c.rate_burst, 7u);
+    EXPECT_EQ(ParseOk({"--database-url", kUrl, "--rate-limit", "3"}).rate_limit, 3u);  // the command line wins
+  }
+  c = ParseOk({"--database-url", kUrl, "--rate-limit", "0"});
+  EXPECT_EQ(c.rate_limit, 0u);
+  EXPECT_EQ(c.rate_burst, 0u);
+  const std::string described = boost::json::serialize(Describe(ParseOk({"--database-url", kUrl, "--rate-limit", "9"})));
+  EXPECT_NE(described.find("\"rate_limit\":9"), std::string::npos) << described;
+  EXPECT_NE(ParseError({"--database-url", kUrl, "--rate-limit", "-1"}).find("--rate-limit"), std::string::npos);
+  EXPECT_NE(ParseError({"--database-url", kUrl, "--rate-limit", "1.5"}).find("--rate-limit"), std::string::npos);
+  EXPECT_NE(ParseError({"--database-url", kUrl, "--rate-limit", "5", "--rate-burst", "0"}).find("--rate-burst"),
+            std::string::npos);
+  EXPECT_NE(ParseError({"--database-url", kUrl, "--rate-burst", "5"}).find("needs --rate-limit"), std::string::npos);
 }
 
 // Passwords are redacted by libpq's own parser (PQconninfoParse) in URI, query and keyword/value forms;

@@ -154,6 +154,47 @@ TEST(Dashboard, ServedOnMainPortWithoutAdminListener) {
   EXPECT_EQ(c.Post("/dashboard", "{}").status, 405);
 }
 
+// --rate-limit: the page lists the 429s of the terminal that flooded (from /stats rate_limit), and not the
+// other one; without the limit the card stays hidden (checked in RendersLiveStatsInChromium's DOM).
+TEST(Dashboard, RateLimitCardInChromium) {
+  ASSERT_TRUE(fs::exists(Chromium())) << Chromium() << " is missing: bash scripts/deps.sh installs chromium";
+  const fs::path tokens = ArtifactDir() / "dashboard-tokens";
+  {
+    std::FILE* f = std::fopen(tokens.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    const std::string text = Sha256Hex("dash-a") + " till-a\n" + Sha256Hex("dash-b") + " till-b\n";
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  }
+  ScangateProcess server({"--tokens-file=" + tokens.string(), "--rate-limit=5", "--rate-burst=5"});
+  ASSERT_TRUE(server.Start());
+  HttpClient c(server.port());
+  const std::string key = UniqueKey("dashboard-flood");
+  int limited = 0;
+  for (int i = 0; i < 40; ++i) {
+    const HttpResponse r = c.Request("POST", "/observe", ObserveBody(key), "application/json",
+                                     {{"Authorization", "Bearer dash-a"}});
+    if (r.status == 429) ++limited;
+    if (!r.keep_alive) c.Reconnect();  // a 429 closes the connection (its body is never read)
+  }
+  ASSERT_GT(limited, 0);
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port()) + "/dashboard";
+  const fs::path shot = ArtifactDir() / "dashboard-rate-limit.png";
+  fs::remove(shot);
+  RunChromium(url, "--screenshot=" + shot.string(), "1280,1000");
+  std::printf("dashboard screenshot (rate limit): %s\n", shot.c_str());
+  const std::string dom = RunChromium(url, "--dump-dom", "1280,800");
+  const std::string card = Tag(dom, "rate-card");
+  ASSERT_NE(card, "") << dom.substr(0, 2000);
+  EXPECT_EQ(card.find("hidden"), std::string::npos) << card;
+  EXPECT_NE(dom.find("<dt title=\"till-a\">till-a</dt><dd class=\"num\" data-value=\"" + std::to_string(limited) +
+                     "\">"),
+            std::string::npos)
+      << dom.substr(dom.find("rate-card"), 1500);
+  EXPECT_EQ(dom.find(">till-b<"), std::string::npos);
+  fs::remove(tokens);
+}
+
 // The page in Chromium shows what /stats says, and PostgreSQL going down.
 TEST(Dashboard, RendersLiveStatsInChromium) {
   ASSERT_TRUE(fs::exists(Chromium())) << Chromium() << " is missing: bash scripts/deps.sh test installs chromium";
@@ -212,6 +253,7 @@ TEST(Dashboard, RendersLiveStatsInChromium) {
   EXPECT_GE(NumAttr(dom, "lat-p99"), NumAttr(dom, "lat-p50"));
   EXPECT_GE(NumAttr(dom, "c-keys-written"), static_cast<double>(kNewKeys));
   EXPECT_NE(Tag(dom, "shard-strip"), "");
+  EXPECT_NE(Tag(dom, "rate-card").find("hidden"), std::string::npos) << "no --rate-limit: no rate-limit card";
   EXPECT_EQ(load.new_verdicts(), 0);
 
   // PostgreSQL down: the page says so within a few seconds (a fresh key makes the writers notice).

@@ -63,6 +63,7 @@ class ScangateProcess {
   int Stop();
   void Kill();  // SIGKILL and reap
   bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }  // for signals other than Stop's (SIGHUP); -1 when not running
   std::uint16_t port() const { return port_; }
   std::uint16_t admin_port() const { return admin_port_; }  // with --admin-listen (from the log), else 0
   const std::string& log_path() const { return log_path_; }

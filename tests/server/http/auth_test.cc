@@ -14,14 +14,39 @@ std::string HashHex(std::string_view token) { return ToHex(Digester::Sha256()(to
 
 TEST(Auth, ParsesHashesCommentsAndBlankLines) {
   const std::string text = "# clients\n\n  " + HashHex("a") + "  \r\n" + HashHex("b") + "  -\n#end";
-  auto r = ParseTokenHashes(text);
-  ASSERT_TRUE(std::holds_alternative<std::vector<TokenHash>>(r)) << std::get<TokenFileError>(r).message;
-  EXPECT_EQ(std::get<std::vector<TokenHash>>(r).size(), 2u);
+  auto r = ParseTokensFile(text);
+  ASSERT_TRUE(std::holds_alternative<std::vector<Terminal>>(r)) << std::get<TokenFileError>(r).message;
+  const auto& t = std::get<std::vector<Terminal>>(r);
+  ASSERT_EQ(t.size(), 2u);
+  // A hash-only line (the old format, or sha256sum's "<hash>  -"): the terminal id is the hash's first 12 chars.
+  EXPECT_EQ(t[0].id, HashHex("a").substr(0, 12));
+  EXPECT_EQ(t[1].id, HashHex("b").substr(0, 12));
+  EXPECT_EQ(t[0].routes, kAllClientRoutes);
+}
+
+// The new format: "<hash> <terminal-id> [routes]", blanks or tabs between fields.
+TEST(Auth, ParsesTerminalsAndRoutes) {
+  const std::string text = HashHex("a") + " till-01\n" + HashHex("b") + "\tPOS_2.east\tobserve,batch \n" +
+                           HashHex("c") + " audit lookup\n" + HashHex("d") + " till-01 observe\n";
+  auto r = ParseTokensFile(text);
+  ASSERT_TRUE(std::holds_alternative<std::vector<Terminal>>(r)) << std::get<TokenFileError>(r).message;
+  const auto& t = std::get<std::vector<Terminal>>(r);
+  ASSERT_EQ(t.size(), 4u);
+  EXPECT_EQ(t[0].id, "till-01");
+  EXPECT_EQ(t[0].routes, kAllClientRoutes);
+  EXPECT_EQ(t[1].id, "POS_2.east");
+  EXPECT_EQ(t[1].routes, kRouteBitObserve | kRouteBitBatch);
+  EXPECT_EQ(t[2].id, "audit");
+  EXPECT_EQ(t[2].routes, kRouteBitLookup);
+  EXPECT_EQ(t[3].id, "till-01");  // two tokens may name one terminal (rotation)
+  EXPECT_EQ(RouteBit(Route::kObserve), kRouteBitObserve);
+  EXPECT_EQ(RouteBit(Route::kLookup), kRouteBitLookup);
+  EXPECT_EQ(RouteBit(Route::kMetrics), 0);
 }
 
 TEST(Auth, RejectsMalformedLinesNamingThem) {
   auto line_of = [](const std::string& text) {
-    auto r = ParseTokenHashes(text);
+    auto r = ParseTokensFile(text);
     return std::holds_alternative<TokenFileError>(r) ? std::get<TokenFileError>(r).line : 0;
   };
   EXPECT_EQ(line_of("# c\n" + HashHex("a") + "\nnope\n"), 3u);
@@ -31,15 +56,37 @@ TEST(Auth, RejectsMalformedLinesNamingThem) {
   EXPECT_EQ(line_of("\n" + upper), 2u);                                     // upper case
   EXPECT_EQ(line_of(""), 1u);                                               // no hash at all
   EXPECT_EQ(line_of("# only a comment\n\n"), 2u);
+  EXPECT_EQ(line_of(HashHex("a") + " till/1\n"), 1u);                       // bad id character
+  EXPECT_EQ(line_of(HashHex("a") + " " + std::string(65, 'x') + "\n"), 1u);  // id too long
+  EXPECT_EQ(line_of(HashHex("a") + " " + std::string(64, 'x') + "\n"), 0u);  // 64 is fine
+  EXPECT_EQ(line_of(HashHex("a") + " t1 observe,admin\n"), 1u);             // unknown route
+  EXPECT_EQ(line_of(HashHex("a") + " t1 observe,\n"), 1u);                  // empty route name
+  EXPECT_EQ(line_of(HashHex("a") + " t1 observe extra\n"), 1u);             // a fourth field
+  EXPECT_EQ(line_of(HashHex("a") + " t1\n" + HashHex("a") + " t2\n"), 2u);  // a hash twice: ambiguous
 }
 
-TEST(Auth, VerifiesOnlyListedTokens) {
-  auto r = ParseTokenHashes(HashHex("first") + "\n" + HashHex("second") + "\n");
-  TokenVerifier v(std::get<std::vector<TokenHash>>(r));
+// Error messages never quote a hash (they end up in logs).
+TEST(Auth, ErrorsNeverQuoteTheHash) {
+  const std::string hex = HashHex("a");
+  for (const std::string& text : {hex + " bad/id", hex + " t1 nope", hex + "\n" + hex, hex + " t1 observe x"}) {
+    auto r = ParseTokensFile(text);
+    ASSERT_TRUE(std::holds_alternative<TokenFileError>(r)) << text;
+    const std::string& m = std::get<TokenFileError>(r).message;
+    EXPECT_EQ(m.find(hex.substr(0, 12)), std::string::npos) << m;
+  }
+}
+
+TEST(Auth, VerifiesOnlyListedTokensAndNamesTheTerminal) {
+  auto r = ParseTokensFile(HashHex("first") + " t-first\n" + HashHex("second") + " t-second\n" + HashHex("third"));
+  ASSERT_TRUE(std::holds_alternative<std::vector<Terminal>>(r));
+  TokenVerifier v(std::get<std::vector<Terminal>>(r));
   EXPECT_TRUE(v.enabled());
-  EXPECT_TRUE(v.Verify("first"));
-  EXPECT_TRUE(v.Verify("second"));
-  EXPECT_FALSE(v.Verify("third"));
+  ASSERT_EQ(v.Verify("first"), std::optional<std::size_t>(0));
+  ASSERT_EQ(v.Verify("second"), std::optional<std::size_t>(1));
+  ASSERT_EQ(v.Verify("third"), std::optional<std::size_t>(2));
+  EXPECT_EQ(v.terminal(*v.Verify("second")).id, "t-second");
+  EXPECT_EQ(v.terminal(*v.Verify("third")).id, HashHex("third").substr(0, 12));
+  EXPECT_FALSE(v.Verify("fourth"));
   EXPECT_FALSE(v.Verify(""));
   EXPECT_FALSE(v.Verify(HashHex("first")));  // the hash itself is not a token
   EXPECT_FALSE(TokenVerifier().enabled());

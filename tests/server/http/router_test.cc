@@ -90,10 +90,13 @@ class RouterTest : public ::testing::Test {
     if (ad.answer) return std::move(*ad.answer);
     std::optional<Router::Answer> out;
     int calls = 0;
-    router_->Handle(ad.route, req, ioc_.get_executor(), metrics_.ForThread(0), [&](Router::Answer a) {
-      ++calls;
-      out = std::move(a);
-    });
+    router_->Handle(
+        ad.route, req, ioc_.get_executor(), metrics_.ForThread(0),
+        [&](Router::Answer a) {
+          ++calls;
+          out = std::move(a);
+        },
+        ad.terminal.get());
     ioc_.restart();
     ioc_.run();
     EXPECT_EQ(calls, 1) << "exactly one answer per request";
@@ -340,10 +343,68 @@ class TokenRouterTest : public RouterTest {
     TokenHash h{};
     const Digest d = Digester::Sha256()("secret-token");
     std::copy(d.begin(), d.end(), h.begin());
-    config_.token_hashes = {h};
+    config_.terminals = {Terminal{h, "till-1", kAllClientRoutes}};
+    // SHA-256("observe-only"): may not use /lookup.
+    const Digest d2 = Digester::Sha256()("observe-only");
+    std::copy(d2.begin(), d2.end(), h.begin());
+    config_.terminals.push_back(Terminal{h, "till-2", kRouteBitObserve});
     cors_ = {kAllowed};
   }
+  static std::vector<std::pair<http::field, std::string>> Bearer(std::string token) {
+    return {{http::field::authorization, "Bearer " + token}};
+  }
 };
+
+// A token names its terminal: a body source naming another one is 403, its own or none is fine; a token
+// whose routes exclude /lookup gets 403 there.
+TEST_F(TokenRouterTest, TerminalSourceAndRoutes) {
+  auto a = Exchange(Make(http::verb::post, "/observe", R"({"key":"k1","source":"till-2"})", "application/json",
+                         Bearer("secret-token")));
+  EXPECT_EQ(a.res.result_int(), 403u);
+  EXPECT_EQ(Slug(a), "urn:scangate:problem:source-not-allowed");
+  a = Exchange(Make(http::verb::post, "/observe/batch", R"({"keys":["k2",{"key":"k3","source":"other"}]})",
+                    "application/json", Bearer("secret-token")));
+  EXPECT_EQ(a.res.result_int(), 403u);
+  EXPECT_EQ(Slug(a), "urn:scangate:problem:source-not-allowed");
+  a = Exchange(Make(http::verb::post, "/observe", R"({"key":"k4","source":"till-1"})", "application/json",
+                    Bearer("secret-token")));
+  EXPECT_EQ(a.res.result_int(), 201u);
+  a = Exchange(Make(http::verb::post, "/observe", R"({"key":"k5"})", "application/json", Bearer("observe-only")));
+  EXPECT_EQ(a.res.result_int(), 201u);
+  a = Exchange(Make(http::verb::post, "/lookup", R"({"key":"k5"})", "application/json", Bearer("observe-only")));
+  EXPECT_EQ(a.res.result_int(), 403u);
+  EXPECT_EQ(Slug(a), "urn:scangate:problem:route-not-allowed");
+  a = Exchange(Make(http::verb::post, "/observe/batch", R"({"keys":["k6"]})", "application/json",
+                    Bearer("observe-only")));
+  EXPECT_EQ(a.res.result_int(), 403u);
+}
+
+class RateLimitRouterTest : public TokenRouterTest {
+ protected:
+  RateLimitRouterTest() {
+    config_.rate_limit = 1;
+    config_.rate_burst = 2;
+  }
+};
+
+// The burst passes, the next request of that terminal is 429 + Retry-After; the other terminal is unaffected
+// and /metrics counts the 429 under the terminal's id.
+TEST_F(RateLimitRouterTest, BurstThen429PerTerminal) {
+  for (int i = 0; i < 2; ++i) {
+    auto a = Exchange(Make(http::verb::post, "/observe", R"({"key":"r)" + std::to_string(i) + R"("})",
+                           "application/json", Bearer("secret-token")));
+    EXPECT_EQ(a.res.result_int(), 201u) << i;
+  }
+  auto a = Exchange(Make(http::verb::post, "/observe", R"({"key":"r9"})", "application/json", Bearer("secret-token")));
+  EXPECT_EQ(a.res.result_int(), 429u);
+  EXPECT_EQ(Slug(a), "urn:scangate:problem:rate-limited");
+  EXPECT_EQ(a.res[http::field::retry_after], "1");
+  a = Exchange(Make(http::verb::post, "/observe", R"({"key":"r10"})", "application/json", Bearer("observe-only")));
+  EXPECT_EQ(a.res.result_int(), 201u);
+  a = Exchange(Make(http::verb::get, "/metrics", "", ""));
+  EXPECT_NE(a.res.body().find("scangate_rate_limited_total{terminal=\"till-1\"} 1\n"), std::string::npos);
+  EXPECT_EQ(a.res.body().find("terminal=\"till-2\""), std::string::npos);
+}
 
 TEST_F(TokenRouterTest, TokenRequiredButNotOnPreflight) {
   auto a = Exchange(Make(http::verb::post, "/lookup", R"({"key":"x"})"));

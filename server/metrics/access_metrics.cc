@@ -1,0 +1,33 @@
+#include "server/metrics/access_metrics.h"
+
+#include <string>
+
+namespace scangate::server {
+
+void WriteAccessMetrics(PromWriter& w, const MetricsSnapshot& s) {
+  if (!s.rate_limit) return;
+  const RateLimitStats& r = *s.rate_limit;
+  w.Header("scangate_rate_limited_total", "counter",
+           "Requests refused 429 by the rate limit (--rate-limit), by terminal (the tokens file's ids; "
+           "\"(address)\": all client addresses together when tokens are off).");
+  for (const auto& [label, n] : r.limited) w.Sample("scangate_rate_limited_total", "terminal=\"" + label + "\"", n);
+  w.Header("scangate_rate_limit_buckets", "gauge", "Rate-limit buckets held now (terminals or client addresses).");
+  w.Sample("scangate_rate_limit_buckets", "", r.buckets);
+  w.Header("scangate_rate_limit_evictions_total", "counter",
+           "Rate-limit buckets dropped before they had refilled, to keep memory bounded (many client addresses).");
+  w.Sample("scangate_rate_limit_evictions_total", "", r.evictions);
+}
+
+void AddAccessStats(boost::json::object& o, const MetricsSnapshot& s) {
+  if (!s.rate_limit) return;
+  const RateLimitStats& r = *s.rate_limit;
+  boost::json::object limited;
+  for (const auto& [label, n] : r.limited) limited[label] = n;
+  o["rate_limit"] = boost::json::object{{"per_second", s.rate_limit_per_second},
+                                        {"burst", s.rate_limit_burst},
+                                        {"buckets", r.buckets},
+                                        {"evictions", r.evictions},
+                                        {"limited", std::move(limited)}};
+}
+
+}  // namespace scangate::server

@@ -1,0 +1,20 @@
+// Access metrics: what /metrics and /stats say about the per-terminal rate limit (server/http/rate_limit.h) —
+// 429s by terminal and the buckets held. Invariant: the label set is bounded — terminal ids come from the
+// tokens file (at most kMaxRateLimitLabels, the rest as "(other)"), client addresses are never a label (one
+// "(address)" aggregate). Written only when the limiter runs (MetricsSnapshot::rate_limit set).
+// Use: from RenderPrometheus / RenderStatsJson (server/metrics/metrics.cc).
+#pragma once
+
+#include <boost/json/object.hpp>
+
+#include "server/metrics/metrics.h"
+#include "server/metrics/prom_writer.h"
+
+namespace scangate::server {
+
+// Appends scangate_rate_limited_total{terminal}, scangate_rate_limit_buckets and _evictions_total.
+void WriteAccessMetrics(PromWriter& w, const MetricsSnapshot& s);
+// Adds "rate_limit": {"per_second", "burst", "buckets", "evictions", "limited": {terminal: n}} to /stats.
+void AddAccessStats(boost::json::object& o, const MetricsSnapshot& s);
+
+}  // namespace scangate::server
