@@ -1,0 +1,58 @@
+// Describe(): the effective configuration as the start-up `config` log line shows it (server/config.h). Its own
+// unit so that the option table and its parsing (server/config.cc) keep one job. Invariant: no secret is ever
+// written — the database password redacted, the digest secret and the tokens only as "set" / a count.
+#include <boost/json/array.hpp>
+
+#include "server/config.h"
+#include "server/version.h"
+#include "storage/pg/conninfo.h"
+
+namespace scangate::server {
+
+std::string RedactDatabaseUrl(std::string_view url) { return storage::RedactConninfo(url); }
+
+boost::json::object Describe(const Config& c) {
+  boost::json::object o;
+  o["version"] = VersionLine();
+  o["config"] = c.config_file;
+  o["listen"] = c.listen;
+  o["port"] = c.port;
+  o["port_file"] = c.port_file;
+  o["threads"] = c.threads;
+  o["database_url"] = RedactDatabaseUrl(c.database_url);
+  o["capacity"] = c.capacity;
+  o["fp_target"] = c.fp_target;
+  o["window_seconds"] = c.window.count();
+  o["retention_seconds"] = c.retention.count();  // 0 = off
+  o["keys"] = c.keys == KeysMode::kGs1 ? "gs1" : "raw";
+  if (c.keys == KeysMode::kGs1) o["expiry_grace_seconds"] = c.expiry_grace.count();
+  o["shards"] = c.shards;
+  o["ack"] = c.ack == AckMode::kCommit ? "commit" : "filter";
+  o["writers"] = c.writers;
+  o["batch_limit"] = c.batch_limit;
+  o["flush_interval_us"] = c.flush_interval.count();
+  o["queue_limit"] = c.queue_limit;
+  o["request_timeout_ms"] = c.request_timeout.count();
+  o["queue_wait_ms"] = c.queue_wait.count();
+  o["digest"] = c.digest_secret.empty() ? "sha256" : "hmac-sha256";
+  o["digest_secret"] = c.digest_secret.empty() ? "unset" : "set";
+  o["filter"] = c.filter ? "on" : "off";
+  o["recent_keys"] = c.recent_keys;
+  o["access_log"] = c.access_log ? "on" : "off";
+  o["tls"] = c.tls() ? "on" : "off";
+  o["tls_cert"] = c.tls_cert;
+  o["tokens"] = c.terminals.size();   // how many, never which
+  o["tokens_file"] = c.tokens_file;
+  o["rate_limit"] = c.rate_limit;
+  o["rate_burst"] = c.rate_burst;
+  o["admin_listen"] = c.admin_listen;
+  boost::json::array cors;
+  for (const std::string& origin : c.cors_origins) cors.emplace_back(origin);
+  o["cors_origins"] = std::move(cors);
+  o["journal"] = c.ack == AckMode::kFilter ? (c.journal ? "on" : "off") : "unused";
+  o["journal_dir"] = c.journal_dir;
+  o["journal_max_bytes"] = c.journal_max_bytes;
+  return o;
+}
+
+}  // namespace scangate::server
