@@ -12,6 +12,10 @@ PACKAGES=(
   wrk curl python3 clang libclang-rt-14-dev
   libjs-dygraphs   # charting library inlined into GET /dashboard at build time (server/metrics/dashboard/)
   chromium         # headless browser for tests/server/dashboard_test
+  libsystemd-dev   # build: sd_notify(3) for the Type=notify unit (server/systemd_notify.h)
+  systemd          # test: systemd-analyze verify of deploy/debian/scangate.service (tests/debian/)
+  dpkg-dev         # package: dpkg-shlibdeps computes the .deb's Depends (scripts/package.sh, CPack)
+  debootstrap      # package test: the throwaway Debian root of deploy/debian/package_test.sh
   # High availability (deploy/, tests/ha): Patroni with its etcd backend, etcd, HAProxy.
   patroni python3-etcd python3-psycopg2 etcd-server etcd-client haproxy
 )
