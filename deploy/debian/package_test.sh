@@ -160,7 +160,7 @@ for i in 1 2; do
     --data "{\"key\":\"$key\",\"source\":\"package-test\"}" "http://127.0.0.1:$sg_port/observe"
 done | tee "$work/observe.txt"
 grep -q ' -> 201$' "$work/observe.txt" && grep -q ' -> 200$' "$work/observe.txt" || fail "POST /observe: not new then duplicate"
-echo "state directory (journal):"; (cd "$root/var/lib" && stat -c '  %A %U %N' scangate private/scangate private/scangate/*)
+echo "state directory (journal):"; (cd "$root/var/lib" && stat -c '  %A uid=%u %N' scangate private/scangate private/scangate/*)
 
 step "stop (SIGTERM, as systemctl stop)"
 kill -TERM "$scangate_pid"
