@@ -15,6 +15,7 @@ PACKAGES=(
   libsystemd-dev   # build: sd_notify(3) for the Type=notify unit (server/systemd_notify.h)
   systemd          # test: systemd-analyze verify of deploy/debian/scangate.service (tests/debian/)
   dpkg-dev         # package: dpkg-shlibdeps computes the .deb's Depends (scripts/package.sh, CPack)
+  file             # package: CPack DEB runs file(1) on the binary before dpkg-shlibdeps
   debootstrap      # package test: the throwaway Debian root of deploy/debian/package_test.sh
   # High availability (deploy/, tests/ha): Patroni with its etcd backend, etcd, HAProxy.
   patroni python3-etcd python3-psycopg2 etcd-server etcd-client haproxy
