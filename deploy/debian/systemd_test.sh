@@ -74,6 +74,7 @@ step "apt-get install ./$(basename "$deb") (systemd running)"
 in_ct sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends /tmp/scangate.deb' \
   > "$work/install.log" 2>&1 || { cat "$work/install.log"; fail "apt-get install"; }
 grep -E '^Setting up scangate' "$work/install.log"
+in_ct /usr/bin/scangate --version
 in_ct systemctl is-enabled scangate 2>&1 | sed 's/^/is-enabled after install: /' || true
 
 step "configure and start: systemctl enable --now scangate"
