@@ -1,19 +1,30 @@
-# scangate in a container: Debian bookworm, the same packages the scripts install.
+# scangate in a container: Debian bookworm. The build stage makes the Debian package (deploy/debian/package.cmake,
+# as scripts/package.sh does); the runtime stage installs it with apt, which pulls exactly the libraries its
+# Depends names (computed by dpkg-shlibdeps from the binary), so the image cannot lack one the binary links.
+# Runs as the non-root user scangate; the --ack=filter journal goes to the volume /var/lib/scangate.
+# Check: deploy/container/container_test.sh (builds this image with podman and serves /observe from it).
 FROM debian:bookworm AS build
 RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      build-essential cmake ninja-build pkg-config libboost1.81-dev libboost-json1.81-dev \
+      build-essential cmake ninja-build pkg-config file libboost1.81-dev libboost-json1.81-dev \
       libboost-program-options1.81-dev libpqxx-dev libpq-dev libssl-dev libabsl-dev libgtest-dev \
-      libgmock-dev libbenchmark-dev && rm -rf /var/lib/apt/lists/*
+      libgmock-dev libjs-dygraphs libsystemd-dev && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCANGATE_BENCH=OFF \
- && cmake --build /build --target scangate
+# The binary only (tests are configured, not built); cpack's install step builds nothing else.
+RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSCANGATE_BENCH=OFF \
+      -DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON \
+ && cmake --build /build --target scangate \
+ && cd /build && cpack -G DEB -B /package && mv /package/scangate_*.deb /scangate.deb
 
 FROM debian:bookworm-slim
+COPY --from=build /scangate.deb /tmp/scangate.deb
 RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      libboost-json1.81.0 libboost-program-options1.81.0 libpqxx-6.4 libssl3 curl \
- && rm -rf /var/lib/apt/lists/*
-COPY --from=build /build/server/scangate /usr/local/bin/scangate
-USER nobody
+      /tmp/scangate.deb curl && rm -rf /var/lib/apt/lists/* /tmp/scangate.deb \
+ && useradd --system --uid 10001 --user-group --home-dir /var/lib/scangate --shell /usr/sbin/nologin scangate \
+ && install -d -m 0700 -o scangate -g scangate /var/lib/scangate
+# Used with SCANGATE_ACK=filter only (the default, commit, keeps no journal).
+ENV SCANGATE_JOURNAL_DIR=/var/lib/scangate/journal
+VOLUME /var/lib/scangate
+USER scangate
 EXPOSE 8080
-ENTRYPOINT ["/usr/local/bin/scangate"]
+ENTRYPOINT ["/usr/bin/scangate"]

@@ -3,7 +3,8 @@
 #   scripts/deps.sh build        build scangate and serve it (scripts/run.sh): compiler, libraries, PostgreSQL
 #   scripts/deps.sh build test   + what the tests need (scripts/test.sh): GoogleTest, benchmarks, clang, Chromium
 #   scripts/deps.sh ha           what high availability needs (deploy/): Patroni, etcd, HAProxy
-#   scripts/deps.sh              every set (build test ha)
+#   scripts/deps.sh build package  + the Debian package's tools (scripts/package.sh): dpkg-dev, file, debootstrap
+#   scripts/deps.sh              every set (build test ha package)
 # Idempotent: a second run on a provisioned machine calls no apt at all.
 set -euo pipefail
 
@@ -14,6 +15,7 @@ BUILD_PACKAGES=(
   libpqxx-dev libpq-dev libssl-dev libabsl-dev
   libjs-dygraphs   # charting library inlined into GET /dashboard at build time (server/metrics/dashboard/)
   postgresql-15 postgresql-client-15   # scripts/run.sh's own cluster (scripts/data.sh, scripts/pg.sh)
+  libsystemd-dev     # sd_notify(3) for the Type=notify unit (server/systemd_notify.h)
 )
 
 # test: what scripts/test.sh needs on top of build. One package per line: add new ones here.
@@ -29,6 +31,14 @@ TEST_PACKAGES=(
   curl               # tests/scripts/run_test.sh, bench/run.sh
   wrk                # HTTP load generator of bench/run.sh
   prometheus         # promtool for tests/deploy/prometheus_rules_test.sh (deploy/prometheus/ rules)
+  systemd            # systemd-analyze verify of deploy/debian/scangate.service (tests/debian/)
+)
+
+# package: what scripts/package.sh and the package's install test need on top of build.
+PACKAGE_PACKAGES=(
+  dpkg-dev           # dpkg-shlibdeps computes the .deb's Depends (CPack DEB)
+  file               # CPack DEB runs file(1) on the binary before dpkg-shlibdeps
+  debootstrap        # the throwaway Debian root of deploy/debian/package_test.sh
 )
 
 # ha: Patroni with its etcd backend, etcd, HAProxy (deploy/cluster.sh, deploy/ha_test.sh).
@@ -38,14 +48,15 @@ HA_PACKAGES=(
 )
 
 sets=("$@")
-if ((${#sets[@]} == 0)); then sets=(build test ha); fi
+if ((${#sets[@]} == 0)); then sets=(build test ha package); fi
 wanted=()
 for s in "${sets[@]}"; do
   case $s in
     build) wanted+=("${BUILD_PACKAGES[@]}") ;;
     test) wanted+=("${TEST_PACKAGES[@]}") ;;
     ha) wanted+=("${HA_PACKAGES[@]}") ;;
-    *) echo "scripts/deps.sh: unknown set '$s' (expected build, test or ha)" >&2; exit 2 ;;
+    package) wanted+=("${PACKAGE_PACKAGES[@]}") ;;
+    *) echo "scripts/deps.sh: unknown set '$s' (expected build, test, ha or package)" >&2; exit 2 ;;
   esac
 done
 

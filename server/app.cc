@@ -50,6 +50,11 @@ constexpr auto kStatementTimeoutMargin = std::chrono::seconds(2);
 // tcp_user_timeout: at least this, and never below the statement_timeout (a slow statement is not a
 // dead peer; unacknowledged data for this long is).
 constexpr auto kTcpUserTimeoutMin = std::chrono::seconds(10);
+// systemd: until READY=1, every start-up retry and maintenance tick extends the unit's start timeout by this
+// much (EXTEND_TIMEOUT_USEC): a start-up that still makes progress (waiting for PostgreSQL, warm-loading) is
+// not killed, one stuck for this long is. Above kStartBackoffMax (the longest pause between two messages).
+constexpr auto kStartTimeoutExtension = std::chrono::seconds(30);
+static_assert(kStartTimeoutExtension > kStartBackoffMax, "a retry pause must not outlast the extension");
 
 // Open-file limit: one descriptor per connection; raise the soft limit to the hard one.
 void RaiseNoFileLimit() {
@@ -123,6 +128,7 @@ int App::Run() {
   if (auto exit = Listen()) return *exit;
   StartWarmLoad();
   ScheduleMaintenance();
+  ReportReadiness();  // at once: a quick warm start need not wait for the first tick
   if (!stop_requested_.load()) main_ioc_.run();
   Shutdown();
   return 0;
@@ -136,6 +142,7 @@ void App::WaitForSignal() {
       return WaitForSignal();
     }
     Log(LogLevel::kInfo, "shutdown", {{"phase", "signal"}, {"signal", signo}});
+    notify_.Stopping("stopping: draining in-flight requests");
     stop_requested_.store(true);
     main_ioc_.stop();
   });
@@ -161,6 +168,7 @@ void App::ReloadTokens() {
 }
 
 bool App::PauseUnlessStopped(std::chrono::milliseconds pause) {
+  notify_.ExtendStartTimeout(kStartTimeoutExtension);  // still trying: systemd keeps waiting
   main_ioc_.run_for(pause);  // returns early when SIGTERM/SIGINT stops it
   return !stop_requested_.load();
 }
@@ -221,6 +229,7 @@ std::optional<int> App::StartStore() {
           Log(LogLevel::kWarn, "pg_state",
               {{"state", "down"}, {"error", cause}, {"sqlstate", sqlstate}, {"attempt", attempt},
                {"retry_in_ms", retry_in.count()}});
+          notify_.Status("starting: waiting for PostgreSQL (attempt " + std::to_string(attempt) + ")");
           store_.reset();
           return false;
         },
@@ -264,6 +273,7 @@ std::optional<int> App::OpenJournal() {
         },
         [this](std::chrono::milliseconds pause) { return PauseUnlessStopped(pause); });
     if (!identified) return std::nullopt;  // stopped by a signal: Run() sees the stop
+    notify_.Status("starting: replaying the journal");
     journal_ = std::make_unique<storage::JournalDrain>(*store_, jo);
     journal_->Start([this](std::span<const Digest> digests) { filter_->InsertBatchConcurrently(digests); });
     const auto js = journal_->Stats();
@@ -341,6 +351,7 @@ std::optional<int> App::Listen() {
     fields["admin_port"] = server_->admin_port();
   }
   Log(LogLevel::kInfo, "listening", std::move(fields));
+  notify_.Status("starting: listening on port " + std::to_string(server_->port()) + ", warm start");
   return std::nullopt;
 }
 
@@ -398,8 +409,23 @@ void App::ScheduleMaintenance() {
       pg_up_ = up;
       Log(up ? LogLevel::kInfo : LogLevel::kWarn, "pg_state", {{"state", up ? "up" : "down"}});
     }
+    ReportReadiness();
     ScheduleMaintenance();
   });
+}
+
+void App::ReportReadiness() {
+  notify_.Watchdog();  // this tick ran: the main event loop is alive
+  const bool ready = service_->ready();
+  if (ready && !notify_.ready_sent()) {
+    notify_.Ready("ready: serving on port " + std::to_string(server_->port()));
+  } else if (!notify_.ready_sent()) {
+    notify_.ExtendStartTimeout(kStartTimeoutExtension);  // warm start or journal replay still running
+  } else if (ready != ready_reported_) {
+    notify_.Status(ready ? "ready: serving on port " + std::to_string(server_->port())
+                         : std::string(store_->up() ? "not ready: journal replay" : "not ready: PostgreSQL down"));
+  }
+  ready_reported_ = ready;
 }
 
 void App::Shutdown() {

@@ -7,6 +7,9 @@
 // pg_state transitions, telemetry); SIGHUP rereads --tokens-file (the tokens in force stay when it fails).
 // Shutdown on SIGTERM/SIGINT: stop accepting, drain in-flight requests
 // (<= kDrainDeadline), flush the journal and the Store's write-behind, final checkpoint, stop the I/O threads.
+// Under systemd (Type=notify, server/systemd_notify.h): STATUS= at each start-up step, READY=1 at the first
+// maintenance tick that finds Service::ready() (what /readyz answers 200 on), WATCHDOG=1 from every maintenance
+// tick (so only while the main event loop runs), STOPPING=1 when the signal arrives.
 // Invariant: nothing is torn down before what uses it — the reverse of the start-up order.
 #pragma once
 
@@ -22,6 +25,7 @@
 #include "core/digest.h"
 #include "core/filter.h"
 #include "server/config.h"
+#include "server/systemd_notify.h"
 #include "storage/store.h"
 
 namespace scangate::storage {
@@ -63,6 +67,8 @@ class App {
   std::optional<int> Listen();
   void StartWarmLoad();
   void ScheduleMaintenance();
+  // systemd: the watchdog ping, READY=1 once ready, STATUS= at each readiness change. Main thread.
+  void ReportReadiness();
   void Shutdown();
   // SIGINT/SIGTERM: stop; SIGHUP: ReloadTokens, then wait again.
   void WaitForSignal();
@@ -77,6 +83,8 @@ class App {
   boost::asio::steady_timer tick_{main_ioc_};
   std::atomic<bool> stop_requested_{false};
   bool pg_up_ = true;  // the last pg_state logged by the maintenance timer
+  SystemdNotifier notify_;
+  bool ready_reported_ = false;  // the readiness in the last STATUS= sent
 
   std::unique_ptr<ShardedFilter> filter_;
   std::optional<Digester> digester_;
