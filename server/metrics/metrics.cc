@@ -168,6 +168,8 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   for (std::size_t i = 0; i < s.shards.size(); ++i) {
     w.Sample("scangate_filter_fill_ratio", "shard=\"" + std::to_string(i) + "\"", s.shards[i].fill_ratio);
   }
+  w.Header("scangate_filter_fp_target", "gauge", "--fp-target: the false-positive rate the filter is sized for.");
+  w.Sample("scangate_filter_fp_target", "", s.filter_fp_target);
   w.Header("scangate_filter_estimated_fp", "gauge", "Estimated false-positive rate of a query, by shard.");
   for (std::size_t i = 0; i < s.shards.size(); ++i) {
     w.Sample("scangate_filter_estimated_fp", "shard=\"" + std::to_string(i) + "\"", s.shards[i].estimated_fp);
@@ -235,6 +237,9 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
     w.Sample("scangate_journal_rejected_total", "", j.journal.rejected);
     w.Header("scangate_journal_bytes", "gauge", "Journal bytes past the checkpoint (bounded by --journal-max-bytes).");
     w.Sample("scangate_journal_bytes", "", j.journal.disk_bytes);
+    w.Header("scangate_journal_max_bytes", "gauge",
+             "--journal-max-bytes: scangate_journal_bytes' bound; past it records wait, then 503.");
+    w.Sample("scangate_journal_max_bytes", "", j.journal.max_bytes);
     w.Header("scangate_journal_backlog", "gauge", "Journalled keys not yet committed in PostgreSQL.");
     w.Sample("scangate_journal_backlog", "", j.pending);
     w.Header("scangate_journal_waiting", "gauge", "Records waiting for journal space.");

@@ -392,6 +392,7 @@ std::string Journal::unusable_cause() const {
 
 JournalStats Journal::Stats() const {
   JournalStats s;
+  s.max_bytes = options_.max_bytes;
   {
     const MutexLock lk(&mu_);
     s.disk_bytes = next_lsn_ - checkpoint_lsn_;

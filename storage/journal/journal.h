@@ -113,6 +113,7 @@ struct JournalStats {
   std::uint64_t appended = 0, groups = 0, syncs_failed = 0, rejected = 0, checkpoints = 0;
   std::uint64_t segments_deleted = 0;
   std::uint64_t disk_bytes = 0;        // LSN bytes from the checkpoint to the end (not yet applied + not yet checkpointed)
+  std::uint64_t max_bytes = 0;         // JournalOptions::max_bytes: disk_bytes' bound
   std::uint64_t outstanding = 0;       // records appended (or recovered) and not yet Applied()
   std::uint64_t parked = 0;            // records waiting for space
   bool usable = true;                  // see Journal::usable()
