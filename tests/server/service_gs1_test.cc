@@ -255,7 +255,7 @@ TEST_P(Gs1, PackWithExpiryIsKeptUntilItsOwnHorizon) {
       std::chrono::duration_cast<std::chrono::microseconds>(month_start.time_since_epoch()).count();
   constexpr std::int64_t kPackHorizonUs = 8'000'000;
   const std::int64_t grace_s = (t0 + kPackHorizonUs - month_start_us) / 1'000'000 + 1;
-  char exp[8];
+  char exp[32];  // YYMMDD; room for any int the format could print
   // The previous month's last day (January: December of last year).
   std::snprintf(exp, sizeof exp, "%02d%02u%02u", static_cast<int>(last_of_prev.year()) % 100,
                 static_cast<unsigned>(last_of_prev.month()), static_cast<unsigned>(last_of_prev.day()));
