@@ -609,6 +609,14 @@ int PgClusterStart() {
   return std::system(cmd.c_str());
 }
 
+double ScrapeMetric(HttpClient& c, std::string_view name) {
+  const HttpResponse r = c.Get("/metrics");
+  EXPECT_EQ(r.status, 200) << r;
+  const auto v = MetricValue(r.body, name);
+  EXPECT_TRUE(v.has_value()) << name << " missing from /metrics";
+  return v.value_or(-1);
+}
+
 ObserveAnswer ReadObserveAnswer(const HttpResponse& r) {
   ObserveAnswer a;
   a.status = r.status;

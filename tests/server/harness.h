@@ -169,5 +169,8 @@ int PgClusterStart();
 
 // Value of an unlabelled Prometheus sample `name` in a /metrics text; nullopt when absent.
 std::optional<double> MetricValue(const std::string& metrics_text, std::string_view name);
+// GET /metrics on `c` and the value of `name` (a labelled sample as `name{l="v"}`); a test failure and -1 when
+// the request fails or the sample is absent.
+double ScrapeMetric(HttpClient& c, std::string_view name);
 
 }  // namespace scangate::it

@@ -59,13 +59,7 @@ std::vector<std::string> Spellings(const std::string& serial) {
 using Seen = ObserveAnswer;
 Seen Observe(HttpClient& c, const std::string& key) { return ObserveKey(c, key); }
 
-double Metric(HttpClient& c, std::string_view name) {
-  const HttpResponse r = c.Get("/metrics");
-  EXPECT_EQ(r.status, 200) << r;
-  const auto v = MetricValue(r.body, name);
-  EXPECT_TRUE(v.has_value()) << name << " missing from /metrics";
-  return v.value_or(-1);
-}
+double Metric(HttpClient& c, std::string_view name) { return ScrapeMetric(c, name); }
 
 class Gs1 : public ::testing::TestWithParam<const char*> {
  protected:

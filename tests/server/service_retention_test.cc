@@ -133,13 +133,7 @@ std::string RecordFresh(HttpClient& c, const std::string& key) {
   return d.first_seen;
 }
 
-double Metric(HttpClient& c, std::string_view name) {
-  const HttpResponse r = c.Get("/metrics");
-  EXPECT_EQ(r.status, 200) << r;
-  const auto v = MetricValue(r.body, name);
-  EXPECT_TRUE(v.has_value()) << name << " missing from /metrics";
-  return v.value_or(-1);
-}
+double Metric(HttpClient& c, std::string_view name) { return ScrapeMetric(c, name); }
 
 // Waits (bounded) until the warm start finished: the filter's answers are trusted from then on.
 ::testing::AssertionResult WaitWarm(HttpClient& c) {
