@@ -35,7 +35,7 @@ KeyReader::KeyReader(Digester digester, KeysMode mode, std::chrono::seconds grac
       horizons_(horizons),
       now_us_(std::move(now_us)) {}
 
-std::variant<ScanKey, Problem> KeyReader::Read(std::string_view key, std::string_view where) const {
+std::variant<ScanKey, Problem> KeyReader::Read(std::string_view key) const {
   ScanKey k;
   if (mode_ == KeysMode::kRaw) {
     k.digest = digester_(key);
@@ -43,7 +43,7 @@ std::variant<ScanKey, Problem> KeyReader::Read(std::string_view key, std::string
     return k;
   }
   std::variant<gs1::Pack, gs1::Error> parsed = gs1::Parse(key, YearOf(now_us_()));
-  if (auto* e = std::get_if<gs1::Error>(&parsed)) return Problem::InvalidGs1(e->ai, std::string(where) + e->detail);
+  if (auto* e = std::get_if<gs1::Error>(&parsed)) return Problem::InvalidGs1(e->ai, e->detail);
   const gs1::Pack& pack = std::get<gs1::Pack>(parsed);
   k.digest = digester_(gs1::Identity(pack));
   // The lot is digested under its AI ("10" + lot) with the keys' digester: never raw in the database.

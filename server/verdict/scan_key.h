@@ -40,9 +40,9 @@ class KeyReader {
   KeyReader(Digester digester, KeysMode mode, std::chrono::seconds grace, bool horizons = true,
             NowUs now_us = SystemNowUs);
 
-  // The key's digest and attributes, or (gs1) a 400 invalid-gs1 problem naming the AI; `where` prefixes the
-  // detail ("keys[3]: " in a batch). Thread-safe. Throws only on digest failure (-> 500).
-  std::variant<ScanKey, Problem> Read(std::string_view key, std::string_view where = {}) const;
+  // The key's digest and attributes, or (gs1) a 400 invalid-gs1 problem naming the AI. Thread-safe. Throws
+  // only on digest failure (-> 500).
+  std::variant<ScanKey, Problem> Read(std::string_view key) const;
 
   // The recent-set key of `identity` recorded with `recorded`'s lot and expiry (ScanKey::recent_digest).
   // Thread-safe.
@@ -53,6 +53,8 @@ class KeyReader {
   static std::uint8_t Mismatch(const storage::PackAttrs& scan, const storage::PackAttrs& recorded);
 
   KeysMode mode() const { return mode_; }
+  // The system clock in µs since the epoch: the verdict logic's one clock read (the first_seen of records this
+  // instance makes, the horizons' edges, AI 17's century). Thread-safe.
   static std::int64_t SystemNowUs();
 
  private:

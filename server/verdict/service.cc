@@ -47,10 +47,8 @@ std::int64_t Service::ExpiredBeforeUs(std::int64_t now_us) const {
 }
 
 std::int64_t Service::ExpiredBeforeUs() const {
-  if (retention_.count() <= 0) return std::numeric_limits<std::int64_t>::min();
-  return ExpiredBeforeUs(std::chrono::duration_cast<std::chrono::microseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count());
+  if (retention_.count() <= 0) return std::numeric_limits<std::int64_t>::min();  // no clock read when off
+  return ExpiredBeforeUs(KeyReader::SystemNowUs());
 }
 
 bool Service::RecentKnown(const Digest& d, std::int64_t keep_until_us, Verdict& v, ThreadCounters& counters) {
@@ -96,8 +94,11 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
   // the batch 400, before anything of the batch is recorded.
   std::vector<ScanKey> keys(n);
   for (std::size_t i = 0; i < n; ++i) {
-    std::variant<ScanKey, Problem> read = keys_.Read(batch.entries[i].key, "keys[" + std::to_string(i) + "]: ");
-    if (auto* p = std::get_if<Problem>(&read)) return done(std::move(*p));
+    std::variant<ScanKey, Problem> read = keys_.Read(batch.entries[i].key);
+    if (auto* p = std::get_if<Problem>(&read)) {
+      p->detail = "keys[" + std::to_string(i) + "]: " + p->detail;  // which entry, as the parser's problems say
+      return done(std::move(*p));
+    }
     keys[i] = std::move(std::get<ScanKey>(read));
   }
   std::vector<Digest> digests(n);

@@ -52,11 +52,6 @@ constexpr std::string_view kBatchDeadlineInFlightDetail =
     "PostgreSQL did not answer within the request timeout while keys of this batch were in a transaction: "
     "they may have been recorded, and a retry may answer duplicate with a first_seen inside this attempt";
 
-// Now as µs since the epoch: the first_seen of a key this instance records itself (write-behind, journal).
-std::int64_t NowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // Store route of a digest: its first four bytes (uniform for SHA-256/HMAC output).
 std::uint32_t RouteOfDigest(const Digest& d) {
@@ -153,7 +148,8 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
   // filter is on). An untrusted negative goes on to the exact path: queued behind any write-behind row of
   // this digest (same route, FIFO), so a key the filter forgot within the window is answered duplicate.
   if (ack_ == AckMode::kFilter && filter_said_new) {
-    const std::int64_t now_us = NowUs();  // first_seen of the journal record / write-behind row and the set
+    // first_seen of the journal record / write-behind row and the set
+    const std::int64_t now_us = KeyReader::SystemNowUs();
     if (journal_ != nullptr) {
       if (journal_->usable() && JournalNew(call, i, d, source, now_us)) return;
       // The journal is unusable (a fault; it heals by itself): PostgreSQL decides, as with --ack=commit.

@@ -92,13 +92,13 @@ TEST(KeyReader, CenturyFollowsTheClock) {
 
 TEST(KeyReader, NotAPackIsA400NamingTheAi) {
   const KeyReader r = Gs1Reader();
-  auto v = r.Read("010036141403000721SN1", "keys[2]: ");  // check digit 7, not 8
+  auto v = r.Read("010036141403000721SN1");  // check digit 7, not 8
   ASSERT_TRUE(std::holds_alternative<Problem>(v));
   const Problem& p = std::get<Problem>(v);
   EXPECT_EQ(p.status, 400u);
   EXPECT_EQ(p.slug, "invalid-gs1");
   EXPECT_EQ(p.ai, "01");
-  EXPECT_EQ(p.detail.rfind("keys[2]: ", 0), 0u) << p.detail;
+  EXPECT_NE(p.detail.find("01"), std::string::npos) << "the detail names the AI: " << p.detail;
   EXPECT_EQ(p.detail.find("SN1"), std::string::npos) << "the key is never echoed: " << p.detail;
   auto missing = r.Read("010036141403000817271231");
   ASSERT_TRUE(std::holds_alternative<Problem>(missing));
