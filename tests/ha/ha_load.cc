@@ -155,22 +155,29 @@ std::optional<std::string> HaLoad::NextKey(std::mt19937_64& rng, bool& retransmi
 
 void HaLoad::Worker(int index) {
   std::mt19937_64 rng(0x4a11'0000ull + static_cast<std::uint64_t>(index));
-  const std::uint16_t port = ports_[static_cast<std::size_t>(index) % ports_.size()];
-  std::unique_ptr<it::HttpClient> client;
+  std::vector<std::unique_ptr<it::HttpClient>> clients(ports_.size());  // one per port, opened on first use
   while (!stop_) {
-    if (!client) {
-      try {
-        client = std::make_unique<it::HttpClient>(port);
-      } catch (const std::exception&) {
-        std::this_thread::sleep_for(kReconnectBackoff);
-        continue;
-      }
-    }
     bool retransmit = false;
     std::optional<std::string> key = NextKey(rng, retransmit);
     if (!key) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
       continue;
+    }
+    const std::size_t target = options_.key_affinity ? std::hash<std::string>{}(*key) % ports_.size()
+                                                     : static_cast<std::size_t>(index) % ports_.size();
+    auto& client = clients[target];
+    if (!client) {
+      try {
+        client = std::make_unique<it::HttpClient>(ports_[target]);
+      } catch (const std::exception&) {  // nothing sent: a retransmission stays pending, a fresh key is dropped
+        if (retransmit) {
+          std::lock_guard lock(mu_);
+          pending_.push_front(*key);
+        }
+        --inflight_;
+        std::this_thread::sleep_for(kReconnectBackoff);
+        continue;
+      }
     }
     ++requests_;
     const auto start = Clock::now();
@@ -180,7 +187,8 @@ void HaLoad::Worker(int index) {
       const it::HttpResponse r = client->Post("/observe", it::ObserveBody(*key));
       const auto end = Clock::now();
       ledger_.Record(*key, &r, start, end, index);
-      timeline_.Add({start, end, r.status, r.status == 503 ? ProblemSlug(r.body) : std::string(), *key});
+      timeline_.Add({start, end, r.status, r.status == 503 ? ProblemSlug(r.body) : std::string(), *key,
+                     r.has_header("retry-after")});
       if (Ok(r.status)) {
         ++verdicts_;
         if (r.status == 201 || retransmit) {
@@ -195,7 +203,7 @@ void HaLoad::Worker(int index) {
     } catch (const std::exception& e) {
       const auto end = Clock::now();
       ledger_.Record(*key, nullptr, start, end, index, e.what());
-      timeline_.Add({start, end, 0, "", *key});
+      timeline_.Add({start, end, 0, "", *key, false});
       requeue = true;
       client.reset();
       backoff = kReconnectBackoff;

@@ -30,6 +30,7 @@ struct Event {
   int status = 0;
   std::string problem;
   std::string key;
+  bool retry_after = false;  // the response carried a Retry-After header
 };
 
 // Thread-safe list of events.
@@ -64,9 +65,13 @@ struct HaLoadOptions {
   double repeat_fraction = 0.3;
   std::string key_tag = "ha";
   std::chrono::microseconds pause{2000};  // per worker between requests: a steady, not saturating, load
+  // false: worker i talks to ports[i % ports.size()], so a repeat often meets another instance than its
+  // first observation (--ack=commit). true: every key goes to ports[hash(key) % ports.size()], the key
+  // routing --ack=filter needs behind a load balancer (deploy/haproxy.cfg hashes the key the same way).
+  bool key_affinity = false;
 };
 
-// `threads` workers, worker i talking to ports[i % ports.size()] over keep-alive connections. Each
+// `threads` workers over keep-alive connections (port per worker or per key: key_affinity). Each
 // iteration picks a key waiting for retransmission (last attempt ambiguous: 503 or connection error),
 // else a repeat of an answered key (repeat_fraction), else a fresh one.
 class HaLoad {

@@ -235,6 +235,10 @@ std::uint64_t Ledger::CountOutcome(AttemptOutcome o) const {
 }
 
 LedgerCheck Ledger::Check(it::Pg& pg) const {
+  return Check([&pg](const std::vector<std::string>& hexes) { return pg.CountDigests(hexes); });
+}
+
+LedgerCheck Ledger::Check(const DigestCounter& count) const {
   std::lock_guard lock(mu_);
   LedgerCheck c;
   c.bad_bodies = bad_bodies_;
@@ -325,10 +329,10 @@ LedgerCheck Ledger::Check(it::Pg& pg) const {
     std::vector<std::string> hexes;
     const std::size_t end = std::min(with_verdict.size(), i + kPgCheckChunk);
     for (std::size_t j = i; j < end; ++j) hexes.push_back(it::Sha256Hex(*with_verdict[j]));
-    const auto present = pg.CountDigests(hexes);
+    const auto present = count(hexes);
     if (present == static_cast<std::int64_t>(hexes.size())) continue;
     for (std::size_t j = i; j < end; ++j) {
-      if (pg.CountDigest(hexes[j - i]) == 0) {
+      if (count({hexes[j - i]}) == 0) {
         ++c.verdict_keys_missing_in_pg;
         example("answered but not in PostgreSQL:", *with_verdict[j], by_key_.at(*with_verdict[j]));
       }
@@ -339,9 +343,9 @@ LedgerCheck Ledger::Check(it::Pg& pg) const {
     std::vector<std::string> hexes;
     const std::size_t end = std::min(only_definite_503.size(), i + kPgCheckChunk);
     for (std::size_t j = i; j < end; ++j) hexes.push_back(it::Sha256Hex(*only_definite_503[j]));
-    if (pg.CountDigests(hexes) == 0) continue;
+    if (count(hexes) == 0) continue;
     for (std::size_t j = i; j < end; ++j) {
-      if (pg.CountDigest(hexes[j - i]) != 0) {
+      if (count({hexes[j - i]}) != 0) {
         ++c.definite_503_keys_in_pg;
         example("in PostgreSQL although every attempt was a definite 503:", *only_definite_503[j],
                 by_key_.at(*only_definite_503[j]));

@@ -99,7 +99,14 @@ class Ledger {
               int instance, const std::string& error = {});
   // Keys that have at least one 201/200 answer (for picking repeats).
   std::vector<std::string> AnsweredKeys() const;
-  // Checks every invariant; queries PostgreSQL for every key that got a verdict.
+  // How many of `hexes` (SHA-256 digests, lowercase hex) the exact store holds; one call per chunk of at most
+  // a few thousand digests, and per single digest when a chunk comes up short. Lets a check run against a
+  // store that is not one database (tests/partitions: each digest looked up on the partition its hash names).
+  using DigestCounter = std::function<std::int64_t(const std::vector<std::string>& hexes)>;
+  // Checks every invariant; `count` answers whether the keys with a verdict (and those that only got
+  // definite 503s) are in the store.
+  LedgerCheck Check(const DigestCounter& count) const;
+  // The same against one PostgreSQL (pg.CountDigests).
   LedgerCheck Check(it::Pg& pg) const;
   std::uint64_t attempts() const;
   std::uint64_t CountOutcome(AttemptOutcome o) const;
