@@ -92,6 +92,7 @@ apply_migrations() {  # PORT DB
   local script f base version name
   script=$(mktemp)
   {
+    echo "SET LOCAL client_min_messages = warning;"
     echo "SELECT pg_advisory_xact_lock($MIGRATION_LOCK);"
     echo "CREATE TABLE IF NOT EXISTS schema_migrations (version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());"
     for f in "$root"/sql/[0-9]*_*.sql; do  # NNN zero-padded: the glob's order is the numeric order
@@ -205,7 +206,10 @@ cmd_stop() {
   [[ -d $DIR ]] || return 0
   local d
   for d in "$DIR"/proxy/data "$DIR"/s*/data; do
-    [[ -f $d/PG_VERSION ]] && { "$root/scripts/pg.sh" stop "$d" || true; }
+    # A killed postmaster leaves its postmaster.pid: pg_ctl would only complain; the sweep below ends the rest.
+    if [[ -f $d/postmaster.pid ]] && kill -0 "$(head -1 "$d/postmaster.pid")" 2>/dev/null; then
+      "$root/scripts/pg.sh" stop "$d" || true
+    fi
   done
   # Whatever survived (a killed postmaster's backends, a cluster pg_ctl could not stop): kill -9 by pid.
   local left
