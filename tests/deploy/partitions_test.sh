@@ -8,6 +8,8 @@
 #   - scangate_lookup finds a present key and no absent one;
 #   - kill-server / start-server: while server 0 is down its partitions' keys fail and server 1's are answered;
 #     afterwards all are answered again;
+#   - move (fenced) of partition 0 to server 1: a proxy session open across it keeps finding the partition's
+#     keys (PL/Proxy follows ALTER SERVER), the old copy is gone, no row lost;
 #   - stop leaves no PostgreSQL process of the folder, and stop --clean removes it.
 #   tests/deploy/partitions_test.sh [source dir]     (ctest: partitions_test)
 # Needs postgresql-15 and postgresql-15-plproxy (scripts/deps.sh installs them; partitions.sh start checks).
@@ -101,6 +103,22 @@ fi
 [[ $(proxy "SELECT count(*) FROM scangate_lookup($(key "$k0"))") == 1 ]] ||
   fail "a key of server 0 was not answered after start-server"
 [[ $(proxy "SELECT sum(keys) FROM scangate_count()") == 200 ]] || fail "rows lost across kill -9 / restart"
+
+echo "== move partition 0 to server 1, one proxy session across the move"
+from=$(awk '$1 == 0 {print $3}' "$dir/map")
+k_p0=$(awk '$1 == 0 {print NR; exit}' "$work/expected")  # the first key of partition 0 (line i = key i)
+moved=$("$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -tA "$url" 2>&1 <<SQL
+SELECT 'before', count(*) FROM scangate_lookup($(key "$k_p0"));
+\\! "$script" move "$dir" 0 1 >/dev/null 2>&1 || echo MOVE-FAILED
+SELECT 'after', count(*) FROM scangate_lookup($(key "$k_p0"));
+SQL
+) || fail "lookup across the move failed: $moved"
+[[ $moved == *"before|1"*"after|1"* && $moved != *MOVE-FAILED* ]] || fail "lookup across the move: $moved"
+[[ $(awk '$1 == 0 {print $2}' "$dir/map") == 1 ]] || fail "DIR/map does not put partition 0 on server 1: $(cat "$dir/map")"
+[[ -z $("$PGBIN/psql" -X -tA -h 127.0.0.1 -p "$from" -U postgres -d postgres -c "SELECT datname FROM pg_database WHERE datname LIKE 'scangate_p0%'") ]] ||
+  fail "the old copy of partition 0 is still on server 0"
+on_partition 0 "SELECT 1" >/dev/null || fail "partition 0 not reachable where the map says"
+[[ $(proxy "SELECT sum(keys) FROM scangate_count()") == 200 ]] || fail "rows lost by the move"
 
 echo "== stop"
 "$script" stop "$dir"
