@@ -130,7 +130,7 @@ write_map() {  # regenerates DIR/map from the proxy's foreign server (the map in
     "SELECT split_part(o, '=', 1), substr(o, strpos(o, '=') + 1) FROM pg_foreign_server s, unnest(s.srvoptions) o
      WHERE s.srvname = 'scangate' AND o ~ '^p[0-9]+='" |
     while IFS='|' read -r key ci; do
-      k=${key#p} server=?
+      k=${key#p} server='?'
       port=$(sed -nE 's/.*port=([0-9]+).*/\1/p' <<<"$ci")
       for i in "${!SERVER_PORT[@]}"; do [[ ${SERVER_PORT[i]} == "$port" ]] && server=$i; done
       echo "$k $server $port $ci"
@@ -148,14 +148,14 @@ cmd_start() {
       *) die "start: unknown option $1" ;;
     esac
   done
+  [[ $servers =~ ^[0-9]+$ ]] && ((servers >= 1)) || die "--servers must be >= 1"
+  [[ $parts =~ ^[0-9]+$ ]] && ((parts >= 1 && (parts & (parts - 1)) == 0)) || die "--partitions must be a power of two >= 1 (PL/Proxy's hash & (P - 1))"
   bash "$root/scripts/deps.sh" build partitions
   mkdir -p "$DIR"; chmod 755 "$DIR"
   if [[ -f $DIR/servers ]]; then
     log "$DIR already holds a cluster: starting it as laid out (options ignored)"
     load
   else
-    [[ $servers =~ ^[0-9]+$ ]] && ((servers >= 1)) || die "--servers must be >= 1"
-    [[ $parts =~ ^[0-9]+$ ]] && ((parts >= 1 && (parts & (parts - 1)) == 0)) || die "--partitions must be a power of two >= 1 (PL/Proxy's hash & (P - 1))"
     ((parts >= servers)) || log "note: $parts partitions on $servers servers leaves servers without a partition"
     [[ -n $base ]] || base=$(free_block $((servers + 1)))
     PROXY_PORT=$base PROXY_DATA=$DIR/proxy/data
@@ -226,7 +226,7 @@ cmd_stop() {
 
 cmd_status() {
   load
-  local i state
+  local i
   state() { if up "$1"; then echo up; else echo DOWN; fi; }
   echo "proxy    port $PROXY_PORT  $(state "$PROXY_PORT")  $PROXY_DATA"
   for i in "${!SERVER_PORT[@]}"; do
@@ -277,7 +277,8 @@ cmd_move() {
   [[ -n $line ]] || die "move: no partition $k in the map"
   read -r _ from from_port ci <<<"$line"
   [[ $from != "$to" ]] || die "move: partition $k is already on server $to"
-  local db=scangate_p$k fenced=scangate_p${k}_moved_$(date +%s) to_port=${SERVER_PORT[$to]}
+  local db=scangate_p$k fenced to_port=${SERVER_PORT[$to]}
+  fenced=scangate_p${k}_moved_$(date +%s)
   [[ -z $(sql "$to_port" postgres "SELECT 1 FROM pg_database WHERE datname = '$db'") ]] ||
     die "move: server $to already has a database $db"
   # 1. Fence: nobody connects to the old database any more, the connected are ended, and it is renamed so
