@@ -150,7 +150,9 @@ std::optional<std::string> HaLoad::NextKey(std::mt19937_64& rng, bool& retransmi
   if (!answered_.empty() && u(rng) < options_.repeat_fraction) {
     return answered_[std::uniform_int_distribution<std::size_t>(0, answered_.size() - 1)(rng)];
   }
-  return it::UniqueKey(options_.key_tag);
+  std::string key = it::UniqueKey(options_.key_tag);
+  while (options_.accept_key && !options_.accept_key(key)) key = it::UniqueKey(options_.key_tag);
+  return key;
 }
 
 void HaLoad::Worker(int index) {

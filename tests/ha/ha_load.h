@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -69,6 +70,9 @@ struct HaLoadOptions {
   // first observation (--ack=commit). true: every key goes to ports[hash(key) % ports.size()], the key
   // routing --ack=filter needs behind a load balancer (deploy/haproxy.cfg hashes the key the same way).
   bool key_affinity = false;
+  // When set, fresh keys are drawn until one passes (e.g. only keys of partitions that stay up), so that
+  // this load's traffic never waits behind keys it does not want to measure. Unset: every fresh key.
+  std::function<bool(const std::string& key)> accept_key;
 };
 
 // `threads` workers over keep-alive connections (port per worker or per key: key_affinity). Each
