@@ -25,7 +25,10 @@ bool PartitionIndex(std::string_view key, std::size_t& index) {
   if (key.size() < 2 || key[0] != 'p') return false;
   const char* first = key.data() + 1;
   const char* last = key.data() + key.size();
-  if (key.size() > 2 && key[1] == '0') return false;  // "p01" is not partition 1 (PL/Proxy reads it by name)
+  if (key.size() > 2 && key[1] == '0' && key[2] >= '0' && key[2] <= '9') {
+    // "p01": partition 1 or not? Refused rather than guessed differently from PL/Proxy.
+    throw std::invalid_argument("partition map: option " + std::string(key) + " has a leading zero");
+  }
   const auto [end, ec] = std::from_chars(first, last, index);
   return ec == std::errc() && end == last;
 }
