@@ -135,7 +135,14 @@ void PartitionedStore::Start() {
     stores.push_back(std::make_unique<Store>(std::move(o)));  // throws std::invalid_argument: a bad connstr
   }
   try {
-    InParallel(stores.size(), [&](std::size_t p) { stores[p]->Start(); });
+    InParallel(stores.size(), [&](std::size_t p) {
+      try {
+        stores[p]->Start();
+      } catch (const StartError& e) {  // which partition, and where (never a password)
+        throw StartError("p" + std::to_string(p) + " (" + DescribeConninfo(map.conninfo[p]) + "): " + e.what(),
+                         e.sqlstate(), e.permanent());
+      }
+    });
   } catch (...) {
     InParallel(stores.size(), [&](std::size_t p) { stores[p]->Shutdown(); });
     throw;

@@ -95,7 +95,9 @@ class Store final : public ExactStore, public WriteBehindTarget {
 
   // Points the store at another database (a partition moved: storage/partitioned_store.h): every writer drops
   // its connection before its next batch (an idle one within ~250 ms) and connects to `url`; WarmLoad uses
-  // `url` from its next call. An in-doubt COMMIT is still settled on the database that received it. Throws
+  // `url` from its next call. An in-doubt COMMIT is still settled on the database that received it. The new
+  // database must already hold the schema (a moved partition is a copy; no migrations are applied here: a
+  // writer that cannot prepare its statements there goes down and logs why). Throws
   // std::invalid_argument (nothing changed) when libpq cannot parse `url`. Safe to call concurrently.
   void Retarget(std::string url);
 
