@@ -24,6 +24,13 @@ constexpr std::chrono::milliseconds kBackoffMin{50};  // as Store::Start's first
 // Reading the map is one small catalog query: a proxy that hangs must not hold the watcher for long.
 constexpr std::chrono::milliseconds kMapStatementTimeout{5000};
 
+// "p3": a partition's name in logs and metrics. (Appended, not "p" + ...: GCC 12 warns falsely on that form.)
+std::string PartitionLabel(std::size_t p) {
+  std::string s(1, 'p');
+  s += std::to_string(p);
+  return s;
+}
+
 // Adds `s` to `into` (histograms bucket-wise: the partitions share the bounds).
 void AddStats(StoreStats& into, const StoreStats& s) {
   into.up = into.up && s.up;
@@ -130,7 +137,7 @@ void PartitionedStore::Start() {
   for (std::size_t p = 0; p < map.conninfo.size(); ++p) {
     StoreOptions o = options_.base;
     o.url = map.conninfo[p];
-    o.label = "p" + std::to_string(p);
+    o.label = PartitionLabel(p);
     o.log = log_;
     stores.push_back(std::make_unique<Store>(std::move(o)));  // throws std::invalid_argument: a bad connstr
   }
@@ -139,7 +146,7 @@ void PartitionedStore::Start() {
       try {
         stores[p]->Start();
       } catch (const StartError& e) {  // which partition, and where (never a password)
-        throw StartError("p" + std::to_string(p) + " (" + DescribeConninfo(map.conninfo[p]) + "): " + e.what(),
+        throw StartError(PartitionLabel(p) + " (" + DescribeConninfo(map.conninfo[p]) + "): " + e.what(),
                          e.sqlstate(), e.permanent());
       }
     });
@@ -324,19 +331,24 @@ void PartitionedStore::Poll() {
     }
     return;
   }
-  last_refused_.clear();
   Apply(next);
 }
 
 void PartitionedStore::Apply(const PartitionMap& next) {
+  bool refused = false;
   for (std::size_t p = 0; p < next.conninfo.size(); ++p) {
     const std::string before = conninfo(static_cast<unsigned>(p));
     if (before == next.conninfo[p]) continue;
     try {
       stores_[p]->Retarget(next.conninfo[p]);
     } catch (const std::invalid_argument& e) {
-      log_->Write(LogSeverity::kWarn, "partition_map_refused",
-                  {{"partition", "p" + std::to_string(p)}, {"reason", e.what()}});
+      const std::string reason = PartitionLabel(p) + ": " + e.what();
+      if (last_refused_ != reason) {  // once, not every poll
+        last_refused_ = reason;
+        log_->Write(LogSeverity::kWarn, "partition_map_refused",
+                    {{"partition", PartitionLabel(p)}, {"reason", e.what()}});
+      }
+      refused = true;
       continue;
     }
     {
@@ -344,10 +356,11 @@ void PartitionedStore::Apply(const PartitionMap& next) {
       map_.conninfo[p] = next.conninfo[p];
     }
     log_->Write(LogSeverity::kWarn, "partition_map_changed",
-                {{"partition", "p" + std::to_string(p)}, {"from", DescribeConninfo(before)},
+                {{"partition", PartitionLabel(p)}, {"from", DescribeConninfo(before)},
                  {"to", DescribeConninfo(next.conninfo[p])}});
     if (listener_) listener_(static_cast<unsigned>(p), next.conninfo[p]);
   }
+  if (!refused) last_refused_.clear();  // a later refusal (the same one again) is logged anew
 }
 
 }  // namespace scangate::storage
