@@ -65,7 +65,8 @@ class PartitionedStore final : public ExactStore, public WriteBehindTarget {
 
   // Reads the map (connection failures retried until base.start_timeout, as Store::Start), creates one Store
   // per partition (url = the partition's connection string, label "p<i>") and starts them all in parallel,
-  // then the map watcher. Throws StartError (every Store started so far is shut down first). Call once, first.
+  // then the map watcher. Throws StartError (every Store started so far is shut down first). Call once, first,
+  // before any other thread calls anything (the partition list is fixed from here on).
   void Start();
 
   // Store::Submit on the partition of `d` (contracts as there). Safe to call concurrently.

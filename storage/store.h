@@ -10,7 +10,8 @@
 // Invariant: an outcome kInserted/kDuplicate is delivered only after the transaction that decided it
 // committed; of all observations of one digest (any thread, any Store, any process) exactly one ever
 // gets kInserted. Outages yield kUnavailable or a refused Submit, never a guessed verdict.
-// Use one Store per process; the server posts completions back to its own executors.
+// Use one Store per process (or one per partition, under storage/partitioned_store.h); the server posts
+// completions back to its own executors.
 #pragma once
 
 #include <atomic>
