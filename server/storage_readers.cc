@@ -23,18 +23,15 @@ std::string StorageReaders::MaintenanceConninfo(const std::string& c, const char
 }
 
 void StorageReaders::Start() {
-  MutexLock lock(mu_);
+  MutexLock lock(&mu_);
   if (started_ || stopped_) return;
   const std::size_t n = store_.partitions();
-  std::vector<storage::LookupOptions> lookups;
+  std::vector<std::string> lookup_conninfo;
   for (unsigned p = 0; p < n; ++p) {
     // The partition's connection string is read under mu_: a Retarget of it waits for this and then moves the
     // readers made here (the store changes its string before it calls the listener).
     const std::string conninfo = store_.conninfo(p);
-    storage::LookupOptions lo;
-    lo.url = LookupConninfo(conninfo);
-    lo.retention = options_.retention;
-    lookups.push_back(std::move(lo));
+    lookup_conninfo.push_back(LookupConninfo(conninfo));
     // The first_seen BRIN index is summarized from here (sql/003: autosummarize cannot keep up); a pass may read
     // every range a long outage of it left, hence the long statement bound.
     storage::BrinSummarizerOptions bo;
@@ -49,7 +46,9 @@ void StorageReaders::Start() {
     eo.log = options_.log;
     expiry_.push_back(std::make_unique<storage::Expiry>(std::move(eo)));
   }
-  lookups_ = std::make_unique<storage::PartitionedReader>(std::move(lookups));
+  storage::LookupOptions lo;
+  lo.retention = options_.retention;
+  lookups_ = std::make_unique<storage::PartitionedReader>(std::move(lo), lookup_conninfo);
   lookups_->Start();
   for (auto& b : brin_) b->Start();
   for (auto& e : expiry_) e->Start();
@@ -57,7 +56,7 @@ void StorageReaders::Start() {
 }
 
 void StorageReaders::Retarget(unsigned p, const std::string& conninfo) {
-  MutexLock lock(mu_);
+  MutexLock lock(&mu_);
   if (!started_ || stopped_ || p >= expiry_.size()) return;  // not made yet: Start() reads the new string
   lookups_->Retarget(p, LookupConninfo(conninfo));
   brin_[p]->Retarget(MaintenanceConninfo(conninfo, "scangate-brin"));
@@ -66,7 +65,7 @@ void StorageReaders::Retarget(unsigned p, const std::string& conninfo) {
 
 void StorageReaders::Shutdown() {
   {
-    MutexLock lock(mu_);
+    MutexLock lock(&mu_);
     if (!started_ || stopped_) {
       stopped_ = true;
       return;

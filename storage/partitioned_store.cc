@@ -2,6 +2,7 @@
 
 #include <absl/container/inlined_vector.h>
 
+#include <algorithm>
 #include <exception>
 #include <optional>
 #include <stdexcept>
@@ -93,7 +94,7 @@ PartitionedStore::PartitionedStore(PartitionedStoreOptions options) : options_(s
   ConnectionDefaults defaults;
   defaults.statement_timeout = kMapStatementTimeout;
   defaults.tcp_user_timeout = options_.base.tcp_user_timeout;
-  proxy_conninfo_ = WithConnectionDefaults(options_.proxy_url, defaults);  // throws std::invalid_argument
+  if (!options_.fixed_map) proxy_conninfo_ = WithConnectionDefaults(options_.proxy_url, defaults);  // throws std::invalid_argument
   log_ = options_.base.log ? options_.base.log : StderrLogSink();
 }
 
@@ -103,42 +104,52 @@ void PartitionedStore::OnRetarget(RetargetListener listener) { listener_ = std::
 
 void PartitionedStore::Start() {
   if (started_.exchange(true)) throw std::logic_error("PartitionedStore::Start called twice");
-  // The map, under the store's start-up policy: a proxy still starting is waited for, a refusal is final.
   PartitionMap map;
-  std::optional<StartError> last;
-  const bool read = RetryWithBackoff(
-      RetryPolicy{kBackoffMin, options_.base.reconnect_backoff_max,
-                  std::chrono::steady_clock::now() + options_.base.start_timeout},
-      [&](int, std::chrono::milliseconds) {
-        try {
-          map = ReadPartitionMap(proxy_conninfo_, options_.cluster);
-          return true;
-        } catch (const pqxx::broken_connection& e) {
-          last = ClassifyStartError(e);
-          if (last->permanent()) throw *last;
-          return false;
-        } catch (const std::invalid_argument& e) {
-          throw StartError(std::string("partition map: ") + e.what(), "", true);
-        } catch (const pqxx::sql_error& e) {
-          throw ClassifyStartError(e);
-        } catch (const std::exception& e) {  // no such cluster: the proxy is up, its configuration is not
-          throw StartError(e.what(), "", true);
-        }
-      },
-      SleepFor);
-  if (!read) throw *last;
+  const bool fixed = options_.fixed_map.has_value();
+  if (fixed) {
+    map = *options_.fixed_map;
+  } else {
+    // The map, under the store's start-up policy: a proxy still starting is waited for, a refusal is final.
+    std::optional<StartError> last;
+    const bool read = RetryWithBackoff(
+        RetryPolicy{kBackoffMin, options_.base.reconnect_backoff_max,
+                    std::chrono::steady_clock::now() + options_.base.start_timeout},
+        [&](int, std::chrono::milliseconds) {
+          try {
+            map = ReadPartitionMap(proxy_conninfo_, options_.cluster);
+            return true;
+          } catch (const pqxx::broken_connection& e) {
+            last = ClassifyStartError(e);
+            if (last->permanent()) throw *last;
+            return false;
+          } catch (const std::invalid_argument& e) {
+            throw StartError(std::string("partition map: ") + e.what(), "", true);
+          } catch (const pqxx::sql_error& e) {
+            throw ClassifyStartError(e);
+          } catch (const std::exception& e) {  // no such cluster: the proxy is up, its configuration is not
+            throw StartError(e.what(), "", true);
+          }
+        },
+        SleepFor);
+    if (!read) throw *last;
 
-  boost::json::array where;
-  for (const auto& c : map.conninfo) where.emplace_back(DescribeConninfo(c));
-  log_->Write(LogSeverity::kInfo, "partition_map",
-              {{"cluster", options_.cluster}, {"count", map.conninfo.size()}, {"partitions", std::move(where)}});
+    boost::json::array where;
+    for (const auto& c : map.conninfo) where.emplace_back(DescribeConninfo(c));
+    log_->Write(LogSeverity::kInfo, "partition_map",
+                {{"cluster", options_.cluster}, {"count", map.conninfo.size()}, {"partitions", std::move(where)}});
+  }
+  if (map.conninfo.empty()) throw StartError("partition map: no partitions", "", true);
+  const bool labelled = !fixed || map.conninfo.size() > 1;
 
   std::vector<std::unique_ptr<Store>> stores;
   for (std::size_t p = 0; p < map.conninfo.size(); ++p) {
     StoreOptions o = options_.base;
     o.url = map.conninfo[p];
-    o.label = PartitionLabel(p);
+    if (labelled) o.label = PartitionLabel(p);
     o.log = log_;
+    // The warm load's streams are shared out: every partition loads at once (WarmLoad), one connection each
+    // beyond the first few partitions rather than warm_streams per partition.
+    o.warm_streams = std::max(1u, options_.base.warm_streams / static_cast<unsigned>(map.conninfo.size()));
     stores.push_back(std::make_unique<Store>(std::move(o)));  // throws std::invalid_argument: a bad connstr
   }
   try {
@@ -146,6 +157,7 @@ void PartitionedStore::Start() {
       try {
         stores[p]->Start();
       } catch (const StartError& e) {  // which partition, and where (never a password)
+        if (!labelled) throw;
         throw StartError(PartitionLabel(p) + " (" + DescribeConninfo(map.conninfo[p]) + "): " + e.what(),
                          e.sqlstate(), e.permanent());
       }
@@ -160,6 +172,7 @@ void PartitionedStore::Start() {
   }
   stores_ = std::move(stores);
   accepting_.store(true);
+  if (fixed) return;
   watcher_.Start("sg-partition-map", options_.map_poll, /*first_at_once=*/false, [this] {
     Poll();
     return true;

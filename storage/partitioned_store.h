@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -41,6 +42,9 @@ struct PartitionedStoreOptions {
   std::string proxy_url;        // where the map is read (connection defaults applied inside)
   std::string cluster = "scangate";
   std::chrono::milliseconds map_poll{5000};
+  // Without --partitions: this map (one partition, --database-url), no proxy and no watcher; the Store then logs and
+  // fails exactly as a lone Store does (no partition label).
+  std::optional<PartitionMap> fixed_map;
 };
 
 // One partition as /stats and /metrics show it.
