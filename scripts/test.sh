@@ -7,7 +7,8 @@
 #      the scangate binary, runs nothing; a guarded member touched without its lock fails the build
 #   2. ThreadSanitizer build of core/, storage/ and server/; the filter, store and service concurrency tests
 #   3. AddressSanitizer + UndefinedBehaviorSanitizer build of everything but benchmarks; the whole ctest suite
-#      (unit, storage, integration, hardening) against the sanitized scangate binary
+#      (unit, storage, integration, hardening) against the sanitized scangate binary, but for the scripts of
+#      label `deploy` (they run no sanitized code)
 #   4. libFuzzer (clang, ASan+UBSan) over the request parsing layer: replay tests/fuzz/{corpus,regressions},
 #      then SCANGATE_FUZZ_SECONDS (default 45) of fuzzing; then the warm load's COPY parser (tests/fuzz/copy_corpus,
 #      SCANGATE_FUZZ_COPY_SECONDS, default 15); then the GS1 parser (tests/fuzz/gs1_corpus,
@@ -57,7 +58,7 @@ echo "== ThreadSanitizer build (core/, storage/, server/)"
 # single-writer metric counters under a concurrent scrape, the rate limiter's shards and the tokens' SIGHUP swap.
 cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCANGATE_SANITIZE=thread \
   -DSCANGATE_CORE_ONLY=OFF -DSCANGATE_BENCH=OFF -DSCANGATE_WERROR=ON >/dev/null
-cmake --build build/tsan -j "$jobs" --target filter_concurrency_test recent_set_test mutex_test store_test service_concurrency_test brin_summarizer_test expiry_test background_loop_test journal_drain_test \
+cmake --build build/tsan -j "$jobs" --target filter_concurrency_test recent_set_test mutex_test store_test service_concurrency_test brin_summarizer_test expiry_test background_loop_test journal_drain_test partitioned_store_test \
   journal_test server_metrics_test server_rate_limit_test server_token_store_test scangate
 echo "== ThreadSanitizer tests"
 # scripts/tsan.supp silences uninstrumented third-party libraries only (libpq, libpqxx, OpenSSL), never
@@ -69,7 +70,7 @@ rm -rf "$tsan_logs" && mkdir -p "$tsan_logs"
 tsan_rc=0
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp log_path=$tsan_logs/tsan" \
   ctest --test-dir build/tsan --output-on-failure -j "$jobs" --timeout 900 \
-  -R '^(FilterConcurrency\..*|RecentSetConcurrency\..*|Mutex\..*|CondVar\..*|Metrics\.SingleWriterCountersUnderConcurrentScrape|store_test|service_concurrency_test|brin_summarizer_test|expiry_test|BackgroundLoop\..*|journal_drain_test|journal_test|RateLimiter\..*|TokenStoreTest\..*)$' \
+  -R '^(FilterConcurrency\..*|RecentSetConcurrency\..*|Mutex\..*|CondVar\..*|Metrics\.SingleWriterCountersUnderConcurrentScrape|store_test|service_concurrency_test|brin_summarizer_test|expiry_test|BackgroundLoop\..*|journal_drain_test|journal_test|partitioned_store_test|RateLimiter\..*|TokenStoreTest\..*)$' \
   || tsan_rc=$?
 if compgen -G "$tsan_logs/tsan.*" >/dev/null; then
   cat "$tsan_logs"/tsan.*
@@ -90,10 +91,12 @@ if [[ ${SCANGATE_SKIP_ASAN:-0} != 1 ]]; then
   cmake --build build/asan -j "$jobs"
   echo "== ASan+UBSan tests"
   # LeakSanitizer suppressions: third-party only, each documented in scripts/lsan.supp.
+  # Label `deploy` (tests/deploy: scripts over promtool and deploy/partitions.sh) runs no sanitized code: it ran
+  # in the release step.
   ASAN_OPTIONS="detect_leaks=1:halt_on_error=1" \
   LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0" \
   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-    ctest --test-dir build/asan --output-on-failure -j "$jobs" --timeout 1200
+    ctest --test-dir build/asan --output-on-failure -j "$jobs" --timeout 1200 -LE '^deploy$'
   echo "== ASan+UBSan step took $((SECONDS - step_start)) s"
 fi
 

@@ -20,11 +20,9 @@
 #include "server/metrics/filter_rotation_log.h"
 #include "server/metrics/filter_telemetry.h"
 #include "server/metrics/metrics.h"
+#include "server/storage_readers.h"
 #include "server/verdict/service.h"
-#include "storage/brin_summarizer.h"
-#include "storage/expiry.h"
 #include "storage/journal/journal_drain.h"
-#include "storage/lookup.h"
 #include "storage/pg/conninfo.h"
 #include "storage/startup.h"
 
@@ -96,6 +94,25 @@ storage::StoreOptions MakeStoreOptions(const Config& config) {
   o.tcp_user_timeout = std::max<std::chrono::milliseconds>(kTcpUserTimeoutMin, o.statement_timeout);
   // One connection attempt per Store::Start(); the backoff and the log line per attempt are App's.
   o.start_timeout = std::chrono::milliseconds(0);
+  return o;
+}
+
+// The store: --partitions' map (read from the PL/Proxy database, watched for moved partitions), or one partition:
+// --database-url.
+storage::PartitionedStoreOptions MakePartitionedOptions(const Config& config, const storage::StoreOptions& base) {
+  storage::PartitionedStoreOptions o;
+  o.base = base;
+  if (config.partitioned()) {
+    storage::ConnectionDefaults d;
+    d.statement_timeout = base.statement_timeout;
+    d.tcp_user_timeout = base.tcp_user_timeout;
+    d.application_name = "scangate-partition-map";
+    o.proxy_url = storage::WithConnectionDefaults(config.partitions_url, d);
+    o.cluster = config.partition_cluster;
+    o.map_poll = config.partition_map_poll;
+  } else {
+    o.fixed_map = storage::PartitionMap{{config.database_url}};
+  }
   return o;
 }
 }  // namespace
@@ -216,7 +233,11 @@ std::optional<int> App::StartStore() {
           attempts = attempt;
           std::string cause, sqlstate;
           try {
-            store_ = std::make_unique<storage::Store>(store_options_);
+            store_ = std::make_unique<storage::PartitionedStore>(MakePartitionedOptions(config_, store_options_));
+            // A moved partition: its readers follow its writers (the store has retargeted those already).
+            store_->OnRetarget([this](unsigned p, const std::string& conninfo) {
+              if (StorageReaders* r = retarget_readers_.load()) r->Retarget(p, conninfo);
+            });
             store_->Start();
             return true;
           } catch (const storage::StartError& e) {
@@ -294,42 +315,22 @@ std::optional<int> App::OpenJournal() {
 void App::StartReaders() {
   metrics_ = std::make_unique<Metrics>(config_.threads);
   service_ = std::make_unique<Service>(config_, *digester_, *filter_, *store_, *metrics_, journal_.get());
-  storage::ConnectionDefaults lookup_defaults;
-  lookup_defaults.statement_timeout = store_options_.statement_timeout;
-  lookup_defaults.tcp_user_timeout = store_options_.tcp_user_timeout;
-  lookup_defaults.application_name = "scangate-lookup";
-  storage::LookupOptions lookup_options;
-  lookup_options.url = storage::WithConnectionDefaults(config_.database_url, lookup_defaults);
-  lookup_options.retention = config_.retention;
-  lookups_ = std::make_unique<storage::Lookup>(std::move(lookup_options));
-  lookups_->Start();
-  // The first_seen BRIN index is summarized from here (sql/003: autosummarize cannot keep up); a pass may
-  // read every range a long outage of it left, hence the warm load's long bound.
-  storage::ConnectionDefaults brin_defaults;
-  brin_defaults.statement_timeout = store_options_.warm_statement_timeout;
-  brin_defaults.tcp_user_timeout = store_options_.tcp_user_timeout;
-  brin_defaults.application_name = "scangate-brin";
-  storage::BrinSummarizerOptions brin_options;
-  brin_options.conninfo = storage::WithConnectionDefaults(config_.database_url, brin_defaults);
-  brin_options.log = store_options_.log;
-  brin_ = std::make_unique<storage::BrinSummarizer>(std::move(brin_options));
-  brin_->Start();
-  service_->AttachBrinSummarizer(brin_.get());
-  // The horizon's expiry (storage/expiry.h); with --retention=off it only reads the table's vital signs.
-  storage::ConnectionDefaults expiry_defaults = brin_defaults;
-  expiry_defaults.application_name = "scangate-expiry";
-  storage::ExpiryOptions expiry_options;
-  expiry_options.conninfo = storage::WithConnectionDefaults(config_.database_url, expiry_defaults);
-  expiry_options.retention = config_.retention;
-  expiry_options.pack_horizons = store_options_.pack_horizons;  // rows past their own keep_until
-  expiry_options.log = store_options_.log;
-  expiry_ = std::make_unique<storage::Expiry>(std::move(expiry_options));
-  expiry_->Start();
-  service_->AttachExpiry(expiry_.get());
+  StorageReaderOptions ro;
+  ro.retention = config_.retention;
+  ro.pack_horizons = store_options_.pack_horizons;  // rows past their own keep_until
+  ro.lookup_defaults.statement_timeout = store_options_.statement_timeout;
+  ro.lookup_defaults.tcp_user_timeout = store_options_.tcp_user_timeout;
+  ro.maintenance_defaults.statement_timeout = store_options_.warm_statement_timeout;
+  ro.maintenance_defaults.tcp_user_timeout = store_options_.tcp_user_timeout;
+  ro.log = store_options_.log;
+  readers_ = std::make_unique<StorageReaders>(*store_, std::move(ro));
+  retarget_readers_.store(readers_.get());
+  readers_->Start();
+  service_->AttachStorageStats([this](MetricsSnapshot& s) { readers_->Fill(s); });
 }
 
 std::optional<int> App::Listen() {
-  router_ = std::make_unique<Router>(config_, *service_, lookups_.get());
+  router_ = std::make_unique<Router>(config_, *service_, readers_->lookups());
   server_ = std::make_unique<HttpServer>(config_, *router_, *metrics_);
   try {
     server_->Start();
@@ -339,9 +340,7 @@ std::optional<int> App::Listen() {
     server_->Stop();
     if (journal_) journal_->StopAppends();
     store_->Shutdown();
-    lookups_->Shutdown();
-    brin_->Shutdown();
-    expiry_->Shutdown();
+    readers_->Shutdown();
     return kExitStartup;
   }
   json::object fields{{"address", config_.listen}, {"port", server_->port()}, {"threads", config_.threads},
@@ -439,9 +438,7 @@ void App::Shutdown() {
   store_->Shutdown();
   if (journal_) journal_->Close();  // final checkpoint: what the store committed
   server_->Stop();
-  lookups_->Shutdown();
-  brin_->Shutdown();
-  expiry_->Shutdown();
+  readers_->Shutdown();
   const storage::StoreStats st = store_->Stats();
   Log(LogLevel::kInfo, "shutdown",
       {{"phase", "done"}, {"keys_written", st.keys_written}, {"write_behind_lost", st.write_behind_lost}});

@@ -1,6 +1,7 @@
 // App: the scangate process. It owns every long-lived part and the order they start and stop in; main()
 // only parses the command line and hands over (userver's components, Seastar's app_template).
-// Start-up: filter and digester -> Store::Start() (retried until PostgreSQL answers; a permanent cause exits)
+// Start-up: filter and digester -> the store's Start() (retried until PostgreSQL answers — every partition's, with
+// --partitions, after the map was read from the PL/Proxy database; a permanent cause exits)
 // -> the journal (ack=filter: opened and replayed before the first request) -> Service, lookups, BRIN
 // summarizer -> listen (so /healthz answers at once) -> warm start on a background thread, then "warm".
 // The main thread runs a small io_context for signals and the 1 s maintenance timer (filter rotation,
@@ -26,13 +27,10 @@
 #include "core/filter.h"
 #include "server/config.h"
 #include "server/systemd_notify.h"
-#include "storage/store.h"
+#include "storage/partitioned_store.h"
 
 namespace scangate::storage {
 class JournalDrain;
-class Lookup;
-class BrinSummarizer;
-class Expiry;
 }  // namespace scangate::storage
 
 namespace scangate::server {
@@ -42,6 +40,7 @@ class Service;
 class Router;
 class HttpServer;
 class FilterRotationLog;
+class StorageReaders;
 
 // Process exit codes.
 inline constexpr int kExitStartup = 1;  // PostgreSQL refused for good, the journal or the listener failed
@@ -77,7 +76,7 @@ class App {
   bool PauseUnlessStopped(std::chrono::milliseconds pause);
 
   const Config config_;
-  storage::StoreOptions store_options_;  // the writers' options; the readers derive their bounds from them
+  storage::StoreOptions store_options_;  // the writers' options (per partition); the readers derive their bounds from them
   boost::asio::io_context main_ioc_{1};  // signals and the maintenance timer
   boost::asio::signal_set signals_{main_ioc_};
   boost::asio::steady_timer tick_{main_ioc_};
@@ -88,13 +87,16 @@ class App {
 
   std::unique_ptr<ShardedFilter> filter_;
   std::optional<Digester> digester_;
-  std::unique_ptr<storage::Store> store_;
+  // The exact store: one partition on --database-url, or the partitions of --partitions' map (storage/partitioned_store.h).
+  std::unique_ptr<storage::PartitionedStore> store_;
   std::unique_ptr<storage::JournalDrain> journal_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Service> service_;
-  std::unique_ptr<storage::Lookup> lookups_;
-  std::unique_ptr<storage::BrinSummarizer> brin_;
-  std::unique_ptr<storage::Expiry> expiry_;
+  std::unique_ptr<StorageReaders> readers_;  // lookups, BRIN summarizers, expiries: one set per partition
+  // readers_ for the store's retarget listener (the map watcher's thread): published before readers_->Start(), so a
+  // partition moved at any time reaches them (StorageReaders::Retarget before Start is a no-op; Start reads the
+  // new string). Outlived by the watcher: the store stops it before the readers are shut down.
+  std::atomic<StorageReaders*> retarget_readers_{nullptr};
   std::unique_ptr<Router> router_;
   std::unique_ptr<HttpServer> server_;
   std::unique_ptr<FilterRotationLog> rotation_log_;

@@ -162,7 +162,13 @@ po::options_description Options() {
                                           "served there)");
   po::options_description postgres("PostgreSQL");
   postgres.add_options()
-      ("database-url", s(d.database_url), "libpq URL of PostgreSQL (required)")
+      ("database-url", s(d.database_url), "libpq URL of PostgreSQL (required, unless --partitions is given)")
+      ("partitions", s(d.partitions_url), "libpq URL of the PL/Proxy proxy database whose cluster maps the keys' "
+                                          "partitions to PostgreSQL databases (deploy/README.md \"Past one "
+                                          "PostgreSQL\"); empty = one PostgreSQL at --database-url")
+      ("partition-cluster", s(d.partition_cluster), "--partitions: the PL/Proxy cluster (foreign server) name")
+      ("partition-map-poll", s(FormatMillis(d.partition_map_poll)), "--partitions: how often the partition map "
+                                                                    "is read again; units ms s m, 100ms..10m")
       ("writers", n(d.writers), "PostgreSQL writer threads (one connection each)")
       ("batch-limit", n(d.batch_limit), "max keys per PostgreSQL transaction")
       ("queue-limit", n(d.queue_limit), "max queued PostgreSQL items; beyond it requests wait (--queue-wait), "
@@ -338,9 +344,20 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   c.threads = ParseUnsigned<unsigned>(str("threads"), "threads", 0, kMaxThreads);
   if (c.threads == 0) c.threads = std::max(1u, std::thread::hardware_concurrency());
   c.database_url = str("database-url");
+  c.partitions_url = str("partitions");
+  c.partition_cluster = str("partition-cluster");
+  if (c.partition_cluster.empty()) throw ConfigError("--partition-cluster: must not be empty");
+  {
+    const auto poll = ParseDuration(str("partition-map-poll"), {"ms", "s", "m"}, "partition-map-poll");
+    if (poll < std::chrono::milliseconds(100) || poll > std::chrono::minutes(10)) {
+      throw ConfigError("--partition-map-poll: must be in 100ms..10m, got '" + str("partition-map-poll") + "'");
+    }
+    c.partition_map_poll = std::chrono::duration_cast<std::chrono::milliseconds>(poll);
+  }
+  if (c.database_url.empty()) c.database_url = c.partitions_url;  // the journal's identity, and nothing else
   if (c.database_url.empty()) {
     throw ConfigError("--database-url (or SCANGATE_DATABASE_URL) is required, e.g. "
-                      "postgresql://postgres@127.0.0.1:5544/scangate");
+                      "postgresql://postgres@127.0.0.1:5544/scangate (or --partitions with a PL/Proxy database)");
   }
 
   c.capacity = ParseUnsigned<std::uint64_t>(str("capacity"), "capacity", 1, std::uint64_t{1} << 40);
@@ -399,6 +416,9 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   if (c.admin_split()) ParseAdminListen(c);
   c.cors_origins = ParseCorsOrigins(str("cors-origins"));
   // Checked last, so a placeholder URL does not hide the other options' errors.
+  if (const std::string why = storage::ConninfoParseError(c.partitions_url); c.partitioned() && !why.empty()) {
+    throw ConfigError("--partitions: not a valid libpq URI or keyword=value string: " + why);
+  }
   if (const std::string why = storage::ConninfoParseError(c.database_url); !why.empty()) {
     throw ConfigError("--database-url: not a valid libpq URI or keyword=value string: " + why);
   }

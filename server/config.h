@@ -33,6 +33,13 @@ struct Config {
   std::string port_file;                   // written once listening: "<port>\n"
   unsigned threads = 0;                    // resolved: never 0 after ParseConfig
   std::string database_url;
+  // Partitions (issue 23, storage/partitioned_store.h): the libpq URL of the PL/Proxy proxy database whose
+  // cluster `partition_cluster` maps the digests' logical partitions to databases; "" = off (one PostgreSQL at
+  // database_url). With it, database_url is optional (the proxy's URL stands in: the journal's identity).
+  std::string partitions_url;
+  std::string partition_cluster = "scangate";
+  std::chrono::milliseconds partition_map_poll{5000};  // how often the map is read again (a moved partition)
+  bool partitioned() const { return !partitions_url.empty(); }
   std::uint64_t capacity = 10'000'000;
   double fp_target = 0.01;
   std::chrono::seconds window = std::chrono::hours(24);

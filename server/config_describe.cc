@@ -20,6 +20,11 @@ boost::json::object Describe(const Config& c) {
   o["port_file"] = c.port_file;
   o["threads"] = c.threads;
   o["database_url"] = RedactDatabaseUrl(c.database_url);
+  o["partitions"] = RedactDatabaseUrl(c.partitions_url);
+  if (c.partitioned()) {
+    o["partition_cluster"] = c.partition_cluster;
+    o["partition_map_poll_ms"] = c.partition_map_poll.count();
+  }
   o["capacity"] = c.capacity;
   o["fp_target"] = c.fp_target;
   o["window_seconds"] = c.window.count();

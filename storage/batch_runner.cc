@@ -127,7 +127,7 @@ BatchRunner::PartEnd BatchRunner::RunPart(std::vector<QueuedItem>& part, std::st
     reconnected = true;
     w_.conn.reset();
     std::string why;
-    if (!ConnectWriter(w_, shared_.writer_conninfo, &why)) {
+    if (!ConnectWriter(w_, w_.target.writer_conninfo, &why)) {
       error = "connection lost; reconnect failed: " + why;
       return false;
     }
@@ -168,7 +168,7 @@ BatchRunner::PartEnd BatchRunner::RunPart(std::vector<QueuedItem>& part, std::st
 BatchRunner::PartEnd BatchRunner::SettleAndFinish(std::vector<QueuedItem>& part, Attempt& att, std::string& error,
                                                   int& aborted_retries) {
   std::string why;
-  const InDoubt r = SettleInDoubt(shared_, w_, att.commit, why);
+  const InDoubt r = SettleInDoubt(w_, att.commit, why);
   shared_.metrics.RecordInDoubt(r);
   boost::json::object fields{{"writer", w_.index}, {"resolution", InDoubtName(r)}, {"items", part.size()},
                              {"error", error}};

@@ -29,7 +29,7 @@ struct BrinSummarizer::Conn {
 };
 
 BrinSummarizer::BrinSummarizer(BrinSummarizerOptions options)
-    : options_(std::move(options)), log_(options_.log ? options_.log : StderrLogSink()) {}
+    : options_(std::move(options)), log_(options_.log ? options_.log : StderrLogSink()), target_(options_.conninfo) {}
 
 BrinSummarizer::~BrinSummarizer() { Shutdown(); }
 
@@ -46,8 +46,9 @@ BrinSummarizerStats BrinSummarizer::Stats() const {
 
 int BrinSummarizer::RunOnce() {
   try {
+    if (target_.TakeChange()) conn_.reset();  // retargeted: the old database is left
     if (!conn_) {
-      conn_ = std::make_unique<Conn>(options_.conninfo);
+      conn_ = std::make_unique<Conn>(target_.Get());
       pqxx::nontransaction session(conn_->c);
       session.exec(kSessionSql);
     }

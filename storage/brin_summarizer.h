@@ -21,6 +21,7 @@
 
 #include "core/mutex.h"
 #include "storage/background_loop.h"
+#include "storage/conn_target.h"
 #include "storage/log_sink.h"
 
 namespace scangate::storage {
@@ -57,6 +58,9 @@ class BrinSummarizer {
   int RunOnce();
   // Stops and joins the thread (a pass in progress finishes first). Idempotent.
   void Shutdown();
+  // Connects to `conninfo` (defaults already applied, as options.conninfo) from the next pass on; the current connection is
+  // dropped then (a partition moved: storage/partitioned_store.h). Thread-safe.
+  void Retarget(std::string conninfo) { target_.Set(std::move(conninfo)); }
 
   // Counters so far. Safe to call concurrently.
   BrinSummarizerStats Stats() const;
@@ -67,6 +71,7 @@ class BrinSummarizer {
 
   const BrinSummarizerOptions options_;
   const std::shared_ptr<LogSink> log_;
+  ConnTarget target_;           // options.conninfo, or the last Retarget's
   struct Conn;                  // the pqxx connection (storage/ keeps pqxx out of its headers)
   std::unique_ptr<Conn> conn_;  // touched by one thread at a time (the thread, or RunOnce's caller)
   bool failing_ = false;                    // the last pass failed (a recovery is logged once); as conn_

@@ -35,6 +35,9 @@ class ExactStore {
   // "down", and may succeed once a writer finishes a batch (the server waits for room, --queue-wait).
   // A hint (it may change right after the call); an unbounded implementation keeps the default.
   virtual bool full() const { return false; }
+  // True while SOME keys can be answered (Service::ready and /readyz): a partitioned store with one partition
+  // down still serves the others, so it stays in the load balancer. One database: the same as up().
+  virtual bool serving() const { return up(); }
   virtual StoreStats Stats() const = 0;
 };
 

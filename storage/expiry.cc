@@ -70,7 +70,8 @@ struct Expiry::Conn {
 Expiry::Expiry(ExpiryOptions options)
     : options_(std::move(options)),
       interval_(DeriveInterval(options_)),
-      log_(options_.log ? options_.log : StderrLogSink()) {}
+      log_(options_.log ? options_.log : StderrLogSink()),
+      target_(options_.conninfo) {}
 
 Expiry::~Expiry() { Shutdown(); }
 
@@ -111,7 +112,8 @@ std::uint64_t Expiry::DeleteSlices(Slice slice, bool keep_until) {
 
 std::uint64_t Expiry::RunOnce() {
   try {
-    if (!conn_) conn_ = std::make_unique<Conn>(options_.conninfo);
+    if (target_.TakeChange()) conn_.reset();  // retargeted: the old database is left
+    if (!conn_) conn_ = std::make_unique<Conn>(target_.Get());
     std::uint64_t deleted = 0;
     if (options_.retention.count() > 0) {
       const auto horizon_us = std::chrono::duration_cast<std::chrono::microseconds>(options_.retention).count();

@@ -27,6 +27,7 @@
 
 #include "core/mutex.h"
 #include "storage/background_loop.h"
+#include "storage/conn_target.h"
 #include "storage/log_sink.h"
 
 namespace scangate::storage {
@@ -84,6 +85,9 @@ class Expiry {
   std::uint64_t RunOnce();
   // Stops and joins the thread (a slice in progress finishes first). Idempotent.
   void Shutdown();
+  // Connects to `conninfo` (defaults already applied, as options.conninfo) from the next pass on; the current connection is
+  // dropped then (a partition moved: storage/partitioned_store.h). Thread-safe.
+  void Retarget(std::string conninfo) { target_.Set(std::move(conninfo)); }
 
   // The interval actually used (options.interval, or derived from the horizon).
   std::chrono::milliseconds interval() const { return interval_; }
@@ -104,6 +108,7 @@ class Expiry {
   const ExpiryOptions options_;
   const std::chrono::milliseconds interval_;
   const std::shared_ptr<LogSink> log_;
+  ConnTarget target_;           // options.conninfo, or the last Retarget's
   struct Conn;                  // the pqxx connection (storage/ keeps pqxx out of its headers)
   std::unique_ptr<Conn> conn_;  // touched by one thread at a time (the thread, or RunOnce's caller)
   bool failing_ = false;        // the last pass failed (a recovery is logged once); as conn_

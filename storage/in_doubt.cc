@@ -29,7 +29,7 @@ std::string BoundedConninfo(const std::string& conninfo, StoreClock::duration le
 
 }  // namespace
 
-InDoubt SettleInDoubt(const StoreShared& shared, WriterState& w, const InDoubtCommit& commit, std::string& why) {
+InDoubt SettleInDoubt(WriterState& w, const InDoubtCommit& commit, std::string& why) {
   w.conn.reset();  // broken (or, under the fault hook, to be treated as broken)
   if (!commit.xid_trusted) {
     why = "no transaction id was noted";
@@ -39,7 +39,7 @@ InDoubt SettleInDoubt(const StoreShared& shared, WriterState& w, const InDoubtCo
   const auto deadline = StoreClock::now() + kInDoubtResolveFor;
   auto pause = kInDoubtPollMin;
   for (;;) {
-    if (w.conn || ConnectWriter(w, BoundedConninfo(shared.writer_conninfo, deadline - StoreClock::now()), &why)) {
+    if (w.conn || ConnectWriter(w, BoundedConninfo(w.target.writer_conninfo, deadline - StoreClock::now()), &why)) {
       try {
         switch (QueryTxidStatus(*w.conn, *commit.xid, &why)) {
           case TxStatus::kCommitted: return InDoubt::kCommitted;

@@ -21,8 +21,9 @@ struct InDoubtCommit {
   bool xid_trusted = false;         // false: no xid although rows were inserted (cannot settle: kUnknown)
 };
 
-// Settles `commit` on a fresh connection, left in w.conn when one was made (w.conn is reset first: the old
-// one is broken). `why` says what kept it from being settled (kUnknown), or the last transient failure.
-InDoubt SettleInDoubt(const StoreShared& shared, WriterState& w, const InDoubtCommit& commit, std::string& why);
+// Settles `commit` on a fresh connection to w.target — the database that received the COMMIT, even when the
+// store was retargeted meanwhile (the writer follows the new target afterwards) — left in w.conn when one was
+// made (w.conn is reset first: the old one is broken). `why` says what kept it from being settled (kUnknown), or the last transient failure.
+InDoubt SettleInDoubt(WriterState& w, const InDoubtCommit& commit, std::string& why);
 
 }  // namespace scangate::storage

@@ -33,13 +33,15 @@ struct Lookup::Conn {
   explicit Conn(const std::string& url) : c(url) {}
 };
 
-Lookup::Lookup(LookupOptions options) : options_(std::move(options)) {}
+Lookup::Lookup(LookupOptions options) : options_(std::move(options)), target_(options_.url) {}
+
+void Lookup::Retarget(std::string url) { target_.Set(std::move(url)); }
 
 Lookup::~Lookup() { Shutdown(); }
 
 bool Lookup::Connect() {
   try {
-    auto conn = std::make_unique<Conn>(options_.url);
+    auto conn = std::make_unique<Conn>(target_.Get());
     // As in the writers (storage/pg/pg_connection.h): a lost connection must surface as an exception, not a
     // silent reconnect.
 #pragma GCC diagnostic push
@@ -115,6 +117,11 @@ void Lookup::Run() {
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
+    }
+    // Retargeted: the old database is left before this batch; it is read from the new one.
+    if (target_.TakeChange()) {
+      conn_.reset();
+      Connect();
     }
     if (conn_ == nullptr) {
       // Reads queued just before the connection broke: answered unavailable, not held across the outage.

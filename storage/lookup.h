@@ -20,6 +20,7 @@
 
 #include "core/digest.h"
 #include "core/mutex.h"
+#include "storage/conn_target.h"
 
 namespace scangate::storage {
 
@@ -68,6 +69,9 @@ class Lookup final : public DigestReader {
   // Completes what is queued with kUnavailable and joins the thread. Idempotent.
   void Shutdown();
   bool up() const { return up_.load(std::memory_order_acquire); }  // acquire: pairs with the thread's store
+  // Reads go to `url` from the next one on; the current connection is dropped then (a partition moved:
+  // storage/partitioned_store.h). Thread-safe.
+  void Retarget(std::string url);
 
  private:
   struct Item {
@@ -80,6 +84,7 @@ class Lookup final : public DigestReader {
   RecordLookup Read(const Digest& d);  // throws on database errors
 
   const LookupOptions options_;
+  ConnTarget target_;  // options.url, or the last Retarget's
   std::unique_ptr<Conn> conn_;  // the thread's (and Start()'s, before the thread exists) only
   std::atomic<bool> up_{false};
   Mutex mu_;

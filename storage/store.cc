@@ -21,6 +21,34 @@ constexpr std::chrono::milliseconds kBackoffMin{50};
 // write-behind item would then be retried forever), so such a source is stored as NULL instead.
 bool ValidUtf8NoNul(std::string_view s) { return IsValidUtf8(s, /*allow_nul=*/false); }
 
+// The connection strings of `url` (writers: statement_timeout; warm load and migrations: the long bound).
+// Throws std::invalid_argument when libpq cannot parse it.
+StoreTarget TargetOf(const StoreOptions& o, const std::string& url) {
+  ConnectionDefaults defaults;
+  defaults.statement_timeout = o.statement_timeout;
+  defaults.tcp_user_timeout = o.tcp_user_timeout;
+  StoreTarget t;
+  t.writer_conninfo = WithConnectionDefaults(url, defaults);
+  defaults.statement_timeout = o.warm_statement_timeout;
+  t.warm_conninfo = WithConnectionDefaults(url, defaults);
+  return t;
+}
+
+// Adds {"partition": label} to every line of the store (StoreOptions::label).
+class LabelledLogSink final : public LogSink {
+ public:
+  LabelledLogSink(std::shared_ptr<LogSink> inner, std::string label)
+      : inner_(std::move(inner)), label_(std::move(label)) {}
+  void Write(LogSeverity severity, std::string_view event, boost::json::object fields) override {
+    fields["partition"] = label_;
+    inner_->Write(severity, event, std::move(fields));
+  }
+
+ private:
+  const std::shared_ptr<LogSink> inner_;
+  const std::string label_;
+};
+
 }  // namespace
 
 Store::Store(StoreOptions options) : options_(std::move(options)) {
@@ -28,14 +56,14 @@ Store::Store(StoreOptions options) : options_(std::move(options)) {
   if (options_.batch_limit == 0) throw std::invalid_argument("StoreOptions.batch_limit must be at least 1");
   if (options_.queue_limit == 0) throw std::invalid_argument("StoreOptions.queue_limit must be at least 1");
   if (options_.reconnect_backoff_max < kBackoffMin) options_.reconnect_backoff_max = kBackoffMin;
-  ConnectionDefaults defaults;
-  defaults.statement_timeout = options_.statement_timeout;
-  defaults.tcp_user_timeout = options_.tcp_user_timeout;
-  std::string writer_conninfo = WithConnectionDefaults(options_.url, defaults);  // throws std::invalid_argument
-  defaults.statement_timeout = options_.warm_statement_timeout;
-  warm_conninfo_ = WithConnectionDefaults(options_.url, defaults);
-  shared_ = std::make_unique<StoreShared>(options_, std::move(writer_conninfo),
-                                          options_.log ? options_.log : StderrLogSink());
+  std::shared_ptr<LogSink> log = options_.log ? options_.log : StderrLogSink();
+  if (!options_.label.empty()) log = std::make_shared<LabelledLogSink>(std::move(log), options_.label);
+  shared_ = std::make_unique<StoreShared>(options_, TargetOf(options_, options_.url), std::move(log));
+}
+
+void Store::Retarget(std::string url) {
+  StoreTarget next = TargetOf(options_, url);  // throws std::invalid_argument before anything changes
+  shared_->SetTarget(std::move(next.writer_conninfo), std::move(next.warm_conninfo));
 }
 
 Store::~Store() { Shutdown(); }
@@ -43,7 +71,7 @@ Store::~Store() { Shutdown(); }
 void Store::Start() {
   if (started_.exchange(true)) throw std::logic_error("Store::Start called twice");
   // The long statement bound: a future migration may build an index over millions of rows.
-  MigrateWithRetry(warm_conninfo_, RetryPolicy{kBackoffMin, options_.reconnect_backoff_max,
+  MigrateWithRetry(shared_->Target().warm_conninfo, RetryPolicy{kBackoffMin, options_.reconnect_backoff_max,
                                                std::chrono::steady_clock::now() + options_.start_timeout});
   for (unsigned i = 0; i < options_.writers; ++i) {
     auto w = std::make_unique<Writer>(*shared_, i);
@@ -83,16 +111,35 @@ bool Store::SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string 
                  PackAttrs{});
 }
 
+std::size_t Store::SubmitWriteBehindGroup(std::span<const WriteBehindRow> rows, WriteBehindSink& sink) {
+  if (rows.empty()) return 0;
+  const std::size_t n = ReserveWriteBehind(rows.size());
+  if (n == 0) return 0;
+  return SubmitWriteBehindGroupReserved(rows.first(n), sink) ? n : 0;
+}
+
+std::size_t Store::ReserveWriteBehind(std::size_t n) {
+  if (n == 0 || !accepting_.load() || writers_.empty()) return 0;
+  return shared_->pending.TryAddUpTo(n);
+}
+
+void Store::ReleaseReserved(std::size_t n) {
+  if (n > 0) shared_->pending.Release(n);
+}
+
 // Not analysed: it holds a varying set of writer locks at once (those the group's rows route to, taken in index
 // order), which clang's thread-safety analysis cannot express; each PushLocked / *_locked call below is made
 // between its queue's Lock() and Unlock(), which the loops pair by `involved`.
-std::size_t Store::SubmitWriteBehindGroup(std::span<const WriteBehindRow> rows, WriteBehindSink& sink)
+bool Store::SubmitWriteBehindGroupReserved(std::span<const WriteBehindRow> rows, WriteBehindSink& sink)
     ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  if (rows.empty() || !accepting_.load() || writers_.empty()) return 0;
-  const std::size_t n = shared_->pending.TryAddUpTo(rows.size());
-  if (n == 0) return 0;
+  if (rows.empty()) return true;
+  if (!accepting_.load() || writers_.empty()) {
+    shared_->pending.Release(rows.size());
+    return false;
+  }
+  const std::size_t n = rows.size();
   const std::size_t nw = writers_.size();
-  // The writers the prefix routes to are locked together, in index order (nothing else holds two writer
+  // The writers the rows route to are locked together, in index order (nothing else holds two writer
   // locks), so a Shutdown() racing this call refuses the whole group rather than a row in its middle.
   absl::InlinedVector<std::uint8_t, 8> involved(nw, 0);  // 1 = locked; 2 = to be notified afterwards
   for (std::size_t i = 0; i < n; ++i) involved[rows[i].route % nw] = 1;
@@ -124,12 +171,12 @@ std::size_t Store::SubmitWriteBehindGroup(std::span<const WriteBehindRow> rows, 
   }
   if (stopped) {
     shared_->pending.Release(n);
-    return 0;
+    return false;
   }
   for (std::size_t k = 0; k < nw; ++k) {
     if (involved[k] == 2) writers_[k]->queue().Notify();
   }
-  return n;
+  return true;
 }
 
 bool Store::up() const {

@@ -10,7 +10,8 @@
 // Invariant: an outcome kInserted/kDuplicate is delivered only after the transaction that decided it
 // committed; of all observations of one digest (any thread, any Store, any process) exactly one ever
 // gets kInserted. Outages yield kUnavailable or a refused Submit, never a guessed verdict.
-// Use one Store per process; the server posts completions back to its own executors.
+// Use one Store per process (or one per partition, under storage/partitioned_store.h); the server posts
+// completions back to its own executors.
 #pragma once
 
 #include <atomic>
@@ -29,13 +30,14 @@
 #include "storage/start_error.h"
 #include "storage/store_metrics.h"
 #include "storage/store_options.h"
+#include "storage/write_behind_target.h"
 
 namespace scangate::storage {
 
 class Writer;
 struct StoreShared;
 
-class Store final : public ExactStore {
+class Store final : public ExactStore, public WriteBehindTarget {
  public:
   explicit Store(StoreOptions options);
   ~Store();  // calls Shutdown()
@@ -80,7 +82,25 @@ class Store final : public ExactStore {
   // SubmitWriteBehind routes each row, but each writer's lock is taken once per group and each writer woken
   // at most once. Returns how many rows were accepted — always a prefix of `rows`, in order; the rest were
   // refused (queue full, or shutting down) and never reach the sink. Safe to call concurrently.
-  std::size_t SubmitWriteBehindGroup(std::span<const WriteBehindRow> rows, WriteBehindSink& sink);
+  std::size_t SubmitWriteBehindGroup(std::span<const WriteBehindRow> rows, WriteBehindSink& sink) override;
+
+  // SubmitWriteBehindGroup in two phases, for a caller that must keep the prefix contract over several Stores
+  // (storage/partitioned_store.h): ReserveWriteBehind takes room for up to `n` rows in the queue bound and
+  // returns how many it got (0 when full or not accepting); ReleaseReserved gives back room not used;
+  // SubmitWriteBehindGroupReserved queues `rows` (exactly as many as reserved and not released) as
+  // SubmitWriteBehindGroup does — all of them, or none (false: shutting down; their reservation released).
+  // Safe to call concurrently.
+  std::size_t ReserveWriteBehind(std::size_t n);
+  void ReleaseReserved(std::size_t n);
+  bool SubmitWriteBehindGroupReserved(std::span<const WriteBehindRow> rows, WriteBehindSink& sink);
+
+  // Points the store at another database (a partition moved: storage/partitioned_store.h): every writer drops
+  // its connection before its next batch (an idle one within ~250 ms) and connects to `url`; WarmLoad uses
+  // `url` from its next call. An in-doubt COMMIT is still settled on the database that received it. The new
+  // database must already hold the schema (a moved partition is a copy; no migrations are applied here: a
+  // writer that cannot prepare its statements there goes down and logs why). Throws
+  // std::invalid_argument (nothing changed) when libpq cannot parse `url`. Safe to call concurrently.
+  void Retarget(std::string url);
 
   // True when every writer is connected and its last transaction succeeded. Safe to call concurrently.
   bool up() const override;
@@ -109,7 +129,6 @@ class Store final : public ExactStore {
                std::shared_ptr<Ticket> ticket, std::int64_t first_seen_us, Expect expect, PackAttrs attrs);
 
   StoreOptions options_;
-  std::string warm_conninfo_;  // options_.url + conninfo defaults with warm_statement_timeout (warm load, migrations)
   std::unique_ptr<StoreShared> shared_;
   std::vector<std::unique_ptr<Writer>> writers_;
   std::atomic<bool> accepting_{false};

@@ -85,6 +85,10 @@ struct StoreOptions {
   // Where storage reports events (pg_state, commit_in_doubt, dead_letter, write_behind_lost). Empty =
   // StderrLogSink(). The server passes an adapter to server::Log (one writer, one format).
   std::shared_ptr<LogSink> log;
+  // The store's name in its log lines: when non-empty, every line it writes (pg_state, commit_in_doubt,
+  // dead_letter, row_rejected, write_behind_lost) carries it as a "partition" field (storage/partitioned_store.h
+  // names its partitions "p0", "p1", ...). Empty (a single database): no such field.
+  std::string label;
   // TESTS ONLY. Called on the writer thread once per batch transaction, just before COMMIT; its answer
   // injects a fault (see StoreFault). Empty (the default) costs one branch per batch.
   std::function<StoreFault()> fault_hook;

@@ -21,6 +21,7 @@
 #include "storage/pg/copy_parser.h"
 #include "storage/pg/error_summary.h"
 #include "storage/store.h"
+#include "storage/writer_context.h"
 
 namespace scangate::storage {
 namespace {
@@ -115,7 +116,10 @@ constexpr const char* kWarmPlanSql =
 std::uint64_t Store::WarmLoad(std::chrono::seconds window,
                               const std::function<void(std::span<const Digest>)>& sink) {
   const unsigned streams = std::clamp(options_.warm_streams, 1u, kMaxWarmStreams);
-  PgConnPtr coord = WarmConnect(warm_conninfo_);
+  // One target for the whole load (a Retarget meanwhile applies to the next one): the streams read the
+  // coordinator's exported snapshot, which exists only in its database.
+  const std::string conninfo = shared_->Target().warm_conninfo;
+  PgConnPtr coord = WarmConnect(conninfo);
   if (streams == 1) {
     const std::string sql = kWarmCopySqlPrefix + std::to_string(window.count()) + kWarmCopySqlSuffix;
     const std::uint64_t n = RunWarmCopy(coord.get(), sql, sink, nullptr);
@@ -175,7 +179,7 @@ std::uint64_t Store::WarmLoad(std::chrono::seconds window,
   const auto run_stream = [&](unsigned i) {
     SetThreadName("sg-warm-" + std::to_string(i));
     try {
-      PgConnPtr conn = WarmConnect(warm_conninfo_);
+      PgConnPtr conn = WarmConnect(conninfo);
       WarmExec(conn.get(), "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
       WarmExec(conn.get(), "SET TRANSACTION SNAPSHOT '" + snapshot + "'");
       counts[i] = RunWarmCopy(conn.get(), copy_sql(i), sink, &abort);

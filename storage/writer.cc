@@ -22,11 +22,13 @@ constexpr std::chrono::milliseconds kIdleConnectionCheck{250};
 Writer::Writer(StoreShared& shared, unsigned index) : shared_(shared), runner_(shared, state_) {
   state_.index = index;
   state_.retention = shared.options.retention;
+  state_.target = shared.Target();
 }
 
 void Writer::ConnectFirst() {
   std::string error;
-  if (ConnectWriter(state_, shared_.writer_conninfo, &error)) state_.queue.MarkUp();
+  FollowTarget(shared_, state_);
+  if (ConnectWriter(state_, state_.target.writer_conninfo, &error)) state_.queue.MarkUp();
 }
 
 void Writer::Start() {
@@ -47,12 +49,15 @@ void Writer::Run() {
   std::vector<QueuedItem> batch;
   batch.reserve(shared_.options.batch_limit);
   for (;;) {
+    // Store::Retarget: a connection to the old database is dropped here (idle, down or between batches), and
+    // the reconnect below goes to the new one.
+    FollowTarget(shared_, w);
     if (!w.conn && w.queue.up()) {
       // Connection gone while still marked up: an in-doubt COMMIT was settled without one (a batch that
       // wrote nothing needs no txid_status). Reconnect at once; failing that, go down like a failed batch
       // (queued waiting items fail now, Submit refuses) instead of holding them through the outage.
       std::string why;
-      if (ConnectWriter(w, shared_.writer_conninfo, &why)) continue;
+      if (ConnectWriter(w, w.target.writer_conninfo, &why)) continue;
       std::vector<QueuedItem> none;
       GoDown(none, "connection lost; reconnect failed: " + why);
       continue;
@@ -69,7 +74,7 @@ void Writer::Run() {
         case WriterQueue::Idle::kRetry:
           break;
       }
-      if (!ConnectWriter(w, shared_.writer_conninfo, nullptr)) {
+      if (!ConnectWriter(w, w.target.writer_conninfo, nullptr)) {
         backoff = std::min<std::chrono::milliseconds>(backoff * 2, shared_.options.reconnect_backoff_max);
         continue;
       }
@@ -91,6 +96,16 @@ void Writer::Run() {
         break;
     }
     if (batch.empty()) continue;  // everything taken was cancelled
+    // Retargeted while this batch was being taken: it goes to the new database (one connection attempt now;
+    // failing that, the writer goes down as after a failed batch: write-behind rows kept, waiting items failed).
+    if (FollowTarget(shared_, w)) {
+      std::string why;
+      if (!ConnectWriter(w, w.target.writer_conninfo, &why)) {
+        GoDown(batch, "retargeted; connect failed: " + why);
+        batch.clear();
+        continue;
+      }
+    }
     std::vector<QueuedItem> failed;
     std::string error;
     if (!runner_.Run(batch, failed, error)) GoDown(failed, error);

@@ -10,6 +10,13 @@
 
 namespace scangate::storage {
 
+bool FollowTarget(const StoreShared& shared, WriterState& w) {
+  if (shared.generation() == w.target.generation) return false;
+  w.target = shared.Target();
+  w.conn.reset();
+  return true;
+}
+
 // Every writer connection prepares the batch statements once.
 bool ConnectWriter(WriterState& w, const std::string& conninfo, std::string* error) {
   try {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/mutex.h"
 #include "storage/log_sink.h"
 #include "storage/outcome.h"
 #include "storage/pg/pg_connection.h"
@@ -22,19 +23,52 @@
 
 namespace scangate::storage {
 
+// Where the writers connect: the connection strings of one target database, and its generation (bumped by
+// Store::Retarget). A writer copies the target when it connects and compares generations before each batch.
+struct StoreTarget {
+  std::string writer_conninfo;  // url + conninfo defaults (writers)
+  std::string warm_conninfo;    // url + conninfo defaults with warm_statement_timeout (warm load, migrations)
+  std::uint64_t generation = 0;
+};
+
 struct StoreShared {
-  StoreShared(const StoreOptions& o, std::string conninfo, std::shared_ptr<LogSink> sink)
-      : options(o), writer_conninfo(std::move(conninfo)), log(std::move(sink)), pending(o.queue_limit) {}
+  StoreShared(const StoreOptions& o, StoreTarget first, std::shared_ptr<LogSink> sink)
+      : options(o), log(std::move(sink)), pending(o.queue_limit), target_(std::move(first)) {}
   const StoreOptions& options;
-  const std::string writer_conninfo;  // options.url + conninfo defaults (writers)
-  const std::shared_ptr<LogSink> log;  // options.log or StderrLogSink()
+  const std::shared_ptr<LogSink> log;  // options.log or StderrLogSink() (labelled with options.label)
   StoreMetrics metrics;
   PendingBound pending;                      // accepted, unfinished items (bounded by queue_limit)
   std::atomic<std::uint64_t> cancelled{0};   // Submit items withdrawn by Ticket::Cancel
+
+  // The current target (a copy). Any thread.
+  StoreTarget Target() const ABSL_LOCKS_EXCLUDED(target_mu_) {
+    const MutexLock lock(&target_mu_);
+    return target_;
+  }
+  // Replaces the target's connection strings and bumps its generation. Any thread.
+  void SetTarget(std::string writer_conninfo, std::string warm_conninfo) ABSL_LOCKS_EXCLUDED(target_mu_) {
+    const MutexLock lock(&target_mu_);
+    target_.writer_conninfo = std::move(writer_conninfo);
+    target_.warm_conninfo = std::move(warm_conninfo);
+    ++target_.generation;
+    // release: a writer that acquires the new generation finds the new strings (it copies them under the lock
+    // anyway; the atomic only spares the per-batch check that lock).
+    generation_.store(target_.generation, std::memory_order_release);
+  }
+  // The current generation: one load per batch on the writer's hot path. acquire: pairs with SetTarget.
+  std::uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+
+ private:
+  mutable Mutex target_mu_;
+  StoreTarget target_ ABSL_GUARDED_BY(target_mu_);
+  std::atomic<std::uint64_t> generation_{0};
 };
 
 struct WriterState {
   unsigned index = 0;
+  // Writer thread only (and Store::Start() before it exists): the target the writer's connection is (or will
+  // be) on. An in-doubt COMMIT is settled on this one — the xid belongs to its database — even after a Retarget.
+  StoreTarget target;
   std::chrono::seconds retention{0};     // StoreOptions::retention: the batch statements' horizon
   WriterQueue queue;
   std::unique_ptr<PgConnection> conn;      // writer thread only
@@ -42,6 +76,10 @@ struct WriterState {
   unsigned copy_pause = 0;  // writer thread only: the COPY back-off (kMaxCopyPause, storage/batch_runner.cc)
   unsigned copy_skip = 0;   // writer thread only: COPY-eligible batches still to write through ON CONFLICT
 };
+
+// Takes the store's current target into w.target when its generation moved on, dropping w.conn (connected to
+// the old one). True when it did. Writer thread, before a batch and before a (re)connect.
+bool FollowTarget(const StoreShared& shared, WriterState& w);
 
 // Opens a writer connection on `conninfo` (utf-8 client encoding, the batch statements prepared) into
 // w.conn. False (w.conn untouched) with `error` (libpq's first line) set when that fails. Writer thread.

@@ -200,6 +200,7 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
            "replay) and re-run through INSERT ... ON CONFLICT.");
   w.Sample("scangate_copy_fallbacks_total", "", s.store.copy_fallbacks);
   WriteTableMetrics(w, s);
+  WritePartitionMetrics(w, s);
   WriteAccessMetrics(w, s);
   w.Header("scangate_pg_batch_size", "histogram", "Keys per PostgreSQL transaction.");
   w.Histogram("scangate_pg_batch_size", "", s.store.batch_size_buckets, s.store.batch_size_sum,
@@ -350,6 +351,7 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
                                                           {"aborted", st.in_doubt_aborted},
                                                           {"unknown", st.in_doubt_unknown}}}};
   AddTableStats(o, s);
+  AddPartitionStats(o, s);
   AddAccessStats(o, s);
   if (s.journal) {
     const storage::JournalDrainStats& j = *s.journal;

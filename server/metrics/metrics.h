@@ -16,6 +16,7 @@
 #include "core/filter.h"
 #include "server/http/rate_limit.h"
 #include "server/http/request.h"
+#include "server/metrics/partition_metrics.h"
 #include "storage/brin_summarizer.h"
 #include "storage/expiry.h"
 #include "storage/journal/journal_drain.h"
@@ -89,6 +90,9 @@ struct MetricsSnapshot {
   std::optional<storage::JournalDrainStats> journal;  // ack=filter with the journal on
   std::optional<storage::BrinSummarizerStats> brin;   // the first_seen BRIN summarizer, when one runs
   std::optional<storage::ExpiryStats> expiry;         // the horizon's expiry and the table's vital signs
+  // --partitions: one sample per logical partition (server/metrics/partition_metrics.h); store, brin and expiry
+  // above are then sums over the partitions (expiry: sums of counts and bytes, the worst lag and age).
+  std::vector<PartitionSample> partitions;
   std::int64_t retention_seconds = 0;                 // the horizon (--retention); 0 = off
   // The rate limiter (--rate-limit > 0; server/http/rate_limit.h): 429s per terminal, buckets. Filled by the
   // Router, which owns the limiter (server/metrics/access_metrics.h renders it).

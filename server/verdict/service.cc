@@ -145,8 +145,7 @@ MetricsSnapshot Service::Snapshot() const {
   s.recent_keys = recent_.size();
   s.recent_capacity = recent_.bound();
   if (journal_ != nullptr) s.journal = journal_->Stats();
-  if (brin_ != nullptr) s.brin = brin_->Stats();
-  if (expiry_ != nullptr) s.expiry = expiry_->Stats();
+  if (storage_stats_) storage_stats_(s);
   s.retention_seconds = retention_.count();
   return s;
 }

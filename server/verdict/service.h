@@ -79,7 +79,9 @@ class Service {
   // /readyz: PostgreSQL up, warm start done, and (journal) every recovered record replayed into PostgreSQL.
   // An unusable journal does not make the instance unready: new keys are then decided exactly in PostgreSQL
   // (as --ack=commit), so its answers stay right; JournalState() names the fault for /readyz's body instead.
-  bool ready() const { return warm() && store_.up() && (journal_ == nullptr || journal_->replayed()); }
+  // The store "serving" (storage::ExactStore::serving): with --partitions one partition down leaves the instance
+  // ready — its keys get 503, the others are answered — so a load balancer does not take every instance out.
+  bool ready() const { return warm() && store_.serving() && (journal_ == nullptr || journal_->replayed()); }
   // "" without a journal or while it is usable, else e.g. "unusable: ENOSPC: No space left on device (...)".
   // Safe to call concurrently.
   std::string JournalState() const {
@@ -87,9 +89,10 @@ class Service {
     return "unusable: " + journal_->unusable_cause();
   }
 
-  // The first_seen BRIN summarizer whose counters Snapshot() reports (null: none). Call before serving.
-  void AttachBrinSummarizer(const storage::BrinSummarizer* s) { brin_ = s; }
-  void AttachExpiry(const storage::Expiry* e) { expiry_ = e; }
+  // What Snapshot() reports of the storage's readers — the BRIN summarizers, the expiries and (--partitions) the
+  // state per partition — filled by `fill` (App owns them: one per partition). Call before serving; `fill` runs
+  // on the scraping thread and must be thread-safe.
+  void AttachStorageStats(std::function<void(MetricsSnapshot&)> fill) { storage_stats_ = std::move(fill); }
 
   // Every counter now; the filter's per-shard figures from the latest RefreshTelemetry() (age reported).
   MetricsSnapshot Snapshot() const;
@@ -218,8 +221,7 @@ class Service {
   std::array<Mutex, kStripes> stripes_;  // guard no member: they make probe + record atomic per digest
   RecentSet recent_;
   storage::JournalDrain* const journal_;
-  const storage::BrinSummarizer* brin_ = nullptr;  // set before serving, read-only afterwards
-  const storage::Expiry* expiry_ = nullptr;        // as brin_
+  std::function<void(MetricsSnapshot&)> storage_stats_;  // set before serving, read-only afterwards
   const std::uint64_t instance_id_;  // tells this Service's thread-local group apart from an earlier one's
   Mutex groups_mu_;             // taken once per I/O thread (its first journalled or stored request)
   std::vector<std::unique_ptr<JournalGroupSlot>> groups_ ABSL_GUARDED_BY(groups_mu_);

@@ -55,7 +55,7 @@ std::string JournalDrain::QueryIdentity(const std::string& url, const Connection
   return "system_identifier=" + std::string(r[0][0].c_str()) + " database=" + r[0][1].c_str();
 }
 
-JournalDrain::JournalDrain(Store& store, JournalOptions options) : store_(store), options_(std::move(options)) {
+JournalDrain::JournalDrain(WriteBehindTarget& store, JournalOptions options) : store_(store), options_(std::move(options)) {
   options_.on_commit = [this](std::vector<JournalEntry>& group, JournalFate fate) { OnCommit(group, fate); };
 }
 

@@ -1,7 +1,8 @@
 // JournalDrain: the --ack=filter durable fast path around a Journal (storage/journal/journal.h). It appends
 // definitely-new digests, wakes their waiters once the group commit holding them is durable (batched per
-// waiter group, i.e. per I/O thread), hands durable records to the Store's write-behind path, and tells the
-// Journal when PostgreSQL committed them so the checkpoint can pass them.
+// waiter group, i.e. per I/O thread), hands durable records to the store's write-behind path (a WriteBehindTarget:
+// one Store, or a PartitionedStore), and tells the Journal when PostgreSQL committed them so the checkpoint can
+// pass them.
 // Invariant (ordering hazard): from Append() until PostgreSQL has committed the row, the digest is in an
 // exact pending set; a possibly-seen observer calls Lookup() first (under the same per-digest lock as
 // Append) and is answered from it instead of racing the journalled row to PostgreSQL. So of all
@@ -30,6 +31,7 @@
 #include "storage/pg/conninfo.h"
 #include "storage/journal/journal.h"
 #include "storage/store.h"
+#include "storage/write_behind_target.h"
 
 namespace scangate::storage {
 
@@ -71,7 +73,7 @@ class JournalDrain final : private WriteBehindSink {
   };
 
   // `store` must outlive the drain and be started. Opens nothing yet.
-  JournalDrain(Store& store, JournalOptions options);
+  JournalDrain(WriteBehindTarget& store, JournalOptions options);
   ~JournalDrain();  // StopAppends() + Close(); call Store::Shutdown() in between for a clean checkpoint
   JournalDrain(const JournalDrain&) = delete;
   JournalDrain& operator=(const JournalDrain&) = delete;
@@ -141,7 +143,7 @@ class JournalDrain final : private WriteBehindSink {
   // WriteBehindSink: rows of one Store transaction (or dead letter, or give-up) are finished. Writer threads.
   void Done(std::span<const WriteBehindDone> rows) override;
 
-  Store& store_;
+  WriteBehindTarget& store_;  // a Store, or a PartitionedStore
   JournalOptions options_;
   std::unique_ptr<Journal> journal_;
   std::array<Shard, kShards> shards_;

@@ -6,6 +6,7 @@
 #include "core/filter.h"
 
 #include <gtest/gtest.h>
+#include <boost/json/serialize.hpp>
 
 #include <stdlib.h>
 
@@ -194,6 +195,33 @@ TEST(Config, KeysAndExpiryGrace) {
   EXPECT_NE(ParseError({"--database-url", kUrl, "--keys", "ean"}).find("--keys"), std::string::npos);
   EXPECT_NE(ParseError({"--database-url", kUrl, "--expiry-grace", "2193d"}).find("2192d"), std::string::npos);
   EXPECT_NE(ParseError({"--database-url", kUrl, "--expiry-grace", "1y"}).find("expiry-grace"), std::string::npos);
+}
+
+// --partitions (issue 23): off by default; with it --database-url is optional (the proxy's URL stands in, for
+// the journal's identity only), the cluster name and the map's poll period are checked, and Describe() redacts the
+// proxy URL's password like the database's.
+TEST(Config, Partitions) {
+  Config c = ParseOk({"--database-url", kUrl});
+  EXPECT_FALSE(c.partitioned());
+  EXPECT_EQ(c.partition_cluster, "scangate");
+  EXPECT_EQ(c.partition_map_poll, 5s);
+  EXPECT_FALSE(Describe(c).contains("partition_cluster"));
+  const std::string proxy = "postgresql://sg:hunter2@10.0.0.5:6432/scangate_proxy";
+  c = ParseOk({"--partitions", proxy, "--partition-cluster", "pos", "--partition-map-poll", "500ms"});
+  EXPECT_TRUE(c.partitioned());
+  EXPECT_EQ(c.partitions_url, proxy);
+  EXPECT_EQ(c.database_url, proxy);
+  EXPECT_EQ(c.partition_cluster, "pos");
+  EXPECT_EQ(c.partition_map_poll, 500ms);
+  const auto d = Describe(c);
+  EXPECT_EQ(d.at("partition_cluster"), "pos");
+  EXPECT_EQ(boost::json::serialize(d).find("hunter2"), std::string::npos);
+  EXPECT_NE(ParseError({"--partitions", proxy, "--partition-map-poll", "50ms"}).find("partition-map-poll"),
+            std::string::npos);
+  EXPECT_NE(ParseError({"--partitions", proxy, "--partition-cluster", ""}).find("partition-cluster"),
+            std::string::npos);
+  EXPECT_NE(ParseError({"--partitions", "dbname='unterminated"}).find("--partitions"), std::string::npos);
+  EXPECT_NE(ParseError({}).find("--database-url"), std::string::npos);
 }
 
 // --window and --retention (the de-duplication horizon) default to each other: neither -> 24h both; one

@@ -25,6 +25,7 @@
 
 #include "tests/storage/event_log.h"
 #include "tests/storage/pg_test_db.h"
+#include "tests/storage/scratch_db.h"
 
 namespace scangate::storage {
 namespace {
@@ -165,6 +166,26 @@ TEST_F(ExpiryTest, PassDeletesExactlyTheExpiredRows) {
   EXPECT_EQ(s.rows_expired, 350u);
   EXPECT_EQ(s.passes, 2u);
   EXPECT_EQ(Rows(), 170);
+}
+
+// Retarget (a partition moved): the next pass leaves the old database and deletes in the new one only.
+TEST_F(ExpiryTest, RetargetMovesTheNextPassToTheNewDatabase) {
+  ScratchDb moved("sg_expiry_moved");
+  {
+    pqxx::connection c(moved.conninfo);
+    ApplyMigrations(c);
+  }
+  moved.Exec("INSERT INTO scan_keys (digest, source, first_seen) SELECT sha256(convert_to(g::text, 'UTF8')), "
+             "'moved', now() - interval '2 hours' FROM generate_series(1, 30) g");
+  Expiry expiry(Options(kHorizon));
+  expiry.RunOnce();  // connected to the fixture's database (whatever it held expired is gone now)
+  InsertRows(20, "2 hours", "stays");
+  expiry.Retarget(moved.conninfo);
+  EXPECT_EQ(expiry.RunOnce(), 30u);
+  EXPECT_EQ(Rows("stays"), 20);  // the old database was not touched
+  pqxx::connection c(moved.conninfo);
+  pqxx::nontransaction tx(c);
+  EXPECT_EQ(tx.exec1("SELECT count(*) FROM scan_keys")[0].as<int>(), 0);
 }
 
 // A row another transaction holds locked is skipped (SKIP LOCKED): the pass neither waits for it (it would hit
