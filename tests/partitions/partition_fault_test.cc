@@ -46,7 +46,6 @@ constexpr auto kAfterHeal = 2s;               // load once every partition is up
 constexpr auto kHealBound = 90s;              // bounds failure detection only
 constexpr auto kDrainBound = 90s;             // retransmissions of ambiguous keys
 constexpr auto kBacklogBound = 90s;           // --ack=filter: journal drained into the partitions
-constexpr std::size_t kCheckChunk = 5000;     // digests per query
 constexpr double kRepeatFraction = 0.25;
 constexpr int kLiveThreads = 4;               // the kill test's second load: keys of partitions that stay up
 constexpr const char* kLiveTag = "-live";     // its key tag's suffix (keys are "it-<run>-<tag>-<n>")
