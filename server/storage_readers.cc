@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include <absl/strings/str_cat.h>
+
 namespace scangate::server {
 
 StorageReaders::StorageReaders(storage::PartitionedStore& store, StorageReaderOptions options)
@@ -125,7 +127,7 @@ void StorageReaders::Fill(MetricsSnapshot& s) const {
   s.partitions.clear();
   for (const auto& st : states) {
     PartitionSample ps;
-    ps.label = "p" + std::to_string(st.partition);
+    ps.label = absl::StrCat("p", st.partition);
     ps.where = st.where;
     ps.up = st.stats.up;
     ps.queue_depth = st.stats.queue_depth;
