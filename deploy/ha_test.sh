@@ -23,25 +23,9 @@ else
   cmake --build "$build" -j2 --target scangate ha_failover_test
 fi
 
-# A block of 30 free loopback ports (cluster.sh uses base .. base+22), below the kernel's ephemeral range
-# (ip_local_port_range, 32768+ by default): the scangate instances of the tests listen on ephemeral ports
-# and every client connection takes one, so a fixed port in that range can be taken when HAProxy starts.
+# A block of 30 free loopback ports (cluster.sh uses base .. base+22): deploy/free_port_block.sh.
 export HA_PORT_BASE
-HA_PORT_BASE=$(python3 - <<'PY'
-import random, socket
-for _ in range(200):
-    base = random.randrange(20000, 32000, 50)
-    socks = []
-    try:
-        for p in range(base, base + 30):
-            s = socket.socket(); s.bind(("127.0.0.1", p)); socks.append(s)
-        print(base); break
-    except OSError:
-        pass
-    finally:
-        for s in socks: s.close()
-PY
-)
+HA_PORT_BASE=$("$root/deploy/free_port_block.sh" 30)
 export HA_DIR
 HA_DIR=$(mktemp -d /tmp/scangate-ha.XXXXXX)
 chmod 755 "$HA_DIR"

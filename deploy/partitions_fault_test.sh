@@ -27,23 +27,8 @@ else
   cmake --build "$build" -j2 --target scangate partition_fault_test
 fi
 
-# 5 consecutive free loopback ports (proxy + 4 servers), below the kernel's ephemeral range (32768+ by
-# default): the scangate instances listen on ephemeral ports and every client connection takes one.
-port_base=$(python3 - <<'PY'
-import random, socket
-for _ in range(200):
-    base = random.randrange(20000, 32000, 10)
-    socks = []
-    try:
-        for p in range(base, base + 10):
-            s = socket.socket(); s.bind(("127.0.0.1", p)); socks.append(s)
-        print(base); break
-    except OSError:
-        pass
-    finally:
-        for s in socks: s.close()
-PY
-)
+# 5 consecutive free loopback ports (proxy + 4 servers), and room to spare: deploy/free_port_block.sh.
+port_base=$("$root/deploy/free_port_block.sh" 10)
 dir=$(mktemp -d /tmp/scangate-partitions.XXXXXX)
 chmod 755 "$dir"
 logs="$build/partitions-logs"  # kept after the teardown
