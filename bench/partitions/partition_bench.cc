@@ -3,7 +3,9 @@
 // (SCANGATE_BENCH), run by bench/partitions/compare.sh and scaling.sh; figures in bench/RESULTS.md
 // "Issue 23: partitions over PL/Proxy".
 //   partition_bench --mode=proxy|direct --url=<proxy libpq URL> [--clients=8] [--batch=64] [--seconds=20]
-//                   [--warmup=2] [--repeat=0.25] [--writers=2] [--cluster=scangate]
+//                   [--warmup=2] [--repeat=0.25] [--writers=2] [--cluster=scangate] [--keys=N]
+// --keys=N: the measured part ends once N keys were answered (instead of after --seconds), so runs over
+// different layouts measure the same work on tables of the same size.
 // A batch is --batch distinct keys of which a share --repeat are digests this client thread already had
 // answered `inserted` (random picks among its last 65536), the rest fresh random 32-byte digests.
 //   proxy:  one libpq connection per client to the proxy database; per batch ONE
@@ -60,6 +62,7 @@ struct Args {
   unsigned clients = 8, writers = 2;
   std::size_t batch = 64;
   double seconds = 20, warmup = 2, repeat = 0.25;
+  std::uint64_t keys = 0;  // > 0: measure until this many keys were answered instead of --seconds
 };
 
 [[noreturn]] void Die(const std::string& why) {
@@ -83,6 +86,7 @@ Args ParseArgs(int argc, char** argv) {
     else if (k == "seconds") a.seconds = std::stod(v);
     else if (k == "warmup") a.warmup = std::stod(v);
     else if (k == "repeat") a.repeat = std::stod(v);
+    else if (k == "keys") a.keys = std::stoull(v);
     else Die("unknown flag --" + k);
   }
   if ((a.mode != "proxy" && a.mode != "direct") || a.url.empty()) Die("need --mode=proxy|direct and --url=");
@@ -415,7 +419,11 @@ int main(int argc, char** argv) {
   std::this_thread::sleep_for(std::chrono::duration<double>(a.warmup));
   const Snapshot s0 = snap();
   const auto t0 = Clock::now();
-  std::this_thread::sleep_for(std::chrono::duration<double>(a.seconds));
+  if (a.keys > 0) {
+    while (n.keys.load() - s0.keys < a.keys) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  } else {
+    std::this_thread::sleep_for(std::chrono::duration<double>(a.seconds));
+  }
   const Snapshot s1 = snap();
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   stop = true;
