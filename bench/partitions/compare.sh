@@ -28,6 +28,7 @@ cleanup() {
   "$PARTS" stop "$DIR" --clean >/dev/null 2>&1 || true
   "$ROOT/scripts/pg.sh" stop "$PGDIR/data" >/dev/null 2>&1 || true
   rm -rf "$PGDIR"
+  [[ -s $LOG.stderr ]] || rm -f "$LOG.stderr"
 }
 trap cleanup EXIT
 say() { echo "$*" | tee -a "$LOG"; }

@@ -22,7 +22,10 @@ BENCH=$BUILD/bench/partitions/partition_bench
 mkdir -p "$ROOT/bench/partitions/logs"
 LOG=$ROOT/bench/partitions/logs/scaling-$(date -u +%Y%m%dT%H%M%SZ).log
 DIR=
-cleanup() { [[ -z $DIR ]] || "$PARTS" stop "$DIR" --clean >/dev/null 2>&1 || true; }
+cleanup() {
+  [[ -z $DIR ]] || "$PARTS" stop "$DIR" --clean >/dev/null 2>&1 || true
+  [[ -s $LOG.stderr ]] || rm -f "$LOG.stderr"
+}
 trap cleanup EXIT
 say() { echo "$*" | tee -a "$LOG"; }
 
