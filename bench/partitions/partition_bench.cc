@@ -133,30 +133,33 @@ std::vector<std::string> ReadMap(const std::string& proxy, const std::string& cl
   return map;
 }
 
+// The fields of /proc/PID/stat after the command name (v[0] = field 3, the state); empty when the process is
+// gone (it may exit between listing /proc and reading its stat).
+std::vector<std::string> StatFields(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return {};
+  const auto close = line.rfind(')');
+  if (close == std::string::npos || close + 2 > line.size()) return {};
+  std::istringstream rest(line.substr(close + 2));
+  return {std::istream_iterator<std::string>(rest), {}};
+}
+
 // The postmaster of the cluster `conninfo` reaches: the parent of our backend.
 pid_t PostmasterOf(const std::string& conninfo, std::string* port) {
   PGconn* c = Connect(conninfo);
   const pid_t backend = static_cast<pid_t>(std::stol(Column(c, "SELECT pg_backend_pid()")[0]));
   *port = PQport(c);
   PQfinish(c);
-  std::ifstream f("/proc/" + std::to_string(backend) + "/stat");
-  std::string line;
-  std::getline(f, line);
-  std::istringstream rest(line.substr(line.rfind(')') + 2));
-  std::string state;
-  long ppid = 0;
-  rest >> state >> ppid;
+  const auto v = StatFields(backend);
+  const long ppid = v.size() >= 2 ? std::atol(v[1].c_str()) : 0;
   if (ppid <= 1) Die("cannot read the postmaster of a backend from /proc (run on the clusters' host, as root)");
   return static_cast<pid_t>(ppid);
 }
 
 // utime+stime (+ cutime+cstime for `with_children`: the reaped children's) of one process, in clock ticks.
 long long Ticks(pid_t pid, bool with_children) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(f, line)) return 0;
-  std::istringstream rest(line.substr(line.rfind(')') + 2));
-  std::vector<std::string> v{std::istream_iterator<std::string>(rest), {}};  // v[0] = field 3 (state)
+  const auto v = StatFields(pid);
   if (v.size() < 15) return 0;
   long long t = std::stoll(v[11]) + std::stoll(v[12]);  // fields 14, 15
   if (with_children) t += std::stoll(v[13]) + std::stoll(v[14]);  // 16, 17
@@ -172,14 +175,9 @@ long long TreeTicks(pid_t pm) {
   if (!d) return t;
   while (dirent* e = readdir(d)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    std::ifstream f(std::string("/proc/") + e->d_name + "/stat");
-    std::string line;
-    if (!std::getline(f, line)) continue;
-    std::istringstream rest(line.substr(line.rfind(')') + 2));
-    std::string state;
-    long ppid = 0;
-    rest >> state >> ppid;
-    if (ppid == pm) t += Ticks(static_cast<pid_t>(std::atol(e->d_name)), false);
+    const pid_t pid = static_cast<pid_t>(std::atol(e->d_name));
+    const auto v = StatFields(pid);
+    if (v.size() >= 2 && std::atol(v[1].c_str()) == pm) t += Ticks(pid, false);
   }
   closedir(d);
   return t;
