@@ -4,7 +4,8 @@
 #   scripts/deps.sh build test   + what the tests need (scripts/test.sh): GoogleTest, benchmarks, clang, Chromium
 #   scripts/deps.sh ha           what high availability needs (deploy/): Patroni, etcd, HAProxy
 #   scripts/deps.sh build package  + the Debian package's tools (scripts/package.sh): dpkg-dev, file, debootstrap
-#   scripts/deps.sh              every set (build test ha package)
+#   scripts/deps.sh partitions   what a partitioned store needs (deploy/partitions.sh): PL/Proxy
+#   scripts/deps.sh              every set (build test ha package partitions)
 # Idempotent: a second run on a provisioned machine calls no apt at all.
 set -euo pipefail
 
@@ -32,6 +33,7 @@ TEST_PACKAGES=(
   wrk                # HTTP load generator of bench/run.sh
   prometheus         # promtool for tests/deploy/prometheus_rules_test.sh (deploy/prometheus/ rules)
   systemd            # systemd-analyze verify of deploy/debian/scangate.service (tests/debian/)
+  postgresql-15-plproxy  # tests/deploy/partitions_test.sh (deploy/partitions.sh's proxy database)
 )
 
 # package: what scripts/package.sh and the package's install test need on top of build.
@@ -47,8 +49,14 @@ HA_PACKAGES=(
   python3 curl   # deploy/ha_test.sh (free ports), deploy/cluster.sh (health checks)
 )
 
+# partitions: the PL/Proxy database of a partitioned exact store (deploy/partitions.sh, sql/proxy/).
+PARTITION_PACKAGES=(
+  postgresql-15-plproxy
+  python3   # deploy/partitions.sh (free ports)
+)
+
 sets=("$@")
-if ((${#sets[@]} == 0)); then sets=(build test ha package); fi
+if ((${#sets[@]} == 0)); then sets=(build test ha package partitions); fi
 wanted=()
 for s in "${sets[@]}"; do
   case $s in
@@ -56,7 +64,8 @@ for s in "${sets[@]}"; do
     test) wanted+=("${TEST_PACKAGES[@]}") ;;
     ha) wanted+=("${HA_PACKAGES[@]}") ;;
     package) wanted+=("${PACKAGE_PACKAGES[@]}") ;;
-    *) echo "scripts/deps.sh: unknown set '$s' (expected build, test, ha or package)" >&2; exit 2 ;;
+    partitions) wanted+=("${PARTITION_PACKAGES[@]}") ;;
+    *) echo "scripts/deps.sh: unknown set '$s' (expected build, test, ha, package or partitions)" >&2; exit 2 ;;
   esac
 done
 

@@ -4,6 +4,7 @@
 #   scripts/pg.sh stop  DATADIR        fast shutdown (no-op when not running)
 #   scripts/pg.sh kill  DATADIR        immediate shutdown (crash-like; for outage tests)
 #   scripts/pg.sh url   DATADIR PORT   print the libpq URL
+# Environment: PG_SHARED_MB (shared_buffers in MB, set at initdb; default a quarter of the RAM, 128 MB..8 GB).
 # PostgreSQL refuses to run as root, so as root every server command runs as the "postgres" user.
 set -euo pipefail
 
@@ -30,9 +31,10 @@ case "$cmd" in
         exit 1
       fi
       as_pg "$PGBIN/initdb" -D "$datadir" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
-      # shared_buffers: a quarter of the RAM, 128 MB to 8 GB. The primary key of random digests is touched at
+      # shared_buffers: PG_SHARED_MB when set (deploy/partitions.sh: several clusters on one machine), else a
+      # quarter of the RAM, 128 MB to 8 GB. The primary key of random digests is touched at
       # random leaves, so once it outgrows shared_buffers every insert evicts and re-reads a leaf page.
-      shared_mb=$(awk '/^MemTotal:/ {m = int($2 / 1024 / 4); print (m < 128 ? 128 : (m > 8192 ? 8192 : m))}' /proc/meminfo)
+      shared_mb=${PG_SHARED_MB:-$(awk '/^MemTotal:/ {m = int($2 / 1024 / 4); print (m < 128 ? 128 : (m > 8192 ? 8192 : m))}' /proc/meminfo)}
       # Settings shipped for scangate's local cluster. synchronous_commit stays on: an acknowledged
       # "new" must survive a crash of PostgreSQL as well as of scangate.
       cat >>"$datadir/postgresql.conf" <<CONF

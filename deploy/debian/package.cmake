@@ -3,7 +3,8 @@
 #   /lib/systemd/system/scangate.service   the unit (deploy/debian/scangate.service)
 #   /etc/scangate/scangate.conf            the configuration file (conffile)
 #   /etc/default/scangate                  the unit's environment file, mode 0600 (conffile)
-#   /usr/share/scangate/sql/               the migrations (the binary embeds and applies them; for reading)
+#   /usr/share/scangate/sql/               the migrations (the binary embeds and applies them; for reading);
+#                                          sql/proxy/: the PL/Proxy database's functions (deploy/README.md)
 #   /usr/share/doc/scangate/               README.md, openapi.yaml, copyright
 # Depends are computed from the binary by dpkg-shlibdeps. Maintainer scripts: deploy/debian/{postinst,prerm,postrm}.
 # Included from the top-level CMakeLists.txt (not with SCANGATE_CORE_ONLY).
