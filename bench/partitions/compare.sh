@@ -5,15 +5,19 @@
 #   bench/partitions/compare.sh
 # Environment (default): C (8) client threads, B (64) keys per batch, S (20) measured seconds per run,
 #   REP_SHARE (0.25) repeated keys per batch, REPS (2) repetitions (odd: proxy then direct; even: direct then
-#   proxy), E2E (1; 0 = skip the end-to-end part), E2E_CONNS (64), E2E_S (10), E2E_REPEAT (0.25),
-#   BUILD (build/release), PARTITIONS_SH (deploy/partitions.sh).
+#   proxy), E2E (1; 0 = skip the end-to-end part), E2E_CONNS ("64 256"), E2E_WRITERS ("2 1": scangate's
+#   --writers, per partition with --partitions), E2E_S (10), E2E_REPEAT (0.25), MODES ("proxy direct"; "" = only
+#   the end-to-end part),
+#   BUILD (build/release), PARTITIONS_SH (deploy/partitions.sh), PG_SHARED_MB (128: the one-PostgreSQL cell's
+#   shared_buffers, as deploy/partitions.sh's clusters get).
 # Writes bench/partitions/logs/compare-<UTC time>.log (every run's full output, the load average before each).
 # Needs: partition_bench and scangate built (cmake --build BUILD --target partition_bench scangate), wrk, root
 # (PostgreSQL runs as postgres; /proc of its processes is read for CPU). Nothing here is niced: measured.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 C=${C:-8} B=${B:-64} S=${S:-20} REP_SHARE=${REP_SHARE:-0.25} REPS=${REPS:-2}
-E2E=${E2E:-1} E2E_CONNS=${E2E_CONNS:-64} E2E_S=${E2E_S:-10} E2E_REPEAT=${E2E_REPEAT:-0.25}
+E2E=${E2E:-1} E2E_CONNS=${E2E_CONNS:-"64 256"} E2E_WRITERS=${E2E_WRITERS:-"2 1"} E2E_S=${E2E_S:-10}
+E2E_REPEAT=${E2E_REPEAT:-0.25}
 BUILD=${BUILD:-$ROOT/build/release}
 PARTS=${PARTITIONS_SH:-$ROOT/deploy/partitions.sh}
 BENCH=$BUILD/bench/partitions/partition_bench
@@ -44,28 +48,39 @@ run() {  # run MODE: one partition_bench run, output into the log
   say "\$ partition_bench --mode=$1 --url=$URL --clients=$C --batch=$B --seconds=$S --repeat=$REP_SHARE"
   "$BENCH" --mode="$1" --url="$URL" --clients="$C" --batch="$B" --seconds="$S" --repeat="$REP_SHARE" 2>>"$LOG.stderr" | tee -a "$LOG"
 }
-for r in $(seq "$REPS"); do
-  if ((r % 2)); then run proxy; run direct; else run direct; run proxy; fi
-done
+MODES=${MODES-proxy direct}
+if [[ -n $MODES ]]; then
+  for r in $(seq "$REPS"); do
+    if ((r % 2)); then run proxy; run direct; else run direct; run proxy; fi
+  done
+fi
 
-[[ $E2E == 1 ]] || exit 0
-# End to end: ack=commit (every key goes to the exact store), wrk with E2E_REPEAT repeated keys.
+[[ $E2E == 1 ]] || { say "# done $(date -u +%FT%TZ)"; exit 0; }
+# End to end: ack=commit (every key goes to the exact store), wrk with E2E_REPEAT repeated keys; per connection
+# count: scangate --partitions with each of E2E_WRITERS writers per partition, then scangate on one PostgreSQL
+# (its default 2 writers). The one-PostgreSQL cluster idles while the partition cells run, and the other way
+# round: idle clusters cost little, and the cells alternate.
 postmaster() { head -1 "$1/postmaster.pid"; }
 PMS="$(postmaster "$(cut -d' ' -f2 "$DIR/proxy_server")")"
 while read -r _ _ data; do PMS+=" $(postmaster "$data")"; done <"$DIR/servers"
-if "$SG" --help 2>&1 | grep -q -- '--partitions'; then
-  say "## end to end: scangate --partitions (proxy + 4 servers counted as PG; load $(cut -d' ' -f1-3 /proc/loadavg))"
-  say "\$ SG_URL=$URL SG_DB_ARGS='--partitions $URL' SG_POSTMASTERS='$PMS' REPEAT=$E2E_REPEAT bench/cpu_per_request.sh $SG commit $E2E_CONNS $E2E_S"
-  SG_URL=$URL SG_DB_ARGS="--partitions $URL" SG_POSTMASTERS=$PMS REPEAT=$E2E_REPEAT \
-    "$ROOT/bench/cpu_per_request.sh" "$SG" commit "$E2E_CONNS" "$E2E_S" 2>&1 | tee -a "$LOG"
-else
-  say "## end to end with --partitions: SKIPPED (this scangate has no --partitions flag yet)"
-fi
-"$PARTS" stop "$DIR" >/dev/null 2>&1 || true  # the one-PostgreSQL cell runs alone
 PORT=$((40000 + RANDOM % 10000))
-"$ROOT/scripts/pg.sh" start "$PGDIR/data" "$PORT" >/dev/null
+# shared_buffers as deploy/partitions.sh gives each of its clusters (PG_SHARED_MB, default 128 there).
+PG_SHARED_MB=${PG_SHARED_MB:-128} "$ROOT/scripts/pg.sh" start "$PGDIR/data" "$PORT" >/dev/null
 ONE=$("$ROOT/scripts/pg.sh" url "$PGDIR/data" "$PORT")
-say "## end to end: scangate on one PostgreSQL (scripts/pg.sh; load $(cut -d' ' -f1-3 /proc/loadavg))"
-say "\$ SG_URL=$ONE REPEAT=$E2E_REPEAT bench/cpu_per_request.sh $SG commit $E2E_CONNS $E2E_S"
-SG_URL=$ONE REPEAT=$E2E_REPEAT "$ROOT/bench/cpu_per_request.sh" "$SG" commit "$E2E_CONNS" "$E2E_S" 2>&1 | tee -a "$LOG"
+HAS_PARTITIONS=0
+"$SG" --help 2>&1 | grep -q -- '--partitions' && HAS_PARTITIONS=1
+for conns in $E2E_CONNS; do
+  for w in $E2E_WRITERS; do
+    if [[ $HAS_PARTITIONS == 0 ]]; then
+      say "## end to end with --partitions: SKIPPED (this scangate has no --partitions flag yet)"; break
+    fi
+    say "## end to end: scangate --partitions --writers $w, $conns connections (proxy + 4 servers counted as PG; load $(cut -d' ' -f1-3 /proc/loadavg))"
+    say "\$ SG_URL=$URL SG_DB_ARGS='--partitions $URL' SG_POSTMASTERS='$PMS' SG_EXTRA='--writers $w' REPEAT=$E2E_REPEAT bench/cpu_per_request.sh $SG commit $conns $E2E_S"
+    SG_URL=$URL SG_DB_ARGS="--partitions $URL" SG_POSTMASTERS=$PMS SG_EXTRA="--writers $w" REPEAT=$E2E_REPEAT \
+      "$ROOT/bench/cpu_per_request.sh" "$SG" commit "$conns" "$E2E_S" 2>&1 | tee -a "$LOG"
+  done
+  say "## end to end: scangate on one PostgreSQL, $conns connections (scripts/pg.sh, shared_buffers ${PG_SHARED_MB:-128} MB; load $(cut -d' ' -f1-3 /proc/loadavg))"
+  say "\$ SG_URL=$ONE REPEAT=$E2E_REPEAT bench/cpu_per_request.sh $SG commit $conns $E2E_S"
+  SG_URL=$ONE REPEAT=$E2E_REPEAT "$ROOT/bench/cpu_per_request.sh" "$SG" commit "$conns" "$E2E_S" 2>&1 | tee -a "$LOG"
+done
 say "# done $(date -u +%FT%TZ)"

@@ -50,6 +50,13 @@
 #include "storage/pg/pg_array.h"
 #include "storage/store.h"
 #include "storage/store_metrics.h"
+// storage::PartitionedStore (issue 23) where the tree has it: the direct mode then runs scangate's own router;
+// before it landed, the same thing by hand (one Store per partition, PartitionOf below). The output's
+// `router=` says which.
+#if __has_include("storage/partitioned_store.h")
+#include "storage/partitioned_store.h"
+#define PARTITION_BENCH_HAS_PARTITIONED_STORE 1
+#endif
 
 using namespace scangate;
 using namespace scangate::storage;
@@ -316,7 +323,78 @@ void ProxyClient(const Args& a, std::size_t partitions, Counters& n, const std::
 
 // ---- direct mode ----
 
-void DirectClient(const Args& a, std::vector<std::unique_ptr<Store>>& stores, Counters& n,
+// The direct path's router: Submit to the Store of the key's partition; per-partition counters.
+class Direct {
+ public:
+  Direct(const Args& a, const std::vector<std::string>& map) {
+#ifdef PARTITION_BENCH_HAS_PARTITIONED_STORE
+    PartitionedStoreOptions o;
+    o.base.writers = a.writers;
+    o.proxy_url = a.url;
+    o.cluster = a.cluster;
+    ps_ = std::make_unique<PartitionedStore>(o);
+    ps_->Start();
+    if (ps_->partitions() != map.size()) Die("PartitionedStore read another partition count than the map");
+#else
+    std::vector<std::thread> starters;
+    for (const auto& ci : map) {
+      StoreOptions o;
+      o.url = ci;
+      o.writers = a.writers;
+      stores_.push_back(std::make_unique<Store>(o));
+    }
+    for (auto& s : stores_) starters.emplace_back([&s] { s->Start(); });
+    for (auto& t : starters) t.join();
+#endif
+  }
+  static const char* Name() {
+#ifdef PARTITION_BENCH_HAS_PARTITIONED_STORE
+    return "PartitionedStore";
+#else
+    return "Store-per-partition";
+#endif
+  }
+  bool Submit(unsigned part, const Digest& d, Completion done, Expect expect) {
+#ifdef PARTITION_BENCH_HAS_PARTITIONED_STORE
+    (void)part;
+    return ps_->Submit(RouteOf(d), d, "bench", std::move(done), nullptr, expect);
+#else
+    return stores_[part]->Submit(RouteOf(d), d, "bench", std::move(done), nullptr, expect);
+#endif
+  }
+  bool full() const {
+#ifdef PARTITION_BENCH_HAS_PARTITIONED_STORE
+    return ps_->full();
+#else
+    return std::any_of(stores_.begin(), stores_.end(), [](const auto& s) { return s->full(); });
+#endif
+  }
+  std::vector<StoreStats> Stats() const {
+    std::vector<StoreStats> out;
+#ifdef PARTITION_BENCH_HAS_PARTITIONED_STORE
+    for (const auto& p : ps_->Partitions()) out.push_back(p.stats);
+#else
+    for (const auto& s : stores_) out.push_back(s->Stats());
+#endif
+    return out;
+  }
+  void Shutdown() {
+#ifdef PARTITION_BENCH_HAS_PARTITIONED_STORE
+    ps_->Shutdown();
+#else
+    for (auto& s : stores_) s->Shutdown();
+#endif
+  }
+
+ private:
+#ifdef PARTITION_BENCH_HAS_PARTITIONED_STORE
+  std::unique_ptr<PartitionedStore> ps_;
+#else
+  std::vector<std::unique_ptr<Store>> stores_;
+#endif
+};
+
+void DirectClient(const Args& a, std::size_t partitions, Direct& router, Counters& n,
                   const std::atomic<bool>& stop) {
   KeySource src(a);
   std::vector<Digest> keys;
@@ -334,11 +412,10 @@ void DirectClient(const Args& a, std::vector<std::unique_ptr<Store>>& stores, Co
         out[i] = r.outcome;
         if (--left == 0) cv.notify_one();
       };
-      const unsigned part = PartitionOf(keys[i], stores.size());
+      const unsigned part = PartitionOf(keys[i], partitions);
       n.per_partition[part].fetch_add(1, std::memory_order_relaxed);  // relaxed: a counter
-      Store& s = *stores[part];
-      while (!s.Submit(RouteOf(keys[i]), keys[i], "bench", done, nullptr, rep[i] ? Expect::kUnknown : Expect::kNew)) {
-        if (!s.full()) Die("a partition store refused a key while not full (down?)");
+      while (!router.Submit(part, keys[i], done, rep[i] ? Expect::kUnknown : Expect::kNew)) {
+        if (!router.full()) Die("a partition store refused a key while not full (down?)");
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
     }
@@ -386,24 +463,14 @@ int main(int argc, char** argv) {
       parts_of[pm].push_back(p);
     }
   }
-  std::vector<std::unique_ptr<Store>> stores;
-  if (a.mode == "direct") {
-    std::vector<std::thread> starters;
-    for (const auto& ci : map) {
-      StoreOptions o;
-      o.url = ci;
-      o.writers = a.writers;
-      stores.push_back(std::make_unique<Store>(o));
-    }
-    for (auto& s : stores) starters.emplace_back([&s] { s->Start(); });
-    for (auto& t : starters) t.join();
-  }
+  std::unique_ptr<Direct> router;
+  if (a.mode == "direct") router = std::make_unique<Direct>(a, map);
   Counters n(map.size());
   std::atomic<bool> stop{false};
   std::vector<std::thread> clients;
   for (unsigned i = 0; i < a.clients; ++i) {
     if (a.mode == "proxy") clients.emplace_back([&] { ProxyClient(a, map.size(), n, stop); });
-    else clients.emplace_back([&] { DirectClient(a, stores, n, stop); });
+    else clients.emplace_back([&] { DirectClient(a, map.size(), *router, n, stop); });
   }
   auto snap = [&] {
     Snapshot s{n.keys.load(), n.fresh.load(), n.repeats.load(), n.batches.load(), n.wrong.load(),
@@ -411,7 +478,7 @@ int main(int argc, char** argv) {
     for (const auto& c : n.per_partition) s.per_partition.push_back(c.load());
     for (const auto& g : groups) s.pg.push_back(TreeTicks(g.second));
     s.self = SelfCpuSeconds();
-    for (const auto& st : stores) s.stores.push_back(st->Stats());
+    if (router) s.stores = router->Stats();
     return s;
   };
   std::this_thread::sleep_for(std::chrono::duration<double>(a.warmup));
@@ -426,15 +493,16 @@ int main(int argc, char** argv) {
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   stop = true;
   for (auto& t : clients) t.join();
-  for (auto& s : stores) s->Shutdown();
+  if (router) router->Shutdown();
   const Snapshot s2 = snap();  // the verdict check covers every batch, warm-up and tail included
 
   const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
   const double keys = static_cast<double>(s1.keys - s0.keys);
   double loads[3] = {0, 0, 0};
   getloadavg(loads, 3);
-  std::printf("mode=%s partitions=%zu servers=%zu clients=%u batch=%zu repeat=%.2f writers=%u seconds=%.1f load=%.2f %.2f %.2f\n",
-              a.mode.c_str(), map.size(), groups.size() - 1, a.clients, a.batch, a.repeat, a.writers, secs, loads[0],
+  std::printf("mode=%s router=%s partitions=%zu servers=%zu clients=%u batch=%zu repeat=%.2f writers=%u seconds=%.1f "
+              "load=%.2f %.2f %.2f\n",
+              a.mode.c_str(), a.mode == "direct" ? Direct::Name() : "-", map.size(), groups.size() - 1, a.clients, a.batch, a.repeat, a.writers, secs, loads[0],
               loads[1], loads[2]);
   std::printf("keys_per_s=%.0f batches_per_s=%.1f keys=%.0f\n", keys / secs, (s1.batches - s0.batches) / secs, keys);
   double pg_total = 0;
@@ -463,7 +531,7 @@ int main(int argc, char** argv) {
               (proxy + pg_total + self) * 1e6 / keys, (proxy + pg_total + self) / secs);
   if (a.mode == "direct") {
     std::uint64_t tx = 0, copy = 0, fallbacks = 0;
-    for (std::size_t p = 0; p < stores.size(); ++p) {
+    for (std::size_t p = 0; p < s1.stores.size(); ++p) {
       const auto& b = s1.stores[p];
       const auto& e = s0.stores[p];
       tx += b.batches - e.batches;
