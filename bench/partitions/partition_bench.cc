@@ -7,14 +7,15 @@
 // --keys=N: the measured part ends once N keys were answered (instead of after --seconds), so runs over
 // different layouts measure the same work on tables of the same size.
 // A batch is --batch distinct keys of which a share --repeat are digests this client thread already had
-// answered `inserted` (random picks among its last 65536), the rest fresh random 32-byte digests.
+// answered `inserted` (a run of consecutive slots, from a random start, of a ring of its last 65536), the rest
+// fresh random 32-byte digests.
 //   proxy:  one libpq connection per client to the proxy database; per batch ONE
 //           SELECT ... FROM scangate_observe($1,$2,$3,$4) (binary array parameters, binary result): one client
 //           round trip; PL/Proxy then makes one call per partition the batch touches (each autocommitted).
-//   direct: the map read from the proxy (pg_foreign_server of the cluster), one storage::Store per logical
-//           partition on that partition's conninfo, and every key submitted to the Store of its partition
-//           (PartitionOf: big-endian bytes 4..7 & (P - 1)) with Expect::kNew for a fresh key and kUnknown for a
-//           repeat — the path and the writers scangate runs per partition; the client waits for the batch's
+//   direct: storage::PartitionedStore on the proxy's map (one storage::Store per logical partition; in a tree
+//           without it, the same built here from the map in pg_foreign_server), every key submitted to the Store
+//           of its partition (PartitionOf: big-endian bytes 4..7 & (P - 1)) with Expect::kNew for a fresh key
+//           and kUnknown for a repeat — the path and the writers scangate runs; the client waits for the batch's
 //           completions. Round trips per partition transaction: COPY batch 2 (BEGIN + prologue + COPY start;
 //           data + end + COMMIT), INSERT batch 3 (BEGIN; INSERT; COMMIT) + 1 when a key was not inserted
 //           (the SELECT of present rows); reported from the stores' counters.
@@ -152,15 +153,20 @@ std::vector<std::string> StatFields(pid_t pid) {
   return {std::istream_iterator<std::string>(rest), {}};
 }
 
-// The postmaster of the cluster `conninfo` reaches: the parent of our backend.
+// The postmaster of the cluster `conninfo` reaches: the first line of its data directory's postmaster.pid
+// (we connect as a superuser), else the parent of our backend.
 pid_t PostmasterOf(const std::string& conninfo, std::string* port) {
   PGconn* c = Connect(conninfo);
   const pid_t backend = static_cast<pid_t>(std::stol(Column(c, "SELECT pg_backend_pid()")[0]));
+  const std::string datadir = Column(c, "SELECT current_setting('data_directory')")[0];
   *port = PQport(c);
   PQfinish(c);
+  std::ifstream pidfile(datadir + "/postmaster.pid");
+  long pm = 0;
+  if (pidfile >> pm && pm > 1) return static_cast<pid_t>(pm);
   const auto v = StatFields(backend);
   const long ppid = v.size() >= 2 ? std::atol(v[1].c_str()) : 0;
-  if (ppid <= 1) Die("cannot read the postmaster of a backend from /proc (run on the clusters' host, as root)");
+  if (ppid <= 1) Die("cannot find the postmaster of " + datadir + " (run on the clusters' host, as root)");
   return static_cast<pid_t>(ppid);
 }
 
