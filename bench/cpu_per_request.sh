@@ -7,6 +7,9 @@
 #     PERF_DATA  optional: also `perf record -e cpu-clock -g` the server during the cell into this file
 #           env SG_TRUNCATE=1: empty scan_keys before the server starts (cells then compare like with like:
 #           a table grown by earlier cells warm-loads into the filter and slows inserts)
+#           env SG_DB_ARGS: the database flags instead of `--database-url $SG_URL` (issue 23: `--partitions URL`)
+#           env SG_POSTMASTERS: the postmaster PIDs whose process trees count as PostgreSQL (issue 23: the proxy's
+#           and every partition server's); default: the one listening on SG_URL's port
 # Needs a running PostgreSQL at $SG_URL (scripts/pg.sh start DIR PORT; scripts/pg.sh url DIR PORT).
 # Prints one line: mode conns rps non2xx cpu_s requests cpu_us_per_request pg_us_per_request
 # wrk_us_per_request rows_per_batch records_per_fsync fsync_us idle_pct p99 loadavg, then the server's CPU-µs
@@ -32,7 +35,10 @@ esac
 # shellcheck disable=SC2206
 ARGS+=(${SG_EXTRA:-})
 if [[ ${SG_TRUNCATE:-0} == 1 ]]; then psql -qX "$SG_URL" -c "TRUNCATE scan_keys" >/dev/null; fi
-"$BIN" --port "$PORT" --threads 2 --database-url "$SG_URL" "${ARGS[@]}" >"$WORK/server.log" 2>&1 &
+# shellcheck disable=SC2206
+DB_ARGS=(${SG_DB_ARGS:-})
+[[ ${#DB_ARGS[@]} == 0 ]] && DB_ARGS=(--database-url "$SG_URL")
+"$BIN" --port "$PORT" --threads 2 "${DB_ARGS[@]}" "${ARGS[@]}" >"$WORK/server.log" 2>&1 &
 PID=$!
 trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$WORK"' EXIT
 for _ in $(seq 300); do
@@ -44,11 +50,13 @@ ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # The postmaster: the process listening on the URL's port (a psql backend's parent would race its exit).
 PG_PORT=$(sed -E 's|^[a-z]+://[^/]*:([0-9]+)/.*|\1|' <<<"$SG_URL")
 PM=$(ss -Hltnp "sport = :$PG_PORT" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2)
-PM=${PM:-0}
+PM=${SG_POSTMASTERS:-${PM:-0}}
 pg_ticks() {
-  local sum=0 p
+  local sum=0 p m
   [[ $PM == 0 ]] && { echo 0; return; }
-  for p in $PM $(pgrep -P "$PM"); do sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done
+  for m in $PM; do
+    for p in $m $(pgrep -P "$m"); do sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done
+  done
   echo "$sum"
 }
 child_ticks() {  # CPU of this shell's waited-for children (`times` output in $1, second line), in clock ticks
