@@ -26,6 +26,9 @@ enum class AckMode : std::uint8_t { kCommit, kFilter };
 // --keys: raw = the string as sent is the key; gs1 = a GS1 pack (server/verdict/scan_key.h).
 enum class KeysMode : std::uint8_t { kRaw, kGs1 };
 
+// --partitions: writers per partition unless --writers is given (server/config.cc: measured).
+inline constexpr unsigned kPartitionWriters = 1;
+
 struct Config {
   std::string config_file;                 // --config: the file read under the flags and environment; "" = none
   std::string listen = "0.0.0.0";

@@ -213,6 +213,8 @@ TEST(Config, Partitions) {
   EXPECT_EQ(c.database_url, proxy);
   EXPECT_EQ(c.partition_cluster, "pos");
   EXPECT_EQ(c.partition_map_poll, 500ms);
+  EXPECT_EQ(c.writers, kPartitionWriters);  // per partition, 1 unless given
+  EXPECT_EQ(ParseOk({"--partitions", proxy, "--writers", "3"}).writers, 3u);
   const auto d = Describe(c);
   EXPECT_EQ(d.at("partition_cluster"), "pos");
   EXPECT_EQ(boost::json::serialize(d).find("hunter2"), std::string::npos);
