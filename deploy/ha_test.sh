@@ -16,11 +16,7 @@ if [[ ${1:-} == --no-build ]]; then
   shift
 else
   # Patroni, etcd, HAProxy, and GoogleTest for tests/ha/ha_failover_test (SCANGATE_TESTS).
-  bash "$root/scripts/deps.sh" build test ha
-  launcher=()
-  if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSCANGATE_TESTS=ON "${launcher[@]}" >/dev/null
-  cmake --build "$build" -j2 --target scangate ha_failover_test
+  "$root/deploy/build_test_binaries.sh" "$build" "build test ha" scangate ha_failover_test
 fi
 
 # A block of 30 free loopback ports (cluster.sh uses base .. base+22): deploy/free_port_block.sh.

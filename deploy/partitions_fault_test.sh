@@ -20,11 +20,7 @@ if [[ ${1:-} == --no-build ]]; then
   shift
 else
   # GoogleTest (SCANGATE_TESTS) and PL/Proxy for the proxy database of deploy/partitions.sh.
-  bash "$root/scripts/deps.sh" build test partitions
-  launcher=()
-  if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSCANGATE_TESTS=ON "${launcher[@]}" >/dev/null
-  cmake --build "$build" -j2 --target scangate partition_fault_test
+  "$root/deploy/build_test_binaries.sh" "$build" "build test partitions" scangate partition_fault_test
 fi
 
 # 5 consecutive free loopback ports (proxy + 4 servers), and room to spare: deploy/free_port_block.sh.
