@@ -46,9 +46,9 @@ BrinSummarizerStats BrinSummarizer::Stats() const {
 
 int BrinSummarizer::RunOnce() {
   try {
-    if (target_.TakeChange()) conn_.reset();  // retargeted: the old database is left
+    if (target_.Changed(target_seen_)) conn_.reset();  // retargeted: the old database is left
     if (!conn_) {
-      conn_ = std::make_unique<Conn>(target_.Get());
+      conn_ = std::make_unique<Conn>(target_.Get(&target_seen_));
       pqxx::nontransaction session(conn_->c);
       session.exec(kSessionSql);
     }

@@ -71,7 +71,8 @@ class BrinSummarizer {
 
   const BrinSummarizerOptions options_;
   const std::shared_ptr<LogSink> log_;
-  ConnTarget target_;           // options.conninfo, or the last Retarget's
+  ConnTarget<std::string> target_;  // options.conninfo, or the last Retarget's
+  std::uint64_t target_seen_ = 0;   // the generation of target_ conn_ follows; as conn_
   struct Conn;                  // the pqxx connection (storage/ keeps pqxx out of its headers)
   std::unique_ptr<Conn> conn_;  // touched by one thread at a time (the thread, or RunOnce's caller)
   bool failing_ = false;                    // the last pass failed (a recovery is logged once); as conn_

@@ -112,8 +112,8 @@ std::uint64_t Expiry::DeleteSlices(Slice slice, bool keep_until) {
 
 std::uint64_t Expiry::RunOnce() {
   try {
-    if (target_.TakeChange()) conn_.reset();  // retargeted: the old database is left
-    if (!conn_) conn_ = std::make_unique<Conn>(target_.Get());
+    if (target_.Changed(target_seen_)) conn_.reset();  // retargeted: the old database is left
+    if (!conn_) conn_ = std::make_unique<Conn>(target_.Get(&target_seen_));
     std::uint64_t deleted = 0;
     if (options_.retention.count() > 0) {
       const auto horizon_us = std::chrono::duration_cast<std::chrono::microseconds>(options_.retention).count();

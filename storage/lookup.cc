@@ -41,7 +41,7 @@ Lookup::~Lookup() { Shutdown(); }
 
 bool Lookup::Connect() {
   try {
-    auto conn = std::make_unique<Conn>(target_.Get());
+    auto conn = std::make_unique<Conn>(target_.Get(&target_seen_));
     // As in the writers (storage/pg/pg_connection.h): a lost connection must surface as an exception, not a
     // silent reconnect.
 #pragma GCC diagnostic push
@@ -119,7 +119,7 @@ void Lookup::Run() {
       }
     }
     // Retargeted: the old database is left before this batch; it is read from the new one.
-    if (target_.TakeChange()) {
+    if (target_.Changed(target_seen_)) {
       conn_.reset();
       Connect();
     }

@@ -84,7 +84,8 @@ class Lookup final : public DigestReader {
   RecordLookup Read(const Digest& d);  // throws on database errors
 
   const LookupOptions options_;
-  ConnTarget target_;  // options.url, or the last Retarget's
+  ConnTarget<std::string> target_;  // options.url, or the last Retarget's
+  std::uint64_t target_seen_ = 0;   // the generation of target_ conn_ follows; as conn_
   std::unique_ptr<Conn> conn_;  // the thread's (and Start()'s, before the thread exists) only
   std::atomic<bool> up_{false};
   Mutex mu_;

@@ -62,8 +62,7 @@ Store::Store(StoreOptions options) : options_(std::move(options)) {
 }
 
 void Store::Retarget(std::string url) {
-  StoreTarget next = TargetOf(options_, url);  // throws std::invalid_argument before anything changes
-  shared_->SetTarget(std::move(next.writer_conninfo), std::move(next.warm_conninfo));
+  shared_->target.Set(TargetOf(options_, url));  // TargetOf throws std::invalid_argument before anything changes
 }
 
 Store::~Store() { Shutdown(); }
@@ -71,7 +70,7 @@ Store::~Store() { Shutdown(); }
 void Store::Start() {
   if (started_.exchange(true)) throw std::logic_error("Store::Start called twice");
   // The long statement bound: a future migration may build an index over millions of rows.
-  MigrateWithRetry(shared_->Target().warm_conninfo, RetryPolicy{kBackoffMin, options_.reconnect_backoff_max,
+  MigrateWithRetry(shared_->target.Get().warm_conninfo, RetryPolicy{kBackoffMin, options_.reconnect_backoff_max,
                                                std::chrono::steady_clock::now() + options_.start_timeout});
   for (unsigned i = 0; i < options_.writers; ++i) {
     auto w = std::make_unique<Writer>(*shared_, i);

@@ -118,7 +118,7 @@ std::uint64_t Store::WarmLoad(std::chrono::seconds window,
   const unsigned streams = std::clamp(options_.warm_streams, 1u, kMaxWarmStreams);
   // One target for the whole load (a Retarget meanwhile applies to the next one): the streams read the
   // coordinator's exported snapshot, which exists only in its database.
-  const std::string conninfo = shared_->Target().warm_conninfo;
+  const std::string conninfo = shared_->target.Get().warm_conninfo;
   PgConnPtr coord = WarmConnect(conninfo);
   if (streams == 1) {
     const std::string sql = kWarmCopySqlPrefix + std::to_string(window.count()) + kWarmCopySqlSuffix;

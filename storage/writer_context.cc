@@ -11,8 +11,8 @@
 namespace scangate::storage {
 
 bool FollowTarget(const StoreShared& shared, WriterState& w) {
-  if (shared.generation() == w.target.generation) return false;
-  w.target = shared.Target();
+  if (!shared.target.Changed(w.target_generation)) return false;
+  w.target = shared.target.Get(&w.target_generation);
   w.conn.reset();
   return true;
 }

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/mutex.h"
+#include "storage/conn_target.h"
 #include "storage/log_sink.h"
 #include "storage/outcome.h"
 #include "storage/pg/pg_connection.h"
@@ -23,45 +23,23 @@
 
 namespace scangate::storage {
 
-// Where the writers connect: the connection strings of one target database, and its generation (bumped by
-// Store::Retarget). A writer copies the target when it connects and compares generations before each batch.
+// Where the writers connect: the connection strings of one target database (replaced by Store::Retarget, each
+// replacement a new generation of StoreShared::target: storage/conn_target.h).
 struct StoreTarget {
   std::string writer_conninfo;  // url + conninfo defaults (writers)
   std::string warm_conninfo;    // url + conninfo defaults with warm_statement_timeout (warm load, migrations)
-  std::uint64_t generation = 0;
 };
 
 struct StoreShared {
   StoreShared(const StoreOptions& o, StoreTarget first, std::shared_ptr<LogSink> sink)
-      : options(o), log(std::move(sink)), pending(o.queue_limit), target_(std::move(first)) {}
+      : options(o), log(std::move(sink)), pending(o.queue_limit), target(std::move(first)) {}
   const StoreOptions& options;
   const std::shared_ptr<LogSink> log;  // options.log or StderrLogSink() (labelled with options.label)
   StoreMetrics metrics;
   PendingBound pending;                      // accepted, unfinished items (bounded by queue_limit)
   std::atomic<std::uint64_t> cancelled{0};   // Submit items withdrawn by Ticket::Cancel
-
-  // The current target (a copy). Any thread.
-  StoreTarget Target() const ABSL_LOCKS_EXCLUDED(target_mu_) {
-    const MutexLock lock(&target_mu_);
-    return target_;
-  }
-  // Replaces the target's connection strings and bumps its generation. Any thread.
-  void SetTarget(std::string writer_conninfo, std::string warm_conninfo) ABSL_LOCKS_EXCLUDED(target_mu_) {
-    const MutexLock lock(&target_mu_);
-    target_.writer_conninfo = std::move(writer_conninfo);
-    target_.warm_conninfo = std::move(warm_conninfo);
-    ++target_.generation;
-    // release: a writer that acquires the new generation finds the new strings (it copies them under the lock
-    // anyway; the atomic only spares the per-batch check that lock).
-    generation_.store(target_.generation, std::memory_order_release);
-  }
-  // The current generation: one load per batch on the writer's hot path. acquire: pairs with SetTarget.
-  std::uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
-
- private:
-  mutable Mutex target_mu_;
-  StoreTarget target_ ABSL_GUARDED_BY(target_mu_);
-  std::atomic<std::uint64_t> generation_{0};
+  // The target database; a writer compares generations before each batch (one atomic load on its hot path).
+  ConnTarget<StoreTarget> target;
 };
 
 struct WriterState {
@@ -69,6 +47,7 @@ struct WriterState {
   // Writer thread only (and Store::Start() before it exists): the target the writer's connection is (or will
   // be) on. An in-doubt COMMIT is settled on this one — the xid belongs to its database — even after a Retarget.
   StoreTarget target;
+  std::uint64_t target_generation = 0;  // the generation of StoreShared::target `target` is; as `target`
   std::chrono::seconds retention{0};     // StoreOptions::retention: the batch statements' horizon
   WriterQueue queue;
   std::unique_ptr<PgConnection> conn;      // writer thread only
