@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <utility>
 
-#include <absl/strings/str_cat.h>
-
 namespace scangate::server {
 
 StorageReaders::StorageReaders(storage::PartitionedStore& store, StorageReaderOptions options)
@@ -127,7 +125,7 @@ void StorageReaders::Fill(MetricsSnapshot& s) const {
   s.partitions.clear();
   for (const auto& st : states) {
     PartitionSample ps;
-    ps.label = absl::StrCat("p", st.partition);
+    ps.label = storage::PartitionLabel(st.partition);
     ps.where = st.where;
     ps.up = st.stats.up;
     ps.queue_depth = st.stats.queue_depth;

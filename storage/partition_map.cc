@@ -96,6 +96,12 @@ PartitionMap ReadPartitionMap(const std::string& proxy_conninfo, const std::stri
   return ParsePartitionOptions(options);
 }
 
+std::string PartitionLabel(std::size_t partition) {
+  std::string s(1, 'p');  // appended, not "p" + ...: GCC 12 warns falsely (-Wrestrict) on that form
+  s += std::to_string(partition);
+  return s;
+}
+
 std::string DescribeConninfo(const std::string& conninfo) {
   char* error = nullptr;
   std::unique_ptr<PQconninfoOption, ConninfoOptionsFree> options(PQconninfoParse(conninfo.c_str(), &error));

@@ -38,4 +38,7 @@ PartitionMap ReadPartitionMap(const std::string& proxy_conninfo, const std::stri
 // A connstr for logs: host, port, dbname only (never a password). "<unparsable>" when libpq cannot parse it.
 std::string DescribeConninfo(const std::string& conninfo);
 
+// "p3": partition 3's name in log lines (a Store's "partition" field), /metrics labels and /stats.
+std::string PartitionLabel(std::size_t partition);
+
 }  // namespace scangate::storage

@@ -25,13 +25,6 @@ constexpr std::chrono::milliseconds kBackoffMin{50};  // as Store::Start's first
 // Reading the map is one small catalog query: a proxy that hangs must not hold the watcher for long.
 constexpr std::chrono::milliseconds kMapStatementTimeout{5000};
 
-// "p3": a partition's name in logs and metrics. (Appended, not "p" + ...: GCC 12 warns falsely on that form.)
-std::string PartitionLabel(std::size_t p) {
-  std::string s(1, 'p');
-  s += std::to_string(p);
-  return s;
-}
-
 // Adds `s` to `into` (histograms bucket-wise: the partitions share the bounds).
 void AddStats(StoreStats& into, const StoreStats& s) {
   into.up = into.up && s.up;
@@ -266,18 +259,9 @@ bool PartitionedStore::full() const {
 }
 
 StoreStats PartitionedStore::Stats() const {
-  StoreStats sum{};
-  sum.up = !stores_.empty();
-  bool first = true;
-  for (const auto& s : stores_) {
-    StoreStats one = s->Stats();
-    if (first) {
-      sum = std::move(one);
-      first = false;
-    } else {
-      AddStats(sum, one);
-    }
-  }
+  if (stores_.empty()) return StoreStats{};  // not started: down
+  StoreStats sum = stores_.front()->Stats();
+  for (std::size_t p = 1; p < stores_.size(); ++p) AddStats(sum, stores_[p]->Stats());
   return sum;
 }
 
