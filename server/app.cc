@@ -422,7 +422,7 @@ void App::ReportReadiness() {
     notify_.ExtendStartTimeout(kStartTimeoutExtension);  // warm start or journal replay still running
   } else if (ready != ready_reported_) {
     notify_.Status(ready ? "ready: serving on port " + std::to_string(server_->port())
-                         : std::string(store_->up() ? "not ready: journal replay" : "not ready: PostgreSQL down"));
+                         : std::string(store_->serving() ? "not ready: journal replay" : "not ready: PostgreSQL down"));
   }
   ready_reported_ = ready;
 }
