@@ -3,7 +3,14 @@
 # Depends names (computed by dpkg-shlibdeps from the binary), so the image cannot lack one the binary links.
 # Runs as the non-root user scangate; the --ack=filter journal goes to the volume /var/lib/scangate.
 # Check: deploy/container/container_test.sh (builds this image with podman and serves /observe from it).
+# Build arguments: REVISION, the commit the image is built from (the build context has no .git, so `scangate
+# --version` reports it from here; container_test.sh passes `git rev-parse --short=12 HEAD`), VERSION (the
+# project's, as CMakeLists.txt's project() says) and SOURCE (where the source lives) for the OCI labels.
+ARG REVISION=unknown
+ARG VERSION=0.1.0
+ARG SOURCE=""
 FROM debian:bookworm AS build
+ARG REVISION
 RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       build-essential cmake ninja-build pkg-config file libboost1.81-dev libboost-json1.81-dev \
       libboost-program-options1.81-dev libpqxx-dev libpq-dev libssl-dev libabsl-dev libgtest-dev \
@@ -12,11 +19,21 @@ WORKDIR /src
 COPY . .
 # The binary only (tests are configured, not built); cpack's install step builds nothing else.
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSCANGATE_BENCH=OFF \
+      -DSCANGATE_REVISION="$REVISION" \
       -DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON \
  && cmake --build /build --target scangate \
  && cd /build && cpack -G DEB -B /package && mv /package/scangate_*.deb /scangate.deb
 
 FROM debian:bookworm-slim
+ARG REVISION
+ARG VERSION
+ARG SOURCE
+LABEL org.opencontainers.image.title="scangate" \
+      org.opencontainers.image.description="scan-key de-duplication service: a Bloom filter in front of PostgreSQL" \
+      org.opencontainers.image.version="$VERSION" \
+      org.opencontainers.image.revision="$REVISION" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.source="$SOURCE"
 COPY --from=build /scangate.deb /tmp/scangate.deb
 RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       /tmp/scangate.deb curl && rm -rf /var/lib/apt/lists/* /tmp/scangate.deb \

@@ -5,7 +5,8 @@
 #   scripts/deps.sh ha           what high availability needs (deploy/): Patroni, etcd, HAProxy
 #   scripts/deps.sh build package  + the Debian package's tools (scripts/package.sh): dpkg-dev, file, debootstrap
 #   scripts/deps.sh partitions   what a partitioned store needs (deploy/partitions.sh): PL/Proxy
-#   scripts/deps.sh              every set (build test ha package partitions)
+#   scripts/deps.sh system       + what the system suites run in (deploy/system_test.sh): podman, runc, debootstrap
+#   scripts/deps.sh              every set (build test ha package partitions system)
 # Idempotent: a second run on a provisioned machine calls no apt at all.
 set -euo pipefail
 
@@ -55,8 +56,16 @@ PARTITION_PACKAGES=(
   python3   # deploy/partitions.sh (free ports)
 )
 
+# system: the containers of deploy/debian/systemd_test.sh and deploy/container/container_test.sh
+# (deploy/system_test.sh), on top of package.
+SYSTEM_PACKAGES=(
+  podman runc        # systemd as PID 1 in a container; the Dockerfile's image
+  debootstrap        # the offline base images (debian:bookworm, -slim) and package_test.sh's root
+  python3-yaml       # container_test.sh parses docker-compose.yml
+)
+
 sets=("$@")
-if ((${#sets[@]} == 0)); then sets=(build test ha package partitions); fi
+if ((${#sets[@]} == 0)); then sets=(build test ha package partitions system); fi
 wanted=()
 for s in "${sets[@]}"; do
   case $s in
@@ -65,7 +74,8 @@ for s in "${sets[@]}"; do
     ha) wanted+=("${HA_PACKAGES[@]}") ;;
     package) wanted+=("${PACKAGE_PACKAGES[@]}") ;;
     partitions) wanted+=("${PARTITION_PACKAGES[@]}") ;;
-    *) echo "scripts/deps.sh: unknown set '$s' (expected build, test, ha, package or partitions)" >&2; exit 2 ;;
+    system) wanted+=("${SYSTEM_PACKAGES[@]}") ;;
+    *) echo "scripts/deps.sh: unknown set '$s' (expected build, test, ha, package, partitions or system)" >&2; exit 2 ;;
   esac
 done
 

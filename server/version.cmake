@@ -3,7 +3,9 @@
 #   cmake -DSOURCE_DIR=<repo> -DGIT=<git or empty> -DVERSION=<x.y.z> -DBUILD_TYPE=<type>
 #         -DTEMPLATE=server/version.cc.in -DOUT=<build>/version.cc -P server/version.cmake
 # The commit is "unknown" unless SOURCE_DIR is itself the top of a git work tree (a source tarball unpacked
-# inside some other repository must not report that repository's commit).
+# inside some other repository must not report that repository's commit), or REVISION names it: a build without
+# .git, such as the container image's (Dockerfile: --build-arg REVISION), passes the commit it was made from.
+#   -DREVISION=<commit or empty>
 cmake_minimum_required(VERSION 3.25)  # script mode: today's policies
 set(SCANGATE_VERSION "${VERSION}")
 set(SCANGATE_BUILD_TYPE "${BUILD_TYPE}")
@@ -29,5 +31,8 @@ if(GIT)
       endif()
     endif()
   endif()
+endif()
+if(SCANGATE_COMMIT STREQUAL "unknown" AND REVISION MATCHES "^[0-9a-f]+(-dirty)?$")
+  set(SCANGATE_COMMIT "${REVISION}")
 endif()
 configure_file("${TEMPLATE}" "${OUT}" @ONLY)

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # CTest fixture: a throwaway PostgreSQL for the test run.
-#   pg_fixture.sh start DIR   initdb in a fresh folder under /tmp (PostgreSQL runs as user postgres,
+#   pg_fixture.sh start DIR [DB...]  initdb in a fresh folder under /tmp (PostgreSQL runs as user postgres,
 #                             which may not be able to enter the checkout), start it on a free port;
-#                             writes DIR/url (libpq URL), DIR/port and DIR/pgdata (the data folder)
+#                             writes DIR/url (libpq URL of database "scangate"), DIR/port and DIR/pgdata (the
+#                             data folder); then, for each DB, creates database DB and DIR/db/DB/{url,port,pgdata}
+#                             naming it: a test given that folder works in a database of its own
 #   pg_fixture.sh stop DIR    stops it and deletes its data
-# Tests find DIR through the environment variable SCANGATE_TEST_PG_DIR and may stop/start/kill the
-# same cluster with scripts/pg.sh for outage tests.
+# Tests find DIR (or DIR/db/<test>) through the environment variable SCANGATE_TEST_PG_DIR. Two fixtures use it
+# (tests/CMakeLists.txt): "pg", shared by tests that run side by side, each in its own database, and "pg_solo",
+# one at a time, for the tests that stop, start or kill the cluster with scripts/pg.sh (outage tests).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cmd=${1:?}; dir=${2:?}
@@ -26,8 +29,26 @@ case "$cmd" in
     "$here/scripts/pg.sh" start "$base/data" "$port"
     echo "$port" >"$dir/port"
     echo "$base/data" >"$dir/pgdata"
-    "$here/scripts/pg.sh" url "$base/data" "$port" >"$dir/url"
-    echo "throwaway PostgreSQL on port $port in $base/data"
+    url=$("$here/scripts/pg.sh" url "$base/data" "$port")
+    echo "$url" >"$dir/url"
+    shift 2
+    creates=()
+    for db in "$@"; do
+      [[ $db =~ ^[a-z_][a-z0-9_]*$ ]] || { echo "pg_fixture.sh: bad database name '$db'" >&2; exit 2; }
+      creates+=(-c "CREATE DATABASE $db")
+    done
+    if (($# > 0)); then  # one session for all of them
+      psql_as_pg=("${PGBIN:-/usr/lib/postgresql/15/bin}/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -q
+                  -v ON_ERROR_STOP=1 "${creates[@]}")
+      if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "${psql_as_pg[@]}" >/dev/null; else "${psql_as_pg[@]}" >/dev/null; fi
+    fi
+    for db in "$@"; do
+      mkdir -p "$dir/db/$db"
+      echo "$port" >"$dir/db/$db/port"
+      echo "$base/data" >"$dir/db/$db/pgdata"
+      echo "${url/\/scangate\?//$db?}" >"$dir/db/$db/url"
+    done
+    echo "throwaway PostgreSQL on port $port in $base/data ($# databases of their own)"
     ;;
   stop) stop ;;
   *) echo "usage: pg_fixture.sh start|stop DIR" >&2; exit 2 ;;

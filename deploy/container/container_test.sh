@@ -56,6 +56,13 @@ step "podman build (the Dockerfile)"
 t0=$SECONDS
 build_flags=()
 [[ ${NO_CACHE:-0} == 1 ]] && build_flags+=(--no-cache)  # a recorded run: every layer built now
+# The identity the image states (Dockerfile ARGs): the commit of this checkout (-dirty with uncommitted changes to
+# tracked files, as server/version.cmake says it), the project version from CMakeLists.txt.
+revision=$(git -C "$root_dir" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+[[ $revision == unknown || -z $(git -C "$root_dir" status --porcelain --untracked-files=no 2>/dev/null) ]] ||
+  revision+=-dirty
+version=$(sed -nE 's/^project\(scangate VERSION ([0-9.]+).*/\1/p' "$root_dir/CMakeLists.txt")
+build_flags+=(--build-arg "REVISION=$revision" --build-arg "VERSION=$version")
 nice "${podman[@]}" build --network host --pull=never "${build_flags[@]}" -t "$image" "$root_dir" > "$work/build.log" 2>&1 ||
   { tail -40 "$work/build.log"; fail "podman build"; }
 echo "built $image in $((SECONDS - t0)) s"
@@ -87,7 +94,15 @@ curl -sS -o /dev/null -w 'GET /readyz -> %{http_code}\n' "http://127.0.0.1:$port
 grep -q ' 200$' "$work/ready.txt" || { podman logs "$container" | tail -20; fail "not ready"; }
 "${podman[@]}" exec "$container" id | sed 's/^/inside: /'
 [[ $("${podman[@]}" exec "$container" id -u) != 0 ]] || fail "runs as root"
-"${podman[@]}" exec "$container" /usr/bin/scangate --version
+"${podman[@]}" exec "$container" /usr/bin/scangate --version | tee "$work/version.txt"
+grep -qF "scangate $version (commit $revision, Release)" "$work/version.txt" ||
+  fail "--version does not name $version, commit $revision and the build type"
+labels=$(podman image inspect -f '{{range $k, $v := .Labels}}{{$k}}={{$v}}{{"\n"}}{{end}}' "$image")
+echo "$labels" | grep '^org.opencontainers' | sed 's/^/label: /'
+for want in "org.opencontainers.image.version=$version" "org.opencontainers.image.revision=$revision" \
+    "org.opencontainers.image.licenses=Apache-2.0"; do
+  grep -qxF "$want" <<<"$labels" || fail "image label $want missing"
+done
 
 step "serve"
 key="ctest-$(date +%s%N)"

@@ -27,6 +27,9 @@ install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/openapi.yaml
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME scangate)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+# The licence (LICENSE at the root: Apache-2.0). A .deb has no licence field: Debian states it in
+# /usr/share/doc/scangate/copyright, whose "License: Apache-2.0" line is the SPDX identifier (copyright.head).
+set(CPACK_RESOURCE_FILE_LICENSE ${PROJECT_SOURCE_DIR}/LICENSE)
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_PACKAGE_DIRECTORY ${CMAKE_BINARY_DIR}/package)
 set(CPACK_STRIP_FILES ON)

@@ -83,6 +83,9 @@ in_root dpkg-query -W -f='${Package} ${Version} ${Status}\n' scangate
 in_root dpkg -L scangate | grep -v '/$' | grep -vE '^/(etc|lib|usr|usr/share|usr/share/doc)$'
 echo "conffiles:"; in_root dpkg-query -W -f='${Conffiles}\n' scangate
 in_root /usr/bin/scangate --version
+# The licence (LICENSE: Apache-2.0) as Debian states it: the SPDX identifier in the package's copyright file.
+in_root grep -qx 'License: Apache-2.0' /usr/share/doc/scangate/copyright || fail "copyright does not name Apache-2.0"
+echo "licence: $(in_root grep -m1 '^License:' /usr/share/doc/scangate/copyright)"
 
 step "PostgreSQL: a throwaway cluster on the host, loopback"
 pg_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

@@ -103,6 +103,22 @@ done | tee "$work/observe.txt"
 grep -q ' -> 201$' "$work/observe.txt" && grep -q ' -> 200$' "$work/observe.txt" || fail "POST /observe: not new then duplicate"
 in_ct stat -c '%A uid=%u %N' /var/lib/scangate /var/lib/private/scangate /var/lib/private/scangate/journal
 
+step "systemctl reload (ExecReload: SIGHUP) and the hardening score"
+in_ct systemctl reload scangate || fail "systemctl reload"
+for _ in $(seq 50); do
+  in_ct journalctl -u scangate --no-pager -o cat | grep -q '"event":"tokens_reload"' && break
+  sleep 0.1
+done
+in_ct journalctl -u scangate --no-pager -o cat | grep -o '"event":"tokens_reload"[^}]*' | tail -1 ||
+  fail "no tokens_reload event after systemctl reload"
+[[ $(in_ct systemctl is-active scangate || true) == active ]] || fail "not active after reload"
+[[ $(in_ct systemctl show -p MainPID --value scangate) == "$pid" ]] || fail "reload restarted the process"
+# The running unit's exposure as systemd itself rates it (tests/debian/unit_verify_test.sh rates the file offline).
+in_ct systemd-analyze security scangate --no-pager > "$work/security.txt" 2>&1 || true
+grep 'Overall exposure level' "$work/security.txt" || fail "systemd-analyze security printed no score"
+score=$(grep -oE 'Overall exposure level for scangate.service: [0-9.]+' "$work/security.txt" | grep -oE '[0-9.]+$')
+awk -v s="$score" 'BEGIN { exit !(s <= 2.0) }' || fail "exposure $score above 2.0"
+
 step "SIGKILL: Restart=on-failure"
 in_ct systemctl kill -s KILL scangate
 for _ in $(seq 100); do

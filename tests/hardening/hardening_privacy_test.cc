@@ -127,8 +127,8 @@ void RunPrivacy(const std::string& mode, const std::vector<std::string>& flags, 
   src.stats = client.Get("/stats").body;
   const int stop_status = server.Stop();  // SIGTERM: shutdown lines land in the log too
   src.log = server.Log();
-  const auto dump = RunCommand("runuser -u postgres -- " + std::string(kPgDump) + " -h 127.0.0.1 -p " +
-                               ShellQuote(it::Env().pg_port) + " -U postgres -d scangate");
+  // The test's own database (fixture "pg" gives each test one): its URL, not a database name.
+  const auto dump = RunCommand("runuser -u postgres -- " + std::string(kPgDump) + " -d " + ShellQuote(it::Env().pg_url));
   src.dump = dump.output;
 
   // Where did each raw key show up?

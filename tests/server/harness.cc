@@ -596,13 +596,25 @@ std::int64_t Pg::TotalRows() {
   return tx.exec("SELECT count(*) FROM scan_keys")[0][0].as<std::int64_t>();
 }
 
+// On fixture "pg" the cluster is shared by tests running side by side (tests/CMakeLists.txt): stopping it would
+// fail them, so a test that does must be registered with scangate_pg_solo_test.
+static bool RefuseSharedClusterControl(const char* what) {
+  const char* shared = std::getenv("SCANGATE_TEST_PG_SHARED");
+  if (shared == nullptr || std::string_view(shared) != "1") return false;
+  std::cerr << "refused: " << what << " of the shared PostgreSQL of fixture \"pg\"; register this test with "
+            << "scangate_pg_solo_test (tests/CMakeLists.txt)\n";
+  return true;
+}
+
 int PgClusterStop() {
+  if (RefuseSharedClusterControl("pg.sh stop")) return 1;
   const TestEnv& env = Env();
   const std::string cmd = ShellQuote(env.source_dir + "/scripts/pg.sh") + " stop " + ShellQuote(env.pgdata);
   return std::system(cmd.c_str());
 }
 
 int PgClusterStart() {
+  if (RefuseSharedClusterControl("pg.sh start")) return 1;
   const TestEnv& env = Env();
   const std::string cmd = ShellQuote(env.source_dir + "/scripts/pg.sh") + " start " + ShellQuote(env.pgdata) +
                           " " + ShellQuote(env.pg_port);

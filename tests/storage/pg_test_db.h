@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -90,7 +91,14 @@ inline std::int64_t CountRows(pqxx::connection& c, const std::vector<Digest>& ds
 }
 
 // Runs scripts/pg.sh CMD on the fixture's cluster (stop, start, kill); its exit status.
+// On fixture "pg" the cluster is shared by tests running side by side (tests/CMakeLists.txt): refused there, so a
+// test that stops it must be registered with scangate_pg_solo_test.
 inline int PgCtl(const std::string& cmd) {
+  if (const char* shared = std::getenv("SCANGATE_TEST_PG_SHARED"); shared != nullptr && std::string(shared) == "1") {
+    std::fprintf(stderr, "refused: pg.sh %s of the shared PostgreSQL of fixture \"pg\"; register this test with "
+                         "scangate_pg_solo_test (tests/CMakeLists.txt)\n", cmd.c_str());
+    return 1;
+  }
   const char* src = std::getenv("SCANGATE_SOURCE_DIR");
   std::string line = std::string(src != nullptr ? src : ".") + "/scripts/pg.sh " + cmd + " " +
                      ReadFileLine(PgDir() + "/pgdata");
