@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CTest fixture: a throwaway PostgreSQL for the test run.
-#   pg_fixture.sh start DIR [DB...]  initdb in a fresh folder under /tmp (PostgreSQL runs as user postgres,
+#   pg_fixture.sh start DIR [DB...]  initdb in a fresh folder under /dev/shm (tmpfs; /tmp when it has less than
+#                             4 GiB free) (PostgreSQL runs as user postgres,
 #                             which may not be able to enter the checkout), start it on a free port;
 #                             writes DIR/url (libpq URL of database "scangate"), DIR/port and DIR/pgdata (the
 #                             data folder); then, for each DB, creates database DB and DIR/db/DB/{url,port,pgdata}
@@ -24,7 +25,17 @@ case "$cmd" in
   start)
     stop
     mkdir -p "$dir"
-    base=$(mktemp -d /tmp/scangate-test-pg.XXXXXX); chmod 755 "$base"
+    # In memory (/dev/shm, tmpfs) when it has room: the tests run side by side and each commit is an fsync, which
+    # on the shared disk made them wait on each other (a release run of the suite: 253 s on disk, see README
+    # "Tests"). Only a crash of the whole machine could lose a tmpfs cluster's data, and that no test does: a
+    # PostgreSQL kill (pg.sh kill) or a scangate kill -9 behaves exactly as on disk. SCANGATE_TEST_PG_BASE overrides.
+    parent=${SCANGATE_TEST_PG_BASE:-}
+    if [[ -z $parent ]]; then
+      parent=/tmp
+      shm_free_kb=$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 {print $4}')
+      if [[ -w /dev/shm && ${shm_free_kb:-0} -gt $((4 * 1024 * 1024)) ]]; then parent=/dev/shm; fi
+    fi
+    base=$(mktemp -d "$parent/scangate-test-pg.XXXXXX"); chmod 755 "$base"
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     "$here/scripts/pg.sh" start "$base/data" "$port"
     echo "$port" >"$dir/port"

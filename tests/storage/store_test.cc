@@ -157,13 +157,17 @@ class RowBlocker {
   pqxx::work tx_;
 };
 
-// Waits until some backend waits for a lock (the writer blocked behind a RowBlocker).
+// Waits until some backend of this database waits for a lock (the writer blocked behind a RowBlocker); other
+// tests share the cluster (fixture "pg"), each in a database of its own.
 bool WaitForLockWaiter() {
   pqxx::connection c(Url());
   const auto deadline = std::chrono::steady_clock::now() + kEventually;
   while (std::chrono::steady_clock::now() < deadline) {
     pqxx::nontransaction tx(c);
-    if (tx.exec1("SELECT count(*) FROM pg_locks WHERE NOT granted")[0].as<int>() > 0) return true;
+    if (tx.exec1("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                 "WHERE NOT l.granted AND a.datname = current_database()")[0].as<int>() > 0) {
+      return true;
+    }
     std::this_thread::sleep_for(10ms);
   }
   return false;
