@@ -38,7 +38,7 @@ echo "# machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048
 
 build=$root/build/release
 t0=$SECONDS
-echo "== packages and the release build (tests on): scangate, tests/ha, tests/partitions"
+echo "== packages and the release build (tests on)"
 sets="build test package system ha partitions"
 targets=(scangate)  # the package and the image build their own; ha and partitions run these
 [[ " ${suites[*]} " == *" ha "* ]] && targets+=(ha_failover_test)
