@@ -50,6 +50,10 @@ if [[ ${REBUILD_BASE:-0} == 1 ]] || ! podman image exists docker.io/library/debi
   podman tag docker.io/library/debian:bookworm docker.io/library/debian:bookworm-slim
   rm -rf "$work/base"
 fi
+# deploy/debian/systemd_test.sh makes debian:bookworm alone (deploy/system_test.sh runs it first): the runtime
+# stage's -slim is the same minimal root here.
+podman image exists docker.io/library/debian:bookworm-slim ||
+  podman tag docker.io/library/debian:bookworm docker.io/library/debian:bookworm-slim
 podman images --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep 'library/debian'
 
 step "podman build (the Dockerfile)"
