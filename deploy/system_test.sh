@@ -25,14 +25,23 @@ for s in "${suites[@]}"; do
   [[ " ${all[*]} " == *" $s "* ]] || { echo "system_test: unknown suite '$s' (${all[*]})" >&2; exit 2; }
 done
 
+# The record is written beside it and moved into place at the end: written in place, the tracked file being
+# rewritten made the tree "-dirty" in every revision the run printed.
 results=$root/deploy/results
-mkdir -p "$results"
 record=$results/system_test.log
+if [[ -z ${SCANGATE_SYSTEM_RECORD:-} ]]; then
+  mkdir -p "$results"
+  partial=$(mktemp "$results/.system_test.log.XXXXXX")
+  SCANGATE_SYSTEM_RECORD=$partial "$0" "$@" 2>&1 | tee "$partial"
+  rc=${PIPESTATUS[0]}
+  chmod 644 "$partial"
+  mv "$partial" "$record"
+  exit "$rc"
+fi
 work=$(mktemp -d /tmp/scangate-system.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 commit=$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 [[ -z $(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null) ]] || commit+=-dirty
-exec > >(tee "$record") 2>&1
 echo "# deploy/system_test.sh on $commit, $(date -u '+%Y-%m-%d %H:%M UTC'), suites: ${suites[*]}"
 echo "# machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), $(uname -sr)"
 

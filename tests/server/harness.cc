@@ -553,6 +553,14 @@ std::string RawExchange(std::uint16_t port, const std::string& bytes, std::chron
 
 Pg::Pg() : conn_(std::make_unique<pqxx::connection>(Env().pg_url)) {}
 
+RowBlocker::RowBlocker(const std::vector<std::string>& keys) : conn_(Env().pg_url), tx_(conn_) {
+  for (const auto& k : keys) {
+    tx_.exec_params0("INSERT INTO scan_keys (digest, source) VALUES (decode($1, 'hex'), 'blocker')", Sha256Hex(k));
+  }
+}
+
+void RowBlocker::Release() { tx_.abort(); }
+
 bool Pg::WaitForLockWaiter() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {

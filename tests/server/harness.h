@@ -163,6 +163,19 @@ class Pg {
   std::unique_ptr<pqxx::connection> conn_;
 };
 
+// An uncommitted row for each key's digest, in a transaction of the test's own: a writer inserting one of them
+// blocks on its lock until Release() (rolled back: the writer's own insert then goes through). Stalls the
+// write path for as long as a test wants, without timing.
+class RowBlocker {
+ public:
+  explicit RowBlocker(const std::vector<std::string>& keys);
+  void Release();
+
+ private:
+  pqxx::connection conn_;
+  pqxx::work tx_;
+};
+
 // The shared throwaway cluster, via scripts/pg.sh. Both return the shell exit status.
 int PgClusterStop();
 int PgClusterStart();

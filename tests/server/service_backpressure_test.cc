@@ -22,19 +22,6 @@ using namespace std::chrono_literals;
 
 constexpr auto kEventually = 60s;
 
-// An uncommitted row for `key`'s digest: the writer inserting it blocks until Release().
-class RowBlocker {
- public:
-  explicit RowBlocker(const std::string& key) : conn_(Env().pg_url), tx_(conn_) {
-    tx_.exec_params0("INSERT INTO scan_keys (digest, source) VALUES (decode($1, 'hex'), 'blocker')", Sha256Hex(key));
-  }
-  void Release() { tx_.abort(); }
-
- private:
-  pqxx::connection conn_;
-  pqxx::work tx_;
-};
-
 // One request on a fresh connection; a transport error (timeout, reset) is a test failure and status 0,
 // never an exception escaping a client thread.
 HttpResponse PostOrFail(std::uint16_t port, const std::string& target, const std::string& body) {
@@ -52,7 +39,7 @@ class StalledRequest {
  public:
   explicit StalledRequest(std::uint16_t port)
       : key_(UniqueKey("bp-stalled")),
-        blocker_(key_),
+        blocker_({key_}),
         thread_([this, port] { response_ = PostOrFail(port, "/observe", ObserveBody(key_)); }) {}
   ~StalledRequest() {
     if (!thread_.joinable()) return;

@@ -54,21 +54,6 @@ bool WaitForRows(Pg& pg, const std::vector<std::string>& hexes, std::int64_t wan
   return false;
 }
 
-// An uncommitted row for each key's digest: a writer inserting one of them blocks until Release().
-class RowBlocker {
- public:
-  explicit RowBlocker(const std::vector<std::string>& keys) : conn_(Env().pg_url), tx_(conn_) {
-    for (const auto& k : keys) {
-      tx_.exec_params0("INSERT INTO scan_keys (digest, source) VALUES (decode($1, 'hex'), 'blocker')", Sha256Hex(k));
-    }
-  }
-  void Release() { tx_.abort(); }
-
- private:
-  pqxx::connection conn_;
-  pqxx::work tx_;
-};
-
 struct Timed {
   HttpResponse response;
   Clock::duration took{};

@@ -126,16 +126,23 @@ TEST(ServiceJournal, KillNineThenReplayKeepsFirstSeen) {
   std::filesystem::remove_all(dir);
 }
 
-// Bounded: PostgreSQL does not drain (write-behind held back: 10 s flush interval, huge batches), so a
-// 64 KiB journal fills after ~1300 keys. Then a fresh key waits (bounded) and gets 503 + Retry-After — never an
-// unrecorded "new" — and a 503 recorded nothing: after the shutdown flush every 201 key is in PostgreSQL and
-// no 503 key is.
+// Bounded: PostgreSQL does not drain — the first key's row is held uncommitted by the test (RowBlocker), so the
+// write-behind blocks on it and the journal's checkpoint cannot pass it however long the test takes — and a
+// 64 KiB journal fills after ~1300 keys. Then a fresh key waits (bounded) and gets 503 + Retry-After — never
+// an unrecorded "new" — and a 503 recorded nothing: once the row is released, after the shutdown flush every
+// 201 key is in PostgreSQL and no 503 key is. (It held PostgreSQL back with a 10 s flush interval before; on a
+// loaded CI machine the ~1300 fsynced requests took longer than that, the journal drained, and more fitted.)
 TEST(ServiceJournal, FullJournalAnswers503AndRecordsNothing) {
-  ScangateProcess server({"--ack=filter", "--capacity=1000000", "--flush-interval=10s", "--batch-limit=100000",
-                          "--journal-max-bytes=65536"});
+  ScangateProcess server({"--ack=filter", "--capacity=1000000", "--flush-interval=20ms", "--journal-max-bytes=65536"});
   ASSERT_TRUE(server.Start());
   HttpClient c(server.port());
+  Pg pg;
   std::vector<std::string> created, refused;
+  const std::string stalled = UniqueKey("journal-full-stalled");
+  RowBlocker blocker({stalled});
+  ASSERT_EQ(c.Post("/observe", ObserveBody(stalled)).status, 201);
+  created.push_back(stalled);
+  ASSERT_TRUE(pg.WaitForLockWaiter()) << "the write-behind never blocked on the test's row";
   for (int i = 0; i < 3000 && refused.size() < 5; ++i) {
     const std::string key = UniqueKey("journal-full");
     const HttpResponse r = c.Post("/observe", ObserveBody(key));
@@ -152,8 +159,8 @@ TEST(ServiceJournal, FullJournalAnswers503AndRecordsNothing) {
   ASSERT_EQ(refused.size(), 5u) << "a full journal never answered 503";
   const std::string metrics = c.Get("/metrics").body;
   EXPECT_GE(MetricValue(metrics, "scangate_journal_rejected_total").value_or(0), 5.0);
+  blocker.Release();
   ASSERT_EQ(server.Stop(), 0);
-  Pg pg;
   std::vector<std::string> created_hex, refused_hex;
   for (const auto& k : created) created_hex.push_back(Sha256Hex(k));
   for (const auto& k : refused) refused_hex.push_back(Sha256Hex(k));
