@@ -32,6 +32,7 @@ record=$results/system_test.log
 if [[ -z ${SCANGATE_SYSTEM_RECORD:-} ]]; then
   mkdir -p "$results"
   partial=$(mktemp "$results/.system_test.log.XXXXXX")
+  trap 'rm -f "$partial"' EXIT  # an interrupted run leaves the last complete record in place
   SCANGATE_SYSTEM_RECORD=$partial "$0" "$@" 2>&1 | tee "$partial"
   rc=${PIPESTATUS[0]}
   chmod 644 "$partial"

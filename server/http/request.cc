@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstdio>
 
 #include <boost/json/monotonic_resource.hpp>
 #include <boost/json/parse.hpp>
@@ -11,13 +12,13 @@
 #include <boost/json/value.hpp>
 
 #include "core/utf8.h"
+#include "server/http/json_members.h"
 
 namespace scangate::server {
 namespace json = boost::json;
 
 namespace {
 
-constexpr std::string_view kProblemTypePrefix = "urn:scangate:problem:";
 // Stack buffer for parsing a typical /observe body without touching the heap; larger bodies spill to the
 // default resource through the monotonic resource's upstream.
 constexpr std::size_t kParseArenaBytes = 4096;
@@ -58,8 +59,51 @@ json::value ParseJson(std::string_view body, json::storage_ptr sp, std::optional
     } else {
       problem = Problem::MalformedJson("the request body is not valid JSON (UTF-8): " + ec.message());
     }
+    return out;
+  }
+  // A repeated member would be read one way here (Boost.JSON keeps the last) and another by a proxy (HAProxy's
+  // json_query keeps the first): refused.
+  if (const auto dup = FindDuplicateMember(body)) {
+    problem = Problem::DuplicateMember(
+        (dup->name.empty() ? std::string("a member") : "member \"" + dup->name + "\"") + " appears more than once in " +
+        (dup->pointer.empty() ? std::string("the body's object") : "the object at " + dup->pointer) +
+        "; JSON members must be unique");
   }
   return out;
+}
+
+// A keyboard-wedge scanner ends each scan with Enter: CR, LF or CR LF. Trailing ones are not part of the key
+// (the same pack read by a serial scanner has none); anything else is kept byte for byte.
+std::string_view TrimScannerNewline(std::string_view key) {
+  while (!key.empty() && (key.back() == '\r' || key.back() == '\n')) key.remove_suffix(1);
+  return key;
+}
+
+// Code points refused in a source: C0 controls, DEL, C1 controls (terminal escape sequences), and the
+// Unicode bidirectional formatting characters (they reorder what an operator reads: "Trojan Source",
+// CVE-2021-42574). A source is shown in /lookup answers, the dashboard and operators' terminals.
+bool IsRefusedSourceCodePoint(char32_t c) {
+  return c < 0x20 || (c >= 0x7F && c <= 0x9F) || c == 0x061C || c == 0x200E || c == 0x200F ||
+         (c >= 0x202A && c <= 0x202E) || (c >= 0x2066 && c <= 0x2069);
+}
+
+// The first refused code point of `s` (valid UTF-8), if any.
+std::optional<char32_t> RefusedSourceCodePoint(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    const std::size_t len = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+    char32_t c = len == 1 ? b : len == 2 ? (b & 0x1F) : len == 3 ? (b & 0x0F) : (b & 0x07);
+    for (std::size_t k = 1; k < len && i + k < s.size(); ++k) c = (c << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    if (IsRefusedSourceCodePoint(c)) return c;
+    i += len;
+  }
+  return std::nullopt;
+}
+
+std::string CodePointName(char32_t c) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "U+%04X", static_cast<unsigned>(c));
+  return buf;
 }
 
 // Validates one key/source pair. `where` prefixes the detail ("" or "keys[3]: ").
@@ -82,6 +126,10 @@ std::optional<Problem> ValidateSource(std::string_view source, const std::string
   if (source.find('\0') != std::string_view::npos) {
     return Problem::InvalidSource(where + "\"source\" must not contain NUL (U+0000)");
   }
+  if (const auto c = RefusedSourceCodePoint(source)) {
+    return Problem::InvalidSource(where + "\"source\" must not contain control or bidirectional formatting "
+                                  "characters (found " + CodePointName(*c) + ")");
+  }
   return std::nullopt;
 }
 
@@ -92,8 +140,9 @@ std::variant<Observation, Problem> ObservationOf(const json::object& obj, const 
   if (key == nullptr) return Problem::InvalidKey(where + "member \"key\" is required");
   const json::string* key_str = key->if_string();
   if (key_str == nullptr) return Problem::InvalidKey(where + "\"key\" must be a string");
-  if (auto p = ValidateKey(*key_str, where)) return *std::move(p);
-  o.key.assign(key_str->data(), key_str->size());
+  const std::string_view key_text = TrimScannerNewline(*key_str);
+  if (auto p = ValidateKey(key_text, where)) return *std::move(p);
+  o.key.assign(key_text);
   if (const json::value* src = obj.if_contains("source"); src != nullptr && !src->is_null()) {
     const json::string* src_str = src->if_string();
     if (src_str == nullptr) return Problem::InvalidSource(where + "\"source\" must be a string or null");
@@ -103,59 +152,7 @@ std::variant<Observation, Problem> ObservationOf(const json::object& obj, const 
   return o;
 }
 
-Problem Make(unsigned status, std::string_view slug, std::string_view title, std::string detail) {
-  return Problem{status, std::string(slug), std::string(title), std::move(detail), {}, 0};
-}
-
 }  // namespace
-
-Route RouteOf(std::string_view target) {
-  if (auto q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
-  if (target == "/observe") return Route::kObserve;
-  if (target == "/observe/batch") return Route::kObserveBatch;
-  if (target == "/healthz") return Route::kHealthz;
-  if (target == "/readyz") return Route::kReadyz;
-  if (target == "/metrics") return Route::kMetrics;
-  if (target == "/stats") return Route::kStats;
-  if (target == "/dashboard") return Route::kDashboard;
-  if (target == "/lookup") return Route::kLookup;
-  return Route::kNotFound;
-}
-
-std::string_view RouteLabel(Route route) {
-  switch (route) {
-    case Route::kObserve: return "/observe";
-    case Route::kObserveBatch: return "/observe/batch";
-    case Route::kHealthz: return "/healthz";
-    case Route::kReadyz: return "/readyz";
-    case Route::kMetrics: return "/metrics";
-    case Route::kStats: return "/stats";
-    case Route::kDashboard: return "/dashboard";
-    case Route::kLookup: return "/lookup";
-    case Route::kNotFound: break;
-  }
-  return "other";
-}
-
-bool IsClientRoute(Route route) {
-  return route == Route::kObserve || route == Route::kObserveBatch || route == Route::kLookup;
-}
-
-std::string_view AllowedMethod(Route route) { return IsClientRoute(route) ? "POST" : "GET"; }
-
-std::size_t BodyLimitFor(Route route) {
-  switch (route) {
-    case Route::kObserve:
-    case Route::kLookup: return kMaxObserveBodyBytes;
-    case Route::kObserveBatch: return kMaxBatchBodyBytes;
-    default: return kMaxOtherBodyBytes;
-  }
-}
-
-bool IsAdminRoute(Route route) {
-  return route == Route::kHealthz || route == Route::kReadyz || route == Route::kMetrics || route == Route::kStats ||
-         route == Route::kDashboard;
-}
 
 std::optional<std::string_view> BearerToken(std::string_view authorization) {
   constexpr std::string_view kScheme = "bearer";
@@ -180,105 +177,6 @@ std::optional<std::string_view> BearerToken(std::string_view authorization) {
 
 std::string WwwAuthenticate(bool credentials_presented) {
   return credentials_presented ? R"(Bearer realm="scangate", error="invalid_token")" : R"(Bearer realm="scangate")";
-}
-
-Problem Problem::MalformedJson(std::string detail) {
-  return Make(400, "malformed-json", "Malformed JSON", std::move(detail));
-}
-Problem Problem::InvalidKey(std::string detail) { return Make(400, "invalid-key", "Invalid key", std::move(detail)); }
-Problem Problem::InvalidGs1(std::string ai, std::string detail) {
-  Problem p = Make(400, "invalid-gs1", "Not a valid GS1 pack", std::move(detail));
-  p.ai = std::move(ai);
-  return p;
-}
-Problem Problem::InvalidSource(std::string detail) {
-  return Make(400, "invalid-source", "Invalid source", std::move(detail));
-}
-Problem Problem::InvalidBatch(std::string detail) {
-  return Make(400, "invalid-batch", "Invalid batch", std::move(detail));
-}
-Problem Problem::BadRequest(std::string detail) {
-  return Make(400, "bad-request", "Bad HTTP request", std::move(detail));
-}
-Problem Problem::NotFound(std::string_view target) {
-  // The target may carry a key in its query string: it is never echoed.
-  (void)target;
-  return Make(404, "not-found", "Not found",
-              "no such resource; routes: POST /observe, POST /observe/batch, POST /lookup, GET /healthz, /readyz, "
-              "/metrics, /stats");
-}
-Problem Problem::MethodNotAllowed(std::string_view method, Route route) {
-  std::string m(method.substr(0, 16));
-  for (char& c : m) {
-    if (!std::isalpha(static_cast<unsigned char>(c))) c = '?';
-  }
-  return Make(405, "method-not-allowed", "Method not allowed",
-              "method " + m + " is not allowed on " + std::string(RouteLabel(route)) + "; use " +
-                  std::string(AllowedMethod(route)));
-}
-Problem Problem::BodyTooLarge(std::size_t limit) {
-  return Make(413, "body-too-large", "Request body too large",
-              "the request body exceeds " + std::to_string(limit) + " bytes for this route");
-}
-Problem Problem::UnsupportedMediaType(std::string_view content_type) {
-  (void)content_type;  // not echoed: an arbitrary client string
-  return Make(415, "unsupported-media-type", "Unsupported media type",
-              "the request body must be JSON: Content-Type application/json (or application/*+json, "
-              "application/x-www-form-urlencoded, or none)");
-}
-Problem Problem::HeaderTooLarge() {
-  return Make(431, "header-too-large", "Request header fields too large",
-              "the request line and header fields exceed " + std::to_string(kMaxHeaderBytes) + " bytes");
-}
-Problem Problem::Unauthorized(bool credentials_presented) {
-  return Make(401, "unauthorized", "Unauthorized",
-              credentials_presented ? "the bearer token is not valid for this service"
-                                    : "this route requires an Authorization: Bearer <token> header");
-}
-Problem Problem::OriginNotAllowed() {
-  return Make(403, "origin-not-allowed", "Origin not allowed",
-              "requests from this web origin are not allowed; the operator lists allowed origins with --cors-origins");
-}
-Problem Problem::SourceNotAllowed(std::string_view terminal) {
-  // The terminal id is the caller's own (from the tokens file, [A-Za-z0-9._-]); the body's source is not echoed.
-  return Make(403, "source-not-allowed", "Source not allowed",
-              "this token belongs to terminal '" + std::string(terminal) +
-                  "'; a \"source\" must be absent or name that terminal");
-}
-Problem Problem::RouteNotAllowed(Route route) {
-  return Make(403, "route-not-allowed", "Route not allowed",
-              "this token may not use " + std::string(RouteLabel(route)) + " (its routes in the tokens file)");
-}
-Problem Problem::RateLimited(unsigned retry_after_seconds) {
-  Problem p = Make(429, "rate-limited", "Too many requests",
-                   "this terminal is over its rate limit (--rate-limit); retry after the Retry-After delay");
-  p.retry_after_seconds = retry_after_seconds;
-  return p;
-}
-Problem Problem::NotRecorded() {
-  return Make(404, "not-recorded", "Key not recorded", "PostgreSQL holds no record of this key");
-}
-Problem Problem::MalformedForm(std::string detail) {
-  return Make(400, "malformed-form", "Malformed form", std::move(detail));
-}
-Problem Problem::Unavailable(std::string detail) {
-  return Make(503, "unavailable", "Service unavailable", std::move(detail));
-}
-Problem Problem::OutcomeUnknown(std::string detail) {
-  return Make(503, "outcome-unknown", "Outcome unknown", std::move(detail));
-}
-Problem Problem::Internal() {
-  return Make(500, "internal", "Internal server error", "an unexpected error occurred; see the server log");
-}
-
-std::string ProblemBody(const Problem& p) {
-  json::object o;
-  o["type"] = std::string(kProblemTypePrefix) + p.slug;
-  o["title"] = p.title;
-  o["status"] = p.status;
-  o["detail"] = p.detail;
-  if (!p.ai.empty()) o["ai"] = p.ai;
-  return json::serialize(o);
 }
 
 std::optional<Problem> CheckContentType(std::string_view content_type) {
@@ -355,6 +253,7 @@ std::variant<Observation, Problem> ParseObserveForm(std::string_view body) {
     *slot = *value;
   }
   if (!key) return Problem::InvalidKey("form field \"key\" is required");
+  key->resize(TrimScannerNewline(*key).size());
   if (auto p = ValidateKey(*key, "")) return *std::move(p);
   Observation o;
   o.key = *std::move(key);
@@ -406,8 +305,9 @@ std::variant<BatchRequest, Problem> ParseBatch(std::string_view body) {
     const json::value& e = (*arr)[i];
     const std::string where = "keys[" + std::to_string(i) + "]: ";
     if (const json::string* s = e.if_string()) {
-      if (auto p = ValidateKey(*s, where)) return *std::move(p);
-      batch.entries.push_back(Observation{std::string(s->data(), s->size()), {}});
+      const std::string_view key_text = TrimScannerNewline(*s);
+      if (auto p = ValidateKey(key_text, where)) return *std::move(p);
+      batch.entries.push_back(Observation{std::string(key_text), {}});
     } else if (const json::object* o = e.if_object()) {
       auto r = ObservationOf(*o, where);
       if (auto* p = std::get_if<Problem>(&r)) return std::move(*p);

@@ -1,8 +1,8 @@
-// The pure request/response layer of the HTTP service: routing, content-type policy, body parsing and
-// validation with Boost.JSON (and application/x-www-form-urlencoded for /observe and /lookup), and the RFC 9457
-// problem bodies (the bodies of successful answers: answer_body.h). No I/O, no clock, no global state, so it can be unit-tested and
-// fuzzed. Invariant: every rejected input yields a Problem with
-// a 4xx status and a stable slug; nothing here ever throws for any byte string given as a body.
+// Request parsing of the HTTP service: the content-type policy, bearer credentials, and body parsing and
+// validation with Boost.JSON (and application/x-www-form-urlencoded for /observe and /lookup). Routes and their
+// limits: route.h; problem bodies: problem.h; the bodies of successful answers: answer_body.h. No I/O, no clock,
+// no global state, so it can be unit-tested and fuzzed. Invariant: every rejected input yields a Problem with a
+// 4xx status and a stable slug; nothing here ever throws for any byte string given as a body.
 // The I/O side lives in server/http/http_server.h, routing/dispatch in server/http/router.h, the verdict logic in
 // server/verdict/service.h.
 #pragma once
@@ -17,14 +17,11 @@
 #include <vector>
 
 #include "server/http/answer_body.h"
+#include "server/http/problem.h"
+#include "server/http/route.h"
 
 namespace scangate::server {
 
-// Request limits (the HTTP contract in openapi.yaml).
-inline constexpr std::size_t kMaxObserveBodyBytes = 16 * 1024;    // POST /observe and /lookup: 413 above
-inline constexpr std::size_t kMaxBatchBodyBytes = 1024 * 1024;    // POST /observe/batch: 413 above
-inline constexpr std::size_t kMaxOtherBodyBytes = 16 * 1024;      // any other route: 413 above
-inline constexpr std::size_t kMaxHeaderBytes = 8 * 1024;          // request line + fields: 431 above
 inline constexpr std::size_t kMaxJsonDepth = 8;                   // nesting depth: 400 malformed-json above
 inline constexpr std::size_t kMinKeyBytes = 1;
 inline constexpr std::size_t kMaxKeyBytes = 512;                  // UTF-8 bytes after JSON unescaping
@@ -36,24 +33,6 @@ static_assert(kMaxBatchEntries * (kMinKeyBytes + 3) <= kMaxBatchBodyBytes,
 static_assert(kMaxKeyBytes * 6 + kMaxSourceChars * 12 + 64 <= kMaxObserveBodyBytes,
               "a maximal key and source, fully \\u-escaped, must fit in the /observe body limit");
 
-enum class Route : std::uint8_t { kObserve, kObserveBatch, kHealthz, kReadyz, kMetrics, kStats, kDashboard, kLookup, kNotFound };
-inline constexpr std::size_t kRouteCount = 9;
-
-// Maps a request target (path plus optional query) to its route; the query string is ignored.
-Route RouteOf(std::string_view target);
-// Label used in metrics and logs, e.g. "/observe", "other" for kNotFound.
-std::string_view RouteLabel(Route route);
-// Routes a browser may call (CORS, --cors-origins): POST /observe, /observe/batch, /lookup. They also take a
-// bearer token when --tokens-file is set.
-bool IsClientRoute(Route route);
-// The one method each route accepts ("POST" or "GET"); the Allow header of a 405.
-std::string_view AllowedMethod(Route route);
-// Body size limit applied once the header of a request to `route` has been read.
-std::size_t BodyLimitFor(Route route);
-// Operational routes (/healthz, /readyz, /metrics, /stats, /dashboard): never need a token; with --admin-listen they are
-// served only on the admin listener, and /observe* only on the main one.
-bool IsAdminRoute(Route route);
-
 // Access control (--tokens-file). Bearer credentials of an Authorization header value (RFC 6750 section 2.1:
 // scheme "Bearer", case-insensitive, one or more spaces, a token68). nullopt when the value is absent or
 // not of that form; the token is never logged or echoed.
@@ -61,46 +40,6 @@ inline constexpr std::size_t kMaxBearerTokenBytes = 4096;  // longer credentials
 std::optional<std::string_view> BearerToken(std::string_view authorization);
 // WWW-Authenticate value of a 401: the realm, plus error="invalid_token" when credentials were presented.
 std::string WwwAuthenticate(bool credentials_presented);
-
-// An RFC 9457 problem. type is "urn:scangate:problem:" + slug.
-struct Problem {
-  unsigned status = 500;
-  std::string slug;
-  std::string title;
-  std::string detail;
-  std::string ai;  // invalid-gs1 only: the GS1 Application Identifier at fault (extension member "ai")
-  unsigned retry_after_seconds = 0;  // Retry-After of a 429 (a 503 always says 1)
-
-  static Problem MalformedJson(std::string detail);
-  static Problem MalformedForm(std::string detail);       // 400 malformed-form (urlencoded body)
-  static Problem InvalidKey(std::string detail);
-  static Problem InvalidSource(std::string detail);
-  // 400 invalid-gs1 (--keys=gs1): the key is not a GS1 pack; `ai` names the Application Identifier at fault
-  // ("" when none: empty input, a malformed Digital Link...). The detail never quotes the key.
-  static Problem InvalidGs1(std::string ai, std::string detail);
-  static Problem InvalidBatch(std::string detail);
-  static Problem BadRequest(std::string detail);         // HTTP-level syntax error (not JSON)
-  static Problem NotFound(std::string_view target);
-  static Problem MethodNotAllowed(std::string_view method, Route route);
-  static Problem BodyTooLarge(std::size_t limit);
-  static Problem UnsupportedMediaType(std::string_view content_type);
-  static Problem HeaderTooLarge();
-  static Problem Unauthorized(bool credentials_presented);  // 401 unauthorized (+ WWW-Authenticate)
-  static Problem OriginNotAllowed();                      // 403 origin-not-allowed (Origin header, CORS)
-  // 403 source-not-allowed: a body "source" that names another terminal than the token's (`terminal`).
-  static Problem SourceNotAllowed(std::string_view terminal);
-  static Problem RouteNotAllowed(Route route);             // 403 route-not-allowed: the token's routes exclude it
-  static Problem RateLimited(unsigned retry_after_seconds);  // 429 rate-limited (+ Retry-After)
-  static Problem NotRecorded();                           // 404 not-recorded (POST /lookup)
-  static Problem Unavailable(std::string detail);
-  // 503 outcome-unknown (+ Retry-After like unavailable): the attempt MAY have recorded the key (in-doubt
-  // COMMIT, or the request deadline passed while its transaction was in flight).
-  static Problem OutcomeUnknown(std::string detail);
-  static Problem Internal();                              // never carries exception text to the client
-};
-
-// application/problem+json body of `p`.
-std::string ProblemBody(const Problem& p);
 
 // Content-Type policy: application/json (any parameters), application/*+json,
 // application/x-www-form-urlencoded (curl -d's default) and an absent/empty header are accepted;

@@ -102,6 +102,27 @@ std::string OwnOrigin(std::string_view host, bool tls) {
 }
 
 namespace {
+std::string_view TrimSpace(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// The request's Transfer-Encoding, if any, is one this server reads exactly as a proxy would: one field,
+// exactly "chunked", HTTP/1.1. Anything else is a 400 problem.
+std::optional<Problem> FramingProblem(const Router::Header& h) {
+  const auto [first, last] = h.equal_range(http::field::transfer_encoding);
+  if (first == last) return std::nullopt;
+  if (h.version() < 11) {
+    return Problem::BadRequest("Transfer-Encoding is not allowed in an HTTP/1.0 request; send Content-Length");
+  }
+  if (std::next(first) != last || !beast::iequals(TrimSpace(first->value()), "chunked")) {
+    return Problem::BadRequest("Transfer-Encoding must be exactly \"chunked\" (no other transfer coding is "
+                               "supported); or send Content-Length");
+  }
+  return std::nullopt;
+}
+
 // --keys=gs1: a found pack's record for the lookup body, and how the looked-up scan compares with it.
 PackRecord PackRecordOf(const storage::PackAttrs& scan, const storage::RecordLookup& r) {
   PackRecord p;
@@ -183,6 +204,12 @@ Router::Admission Router::Admit(const Header& h, Listener listener, bool tls, co
   const bool has_body = !length.empty() ? length != "0" : !h[http::field::transfer_encoding].empty();
   try {
     ad.route = RouteOf(h.target());
+    // Framing this server does not read exactly as a proxy in front of it may: 400 and close (RFC 9112 §6.1,
+    // §6.3), never a body-less request with the unread bytes left to be parsed as the next one (smuggling).
+    if (auto framing = FramingProblem(h)) {
+      ad.answer = ProblemAnswer(*framing, ad.route, nullptr, /*close=*/true);
+      return ad;
+    }
     // With --admin-listen the operational routes live only there, and the client routes never do.
     if (listener == Listener::kAdmin ? !IsAdminRoute(ad.route) : config_.admin_split() && IsAdminRoute(ad.route)) {
       ad.route = Route::kNotFound;

@@ -485,6 +485,16 @@ TEST(HaHaproxy, FilterKeyAffinity) {
     Report("lb-filter: POST /observe/batch -> " + std::to_string(r.status) + " " + ProblemSlug(r.body));
     EXPECT_EQ(r.status, 421);
     EXPECT_EQ(ProblemSlug(r.body), "batch-not-routable");
+    // A form body has no "$.key" either (issue 33): it would hash as empty, to one instance whatever its key.
+    const auto form = c.Post("/observe", "key=" + keys[0], "application/x-www-form-urlencoded");
+    Report("lb-filter: POST /observe form body -> " + std::to_string(form.status) + " " + ProblemSlug(form.body));
+    EXPECT_EQ(form.status, 400);
+    EXPECT_EQ(ProblemSlug(form.body), "key-not-routable");
+    // "key" twice: HAProxy routes on the first, scangate refuses the body (it would decide the last).
+    const auto dup = c.Post("/observe", "{\"key\":\"" + keys[0] + "\",\"key\":\"" + keys[1] + "\"}");
+    Report("lb-filter: POST /observe with \"key\" twice -> " + std::to_string(dup.status) + " " + ProblemSlug(dup.body));
+    EXPECT_EQ(dup.status, 400);
+    EXPECT_EQ(ProblemSlug(dup.body), "duplicate-member");
   }
 
   sg[0]->Kill();

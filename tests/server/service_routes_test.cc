@@ -491,6 +491,67 @@ TEST_F(ServiceRoutes, Pipelining) {
   EXPECT_EQ(c.connects(), 1);
 }
 
+// Issue 33, request smuggling at the socket: a POST whose Transfer-Encoding is not exactly "chunked" carries a
+// second, complete request as its "body". Beast reads such a request as body-less; before the fix the bytes
+// behind it were left on the open connection. Now: exactly one response, 400 bad-request, the connection
+// closes, and the smuggled request is never parsed (its key is not recorded).
+TEST_F(ServiceRoutes, TransferEncodingNotChunkedIs400AndCloses) {
+  Pg pg;
+  for (const char* te : {"gzip", "chunked, gzip", "identity"}) {
+    SCOPED_TRACE(te);
+    const std::string smuggled = UniqueKey("smuggled");
+    const std::string inner_body = ObserveBody(smuggled);
+    const std::string inner = "POST /observe HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                              "Content-Length: " + std::to_string(inner_body.size()) + "\r\n\r\n" + inner_body;
+    const std::string outer = std::string("POST /observe HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                          "Transfer-Encoding: ") + te + "\r\n\r\n" + inner;
+    const std::string reply = RawExchange(port(), outer);
+    EXPECT_EQ(reply.rfind("HTTP/1.1 400", 0), 0u) << reply.substr(0, 400);
+    EXPECT_NE(reply.find("urn:scangate:problem:bad-request"), std::string::npos) << reply.substr(0, 600);
+    EXPECT_NE(reply.find("Connection: close"), std::string::npos) << reply.substr(0, 400);
+    std::size_t responses = 0;
+    for (std::size_t at = reply.find("HTTP/1."); at != std::string::npos; at = reply.find("HTTP/1.", at + 1)) ++responses;
+    EXPECT_EQ(responses, 1u) << "the smuggled request was answered: " << reply;
+    EXPECT_EQ(pg.CountDigest(Sha256Hex(smuggled)), 0) << "the smuggled request was decided";
+  }
+  // Chunked is still read as chunked.
+  const std::string key = UniqueKey("chunked-ok");
+  const std::string body = ObserveBody(key);
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx", body.size());
+  const std::string reply = RawExchange(port(), "POST /observe HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                                "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
+                                                    std::string(size) + "\r\n" + body + "\r\n0\r\n\r\n");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 201", 0), 0u) << reply.substr(0, 400);
+}
+
+// Issue 33: {"key":"A","key":"B"} would be routed by HAProxy on A (json_query keeps the first) and decided here
+// on B (Boost.JSON keeps the last): 400 duplicate-member, neither key recorded, the connection keeps serving.
+TEST_F(ServiceRoutes, DuplicateMembersAre400) {
+  HttpClient c(port());
+  Pg pg;
+  const std::string a = UniqueKey("dup-a"), b = UniqueKey("dup-b");
+  HttpResponse r = c.Post("/observe", "{\"key\":" + JsonString(a) + ",\"key\":" + JsonString(b) + "}");
+  EXPECT_TRUE(IsProblem(r, 400, "duplicate-member")) << r;
+  r = c.Post("/observe/batch", "{\"keys\":[{\"key\":" + JsonString(a) + ",\"key\":" + JsonString(b) + "}]}");
+  EXPECT_TRUE(IsProblem(r, 400, "duplicate-member")) << r;
+  EXPECT_EQ(pg.CountDigest(Sha256Hex(a)) + pg.CountDigest(Sha256Hex(b)), 0);
+  ExpectStillServes(c, r);
+}
+
+// Issue 33: a keyboard-wedge scanner's trailing Enter is not part of the key: "K\r\n" and "K" are one key (the
+// digest is SHA-256 of "K"); a source with a terminal escape sequence is 400 invalid-source.
+TEST_F(ServiceRoutes, ScannerNewlineIsTrimmedAndControlSourceRefused) {
+  HttpClient c(port());
+  const std::string key = UniqueKey("wedge");
+  EXPECT_TRUE(IsNew(c.Post("/observe", ObserveBody(key + "\r\n")), key));
+  EXPECT_TRUE(IsDuplicate(c.Post("/observe", ObserveBody(key)), key));
+  EXPECT_TRUE(IsDuplicate(c.Post("/observe", "key=" + key + "%0A", "application/x-www-form-urlencoded"), key));
+  const HttpResponse r =
+      c.Post("/observe", "{\"key\":" + JsonString(UniqueKey("esc")) + ",\"source\":" + JsonString("lane\x1b[2J3") + "}");
+  EXPECT_TRUE(IsProblem(r, 400, "invalid-source")) << r;
+}
+
 json::array BatchResults(const HttpResponse& r) {
   json::object o = r.json();
   if (Keys(o) != std::set<std::string>{"results"} || !o.at("results").is_array()) {

@@ -1,5 +1,5 @@
-// Tests server/http/request.h: routing, the content-type policy, /observe and /observe/batch validation (every
-// 4xx case of the HTTP contract) and the JSON bodies of problems (answer bodies: answer_body_test.cc).
+// Tests server/http/request.h: the content-type policy, /observe and /observe/batch validation (every 4xx case of
+// the HTTP contract). Routes: route_test.cc; problem bodies: problem_test.cc; answer bodies: answer_body_test.cc.
 #include "server/http/request.h"
 
 #include <gtest/gtest.h>
@@ -32,24 +32,6 @@ Observation ObserveOk(std::string_view body) {
   return std::holds_alternative<Observation>(r) ? std::get<Observation>(r) : Observation{};
 }
 
-// Routes are exact paths; the query string is ignored; anything else is not found.
-TEST(Request, RouteOf) {
-  EXPECT_EQ(RouteOf("/observe"), Route::kObserve);
-  EXPECT_EQ(RouteOf("/observe?x=1"), Route::kObserve);
-  EXPECT_EQ(RouteOf("/observe/batch"), Route::kObserveBatch);
-  EXPECT_EQ(RouteOf("/healthz"), Route::kHealthz);
-  EXPECT_EQ(RouteOf("/readyz"), Route::kReadyz);
-  EXPECT_EQ(RouteOf("/metrics"), Route::kMetrics);
-  EXPECT_EQ(RouteOf("/stats"), Route::kStats);
-  EXPECT_EQ(RouteOf("/dashboard"), Route::kDashboard);
-  EXPECT_EQ(RouteOf("/observe/"), Route::kNotFound);
-  EXPECT_EQ(RouteOf("/"), Route::kNotFound);
-  EXPECT_EQ(RouteOf(""), Route::kNotFound);
-  EXPECT_EQ(AllowedMethod(Route::kObserve), "POST");
-  EXPECT_EQ(AllowedMethod(Route::kMetrics), "GET");
-  EXPECT_EQ(BodyLimitFor(Route::kObserve), 16u * 1024);
-  EXPECT_EQ(BodyLimitFor(Route::kObserveBatch), 1024u * 1024);
-}
 
 // JSON media types, form encoding (curl -d) and no Content-Type are read as JSON; others are 415.
 TEST(Request, ContentType) {
@@ -191,26 +173,6 @@ TEST(Request, BatchInvalid) {
   EXPECT_EQ(BatchProblem("{\"keys\":[\"\xff\"]}").slug, "malformed-json");
 }
 
-// Problem bodies follow RFC 9457 with the urn:scangate:problem: type; details never echo client input.
-TEST(Request, ProblemBody) {
-  const Problem p = Problem::MethodNotAllowed("DELETE", Route::kHealthz);
-  const json::value v = json::parse(ProblemBody(p));
-  EXPECT_EQ(v.at("type").as_string(), "urn:scangate:problem:method-not-allowed");
-  EXPECT_EQ(v.at("status").as_int64(), 405);
-  EXPECT_EQ(v.at("title").as_string(), "Method not allowed");
-  EXPECT_FALSE(v.at("detail").as_string().empty());
-  EXPECT_EQ(Problem::NotFound("/secret-key-123").detail.find("secret-key-123"), std::string::npos);
-  EXPECT_EQ(Problem::UnsupportedMediaType("text/secret").detail.find("secret"), std::string::npos);
-  EXPECT_EQ(Problem::BodyTooLarge(16384).status, 413u);
-  EXPECT_EQ(Problem::HeaderTooLarge().status, 431u);
-  EXPECT_EQ(Problem::Unavailable("x").status, 503u);
-  EXPECT_EQ(Problem::OutcomeUnknown("x").status, 503u);  // http_server adds Retry-After to every 503
-  EXPECT_EQ(json::parse(ProblemBody(Problem::OutcomeUnknown("x"))).at("type").as_string(),
-            "urn:scangate:problem:outcome-unknown");
-  EXPECT_EQ(Problem::Internal().status, 500u);
-  // A hostile method string is not echoed verbatim.
-  EXPECT_EQ(Problem::MethodNotAllowed("P\"{<", Route::kObserve).detail.find('"'), std::string::npos);
-}
 
 }  // namespace
 }  // namespace scangate::server
@@ -230,15 +192,6 @@ std::string FormSlug(std::string_view body) {
   return std::holds_alternative<Problem>(r) ? std::get<Problem>(r).slug : "";
 }
 
-TEST(Request, LookupRoute) {
-  EXPECT_EQ(RouteOf("/lookup"), Route::kLookup);
-  EXPECT_EQ(RouteOf("/lookup?key=x"), Route::kLookup);
-  EXPECT_EQ(AllowedMethod(Route::kLookup), "POST");
-  EXPECT_EQ(RouteLabel(Route::kLookup), "/lookup");
-  EXPECT_EQ(BodyLimitFor(Route::kLookup), kMaxObserveBodyBytes);
-  EXPECT_TRUE(IsClientRoute(Route::kLookup));
-  EXPECT_FALSE(IsAdminRoute(Route::kLookup));
-}
 
 // application/x-www-form-urlencoded: '+' is a space, %XX decoded, other names ignored.
 TEST(Request, FormValid) {
@@ -294,11 +247,60 @@ TEST(Request, ObservationByContentType) {
   EXPECT_TRUE(CheckContentType("multipart/form-data; boundary=x").has_value());
 }
 
-TEST(Request, NewProblems) {
-  EXPECT_EQ(Problem::OriginNotAllowed().status, 403u);
-  EXPECT_EQ(Problem::OriginNotAllowed().slug, "origin-not-allowed");
-  EXPECT_EQ(Problem::NotRecorded().status, 404u);
-  EXPECT_EQ(Problem::NotRecorded().slug, "not-recorded");
+
+// Issue 33: a source is shown to operators (/lookup, the dashboard, terminals): control characters (C0, DEL,
+// C1: terminal escape sequences) and bidirectional formatting characters (Trojan Source) are refused, in JSON
+// and form bodies alike; other non-ASCII text passes. The detail names the code point, never the source.
+TEST(Request, SourceControlAndBidiRefused) {
+  for (std::string_view body :
+       {R"({"key":"k","source":"lane\u001b[31m3"})", R"({"key":"k","source":"a\u0009b"})", R"({"key":"k","source":"a\u000ab"})",
+        R"({"key":"k","source":"a\u007fb"})", R"({"key":"k","source":"a\u0085b"})", R"({"key":"k","source":"a\u202eb"})",
+        R"({"key":"k","source":"\u2066x"})", R"({"key":"k","source":"x\u200f"})", R"({"key":"k","source":"x\u061c"})"}) {
+    const Problem p = ObserveProblem(body);
+    EXPECT_EQ(p.slug, "invalid-source") << body;
+    EXPECT_NE(p.detail.find("U+"), std::string::npos) << p.detail;
+  }
+  EXPECT_EQ(ObserveProblem(R"({"key":"k","source":"lane\u001b[31m3"})").detail.find("lane"), std::string::npos);
+  EXPECT_EQ(FormSlug("key=k&source=a%1Bb"), "invalid-source");
+  EXPECT_EQ(FormSlug("key=k&source=a%E2%80%AEb"), "invalid-source");
+  EXPECT_EQ(BatchProblem(R"({"keys":[{"key":"k","source":"a\u202eb"}]})").slug, "invalid-source");
+  EXPECT_EQ(ObserveOk(R"({"key":"k","source":"Kasse 3 – Zürich ✓"})").source, "Kasse 3 – Zürich ✓");
+  EXPECT_EQ(ObserveOk(R"({"key":"k","source":"\u05e7\u05d5\u05e4\u05d4"})").source, "\u05e7\u05d5\u05e4\u05d4");
+}
+
+// Issue 33: a keyboard-wedge scanner's Enter (trailing CR, LF, CR LF) is not part of the key, in every body
+// form; inner ones and other trailing whitespace are kept; a key of newlines only is empty.
+TEST(Request, ScannerNewlineTrimmed) {
+  EXPECT_EQ(ObserveOk(R"({"key":"0100361414030008\r\n"})").key, "0100361414030008");
+  EXPECT_EQ(ObserveOk(R"({"key":"0100361414030008\n"})").key, "0100361414030008");
+  EXPECT_EQ(ObserveOk(R"({"key":"0100361414030008\r"})").key, "0100361414030008");
+  EXPECT_EQ(ObserveOk(R"({"key":"a\r\nb"})").key, "a\r\nb");
+  EXPECT_EQ(ObserveOk(R"({"key":"a "})").key, "a ");
+  EXPECT_EQ(ObserveProblem(R"({"key":"\r\n"})").slug, "invalid-key");
+  EXPECT_EQ(FormOk("key=abc%0D%0A").key, "abc");
+  auto r = ParseBatch(R"({"keys":["abc\n",{"key":"def\r\n"}]})");
+  ASSERT_TRUE(std::holds_alternative<BatchRequest>(r));
+  EXPECT_EQ(std::get<BatchRequest>(r).entries[0].key, "abc");
+  EXPECT_EQ(std::get<BatchRequest>(r).entries[1].key, "def");
+}
+
+// Issue 33: a member named twice is refused (Boost.JSON would keep the last, HAProxy's json_query the first),
+// at the top, in a batch entry, and after unescaping.
+TEST(Request, DuplicateMembersRefused) {
+  Problem p = ObserveProblem(R"({"key":"A","key":"B"})");
+  EXPECT_EQ(p.slug, "duplicate-member");
+  EXPECT_NE(p.detail.find("\"key\""), std::string::npos) << p.detail;
+  EXPECT_EQ(ObserveProblem(R"({"key":"A","\u006bey":"B"})").slug, "duplicate-member");
+  EXPECT_EQ(ObserveProblem(R"({"key":"A","source":"s","source":"t"})").slug, "duplicate-member");
+  p = BatchProblem(R"({"keys":["a",{"key":"b","key":"c"}]})");
+  EXPECT_EQ(p.slug, "duplicate-member");
+  EXPECT_NE(p.detail.find("/keys/1"), std::string::npos) << p.detail;
+  EXPECT_EQ(BatchProblem(R"({"keys":["a"],"keys":["b"]})").slug, "duplicate-member");
+  auto r = ParseObservation(R"({"key":"A","key":"B"})", "application/x-www-form-urlencoded");
+  ASSERT_TRUE(std::holds_alternative<Problem>(r));
+  EXPECT_EQ(std::get<Problem>(r).slug, "duplicate-member");
+  // Syntax errors keep their own problem.
+  EXPECT_EQ(ObserveProblem(R"({"key":"A","key":})").slug, "malformed-json");
 }
 
 }  // namespace

@@ -237,6 +237,38 @@ TEST_F(RouterTest, ContentLengthAboveLimitRefusedAtAdmission) {
   EXPECT_TRUE(ad.answer->close);
 }
 
+// Issue 33 (request smuggling): a Transfer-Encoding other than exactly "chunked" — another coding, a list, a
+// second field, or any in HTTP/1.0 — is 400 bad-request at admission and closes the connection: Beast would
+// read such a request as body-less and leave its bytes to be parsed as the next request.
+TEST_F(RouterTest, TransferEncodingOtherThanChunkedRefusedAndCloses) {
+  auto with_te = [](std::vector<std::string> codings, unsigned version = 11) {
+    Router::Request req(http::verb::post, "/observe", version);
+    req.set(http::field::host, "scangate.test:8080");
+    req.set(http::field::content_type, "application/json");
+    for (const auto& c : codings) req.insert(http::field::transfer_encoding, c);
+    return req;
+  };
+  for (const auto& codings : std::vector<std::vector<std::string>>{
+           {"gzip"}, {"chunked, gzip"}, {"gzip, chunked"}, {"identity"}, {"chunked", "chunked"}, {"gzip", "chunked"}}) {
+    const Router::Request req = with_te(codings);
+    const auto ad = router_->Admit(req.base(), Listener::kMain, false);
+    ASSERT_TRUE(ad.answer) << codings.front();
+    EXPECT_EQ(ad.answer->res.result_int(), 400u) << codings.front();
+    EXPECT_EQ(Slug(*ad.answer), "urn:scangate:problem:bad-request");
+    EXPECT_TRUE(ad.answer->close) << codings.front();
+  }
+  const Router::Request old = with_te({"chunked"}, 10);
+  const auto ad10 = router_->Admit(old.base(), Listener::kMain, false);
+  ASSERT_TRUE(ad10.answer);
+  EXPECT_EQ(ad10.answer->res.result_int(), 400u);
+  EXPECT_TRUE(ad10.answer->close);
+  for (const char* ok : {"chunked", "Chunked", " chunked "}) {
+    const Router::Request req = with_te({ok});
+    EXPECT_FALSE(router_->Admit(req.base(), Listener::kMain, false).answer) << ok;
+  }
+  EXPECT_EQ(store_.submits, 0);
+}
+
 TEST_F(RouterTest, LookupFoundNotFoundAndNeverRecords) {
   Exchange(Make(http::verb::post, "/observe", R"({"key":"seen-key","source":"lane 3"})"));
   const int submits = store_.submits;
