@@ -129,6 +129,29 @@ std::vector<std::string> ParseCorsOrigins(const std::string& list) {
   return out;
 }
 
+// --allowed-hosts: each entry a host name or address as a Host header names it, optionally with ":port"
+// ("pos-gw.shop.lan", "10.0.0.5:8080", "[fd00::5]"); lower-cased; no scheme, path, '*' or userinfo.
+std::vector<std::string> ParseAllowedHosts(const std::string& list) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    std::size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    std::string h = list.substr(start, end - start);
+    start = end + 1;
+    h.erase(0, h.find_first_not_of(" \t"));
+    h.erase(h.find_last_not_of(" \t") + 1);
+    if (h.empty()) continue;
+    for (char& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (h.find_first_of("/?#*@ \t") != std::string::npos || h.front() == ':') {
+      throw ConfigError("--allowed-hosts: expected host names or addresses as a Host header names them, like "
+                        "pos-gw.shop.lan or 10.0.0.5:8080 (no scheme, no path, no '*'), got '" + h + "'");
+    }
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
 // A default duration in --help's syntax: whole seconds as "Ns", else "Nms".
 std::string FormatMillis(std::chrono::milliseconds v) {
   return v.count() % 1000 == 0 && v.count() != 0 ? std::to_string(v.count() / 1000) + "s"
@@ -229,6 +252,9 @@ po::options_description Options() {
       ("cors-origins", s(""), "comma-separated web origins (e.g. https://pos.example.com,http://127.0.0.1:3000) "
                               "allowed to call /observe, /observe/batch, /lookup from a browser; requests with "
                               "any other Origin header (except scangate's own) get 403")
+      ("allowed-hosts", s(""), "comma-separated Host header values this service answers to (e.g. "
+                               "pos-gw.shop.lan,10.0.0.5:8080); a request naming another Host gets 421 (DNS "
+                               "rebinding); set, a page of scangate's own origin may call it; default: any Host")
       ("digest-secret-file", s(d.digest_secret_file),
        "HMAC-SHA256 digests keyed with this file's bytes (one trailing newline stripped); default plain SHA-256");
   po::options_description operations("Operations");
@@ -421,6 +447,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   c.admin_listen = str("admin-listen");
   if (c.admin_split()) ParseAdminListen(c);
   c.cors_origins = ParseCorsOrigins(str("cors-origins"));
+  c.allowed_hosts = ParseAllowedHosts(str("allowed-hosts"));
   // Checked last, so a placeholder URL does not hide the other options' errors.
   if (const std::string why = storage::ConninfoParseError(c.partitions_url); c.partitioned() && !why.empty()) {
     throw ConfigError("--partitions: not a valid libpq URI or keyword=value string: " + why);

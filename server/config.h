@@ -97,6 +97,10 @@ struct Config {
   // call /observe, /observe/batch and /lookup from a browser. Empty = none (requests with any other Origin
   // than scangate's own get 403).
   std::vector<std::string> cors_origins;
+  // --allowed-hosts: Host header values (lower case, "host" or "host:port") this service answers to. Empty =
+  // any. Set, a request whose Host names another gets 421 host-not-allowed (DNS rebinding), and an Origin of
+  // scangate's own is trusted for any listed host; empty, only an address literal or localhost is.
+  std::vector<std::string> allowed_hosts;
   // Durable fast path (ack=filter): filter negatives are journalled + fdatasync'ed before "new" (README).
   bool journal = true;                     // --journal on|off; off = in-memory write-behind (loses on a crash)
   // --journal-dir. Empty default: $STATE_DIRECTORY/journal when systemd sets STATE_DIRECTORY (the unit's

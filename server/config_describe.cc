@@ -54,6 +54,9 @@ boost::json::object Describe(const Config& c) {
   boost::json::array cors;
   for (const std::string& origin : c.cors_origins) cors.emplace_back(origin);
   o["cors_origins"] = std::move(cors);
+  boost::json::array hosts;
+  for (const std::string& host : c.allowed_hosts) hosts.emplace_back(host);
+  o["allowed_hosts"] = std::move(hosts);
   o["journal"] = c.ack == AckMode::kFilter ? (c.journal ? "on" : "off") : "unused";
   o["journal_dir"] = c.journal_dir;
   o["journal_max_bytes"] = c.journal_max_bytes;

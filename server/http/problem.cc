@@ -79,6 +79,12 @@ Problem Problem::OriginNotAllowed() {
   return Make(403, "origin-not-allowed", "Origin not allowed",
               "requests from this web origin are not allowed; the operator lists allowed origins with --cors-origins");
 }
+Problem Problem::HostNotAllowed() {
+  // The Host value is not echoed (a client string).
+  return Make(421, "host-not-allowed", "Host not allowed",
+              "this service does not answer to the Host this request names; the operator lists its names with "
+              "--allowed-hosts");
+}
 Problem Problem::SourceNotAllowed(std::string_view terminal) {
   // The terminal id is the caller's own (from the tokens file, [A-Za-z0-9._-]); the body's source is not echoed.
   return Make(403, "source-not-allowed", "Source not allowed",
@@ -92,6 +98,12 @@ Problem Problem::RouteNotAllowed(Route route) {
 Problem Problem::RateLimited(unsigned retry_after_seconds) {
   Problem p = Make(429, "rate-limited", "Too many requests",
                    "this terminal is over its rate limit (--rate-limit); retry after the Retry-After delay");
+  p.retry_after_seconds = retry_after_seconds;
+  return p;
+}
+Problem Problem::AuthFailuresLimited(unsigned retry_after_seconds) {
+  Problem p = Make(429, "rate-limited", "Too many requests",
+                   "too many failed authentications from this address; retry after the Retry-After delay");
   p.retry_after_seconds = retry_after_seconds;
   return p;
 }

@@ -38,10 +38,13 @@ struct Problem {
   static Problem HeaderTooLarge();
   static Problem Unauthorized(bool credentials_presented);  // 401 unauthorized (+ WWW-Authenticate)
   static Problem OriginNotAllowed();                      // 403 origin-not-allowed (Origin header, CORS)
+  static Problem HostNotAllowed();  // 421 host-not-allowed: the Host header is not in --allowed-hosts
   // 403 source-not-allowed: a body "source" that names another terminal than the token's (`terminal`).
   static Problem SourceNotAllowed(std::string_view terminal);
   static Problem RouteNotAllowed(Route route);             // 403 route-not-allowed: the token's routes exclude it
   static Problem RateLimited(unsigned retry_after_seconds);  // 429 rate-limited (+ Retry-After)
+  // 429 rate-limited (+ Retry-After): this client address sent too many wrong tokens (checked before verifying).
+  static Problem AuthFailuresLimited(unsigned retry_after_seconds);
   static Problem NotRecorded();                           // 404 not-recorded (POST /lookup)
   static Problem Unavailable(std::string detail);
   // 503 outcome-unknown (+ Retry-After like unavailable): the attempt MAY have recorded the key (in-doubt

@@ -93,6 +93,20 @@ RateLimiter::Decision RateLimiter::Acquire(std::string_view key, KeyKind kind, C
   return {false, std::chrono::seconds(retry)};
 }
 
+RateLimiter::Decision RateLimiter::Peek(std::string_view key, Clock::time_point now) const {
+  Shard& s = ShardOf(key);
+  const absl::string_view akey(key.data(), key.size());
+  MutexLock lock(&s.mu);
+  const auto it = s.buckets.find(akey);
+  if (it == s.buckets.end()) return {};
+  const Bucket& b = it->second;
+  const double refill = now > b.last ? std::chrono::duration<double>(now - b.last).count() * rate_ : 0;
+  const double tokens = std::min(burst_, b.tokens + refill);
+  if (tokens >= 1) return {};
+  const auto retry = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil((1 - tokens) / rate_)));
+  return {false, std::chrono::seconds(retry)};
+}
+
 RateLimitStats RateLimiter::Stats() const {
   RateLimitStats out;
   for (std::size_t i = 0; i < kRateLimitShards; ++i) {

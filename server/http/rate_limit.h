@@ -56,6 +56,9 @@ class RateLimiter {
   // Takes one token from `key`'s bucket at time `now` (monotonic; an earlier `now` than the bucket's last
   // adds nothing). Safe to call concurrently; locks only the key's shard.
   Decision Acquire(std::string_view key, KeyKind kind, Clock::time_point now);
+  // What Acquire would decide for `key` at `now`, without taking a token (a key never seen is allowed). Safe to
+  // call concurrently; locks only the key's shard.
+  Decision Peek(std::string_view key, Clock::time_point now) const;
   // Rejection counters and bucket counts. Safe to call concurrently (locks each shard in turn).
   RateLimitStats Stats() const;
 

@@ -79,23 +79,58 @@ std::optional<Problem> BindSource(Observation& o, const Terminal* terminal) {
   return std::nullopt;
 }
 
-// The rate limit's key of a client address: its 4 or 16 bytes behind a family tag (no allocation).
+}  // namespace
+
 std::string_view AddressKey(const net::ip::address& a, std::array<char, 17>& buf) {
+  net::ip::address_v4 v4;
   if (a.is_v4()) {
-    const auto b = a.to_v4().to_bytes();
-    buf[0] = '4';
-    std::copy(b.begin(), b.end(), buf.begin() + 1);
-    return {buf.data(), 1 + b.size()};
+    v4 = a.to_v4();
+  } else if (a.to_v6().is_v4_mapped()) {
+    v4 = net::ip::make_address_v4(net::ip::v4_mapped, a.to_v6());
+  } else {
+    // One IPv6 client holds a whole /64 (SLAAC, privacy addresses): keyed per /128, it could rotate through
+    // 2^64 buckets. Keyed by its /64 prefix (RFC 6177's end-site assignment is at least that).
+    const auto b = a.to_v6().to_bytes();
+    buf[0] = '6';
+    std::copy(b.begin(), b.begin() + 8, buf.begin() + 1);
+    return {buf.data(), 1 + 8};
   }
-  const auto b = a.to_v6().to_bytes();
-  buf[0] = '6';
+  const auto b = v4.to_bytes();
+  buf[0] = '4';
   std::copy(b.begin(), b.end(), buf.begin() + 1);
   return {buf.data(), 1 + b.size()};
 }
 
+namespace {
+
 }  // namespace
 
 std::string NormalizeOrigin(std::string_view origin) { return ElideDefaultPort(Lower(origin)); }
+
+std::string_view HostPart(std::string_view host) {
+  if (host.starts_with('[')) {
+    const auto close = host.find(']');
+    return close == std::string_view::npos ? host : host.substr(0, close + 1);
+  }
+  const auto colon = host.find(':');
+  return host.substr(0, colon);
+}
+
+bool IsAddressOrLocalhost(std::string_view host) {
+  std::string h = Lower(HostPart(host));
+  if (h == "localhost") return true;
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  boost::system::error_code ec;
+  net::ip::make_address(h, ec);
+  return !ec;
+}
+
+bool HostListed(std::string_view host, const std::vector<std::string>& allowed) {
+  if (allowed.empty()) return true;
+  const std::string h = Lower(host);
+  const std::string_view name = HostPart(h);
+  return std::any_of(allowed.begin(), allowed.end(), [&](const std::string& a) { return a == h || a == name; });
+}
 
 std::string OwnOrigin(std::string_view host, bool tls) {
   return ElideDefaultPort((tls ? "https://" : "http://") + Lower(host));
@@ -215,12 +250,23 @@ Router::Admission Router::Admit(const Header& h, Listener listener, bool tls, co
       ad.route = Route::kNotFound;
     }
     ad.body_limit = BodyLimitFor(ad.route);
+    // --allowed-hosts: a Host this service does not answer to is a DNS-rebinding page (a name of the
+    // attacker's that resolves here) or a misdirected request: 421, every route (a rebinding page could read
+    // /stats or /lookup answers). No Host at all (an HTTP/1.0 health check) is not a browser's: it passes.
+    if (const auto it = h.find(http::field::host); it != h.end() && !HostListed(it->value(), config_.allowed_hosts)) {
+      ad.answer = ProblemAnswer(Problem::HostNotAllowed(), ad.route, nullptr, has_body);
+      return ad;
+    }
     // Origin policy, for every route: a browser names the page's origin; only scangate's own and the
     // --cors-origins list may call. Closes the no-preflight "simple request" hole (a form POST or
     // fetch(no-cors) from any web page). Clients that send no Origin (terminals, curl) are unaffected.
+    // scangate's own origin is derived from Host, which a DNS-rebinding page controls: it is trusted only
+    // when Host was checked (--allowed-hosts) or names an address or localhost (no name to rebind).
     if (const auto it = h.find(http::field::origin); it != h.end()) {
       const std::string origin = NormalizeOrigin(it->value());
-      if (!OriginListed(origin) && origin != OwnOrigin(h[http::field::host], tls)) {
+      const std::string_view host = h[http::field::host];
+      const bool own = (!config_.allowed_hosts.empty() || IsAddressOrLocalhost(host)) && origin == OwnOrigin(host, tls);
+      if (!OriginListed(origin) && !own) {
         ad.answer = ProblemAnswer(Problem::OriginNotAllowed(), ad.route, nullptr, has_body);
         return ad;
       }
@@ -261,10 +307,26 @@ std::optional<Router::Answer> Router::CheckCaller(const Header& h, Route route, 
   std::string_view bucket;
   std::array<char, 17> address_buf{};
   if (std::shared_ptr<const TokenVerifier> tokens = tokens_.Current(); tokens->enabled()) {
+    // Failed authentication is limited per client address before any token is verified: an address past
+    // its failures gets 429 (and the connection closes) even with a valid token, so guessing costs the
+    // guesser time, and the server no hashing or comparing against every stored hash.
+    const std::string_view address = AddressKey(peer, address_buf);
+    const auto now = std::chrono::steady_clock::now();
+    if (const RateLimiter::Decision d = auth_failures_.Peek(address, now); !d.allowed) {
+      return ProblemAnswer(Problem::AuthFailuresLimited(static_cast<unsigned>(d.retry_after.count())), route, &h,
+                           /*close=*/true);
+    }
     const auto token = BearerToken(h[http::field::authorization]);
     const auto index = token ? tokens->Verify(*token) : std::nullopt;
     if (!index) {
       const bool presented = !h[http::field::authorization].empty();
+      // A request without credentials is a client that was not configured, not a guess: not counted.
+      if (presented) {
+        if (const auto d = auth_failures_.Acquire(address, RateLimiter::KeyKind::kAddress, now); !d.allowed) {
+          return ProblemAnswer(Problem::AuthFailuresLimited(static_cast<unsigned>(d.retry_after.count())), route, &h,
+                               /*close=*/true);
+        }
+      }
       return ProblemAnswer(Problem::Unauthorized(presented), route, &h, has_body);
     }
     // Aliasing: points at the entry, owns the snapshot (a reload meanwhile frees nothing this request uses).

@@ -9,11 +9,13 @@
 // tests/server/router_test.cc.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/ip/address.hpp>
@@ -38,11 +40,28 @@ enum class Listener : std::uint8_t { kMain, kAdmin };
 // CORS preflight cache lifetime (Access-Control-Max-Age): browsers cap it (Chromium at 2 h).
 inline constexpr int kCorsMaxAgeSeconds = 600;
 
+// Failed authentication per client address (tokens on): this many wrong tokens at once, then this many per
+// second; past it 429 rate-limited (the connection closes) before any token is verified, for as long as the
+// address keeps failing. A till with a mistyped token sees 401 for its first attempts; a guesser gets one
+// attempt per second per address (behind a proxy every client shares the proxy's address: see README).
+inline constexpr double kAuthFailureBurst = 20;
+inline constexpr double kAuthFailuresPerSecond = 1;
+
+// The rate limits' key of a client address (no allocation): an IPv4 address (or an IPv4-mapped IPv6 one) by
+// its 4 bytes, an IPv6 one by its /64 prefix (one end site), behind a family tag.
+std::string_view AddressKey(const boost::asio::ip::address& a, std::array<char, 17>& buf);
+
 // The scheme://host[:port] of scangate itself as a browser would name it from a Host header; default
 // ports (80 for http, 443 for https) are elided as in a serialized Origin. Lower case.
 std::string OwnOrigin(std::string_view host, bool tls);
 // `origin` (an Origin header value) with the default port elided and lower-cased, for comparison.
 std::string NormalizeOrigin(std::string_view origin);
+// The host of a Host header value without its port ("[v6]" kept bracketed).
+std::string_view HostPart(std::string_view host);
+// True when a Host value names an IP address or localhost: no DNS name an attacker could rebind.
+bool IsAddressOrLocalhost(std::string_view host);
+// True when `allowed` (--allowed-hosts) is empty or lists the Host value `host` as "host:port" or "host".
+bool HostListed(std::string_view host, const std::vector<std::string>& allowed);
 
 class Router {
  public:
@@ -118,6 +137,10 @@ class Router {
   storage::DigestReader* const lookups_;
   TokenStore tokens_;
   std::unique_ptr<RateLimiter> limiter_;  // null: --rate-limit=0
+  // Wrong tokens per client address (tokens on, whatever --rate-limit says): kAuthFailureBurst at once, then
+  // kAuthFailuresPerSecond; past it 429 before any token is verified.
+  // mutable: internally synchronised (sharded locks); Admit is const.
+  mutable RateLimiter auth_failures_{kAuthFailuresPerSecond, kAuthFailureBurst};
   std::vector<std::string> cors_origins_;  // normalized
 };
 

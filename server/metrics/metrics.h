@@ -25,9 +25,11 @@
 namespace scangate::server {
 
 // Status codes with their own label value; anything else is counted under "other".
-inline constexpr std::array<unsigned, 14> kCountedStatuses = {200, 201, 400, 404, 405, 413, 415, 431, 500, 503, 401,
-                                                          403, 204, 429};  // 403 origin/source/route not allowed,
-                                                                           // 204 CORS preflight, 429 rate-limited
+inline constexpr std::array<unsigned, 15> kCountedStatuses = {200, 201, 400, 404, 405, 413, 415, 431, 500, 503, 401,
+                                                          403, 204, 429, 421};  // 403 origin/source/route not
+                                                                                // allowed, 204 CORS preflight,
+                                                                                // 429 rate-limited, 421 host not
+                                                                                // allowed (--allowed-hosts)
 inline constexpr std::size_t kStatusSlots = kCountedStatuses.size() + 1;  // + other
 // Request latency buckets (seconds, upper bounds; +Inf implied). Spans 50 us (in-memory filter answer)
 // to 2.5 s (PostgreSQL stall), roughly x2-x2.5 per step.

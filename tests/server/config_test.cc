@@ -378,7 +378,7 @@ TEST(Config, Help) {
       {"PostgreSQL", {"database-url", "writers", "batch-limit", "queue-limit", "queue-wait", "request-timeout"}},
       {"Filter", {"capacity", "fp-target", "window", "retention", "shards", "filter", "recent-keys"}},
       {"Acknowledgement", {"ack", "flush-interval", "journal", "journal-dir", "journal-max-bytes"}},
-      {"Security", {"tls-cert", "tls-key", "tokens-file", "rate-limit", "rate-burst", "cors-origins",
+      {"Security", {"tls-cert", "tls-key", "tokens-file", "rate-limit", "rate-burst", "cors-origins", "allowed-hosts",
                     "digest-secret-file"}},
       {"Operations", {"access-log", "help", "version"}},
   };
@@ -592,6 +592,22 @@ TEST(Config, CorsOrigins) {
   for (const char* bad : {"*", "pos.example.com", "https://pos.example.com/", "ftp://x", "https://", "http://a b",
                           "https://u@host"}) {
     EXPECT_NE(ParseError({url, std::string("--cors-origins=") + bad}).find("--cors-origins"), std::string::npos) << bad;
+  }
+}
+
+// --allowed-hosts / SCANGATE_ALLOWED_HOSTS: comma-separated Host values, lower-cased; default none (any Host).
+TEST(Config, AllowedHosts) {
+  const std::string url = std::string("--database-url=") + kUrl;
+  EXPECT_TRUE(ParseOk({url}).allowed_hosts.empty());
+  Config c = ParseOk({url, "--allowed-hosts", " POS-GW.shop.lan , 10.0.0.5:8080,[fd00::5],"});
+  EXPECT_EQ(c.allowed_hosts, (std::vector<std::string>{"pos-gw.shop.lan", "10.0.0.5:8080", "[fd00::5]"}));
+  EXPECT_EQ(Describe(c).at("allowed_hosts").as_array().size(), 3u);
+  {
+    ScopedEnv env("SCANGATE_ALLOWED_HOSTS", "a.test");
+    EXPECT_EQ(ParseOk({url}).allowed_hosts, std::vector<std::string>{"a.test"});
+  }
+  for (const char* bad : {"*", "http://pos.example.com", "host/path", "u@host", ":8080", "a b"}) {
+    EXPECT_NE(ParseError({url, std::string("--allowed-hosts=") + bad}).find("--allowed-hosts"), std::string::npos) << bad;
   }
 }
 

@@ -42,6 +42,24 @@ TEST(RateLimiter, BurstThenRefill) {
 }
 
 // Retry-After is the time until one token is back, rounded up: slow rates give longer waits.
+// Peek says what Acquire would, and takes nothing: an unknown key is allowed; an empty bucket is refused with
+// its Retry-After until it refills.
+TEST(RateLimiter, PeekTakesNothing) {
+  RateLimiter rl(1, 2);
+  EXPECT_TRUE(rl.Peek("a", kT0).allowed);
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(rl.Peek("a", kT0).allowed);
+  EXPECT_TRUE(rl.Acquire("a", Kind::kAddress, kT0).allowed);
+  EXPECT_TRUE(rl.Peek("a", kT0).allowed);
+  EXPECT_TRUE(rl.Acquire("a", Kind::kAddress, kT0).allowed);
+  const auto peeked = rl.Peek("a", kT0);
+  EXPECT_FALSE(peeked.allowed);
+  EXPECT_EQ(peeked.retry_after, seconds(1));
+  EXPECT_FALSE(rl.Peek("a", kT0 + milliseconds(900)).allowed);
+  EXPECT_TRUE(rl.Peek("a", kT0 + milliseconds(1000)).allowed);
+  EXPECT_TRUE(rl.Acquire("a", Kind::kAddress, kT0 + milliseconds(1000)).allowed);  // Peek left the token there
+  EXPECT_TRUE(rl.Stats().limited.empty()) << "a Peek is not a rejection";
+}
+
 TEST(RateLimiter, RetryAfterFollowsTheRate) {
   RateLimiter slow(0.1, 1);  // one request per 10 s
   EXPECT_TRUE(slow.Acquire("k", Kind::kTerminal, kT0).allowed);

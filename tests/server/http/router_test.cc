@@ -312,17 +312,81 @@ TEST_F(RouterTest, ForeignOriginRefusedBeforeBody) {
   EXPECT_EQ(store_.submits, 0);
 }
 
+// scangate's own origin (same scheme://host:port as Host) is not a cross-origin caller when Host names an
+// address or localhost (nothing to rebind); a DNS name only with --allowed-hosts (AllowedHostsRouterTest).
 TEST_F(RouterTest, OwnOriginAndNoOriginServed) {
-  auto a = Exchange(Make(http::verb::post, "/observe", R"({"key":"own"})", "application/json",
-                         {{http::field::origin, "http://SCANGATE.test:8080"}}));
-  EXPECT_EQ(a.res.result_int(), 201u) << a.res.body();
+  auto own = [](std::string host, std::string origin) {
+    Router::Request req = Make(http::verb::post, "/observe", R"({"key":"own-)" + host + R"("})", "application/json",
+                               {{http::field::origin, origin}});
+    req.set(http::field::host, host);
+    return req;
+  };
+  for (const auto& [host, origin] : std::vector<std::pair<std::string, std::string>>{
+           {"127.0.0.1:8080", "http://127.0.0.1:8080"}, {"[::1]:8080", "http://[::1]:8080"},
+           {"LOCALHOST:8080", "http://localhost:8080"}, {"10.0.0.5", "http://10.0.0.5"}}) {
+    const auto r = Exchange(own(host, origin));
+    EXPECT_EQ(r.res.result_int(), 201u) << host << ": " << r.res.body();
+  }
+  // DNS rebinding: evil.example resolves to this server; its page's origin equals Host, but Host is a name.
+  auto a = Exchange(own("evil.example:8080", "http://evil.example:8080"));
+  EXPECT_EQ(a.res.result_int(), 403u) << a.res.body();
+  a = Exchange(Make(http::verb::post, "/observe", R"({"key":"own"})", "application/json",
+                    {{http::field::origin, "http://SCANGATE.test:8080"}}));
+  EXPECT_EQ(a.res.result_int(), 403u) << "a DNS name as own origin without --allowed-hosts";
+  a = Exchange(own("127.0.0.1:8080", "http://127.0.0.1:8080"));
+  EXPECT_EQ(a.res.result_int(), 200u) << a.res.body();
   EXPECT_EQ(a.res.find(http::field::access_control_allow_origin), a.res.end());
   a = Exchange(Make(http::verb::post, "/observe", R"({"key":"no-origin"})"));
   EXPECT_EQ(a.res.result_int(), 201u);
   // Same host, other port or scheme: another origin.
-  a = Exchange(Make(http::verb::post, "/observe", R"({"key":"own2"})", "application/json",
-                    {{http::field::origin, "https://scangate.test:8080"}}));
+  a = Exchange(own("127.0.0.1:8080", "https://127.0.0.1:8080"));
   EXPECT_EQ(a.res.result_int(), 403u);
+  a = Exchange(own("127.0.0.1:8080", "http://127.0.0.1:9090"));
+  EXPECT_EQ(a.res.result_int(), 403u);
+}
+
+class AllowedHostsRouterTest : public RouterTest {
+ protected:
+  AllowedHostsRouterTest() { config_.allowed_hosts = {"scangate.test:8080", "pos-gw.shop.lan"}; }
+};
+
+// Issue 33 (DNS rebinding): with --allowed-hosts a request naming another Host is 421 host-not-allowed on every
+// route, before its body, never decided; a listed Host ("host:port" exactly, or "host" with any port) is served
+// and its own origin trusted; no Host at all (an HTTP/1.0 probe) passes.
+TEST_F(AllowedHostsRouterTest, OtherHostIs421AndListedHostsServe) {
+  auto with_host = [](http::verb m, std::string target, std::string host, std::string body = "") {
+    Router::Request req = Make(m, std::move(target), std::move(body), m == http::verb::get ? "" : "application/json");
+    req.set(http::field::host, host);
+    return req;
+  };
+  for (const char* host : {"evil.example:8080", "scangate.test:9999", "127.0.0.1:8080", "pos-gw.shop.lan.evil"}) {
+    auto a = Exchange(with_host(http::verb::post, "/observe", host, R"({"key":"rebound"})"));
+    EXPECT_EQ(a.res.result_int(), 421u) << host;
+    EXPECT_EQ(Slug(a), "urn:scangate:problem:host-not-allowed");
+    EXPECT_EQ(a.res.body().find("evil"), std::string::npos) << "the Host is echoed";
+    EXPECT_EQ(Exchange(with_host(http::verb::get, "/stats", host)).res.result_int(), 421u) << host;
+  }
+  EXPECT_EQ(store_.submits, 0);
+  EXPECT_EQ(Exchange(with_host(http::verb::post, "/observe", "SCANGATE.test:8080", R"({"key":"a"})")).res.result_int(), 201u);
+  EXPECT_EQ(Exchange(with_host(http::verb::post, "/observe", "pos-gw.shop.lan:8080", R"({"key":"b"})")).res.result_int(), 201u);
+  Router::Request own = with_host(http::verb::post, "/observe", "pos-gw.shop.lan:8080", R"({"key":"c"})");
+  own.set(http::field::origin, "http://pos-gw.shop.lan:8080");
+  EXPECT_EQ(Exchange(own).res.result_int(), 201u) << "own origin of a listed host";
+  Router::Request probe(http::verb::get, "/readyz", 10);
+  EXPECT_NE(Exchange(probe).res.result_int(), 421u);
+}
+
+TEST(RouterHost, HostPartAndListing) {
+  EXPECT_EQ(HostPart("a.test:8080"), "a.test");
+  EXPECT_EQ(HostPart("[fd00::5]:8080"), "[fd00::5]");
+  EXPECT_EQ(HostPart("a.test"), "a.test");
+  EXPECT_TRUE(IsAddressOrLocalhost("[fd00::5]:80"));
+  EXPECT_TRUE(IsAddressOrLocalhost("10.1.2.3"));
+  EXPECT_FALSE(IsAddressOrLocalhost("10.1.2.3.nip.io"));
+  EXPECT_FALSE(IsAddressOrLocalhost(""));
+  EXPECT_TRUE(HostListed("anything", {}));
+  EXPECT_TRUE(HostListed("[FD00::5]:8080", {"[fd00::5]"}));
+  EXPECT_FALSE(HostListed("a.test:81", {"a.test:80"}));
 }
 
 TEST(RouterOrigin, Normalization) {
@@ -409,6 +473,54 @@ TEST_F(TokenRouterTest, TerminalSourceAndRoutes) {
   a = Exchange(Make(http::verb::post, "/observe/batch", R"({"keys":["k6"]})", "application/json",
                     Bearer("observe-only")));
   EXPECT_EQ(a.res.result_int(), 403u);
+}
+
+// Issue 33: wrong tokens are limited per client address before any token is verified: kAuthFailureBurst of
+// them get 401, the next 429 rate-limited + Retry-After and the connection closes; then even a valid token from
+// that address is 429 (guessing learns nothing), while another address is served; a request without
+// credentials is not counted (an unconfigured client, not a guess).
+TEST_F(TokenRouterTest, FailedAuthenticationIsLimitedPerAddress) {
+  const auto guesser = boost::asio::ip::make_address("192.0.2.7");
+  const auto other = boost::asio::ip::make_address("192.0.2.8");
+  auto admit = [&](const std::string& token, const boost::asio::ip::address& peer) {
+    const Router::Request req = Make(http::verb::post, "/observe", R"({"key":"k"})", "application/json",
+                                     token.empty() ? std::vector<std::pair<http::field, std::string>>{} : Bearer(token));
+    return router_->Admit(req.base(), Listener::kMain, false, peer);
+  };
+  for (int i = 0; i < 50; ++i) {
+    const auto ad = admit("", guesser);
+    ASSERT_TRUE(ad.answer);
+    ASSERT_EQ(ad.answer->res.result_int(), 401u) << "no credentials, attempt " << i;
+  }
+  for (int i = 0; i < static_cast<int>(kAuthFailureBurst); ++i) {
+    const auto ad = admit("wrong-" + std::to_string(i), guesser);
+    ASSERT_TRUE(ad.answer);
+    ASSERT_EQ(ad.answer->res.result_int(), 401u) << "wrong token " << i;
+  }
+  auto ad = admit("wrong-last", guesser);
+  ASSERT_TRUE(ad.answer);
+  EXPECT_EQ(ad.answer->res.result_int(), 429u);
+  EXPECT_EQ(Slug(*ad.answer), "urn:scangate:problem:rate-limited");
+  EXPECT_EQ(ad.answer->res[http::field::retry_after], "1");
+  EXPECT_TRUE(ad.answer->close);
+  ad = admit("secret-token", guesser);
+  ASSERT_TRUE(ad.answer) << "a valid token from a blocked address was admitted";
+  EXPECT_EQ(ad.answer->res.result_int(), 429u);
+  EXPECT_FALSE(admit("secret-token", other).answer) << "another address was blocked";
+}
+
+// The rate limits key an IPv6 client by its /64 (one end site), an IPv4-mapped address as the IPv4 one.
+TEST(AddressKeyTest, Ipv6ByPrefixAndMappedAsIpv4) {
+  auto key = [](const char* a) {
+    std::array<char, 17> buf{};
+    return std::string(AddressKey(boost::asio::ip::make_address(a), buf));
+  };
+  EXPECT_EQ(key("2001:db8:1:2::1"), key("2001:db8:1:2:ffff:ffff:ffff:fffe"));
+  EXPECT_NE(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
+  EXPECT_EQ(key("::ffff:192.0.2.7"), key("192.0.2.7"));
+  EXPECT_NE(key("192.0.2.7"), key("192.0.2.8"));
+  EXPECT_EQ(key("192.0.2.7").size(), 5u);
+  EXPECT_EQ(key("2001:db8::1").size(), 9u);
 }
 
 class RateLimitRouterTest : public TokenRouterTest {
