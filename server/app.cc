@@ -350,6 +350,12 @@ std::optional<int> App::Listen() {
     fields["admin_port"] = server_->admin_port();
   }
   Log(LogLevel::kInfo, "listening", std::move(fields));
+  if (config_.protected_mode && config_.listen_auto) {
+    Log(LogLevel::kWarn, "protected_mode",
+        {{"message", "listening on loopback only: without --tokens-file and --digest-secret-file scangate does not "
+                     "serve the network; set both (then it listens on 0.0.0.0), or --listen=ADDR --insecure "
+                     "(README 'Threat model')"}});
+  }
   notify_.Status("starting: listening on port " + std::to_string(server_->port()) + ", warm start");
   return std::nullopt;
 }

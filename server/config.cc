@@ -152,6 +152,30 @@ std::vector<std::string> ParseAllowedHosts(const std::string& list) {
   return out;
 }
 
+bool IsLoopback(const std::string& address) {
+  boost::system::error_code ec;
+  const auto a = boost::asio::ip::make_address(address, ec);
+  return !ec && a.is_loopback();
+}
+
+// Protected mode. Without both access control (--tokens-file) and keyed digests (--digest-secret-file) anyone
+// who reaches the port may record keys, read /lookup, /stats and /metrics, and brute-force short keys from
+// their unkeyed SHA-256 digests: such a service stays on loopback unless --insecure says otherwise.
+void ResolveListen(Config& c) {
+  const bool guarded = !c.tokens_file.empty() && !c.digest_secret_file.empty();
+  c.listen_auto = c.listen == "auto";
+  if (c.listen_auto) {
+    c.listen = guarded || c.insecure ? "0.0.0.0" : "127.0.0.1";
+  } else if (!guarded && !c.insecure && !IsLoopback(c.listen)) {
+    std::string missing = c.tokens_file.empty() ? "--tokens-file" : "";
+    if (c.digest_secret_file.empty()) missing += std::string(missing.empty() ? "" : " and ") + "--digest-secret-file";
+    throw ConfigError("--listen=" + c.listen + ": refusing to serve a non-loopback address without " + missing +
+                      " (protected mode: anyone on the network could record and look up keys). Set " + missing +
+                      ", or --listen=127.0.0.1, or --insecure to accept that (README 'Threat model')");
+  }
+  c.protected_mode = !guarded && !c.insecure && IsLoopback(c.listen);
+}
+
 // A default duration in --help's syntax: whole seconds as "Ns", else "Nms".
 std::string FormatMillis(std::chrono::milliseconds v) {
   return v.count() % 1000 == 0 && v.count() != 0 ? std::to_string(v.count() / 1000) + "s"
@@ -176,7 +200,8 @@ po::options_description Options() {
   auto on_off = [&s](bool v) { return s(v ? "on" : "off"); };
   po::options_description listening("Listening");
   listening.add_options()
-      ("listen", s(d.listen), "listen address")
+      ("listen", s("auto"), "listen address; auto = 0.0.0.0 with --tokens-file and --digest-secret-file (or "
+                            "--insecure), else 127.0.0.1 (protected mode: README 'Threat model')")
       ("port", n(d.port), "TCP port; 0 = ephemeral")
       ("threads", n(d.threads), "I/O threads (one io_context each); 0 = hardware cores")
       ("port-file", s(d.port_file), "write the listening port (and a newline) to this file once listening")
@@ -255,6 +280,9 @@ po::options_description Options() {
       ("allowed-hosts", s(""), "comma-separated Host header values this service answers to (e.g. "
                                "pos-gw.shop.lan,10.0.0.5:8080); a request naming another Host gets 421 (DNS "
                                "rebinding); set, a page of scangate's own origin may call it; default: any Host")
+      ("insecure", po::value<std::string>()->default_value("off")->implicit_value("on"),
+       "on|off; on = serve a non-loopback --listen without --tokens-file and --digest-secret-file (anyone who "
+       "reaches the port may record and look up keys; unkeyed digests of short keys can be brute-forced)")
       ("digest-secret-file", s(d.digest_secret_file),
        "HMAC-SHA256 digests keyed with this file's bytes (one trailing newline stripped); default plain SHA-256");
   po::options_description operations("Operations");
@@ -361,10 +389,10 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   Config c;
   c.config_file = str("config");
   c.listen = str("listen");
-  {
+  if (c.listen != "auto") {
     boost::system::error_code ec;
     boost::asio::ip::make_address(c.listen, ec);
-    if (ec) throw ConfigError("--listen: expected an IPv4 or IPv6 address, got '" + c.listen + "'");
+    if (ec) throw ConfigError("--listen: expected an IPv4 or IPv6 address or auto, got '" + c.listen + "'");
   }
   c.port = ParseUnsigned<std::uint16_t>(str("port"), "port", 0, 65535);
   c.port_file = str("port-file");
@@ -448,6 +476,8 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   if (c.admin_split()) ParseAdminListen(c);
   c.cors_origins = ParseCorsOrigins(str("cors-origins"));
   c.allowed_hosts = ParseAllowedHosts(str("allowed-hosts"));
+  c.insecure = ParseOnOff(str("insecure"), "insecure");
+  ResolveListen(c);
   // Checked last, so a placeholder URL does not hide the other options' errors.
   if (const std::string why = storage::ConninfoParseError(c.partitions_url); c.partitioned() && !why.empty()) {
     throw ConfigError("--partitions: not a valid libpq URI or keyword=value string: " + why);

@@ -31,7 +31,13 @@ inline constexpr unsigned kPartitionWriters = 1;
 
 struct Config {
   std::string config_file;                 // --config: the file read under the flags and environment; "" = none
-  std::string listen = "0.0.0.0";
+  // --listen: resolved, never "auto". Protected mode (README "Threat model"): "auto" (the default) is 0.0.0.0
+  // with both --tokens-file and --digest-secret-file (or --insecure), else 127.0.0.1; an explicit non-loopback
+  // address without both is refused at start unless --insecure.
+  std::string listen = "127.0.0.1";
+  bool insecure = false;                   // --insecure: serve any address without tokens and a digest secret
+  bool protected_mode = true;              // resolved: on loopback, without tokens/secret, not --insecure
+  bool listen_auto = true;                 // --listen was auto (protected mode chose the address)
   std::uint16_t port = 8080;               // 0 = ephemeral
   std::string port_file;                   // written once listening: "<port>\n"
   unsigned threads = 0;                    // resolved: never 0 after ParseConfig

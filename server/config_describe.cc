@@ -54,6 +54,8 @@ boost::json::object Describe(const Config& c) {
   boost::json::array cors;
   for (const std::string& origin : c.cors_origins) cors.emplace_back(origin);
   o["cors_origins"] = std::move(cors);
+  o["insecure"] = c.insecure;
+  o["protected_mode"] = c.protected_mode;
   boost::json::array hosts;
   for (const std::string& host : c.allowed_hosts) hosts.emplace_back(host);
   o["allowed_hosts"] = std::move(hosts);

@@ -124,6 +124,17 @@ echo "exit status $rc"
 podman logs "$container" 2>&1 | grep -o '"event":"shutdown","phase":"done"[^}]*' || true
 [[ $rc == 0 ]] || { podman logs "$container" | tail -20; fail "exit status $rc"; }
 
+step "protected mode (the image's default): no tokens, no digest secret"
+# A non-loopback --listen without both is refused at start (exit 2) naming the flags; auto listens on loopback.
+set +e
+"${podman[@]}" run --rm --network host -e SCANGATE_DATABASE_URL=postgresql://nobody@127.0.0.1:1/x \
+  -e SCANGATE_LISTEN=0.0.0.0 "$image" >"$work/protected.txt" 2>&1
+rc=$?
+set -e
+sed 's/^/  /' "$work/protected.txt" | head -3
+[[ $rc == 2 ]] && grep -q -- '--tokens-file and --digest-secret-file' "$work/protected.txt" ||
+  fail "SCANGATE_LISTEN=0.0.0.0 without tokens and a digest secret: exit $rc, not 2 naming the flags"
+
 step "docker-compose.yml"
 if command -v podman-compose >/dev/null; then
   (cd "$root_dir" && podman-compose config) > "$work/compose.yml"

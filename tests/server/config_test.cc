@@ -100,7 +100,8 @@ TEST(Config, Durations) {
 // Defaults match the contract; only --database-url is required.
 TEST(Config, Defaults) {
   Config c = ParseOk({"--database-url", kUrl});
-  EXPECT_EQ(c.listen, "0.0.0.0");
+  EXPECT_EQ(c.listen, "127.0.0.1");  // protected mode: no tokens, no digest secret
+  EXPECT_TRUE(c.protected_mode);
   EXPECT_EQ(c.port, 8080);
   EXPECT_GE(c.threads, 1u);
   EXPECT_EQ(c.capacity, 10'000'000u);
@@ -379,7 +380,7 @@ TEST(Config, Help) {
       {"Filter", {"capacity", "fp-target", "window", "retention", "shards", "filter", "recent-keys"}},
       {"Acknowledgement", {"ack", "flush-interval", "journal", "journal-dir", "journal-max-bytes"}},
       {"Security", {"tls-cert", "tls-key", "tokens-file", "rate-limit", "rate-burst", "cors-origins", "allowed-hosts",
-                    "digest-secret-file"}},
+                    "insecure", "digest-secret-file"}},
       {"Operations", {"access-log", "help", "version"}},
   };
   std::size_t previous = 0;
@@ -593,6 +594,40 @@ TEST(Config, CorsOrigins) {
                           "https://u@host"}) {
     EXPECT_NE(ParseError({url, std::string("--cors-origins=") + bad}).find("--cors-origins"), std::string::npos) << bad;
   }
+}
+
+// Protected mode (issue 33): --listen=auto is 0.0.0.0 only with both --tokens-file and --digest-secret-file (or
+// --insecure), else 127.0.0.1; an explicit non-loopback address without both is refused naming the missing
+// flags, unless --insecure (a bare flag, on|off, SCANGATE_INSECURE); loopback addresses are always allowed.
+TEST(Config, ProtectedMode) {
+  const std::string url = std::string("--database-url=") + kUrl;
+  const std::string dir = ::testing::TempDir();
+  const std::string tokens = dir + "/protected_tokens", secret = dir + "/protected_secret";
+  std::ofstream(tokens) << std::string(64, 'a') << " till-1\n";
+  std::ofstream(secret) << "a-secret\n";
+  EXPECT_EQ(ParseOk({url, "--tokens-file=" + tokens, "--digest-secret-file=" + secret}).listen, "0.0.0.0");
+  EXPECT_FALSE(ParseOk({url, "--tokens-file=" + tokens, "--digest-secret-file=" + secret}).protected_mode);
+  EXPECT_EQ(ParseOk({url, "--tokens-file=" + tokens}).listen, "127.0.0.1");
+  EXPECT_EQ(ParseOk({url, "--insecure"}).listen, "0.0.0.0");
+  EXPECT_FALSE(ParseOk({url, "--insecure"}).protected_mode);
+  EXPECT_EQ(ParseOk({url, "--listen=::1"}).listen, "::1");
+  EXPECT_EQ(ParseOk({url, "--listen=127.0.0.2"}).listen, "127.0.0.2");
+  std::string e = ParseError({url, "--listen=0.0.0.0"});
+  EXPECT_NE(e.find("--tokens-file and --digest-secret-file"), std::string::npos) << e;
+  EXPECT_NE(e.find("--insecure"), std::string::npos) << e;
+  e = ParseError({url, "--listen=10.0.0.5", "--tokens-file=" + tokens});
+  EXPECT_NE(e.find("without --digest-secret-file"), std::string::npos) << e;
+  e = ParseError({url, "--listen=::", "--digest-secret-file=" + secret});
+  EXPECT_NE(e.find("without --tokens-file ("), std::string::npos) << e;
+  EXPECT_EQ(ParseOk({url, "--listen=10.0.0.5", "--insecure=on"}).listen, "10.0.0.5");
+  EXPECT_EQ(ParseOk({url, "--listen=10.0.0.5", "--tokens-file=" + tokens, "--digest-secret-file=" + secret}).listen,
+            "10.0.0.5");
+  {
+    ScopedEnv env("SCANGATE_INSECURE", "on");
+    EXPECT_EQ(ParseOk({url, "--listen=0.0.0.0"}).listen, "0.0.0.0");
+  }
+  EXPECT_NE(ParseError({url, "--insecure=maybe"}).find("--insecure"), std::string::npos);
+  EXPECT_TRUE(Describe(ParseOk({url})).at("protected_mode").as_bool());
 }
 
 // --allowed-hosts / SCANGATE_ALLOWED_HOSTS: comma-separated Host values, lower-cased; default none (any Host).

@@ -731,6 +731,44 @@ TEST(ServiceCommandLine, HelpListsFlags) {
   }
 }
 
+// Protected mode (issue 33), at process level: without --tokens-file and --digest-secret-file an explicit
+// non-loopback --listen stops start-up (exit 2, naming both flags and --insecure); --listen=auto serves on
+// 127.0.0.1 and logs protected_mode; --insecure lifts it.
+TEST(ServiceCommandLine, ProtectedModeRefusesTheNetworkWithoutTokensAndSecret) {
+  {
+    const std::string cmd = "'" + Env().server_binary + "' --database-url='" + Env().pg_url + "' --listen=0.0.0.0 2>&1";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    char buf[4096];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    const int status = ::pclose(p);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << out;
+    EXPECT_NE(out.find("--tokens-file and --digest-secret-file"), std::string::npos) << out;
+    EXPECT_NE(out.find("--insecure"), std::string::npos) << out;
+  }
+  {
+    ScangateProcess server({"--listen=auto", "--capacity=100000"});
+    ASSERT_TRUE(server.Start());
+    const auto listening = server.LogEvents("listening");
+    ASSERT_EQ(listening.size(), 1u) << server.LogTail();
+    EXPECT_EQ(listening[0].at("address"), "127.0.0.1");
+    EXPECT_EQ(server.LogEvents("protected_mode").size(), 1u) << server.LogTail();
+    HttpClient c(server.port());
+    EXPECT_EQ(c.Get("/healthz").status, 200);
+    EXPECT_EQ(server.Stop(), 0);
+  }
+  {
+    ScangateProcess server({"--listen=0.0.0.0", "--insecure", "--capacity=100000"});
+    ASSERT_TRUE(server.Start()) << "--insecure did not lift protected mode";
+    EXPECT_TRUE(server.LogEvents("protected_mode").empty());
+    HttpClient c(server.port());  // 0.0.0.0 includes loopback
+    EXPECT_EQ(c.Get("/healthz").status, 200);
+    EXPECT_EQ(server.Stop(), 0);
+  }
+}
+
 // Raw keys never appear in the server's log (access log on) nor in /metrics or /stats, whatever the
 // request: new, duplicate, batch, and rejected ones.
 TEST(ServicePrivacy, RawKeysNeverInLogsOrMetrics) {
