@@ -205,6 +205,9 @@ po::options_description Options() {
       ("port", n(d.port), "TCP port; 0 = ephemeral")
       ("threads", n(d.threads), "I/O threads (one io_context each); 0 = hardware cores")
       ("port-file", s(d.port_file), "write the listening port (and a newline) to this file once listening")
+      ("max-connections-per-address", n(d.max_connections_per_address),
+       "open connections one client address (IPv6: its /64) may hold on the main port; more are closed at "
+       "accept; 0 = no limit")
       ("admin-listen", s(d.admin_listen), "ADDR:PORT of a separate plain-HTTP listener for /healthz, /readyz, "
                                           "/metrics, /stats, /dashboard (then 404 on the main port; /observe* not "
                                           "served there)");
@@ -396,6 +399,8 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   }
   c.port = ParseUnsigned<std::uint16_t>(str("port"), "port", 0, 65535);
   c.port_file = str("port-file");
+  c.max_connections_per_address = ParseUnsigned<std::uint32_t>(str("max-connections-per-address"),
+                                                               "max-connections-per-address", 0, 1'000'000);
   c.threads = ParseUnsigned<unsigned>(str("threads"), "threads", 0, kMaxThreads);
   if (c.threads == 0) c.threads = std::max(1u, std::thread::hardware_concurrency());
   c.database_url = str("database-url");

@@ -39,6 +39,10 @@ struct Config {
   bool protected_mode = true;              // resolved: on loopback, without tokens/secret, not --insecure
   bool listen_auto = true;                 // --listen was auto (protected mode chose the address)
   std::uint16_t port = 8080;               // 0 = ephemeral
+  // --max-connections-per-address: open connections one client address (an IPv6 /64) may hold on the main
+  // listener; more are closed at accept. 0 = no limit. 1024 covers a proxy in front (HAProxy's maxconn 256
+  // per server) and wrk's 256 connections from one host with room to spare.
+  std::uint32_t max_connections_per_address = 1024;
   std::string port_file;                   // written once listening: "<port>\n"
   unsigned threads = 0;                    // resolved: never 0 after ParseConfig
   std::string database_url;

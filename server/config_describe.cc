@@ -55,6 +55,7 @@ boost::json::object Describe(const Config& c) {
   for (const std::string& origin : c.cors_origins) cors.emplace_back(origin);
   o["cors_origins"] = std::move(cors);
   o["insecure"] = c.insecure;
+  o["max_connections_per_address"] = c.max_connections_per_address;
   o["protected_mode"] = c.protected_mode;
   boost::json::array hosts;
   for (const std::string& host : c.allowed_hosts) hosts.emplace_back(host);

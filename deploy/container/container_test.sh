@@ -127,8 +127,9 @@ podman logs "$container" 2>&1 | grep -o '"event":"shutdown","phase":"done"[^}]*'
 step "protected mode (the image's default): no tokens, no digest secret"
 # A non-loopback --listen without both is refused at start (exit 2) naming the flags; auto listens on loopback.
 set +e
-"${podman[@]}" run --rm --network host -e SCANGATE_DATABASE_URL=postgresql://nobody@127.0.0.1:1/x \
-  -e SCANGATE_LISTEN=0.0.0.0 "$image" >"$work/protected.txt" 2>&1
+"${podman[@]}" run --rm --network host --ulimit "nofile=$(ulimit -Hn):$(ulimit -Hn)" --ulimit nproc=4096:4096 \
+  -e SCANGATE_DATABASE_URL=postgresql://nobody@127.0.0.1:1/x -e SCANGATE_LISTEN=0.0.0.0 "$image" \
+  >"$work/protected.txt" 2>&1
 rc=$?
 set -e
 sed 's/^/  /' "$work/protected.txt" | head -3

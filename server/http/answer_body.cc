@@ -29,12 +29,13 @@ json::object VerdictObject(const Verdict& v, json::storage_ptr sp) {
 }
 
 json::object LookupObject(std::string_view digest_hex, std::string_view first_seen,
-                          const std::optional<std::string>& source) {
+                          const std::optional<std::string>& source, bool source_hidden) {
   json::object o;
   o["digest"] = digest_hex;
   o["first_seen"] = first_seen;
-  if (source) o["source"] = *source;
+  if (source && !source_hidden) o["source"] = *source;
   else o["source"] = nullptr;
+  if (source_hidden) o["source_hidden"] = true;
   return o;
 }
 
@@ -87,13 +88,13 @@ std::string BatchBody(std::span<const Verdict> verdicts) {
 }
 
 std::string LookupBody(std::string_view digest_hex, std::string_view first_seen,
-                       const std::optional<std::string>& source) {
-  return json::serialize(LookupObject(digest_hex, first_seen, source));
+                       const std::optional<std::string>& source, bool source_hidden) {
+  return json::serialize(LookupObject(digest_hex, first_seen, source, source_hidden));
 }
 
 std::string LookupBody(std::string_view digest_hex, std::string_view first_seen, const std::optional<std::string>& source,
-                       const PackRecord& pack) {
-  json::object o = LookupObject(digest_hex, first_seen, source);
+                       const PackRecord& pack, bool source_hidden) {
+  json::object o = LookupObject(digest_hex, first_seen, source, source_hidden);
   if (pack.expiry) o["expiry"] = *pack.expiry;
   else o["expiry"] = nullptr;
   o["lot_recorded"] = pack.lot_recorded;

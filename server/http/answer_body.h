@@ -32,8 +32,11 @@ std::string VerdictBody(const Verdict& v);
 std::string BatchBody(std::span<const Verdict> verdicts);
 // The names of a mismatch bit set, in a fixed order: "lot", then "expiry".
 std::vector<std::string_view> MismatchNames(std::uint8_t mismatch);
-// 200 body of POST /lookup: {"digest", "first_seen", "source"} (source null when none was recorded).
-std::string LookupBody(std::string_view digest_hex, std::string_view first_seen, const std::optional<std::string>& source);
+// 200 body of POST /lookup: {"digest", "first_seen", "source"} (source null when none was recorded). With
+// `source_hidden` (a token without the audit right looking up another terminal's record) "source" is null and
+// "source_hidden": true.
+std::string LookupBody(std::string_view digest_hex, std::string_view first_seen, const std::optional<std::string>& source,
+                       bool source_hidden = false);
 // --keys=gs1: the pack's record as well — "expiry" (YYYY-MM-DD, or null), "lot_recorded" (bool: a lot digest is
 // held; the lot itself never is), "keep_until" (RFC 3339, or null: --retention) and, when the looked-up scan
 // contradicts the record, "mismatch".
@@ -44,6 +47,6 @@ struct PackRecord {
   std::uint8_t mismatch = 0;
 };
 std::string LookupBody(std::string_view digest_hex, std::string_view first_seen, const std::optional<std::string>& source,
-                       const PackRecord& pack);
+                       const PackRecord& pack, bool source_hidden = false);
 
 }  // namespace scangate::server

@@ -48,6 +48,7 @@ std::optional<std::uint8_t> ParseRoutes(std::string_view s) {
     if (name == "observe") bits |= kRouteBitObserve;
     else if (name == "batch") bits |= kRouteBitBatch;
     else if (name == "lookup") bits |= kRouteBitLookup;
+    else if (name == "audit") bits |= kRouteBitLookup | kRouteBitAudit;
     else return std::nullopt;
     if (comma == std::string_view::npos) return bits;
     s.remove_prefix(comma + 1);
@@ -103,7 +104,7 @@ std::variant<std::vector<Terminal>, TokenFileError> ParseTokensFile(std::string_
     if (const std::string_view routes = NextField(line); !routes.empty()) {
       const auto bits = ParseRoutes(routes);
       if (!bits) {
-        return TokenFileError{line_no, "routes must be a comma-separated list of observe, batch, lookup"};
+        return TokenFileError{line_no, "routes must be a comma-separated list of observe, batch, lookup, audit"};
       }
       t.routes = *bits;
     }

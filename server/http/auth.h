@@ -29,7 +29,13 @@ inline constexpr std::size_t kDefaultTerminalIdHexChars = 12;  // id of a hash-o
 inline constexpr std::uint8_t kRouteBitObserve = 1;
 inline constexpr std::uint8_t kRouteBitBatch = 2;
 inline constexpr std::uint8_t kRouteBitLookup = 4;
+// "audit" in the file: /lookup, and its answers name the recording terminal of every record (without it a
+// record of another terminal's answers "source": null, "source_hidden": true). Implies lookup.
+inline constexpr std::uint8_t kRouteBitAudit = 8;
 inline constexpr std::uint8_t kAllClientRoutes = kRouteBitObserve | kRouteBitBatch | kRouteBitLookup;
+// A line without routes (and the old hash-only format): observe only — least privilege; a till that sends
+// batches or looks packs up says so.
+inline constexpr std::uint8_t kDefaultRoutes = kRouteBitObserve;
 // The bit of a client route (0 for any other route).
 std::uint8_t RouteBit(Route route);
 
@@ -38,7 +44,7 @@ std::uint8_t RouteBit(Route route);
 struct Terminal {
   TokenHash hash{};
   std::string id;
-  std::uint8_t routes = kAllClientRoutes;
+  std::uint8_t routes = kDefaultRoutes;
 };
 
 // Why a tokens file is rejected: 1-based line number and what is wrong with it.
@@ -50,7 +56,7 @@ struct TokenFileError {
 // Parses a tokens file. Per line: `<sha256-hex> [<terminal-id> [<routes>]]`, fields separated by spaces or
 // tabs; the hash is 64 lowercase hex chars; the terminal id matches [A-Za-z0-9._-]{1,64} and defaults to the
 // hash's first 12 hex chars (the old one-hash-per-line format stays valid); routes is a comma-separated subset
-// of observe,batch,lookup (default: all three). sha256sum's "<hash>  -" is read as a hash-only line.
+// of observe,batch,lookup,audit (default: observe only; audit implies lookup). sha256sum's "<hash>  -" is read as a hash-only line.
 // Surrounding blanks and a CR are ignored; blank lines and lines starting with '#' are comments. At least one
 // entry; a hash listed twice is an error (its terminal would be ambiguous). Messages never quote a hash.
 std::variant<std::vector<Terminal>, TokenFileError> ParseTokensFile(std::string_view text);

@@ -1,5 +1,6 @@
 #include "server/http/http_server.h"
 
+#include <array>
 #include <memory>
 #include <string>
 #include <thread>
@@ -11,6 +12,7 @@
 #include <boost/system/error_code.hpp>
 
 #include "core/thread_name.h"
+#include "server/http/rate_limit.h"
 #include "server/http/session.h"
 #include "server/http/sweeper.h"
 #include "server/http/tls_context.h"
@@ -40,11 +42,29 @@ void OnAccept(HttpServer::Worker& w, tcp::acceptor& acceptor, Listener listener,
     return;
   }
   if (w.shared.stopping.load()) return;  // the socket closes as it goes out of scope
-  // relaxed: an approximate cap is enough (see the Session constructor, server/http/session.cc).
-  if (w.shared.sessions.load(std::memory_order_relaxed) < kMaxConnections) {
+  // relaxed: approximate caps are enough (see the Session constructor, server/http/session.cc).
+  const std::size_t admin = w.shared.admin_sessions.load(std::memory_order_relaxed);
+  const bool room = listener == Listener::kAdmin ? admin < kMaxAdminConnections
+                                                 : w.shared.sessions.load(std::memory_order_relaxed) - admin <
+                                                       kMaxConnections;
+  // --max-connections-per-address (main listener): a client past its share is closed at once, unread.
+  bool address_slot = false;
+  if (room && listener == Listener::kMain) {
+    boost::system::error_code ec;
+    const auto peer = socket.remote_endpoint(ec);
+    if (!ec) {
+      std::array<char, 17> buf{};
+      address_slot = w.shared.per_address.Acquire(AddressKey(peer.address(), buf));
+      if (!address_slot) {
+        DoAccept(w, acceptor, listener);
+        return;  // the socket closes as it goes out of scope
+      }
+    }
+  }
+  if (room) {
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);  // responses are small; do not wait for Nagle
-    StartSession(w, listener, std::move(socket));
+    StartSession(w, listener, std::move(socket), address_slot);
   }
   DoAccept(w, acceptor, listener);
 }
@@ -59,7 +79,7 @@ void DoAccept(HttpServer::Worker& w, tcp::acceptor& acceptor, Listener listener)
 }  // namespace
 
 HttpServer::HttpServer(const Config& config, Router& router, Metrics& metrics)
-    : metrics_(metrics), shared_(new Shared{config, router, {}, {}, {}}) {}
+    : metrics_(metrics), shared_(new Shared(config, router)) {}
 
 HttpServer::~HttpServer() { Stop(); }
 

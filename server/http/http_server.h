@@ -35,7 +35,10 @@ inline constexpr auto kBodyReadTimeout = std::chrono::seconds(30);    // end of 
 inline constexpr auto kIdleTimeout = std::chrono::seconds(60);        // keep-alive wait for the next request
 inline constexpr auto kWriteTimeout = std::chrono::seconds(30);       // one response write
 inline constexpr auto kHandshakeTimeout = std::chrono::seconds(10);   // TLS: accept .. handshake done
-inline constexpr std::size_t kMaxConnections = 100'000;               // open sessions; new ones closed above
+inline constexpr std::size_t kMaxConnections = 100'000;               // main listener's sessions; closed above
+// The admin listener's own cap (probes, Prometheus, an operator's browser): a flood of the main port cannot
+// take its slots, and it cannot be used to exhaust the main one's.
+inline constexpr std::size_t kMaxAdminConnections = 256;
 inline constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(50);  // after EMFILE/ENFILE on accept
 
 class HttpServer {

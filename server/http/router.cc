@@ -81,30 +81,6 @@ std::optional<Problem> BindSource(Observation& o, const Terminal* terminal) {
 
 }  // namespace
 
-std::string_view AddressKey(const net::ip::address& a, std::array<char, 17>& buf) {
-  net::ip::address_v4 v4;
-  if (a.is_v4()) {
-    v4 = a.to_v4();
-  } else if (a.to_v6().is_v4_mapped()) {
-    v4 = net::ip::make_address_v4(net::ip::v4_mapped, a.to_v6());
-  } else {
-    // One IPv6 client holds a whole /64 (SLAAC, privacy addresses): keyed per /128, it could rotate through
-    // 2^64 buckets. Keyed by its /64 prefix (RFC 6177's end-site assignment is at least that).
-    const auto b = a.to_v6().to_bytes();
-    buf[0] = '6';
-    std::copy(b.begin(), b.begin() + 8, buf.begin() + 1);
-    return {buf.data(), 1 + 8};
-  }
-  const auto b = v4.to_bytes();
-  buf[0] = '4';
-  std::copy(b.begin(), b.end(), buf.begin() + 1);
-  return {buf.data(), 1 + b.size()};
-}
-
-namespace {
-
-}  // namespace
-
 std::string NormalizeOrigin(std::string_view origin) { return ElideDefaultPort(Lower(origin)); }
 
 std::string_view HostPart(std::string_view host) {
@@ -404,7 +380,7 @@ void Router::Handle(Route route, const Request& req, const net::any_io_executor&
     switch (route) {
       case Route::kObserve: return HandleObserve(req, ex, counters, once, terminal);
       case Route::kObserveBatch: return HandleBatch(req, ex, counters, once, terminal);
-      case Route::kLookup: return HandleLookup(req, ex, once);
+      case Route::kLookup: return HandleLookup(req, ex, once, terminal);
       default: return once(ProblemAnswer(Problem::NotFound(req.target()), Route::kNotFound, &req));
     }
   } catch (const std::exception& e) {
@@ -453,7 +429,8 @@ void Router::HandleBatch(const Request& req, const net::any_io_executor& ex, Thr
                         });
 }
 
-void Router::HandleLookup(const Request& req, const net::any_io_executor& ex, const Respond& done) {
+void Router::HandleLookup(const Request& req, const net::any_io_executor& ex, const Respond& done,
+                          const Terminal* terminal) {
   auto parsed = ParseObservation(req.body(), req[http::field::content_type]);
   if (auto* p = std::get_if<Problem>(&parsed)) return done(ProblemAnswer(*p, Route::kLookup, &req));
   // Read as an observation of the key would be (--keys=gs1: the pack's identity, and its attributes to compare).
@@ -462,15 +439,20 @@ void Router::HandleLookup(const Request& req, const net::any_io_executor& ex, co
   const ScanKey& k = std::get<ScanKey>(read);
   const bool gs1 = config_.keys == KeysMode::kGs1;
   auto header = std::make_shared<Header>(req.base());
-  auto on_result = [this, ex, header, done, gs1, scan = k.attrs, hex = ToHex(k.digest)](const storage::RecordLookup& r) {
+  // Tokens on: which terminal recorded a pack is the audit right's to see; a till sees its own records' source.
+  std::optional<std::string> own_terminal;
+  if (terminal != nullptr && (terminal->routes & kRouteBitAudit) == 0) own_terminal = terminal->id;
+  auto on_result = [this, ex, header, done, gs1, own_terminal, scan = k.attrs,
+                    hex = ToHex(k.digest)](const storage::RecordLookup& r) {
     // Runs on the reader's thread: hop back to the session's executor, never block here.
-    net::post(ex, [this, header, done, gs1, scan, hex, r] {
+    net::post(ex, [this, header, done, gs1, own_terminal, scan, hex, r] {
       Guarded(*this, Route::kLookup, header.get(), done, [&] {
+        const bool hidden = own_terminal && r.source && *r.source != *own_terminal;
         switch (r.status) {
           case storage::RecordLookup::Status::kFound:
             return done(Ok(http::status::ok,
-                           gs1 ? LookupBody(hex, r.first_seen, r.source, PackRecordOf(scan, r))
-                               : LookupBody(hex, r.first_seen, r.source),
+                           gs1 ? LookupBody(hex, r.first_seen, r.source, PackRecordOf(scan, r), hidden)
+                               : LookupBody(hex, r.first_seen, r.source, hidden),
                            kJson, Route::kLookup, header.get()));
           case storage::RecordLookup::Status::kNotFound:
             return done(ProblemAnswer(Problem::NotRecorded(), Route::kLookup, header.get()));

@@ -47,10 +47,6 @@ inline constexpr int kCorsMaxAgeSeconds = 600;
 inline constexpr double kAuthFailureBurst = 20;
 inline constexpr double kAuthFailuresPerSecond = 1;
 
-// The rate limits' key of a client address (no allocation): an IPv4 address (or an IPv4-mapped IPv6 one) by
-// its 4 bytes, an IPv6 one by its /64 prefix (one end site), behind a family tag.
-std::string_view AddressKey(const boost::asio::ip::address& a, std::array<char, 17>& buf);
-
 // The scheme://host[:port] of scangate itself as a browser would name it from a Host header; default
 // ports (80 for http, 443 for https) are elided as in a serialized Origin. Lower case.
 std::string OwnOrigin(std::string_view host, bool tls);
@@ -130,7 +126,8 @@ class Router {
   // Token check (401), the token's routes (403) and the rate limit (429): the refusal, or nothing.
   std::optional<Answer> CheckCaller(const Header& h, Route route, bool has_body, const boost::asio::ip::address& peer,
                                     std::shared_ptr<const Terminal>& terminal) const;
-  void HandleLookup(const Request& req, const boost::asio::any_io_executor& ex, const Respond& done);
+  void HandleLookup(const Request& req, const boost::asio::any_io_executor& ex, const Respond& done,
+                    const Terminal* terminal);
 
   const Config& config_;
   Service& service_;

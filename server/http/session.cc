@@ -1,5 +1,6 @@
 #include "server/http/session.h"
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -23,6 +24,7 @@
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
+#include "server/http/rate_limit.h"
 #include "server/http/request.h"
 #include "server/http/sweeper.h"
 #include "server/log.h"
@@ -93,17 +95,22 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   static constexpr bool kTls = !std::is_same_v<Stream, PlainStream>;
 
   template <typename... StreamArgs>
-  Session(HttpServer::Worker& w, Listener listener, StreamArgs&&... stream_args)
+  Session(HttpServer::Worker& w, Listener listener, bool address_slot, StreamArgs&&... stream_args)
       : stream_(std::forward<StreamArgs>(stream_args)...), w_(w), listener_(listener) {
     beast::error_code ec;  // a peer already gone: the unspecified address (its request will fail anyway)
     const auto peer = Lowest().socket().remote_endpoint(ec);
     if (!ec) peer_ = peer.address();
+    // The accept took the slot under the same address (the peer's address does not change).
+    if (address_slot) address_key_ = AddressKey(peer_, address_buf_);
     w_.sessions.insert(this);
-    // relaxed: a gauge for WaitDrained/kMaxConnections; nothing is published through it.
+    // relaxed: gauges for WaitDrained and the accept caps; nothing is published through them.
     w_.shared.sessions.fetch_add(1, std::memory_order_relaxed);
+    if (listener_ == Listener::kAdmin) w_.shared.admin_sessions.fetch_add(1, std::memory_order_relaxed);
   }
   ~Session() override {
     w_.sessions.erase(this);
+    if (!address_key_.empty()) w_.shared.per_address.Release(address_key_);
+    if (listener_ == Listener::kAdmin) w_.shared.admin_sessions.fetch_sub(1, std::memory_order_relaxed);  // relaxed: see constructor
     w_.shared.sessions.fetch_sub(1, std::memory_order_relaxed);  // relaxed: see constructor
   }
 
@@ -327,6 +334,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   Route route_ = Route::kNotFound;
   std::shared_ptr<const Terminal> terminal_;  // of the current request (tokens on), from Router::Admit
   net::ip::address peer_;                     // the client's address (the rate limit's key with tokens off)
+  std::array<char, 17> address_buf_{};        // address_key_'s bytes
+  std::string_view address_key_;              // the --max-connections-per-address slot held; "" = none
   std::size_t body_limit_ = kMaxOtherBodyBytes;  // of route_, from Router::Admit
   unsigned version_ = 11;
   bool keep_alive_ = false;
@@ -338,11 +347,11 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 
 }  // namespace
 
-void StartSession(HttpServer::Worker& w, Listener listener, PlainSocket socket) {
+void StartSession(HttpServer::Worker& w, Listener listener, PlainSocket socket, bool address_slot) {
   if (listener == Listener::kMain && w.shared.tls) {
-    std::make_shared<Session<TlsStream>>(w, listener, std::move(socket), *w.shared.tls)->Run();
+    std::make_shared<Session<TlsStream>>(w, listener, address_slot, std::move(socket), *w.shared.tls)->Run();
   } else {
-    std::make_shared<Session<PlainStream>>(w, listener, std::move(socket))->Run();
+    std::make_shared<Session<PlainStream>>(w, listener, address_slot, std::move(socket))->Run();
   }
 }
 

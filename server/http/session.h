@@ -16,6 +16,8 @@ namespace scangate::server {
 // On the worker's thread: starts the session of an accepted socket, over TLS on the main listener when
 // --tls-cert is set (HttpServer::Shared::tls), plain HTTP otherwise. The session keeps itself alive through
 // its pending operations and ends with the connection.
-void StartSession(HttpServer::Worker& w, Listener listener, PlainSocket socket);
+// `address_slot`: the accept took one of the client address's --max-connections-per-address slots; the session
+// gives it back when it ends.
+void StartSession(HttpServer::Worker& w, Listener listener, PlainSocket socket, bool address_slot);
 
 }  // namespace scangate::server

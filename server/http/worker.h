@@ -3,7 +3,8 @@
 // listener (http_server.cc), the sessions (session.h) and the sweeper (sweeper.h) meet here; the public
 // interface is server/http/http_server.h.
 // Invariant: a Worker is touched only on its own thread (its io_context is run by exactly one thread, no
-// strands); Shared is written only through its atomics, and `tls` only before the threads start.
+// strands); Shared is written only through its atomics and the internally locked `per_address`, and `tls` only
+// before the threads start.
 #pragma once
 
 #include <atomic>
@@ -19,6 +20,7 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "server/http/connection_limit.h"
 #include "server/http/http_server.h"
 
 namespace scangate::server {
@@ -40,11 +42,14 @@ using IoExecutor = boost::asio::io_context::executor_type;
 using PlainSocket = boost::asio::basic_stream_socket<boost::asio::ip::tcp, IoExecutor>;
 
 struct HttpServer::Shared {
+  Shared(const Config& c, Router& r) : config(c), router(r) {}
   const Config& config;
   Router& router;                         // everything about a request but its transport
   std::atomic<bool> stopping{false};      // set once by BeginShutdown; read by sessions between requests
-  std::atomic<std::size_t> sessions{0};   // open sessions (all threads), for WaitDrained and kMaxConnections
+  std::atomic<std::size_t> sessions{0};   // open sessions (all threads, both listeners), for WaitDrained
+  std::atomic<std::size_t> admin_sessions{0};  // of them on the admin listener (kMaxAdminConnections)
   std::unique_ptr<boost::asio::ssl::context> tls;  // set by Start() when config.tls(); read-only afterwards
+  ConnectionLimiter per_address{config.max_connections_per_address};  // main listener only
 };
 
 struct HttpServer::Worker {

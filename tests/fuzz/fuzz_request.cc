@@ -123,7 +123,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         Check(!terminals.empty());
         for (const Terminal& t : terminals) {
           Check(!t.id.empty() && t.id.size() <= kMaxTerminalIdChars && t.routes != 0);
-          Check(t.routes <= kAllClientRoutes);
+          Check((t.routes & ~(kAllClientRoutes | kRouteBitAudit)) == 0);
         }
       }
       CheckVerdictBodies(body);

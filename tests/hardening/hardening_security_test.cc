@@ -157,15 +157,17 @@ struct TlsAnswer {
   std::vector<std::string> bodies;
 };
 
-// min/max protocol of the client; security level 0 so an old version is really offered.
-TlsAnswer TlsExchange(std::uint16_t port, int max_version, const std::vector<std::string>& observe_bodies) {
+// min/max protocol of the client; security level 0 so an old version is really offered. `ciphers`: the TLS 1.2
+// cipher list the client offers (OpenSSL syntax).
+TlsAnswer TlsExchange(std::uint16_t port, int max_version, const std::vector<std::string>& observe_bodies,
+                      const char* ciphers = "DEFAULT:@SECLEVEL=0") {
   TlsAnswer a;
   net::io_context ioc;
   ssl::context ctx(ssl::context::tls_client);
   SSL_CTX_set_security_level(ctx.native_handle(), 0);
   SSL_CTX_set_min_proto_version(ctx.native_handle(), TLS1_VERSION);
   SSL_CTX_set_max_proto_version(ctx.native_handle(), max_version);
-  SSL_CTX_set_cipher_list(ctx.native_handle(), "DEFAULT:@SECLEVEL=0");
+  SSL_CTX_set_cipher_list(ctx.native_handle(), ciphers);
   ctx.set_verify_mode(ssl::verify_none);  // self-signed test certificate
   beast::ssl_stream<beast::tcp_stream> s(ioc, ctx);
   beast::error_code ec;
@@ -236,6 +238,18 @@ TEST(SecurityTls, ObserveOverHttpsTls11RefusedPlainHttpHarmless) {
   const TlsAnswer v12 = TlsExchange(server.port, TLS1_2_VERSION, {});
   EXPECT_TRUE(v12.handshake) << v12.error;
   EXPECT_EQ(v12.version, TLS1_2_VERSION);
+  // Issue 33: TLS 1.2 suites are the server's own list (ECDHE + AEAD), not the system openssl.cnf's: a client
+  // offering only CBC (with or without ECDHE) or only static-RSA key exchange is refused; ECDHE + GCM or
+  // ChaCha20-Poly1305 is accepted.
+  for (const char* refused : {"ECDHE-ECDSA-AES128-SHA:@SECLEVEL=0", "ECDHE-ECDSA-AES256-SHA384:@SECLEVEL=0",
+                              "AES128-GCM-SHA256:AES256-SHA:@SECLEVEL=0"}) {
+    const TlsAnswer weak = TlsExchange(server.port, TLS1_2_VERSION, {}, refused);
+    EXPECT_FALSE(weak.handshake) << refused;
+  }
+  for (const char* accepted : {"ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-ECDSA-CHACHA20-POLY1305"}) {
+    const TlsAnswer strong = TlsExchange(server.port, TLS1_2_VERSION, {}, accepted);
+    EXPECT_TRUE(strong.handshake) << accepted << ": " << strong.error;
+  }
   // ... and the same client capped at TLS 1.1 is refused by the server (not by the client itself).
   const TlsAnswer v11 = TlsExchange(server.port, TLS1_1_VERSION, {});
   EXPECT_FALSE(v11.handshake);

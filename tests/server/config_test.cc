@@ -375,7 +375,7 @@ TEST(Config, Help) {
   EXPECT_NE(o.help.find("SCANGATE_"), std::string::npos);
   EXPECT_EQ(o.help.rfind(VersionLine(), 0), 0u) << o.help;
   const std::vector<std::pair<std::string, std::vector<std::string>>> groups = {
-      {"Listening", {"listen", "port", "threads", "port-file", "admin-listen"}},
+      {"Listening", {"listen", "port", "threads", "port-file", "max-connections-per-address", "admin-listen"}},
       {"PostgreSQL", {"database-url", "writers", "batch-limit", "queue-limit", "queue-wait", "request-timeout"}},
       {"Filter", {"capacity", "fp-target", "window", "retention", "shards", "filter", "recent-keys"}},
       {"Acknowledgement", {"ack", "flush-interval", "journal", "journal-dir", "journal-max-bytes"}},
@@ -449,6 +449,7 @@ TEST(Config, TokensFileTerminals) {
   EXPECT_EQ(c.terminals[0].id, "till-01");
   EXPECT_EQ(c.terminals[0].routes, kRouteBitObserve | kRouteBitBatch);
   EXPECT_EQ(c.terminals[1].id, std::string(12, 'b'));
+  EXPECT_EQ(c.terminals[1].routes, kRouteBitObserve);
   const std::string described = boost::json::serialize(Describe(c));
   EXPECT_EQ(described.find(hex), std::string::npos) << described;
   EXPECT_EQ(described.find("till-01"), std::string::npos) << described;

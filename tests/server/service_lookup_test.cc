@@ -73,7 +73,7 @@ TEST(ServiceLookup, TokensRequired) {
   char tmpl[] = "/tmp/scangate-lookup-tokens.XXXXXX";
   const int fd = ::mkstemp(tmpl);
   ASSERT_GE(fd, 0);
-  const std::string line = Sha256Hex("lookup-token") + "\n";
+  const std::string line = Sha256Hex("lookup-token") + " till-l lookup\n";
   ASSERT_EQ(::write(fd, line.data(), line.size()), static_cast<ssize_t>(line.size()));
   ::close(fd);
   ScangateProcess server({"--capacity=100000", std::string("--tokens-file=") + tmpl});

@@ -2,10 +2,12 @@
 // (docs: notes/interfaces.md "server/"), over a real TCP connection to a real scangate process
 // backed by the fixture's PostgreSQL. Also: keep-alive, pipelining, batch semantics, privacy of keys.
 #include <cstdio>
+#include <memory>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -767,6 +769,36 @@ TEST(ServiceCommandLine, ProtectedModeRefusesTheNetworkWithoutTokensAndSecret) {
     EXPECT_EQ(c.Get("/healthz").status, 200);
     EXPECT_EQ(server.Stop(), 0);
   }
+}
+
+// Issue 33: --max-connections-per-address. A client address holding its limit of open connections gets its next
+// one closed at accept, unanswered; a slot frees when a connection closes; the admin listener has its own cap
+// and answers throughout.
+TEST(ServiceConnections, PerAddressCapClosesTheExtraConnection) {
+  ScangateProcess server({"--max-connections-per-address=4", "--admin-listen=127.0.0.1:0", "--capacity=100000"});
+  ASSERT_TRUE(server.Start());
+  const auto listening = server.LogEvents("listening");
+  ASSERT_EQ(listening.size(), 1u) << server.LogTail();
+  const auto admin_port = static_cast<std::uint16_t>(listening[0].at("admin_port").to_number<int>());
+  std::vector<std::unique_ptr<HttpClient>> held;
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(std::make_unique<HttpClient>(server.port()));
+    ASSERT_EQ(held.back()->Post("/observe", ObserveBody(UniqueKey("cap"))).status, 201) << i;  // open, kept alive
+  }
+  const std::string refused = RawExchange(server.port(), "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(refused, "") << "a 5th connection from one address was served";
+  HttpClient admin(admin_port);
+  EXPECT_EQ(admin.Get("/readyz").status, 200) << "the admin listener shares the main port's cap";
+  EXPECT_EQ(held[0]->Get("/healthz").status, 404) << "a held connection stopped working";  // admin split: 404
+  held.pop_back();  // closes one connection: its slot frees once the server sees the close
+  std::string reply;
+  for (int i = 0; i < 100 && reply.empty(); ++i) {
+    reply = RawExchange(server.port(), "POST /observe HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                       "Content-Length: 11\r\nConnection: close\r\n\r\n{\"key\":\"x\"}");
+    if (reply.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(reply.rfind("HTTP/1.1 20", 0), 0u) << "the freed slot was not reusable: " << reply;
+  EXPECT_EQ(server.Stop(), 0);
 }
 
 // Raw keys never appear in the server's log (access log on) nor in /metrics or /stats, whatever the

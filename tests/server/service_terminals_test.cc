@@ -56,7 +56,7 @@ std::string WaitForReload(const ScangateProcess& server, std::size_t n) {
 
 TEST(ServiceTerminals, OneTerminalFloodsTheOtherIsServed) {
   const std::string tokens = TempPath("flood");
-  WriteFile(tokens, "# two tills\n" + Sha256Hex("token-a") + " till-a\n" + Sha256Hex("token-b") +
+  WriteFile(tokens, "# two tills\n" + Sha256Hex("token-a") + " till-a observe,batch,lookup\n" + Sha256Hex("token-b") +
                         " till-b observe,batch\n");
   ScangateProcess server({"--capacity=100000", "--tokens-file=" + tokens, "--rate-limit=5", "--rate-burst=5"});
   ASSERT_TRUE(server.Start());
@@ -102,7 +102,7 @@ TEST(ServiceTerminals, OneTerminalFloodsTheOtherIsServed) {
   EXPECT_EQ(pg.SourceOf(Sha256Hex(k4)), std::optional<std::string>("till-b"));
   EXPECT_EQ(pg.SourceOf(Sha256Hex(k5)), std::optional<std::string>("till-b"));
 
-  // A's lookup is allowed (all routes) once its bucket has a token again.
+  // A's lookup is allowed (its routes name it) once its bucket has a token again; its own record names it.
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   r = PostAs(a, "token-a", "/lookup", ObserveBody(key_a));
   ASSERT_EQ(r.status, 200) << r;

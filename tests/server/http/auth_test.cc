@@ -21,24 +21,26 @@ TEST(Auth, ParsesHashesCommentsAndBlankLines) {
   // A hash-only line (the old format, or sha256sum's "<hash>  -"): the terminal id is the hash's first 12 chars.
   EXPECT_EQ(t[0].id, HashHex("a").substr(0, 12));
   EXPECT_EQ(t[1].id, HashHex("b").substr(0, 12));
-  EXPECT_EQ(t[0].routes, kAllClientRoutes);
+  EXPECT_EQ(t[0].routes, kRouteBitObserve) << "least privilege: observe only by default (issue 33)";
 }
 
 // The new format: "<hash> <terminal-id> [routes]", blanks or tabs between fields.
 TEST(Auth, ParsesTerminalsAndRoutes) {
   const std::string text = HashHex("a") + " till-01\n" + HashHex("b") + "\tPOS_2.east\tobserve,batch \n" +
-                           HashHex("c") + " audit lookup\n" + HashHex("d") + " till-01 observe\n";
+                           HashHex("c") + " audit lookup\n" + HashHex("d") + " till-01 observe\n" + HashHex("e") +
+                           " office audit,observe\n";
   auto r = ParseTokensFile(text);
   ASSERT_TRUE(std::holds_alternative<std::vector<Terminal>>(r)) << std::get<TokenFileError>(r).message;
   const auto& t = std::get<std::vector<Terminal>>(r);
-  ASSERT_EQ(t.size(), 4u);
+  ASSERT_EQ(t.size(), 5u);
   EXPECT_EQ(t[0].id, "till-01");
-  EXPECT_EQ(t[0].routes, kAllClientRoutes);
+  EXPECT_EQ(t[0].routes, kRouteBitObserve);
   EXPECT_EQ(t[1].id, "POS_2.east");
   EXPECT_EQ(t[1].routes, kRouteBitObserve | kRouteBitBatch);
   EXPECT_EQ(t[2].id, "audit");
   EXPECT_EQ(t[2].routes, kRouteBitLookup);
   EXPECT_EQ(t[3].id, "till-01");  // two tokens may name one terminal (rotation)
+  EXPECT_EQ(t[4].routes, kRouteBitObserve | kRouteBitLookup | kRouteBitAudit) << "audit implies lookup";
   EXPECT_EQ(RouteBit(Route::kObserve), kRouteBitObserve);
   EXPECT_EQ(RouteBit(Route::kLookup), kRouteBitLookup);
   EXPECT_EQ(RouteBit(Route::kMetrics), 0);

@@ -8,9 +8,11 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <gtest/gtest.h>
 
 #include "core/filter.h"
@@ -509,20 +511,6 @@ TEST_F(TokenRouterTest, FailedAuthenticationIsLimitedPerAddress) {
   EXPECT_FALSE(admit("secret-token", other).answer) << "another address was blocked";
 }
 
-// The rate limits key an IPv6 client by its /64 (one end site), an IPv4-mapped address as the IPv4 one.
-TEST(AddressKeyTest, Ipv6ByPrefixAndMappedAsIpv4) {
-  auto key = [](const char* a) {
-    std::array<char, 17> buf{};
-    return std::string(AddressKey(boost::asio::ip::make_address(a), buf));
-  };
-  EXPECT_EQ(key("2001:db8:1:2::1"), key("2001:db8:1:2:ffff:ffff:ffff:fffe"));
-  EXPECT_NE(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
-  EXPECT_EQ(key("::ffff:192.0.2.7"), key("192.0.2.7"));
-  EXPECT_NE(key("192.0.2.7"), key("192.0.2.8"));
-  EXPECT_EQ(key("192.0.2.7").size(), 5u);
-  EXPECT_EQ(key("2001:db8::1").size(), 9u);
-}
-
 class RateLimitRouterTest : public TokenRouterTest {
  protected:
   RateLimitRouterTest() {
@@ -530,6 +518,39 @@ class RateLimitRouterTest : public TokenRouterTest {
     config_.rate_burst = 2;
   }
 };
+
+// Issue 33: /lookup is scoped to the caller. A token with the lookup right sees its own records' source; another
+// terminal's record answers "source": null, "source_hidden": true; a token with the audit right sees every
+// source.
+TEST_F(TokenRouterTest, LookupHidesAnotherTerminalsSourceWithoutAudit) {
+  TokenHash h{};
+  for (const auto& [token, id, routes] : std::vector<std::tuple<std::string, std::string, std::uint8_t>>{
+           {"till-3-token", "till-3", kRouteBitObserve | kRouteBitLookup},
+           {"office-token", "office", kRouteBitLookup | kRouteBitAudit}}) {
+    const Digest d = Digester::Sha256()(token);
+    std::copy(d.begin(), d.end(), h.begin());
+    config_.terminals.push_back(Terminal{h, id, routes});
+  }
+  router_ = std::make_unique<Router>(config_, *service_, &reader_);
+  ASSERT_EQ(Exchange(Make(http::verb::post, "/observe", R"({"key":"by-1"})", "application/json", Bearer("secret-token")))
+                .res.result_int(), 201u);
+  ASSERT_EQ(Exchange(Make(http::verb::post, "/observe", R"({"key":"by-3"})", "application/json", Bearer("till-3-token")))
+                .res.result_int(), 201u);
+  auto lookup = [&](const char* key, const char* token) {
+    const auto a = Exchange(Make(http::verb::post, "/lookup", std::string(R"({"key":")") + key + "\"}",
+                                 "application/json", Bearer(token)));
+    EXPECT_EQ(a.res.result_int(), 200u) << a.res.body();
+    return json::parse(a.res.body()).as_object();
+  };
+  json::object o = lookup("by-3", "till-3-token");
+  EXPECT_EQ(o.at("source"), "till-3");
+  EXPECT_FALSE(o.contains("source_hidden"));
+  o = lookup("by-1", "till-3-token");
+  EXPECT_TRUE(o.at("source").is_null()) << json::serialize(o);
+  EXPECT_EQ(o.at("source_hidden"), true);
+  EXPECT_EQ(lookup("by-1", "office-token").at("source"), "till-1");
+  EXPECT_EQ(lookup("by-3", "office-token").at("source"), "till-3");
+}
 
 // The burst passes, the next request of that terminal is 429 + Retry-After; the other terminal is unaffected
 // and /metrics counts the 429 under the terminal's id.
