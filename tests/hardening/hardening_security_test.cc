@@ -300,7 +300,9 @@ const std::string kOtherToken = "sg-wrong-token-" + it::RandomHex(16);
 
 std::string TokensFile(const std::string& dir) {
   const std::string path = dir + "/tokens";
-  WriteFile(path, "# scangate tokens\n\n  " + it::Sha256Hex("some-other-client") + "\n" + it::Sha256Hex(kToken) + "\n");
+  // The test's token may observe and send batches (a line without routes may only observe: issue 33).
+  WriteFile(path, "# scangate tokens\n\n  " + it::Sha256Hex("some-other-client") + "\n" + it::Sha256Hex(kToken) +
+                      " till-t observe,batch\n");
   return path;
 }
 
