@@ -105,26 +105,34 @@ void ParseAdminListen(Config& c) {
   c.admin_port = ParseUnsigned<std::uint16_t>(s.substr(colon + 1), "admin-listen", 0, 65535);
 }
 
-// --cors-origins: each entry an exact serialized origin "http(s)://host[:port]" (no path, no '*').
-std::vector<std::string> ParseCorsOrigins(const std::string& list) {
+// A comma-separated list option: its entries with surrounding blanks removed, lower-cased, empty ones dropped.
+std::vector<std::string> LowerCaseList(const std::string& list) {
   std::vector<std::string> out;
   std::size_t start = 0;
   while (start <= list.size()) {
     std::size_t end = list.find(',', start);
     if (end == std::string::npos) end = list.size();
-    std::string o = list.substr(start, end - start);
+    std::string e = list.substr(start, end - start);
     start = end + 1;
-    o.erase(0, o.find_first_not_of(" \t"));
-    o.erase(o.find_last_not_of(" \t") + 1);
-    if (o.empty()) continue;
-    for (char& c : o) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    e.erase(0, e.find_first_not_of(" \t"));
+    e.erase(e.find_last_not_of(" \t") + 1);
+    if (e.empty()) continue;
+    for (char& c : e) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+// --cors-origins: each entry an exact serialized origin "http(s)://host[:port]" (no path, no '*').
+std::vector<std::string> ParseCorsOrigins(const std::string& list) {
+  std::vector<std::string> out = LowerCaseList(list);
+  for (const std::string& o : out) {
     const bool scheme_ok = o.rfind("http://", 0) == 0 || o.rfind("https://", 0) == 0;
     const std::size_t host = o.find("://") + 3;
     if (!scheme_ok || host >= o.size() || o.find_first_of("/?#*@ ", host) != std::string::npos) {
       throw ConfigError("--cors-origins: expected origins like https://pos.example.com or http://127.0.0.1:3000 "
                         "(scheme://host[:port], no path, no '*'), got '" + o + "'");
     }
-    out.push_back(std::move(o));
   }
   return out;
 }
@@ -132,22 +140,12 @@ std::vector<std::string> ParseCorsOrigins(const std::string& list) {
 // --allowed-hosts: each entry a host name or address as a Host header names it, optionally with ":port"
 // ("pos-gw.shop.lan", "10.0.0.5:8080", "[fd00::5]"); lower-cased; no scheme, path, '*' or userinfo.
 std::vector<std::string> ParseAllowedHosts(const std::string& list) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= list.size()) {
-    std::size_t end = list.find(',', start);
-    if (end == std::string::npos) end = list.size();
-    std::string h = list.substr(start, end - start);
-    start = end + 1;
-    h.erase(0, h.find_first_not_of(" \t"));
-    h.erase(h.find_last_not_of(" \t") + 1);
-    if (h.empty()) continue;
-    for (char& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::vector<std::string> out = LowerCaseList(list);
+  for (const std::string& h : out) {
     if (h.find_first_of("/?#*@ \t") != std::string::npos || h.front() == ':') {
       throw ConfigError("--allowed-hosts: expected host names or addresses as a Host header names them, like "
                         "pos-gw.shop.lan or 10.0.0.5:8080 (no scheme, no path, no '*'), got '" + h + "'");
     }
-    out.push_back(std::move(h));
   }
   return out;
 }

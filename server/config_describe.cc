@@ -51,15 +51,11 @@ boost::json::object Describe(const Config& c) {
   o["rate_limit"] = c.rate_limit;
   o["rate_burst"] = c.rate_burst;
   o["admin_listen"] = c.admin_listen;
-  boost::json::array cors;
-  for (const std::string& origin : c.cors_origins) cors.emplace_back(origin);
-  o["cors_origins"] = std::move(cors);
+  o["cors_origins"] = boost::json::array(c.cors_origins.begin(), c.cors_origins.end());
   o["insecure"] = c.insecure;
   o["max_connections_per_address"] = c.max_connections_per_address;
   o["protected_mode"] = c.protected_mode;
-  boost::json::array hosts;
-  for (const std::string& host : c.allowed_hosts) hosts.emplace_back(host);
-  o["allowed_hosts"] = std::move(hosts);
+  o["allowed_hosts"] = boost::json::array(c.allowed_hosts.begin(), c.allowed_hosts.end());
   o["journal"] = c.ack == AckMode::kFilter ? (c.journal ? "on" : "off") : "unused";
   o["journal_dir"] = c.journal_dir;
   o["journal_max_bytes"] = c.journal_max_bytes;

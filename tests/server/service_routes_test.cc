@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -715,16 +716,24 @@ TEST_F(ServiceRoutes, BatchRejects) {
   }
 }
 
-// `scangate --help` lists the flags of the contract and exits 0.
-TEST(ServiceCommandLine, HelpListsFlags) {
-  const std::string cmd = "'" + Env().server_binary + "' --help 2>&1";
+// Runs `cmd` under /bin/sh; its wait status (pclose) and everything it wrote to stdout. A failed popen is a
+// test failure and status -1.
+std::pair<int, std::string> RunShell(const std::string& cmd) {
   FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
+  if (p == nullptr) {
+    ADD_FAILURE() << "popen failed: " << cmd;
+    return {-1, ""};
+  }
   std::string out;
   char buf[4096];
   std::size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = ::pclose(p);
+  return {::pclose(p), out};
+}
+
+// `scangate --help` lists the flags of the contract and exits 0.
+TEST(ServiceCommandLine, HelpListsFlags) {
+  const auto [status, out] = RunShell("'" + Env().server_binary + "' --help 2>&1");
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
   for (const char* flag : {"--listen", "--port", "--port-file", "--threads", "--database-url", "--capacity",
                            "--fp-target", "--window", "--retention", "--shards", "--ack", "--writers", "--batch-limit",
@@ -738,14 +747,8 @@ TEST(ServiceCommandLine, HelpListsFlags) {
 // 127.0.0.1 and logs protected_mode; --insecure lifts it.
 TEST(ServiceCommandLine, ProtectedModeRefusesTheNetworkWithoutTokensAndSecret) {
   {
-    const std::string cmd = "'" + Env().server_binary + "' --database-url='" + Env().pg_url + "' --listen=0.0.0.0 2>&1";
-    FILE* p = ::popen(cmd.c_str(), "r");
-    ASSERT_NE(p, nullptr);
-    std::string out;
-    char buf[4096];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    const int status = ::pclose(p);
+    const auto [status, out] =
+        RunShell("'" + Env().server_binary + "' --database-url='" + Env().pg_url + "' --listen=0.0.0.0 2>&1");
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << out;
     EXPECT_NE(out.find("--tokens-file and --digest-secret-file"), std::string::npos) << out;
     EXPECT_NE(out.find("--insecure"), std::string::npos) << out;
