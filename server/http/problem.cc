@@ -17,6 +17,13 @@ Problem Make(unsigned status, std::string_view slug, std::string_view title, std
   return Problem{status, std::string(slug), std::string(title), std::move(detail), {}, 0};
 }
 
+// 429 rate-limited with its Retry-After (whole seconds): the rate limit's and the failed-authentication limit's.
+Problem TooManyRequests(std::string detail, unsigned retry_after_seconds) {
+  Problem p = Make(429, "rate-limited", "Too many requests", std::move(detail));
+  p.retry_after_seconds = retry_after_seconds;
+  return p;
+}
+
 }  // namespace
 
 Problem Problem::MalformedJson(std::string detail) {
@@ -96,16 +103,12 @@ Problem Problem::RouteNotAllowed(Route route) {
               "this token may not use " + std::string(RouteLabel(route)) + " (its routes in the tokens file)");
 }
 Problem Problem::RateLimited(unsigned retry_after_seconds) {
-  Problem p = Make(429, "rate-limited", "Too many requests",
-                   "this terminal is over its rate limit (--rate-limit); retry after the Retry-After delay");
-  p.retry_after_seconds = retry_after_seconds;
-  return p;
+  return TooManyRequests("this terminal is over its rate limit (--rate-limit); retry after the Retry-After delay",
+                         retry_after_seconds);
 }
 Problem Problem::AuthFailuresLimited(unsigned retry_after_seconds) {
-  Problem p = Make(429, "rate-limited", "Too many requests",
-                   "too many failed authentications from this address; retry after the Retry-After delay");
-  p.retry_after_seconds = retry_after_seconds;
-  return p;
+  return TooManyRequests("too many failed authentications from this address; retry after the Retry-After delay",
+                         retry_after_seconds);
 }
 Problem Problem::NotRecorded() {
   return Make(404, "not-recorded", "Key not recorded", "PostgreSQL holds no record of this key");
