@@ -158,6 +158,12 @@ void ParseKeys(std::string_view keys, std::string_view grace, Config& c);
 // Sets c.tokens_file and c.terminals (reading --tokens-file), c.rate_limit and c.rate_burst (--rate-burst "rate"
 // = the rate). Throws ConfigError naming the option. server/config_access.cc.
 void ParseAccess(const std::string& tokens_file, std::string_view rate_limit, std::string_view rate_burst, Config& c);
+// --cors-origins and --allowed-hosts: their lists, lower-cased and checked (server/config_access.cc).
+std::vector<std::string> ParseCorsOrigins(const std::string& list);
+std::vector<std::string> ParseAllowedHosts(const std::string& list);
+// Protected mode: resolves c.listen ("auto") and c.protected_mode from the tokens file, the digest secret and
+// --insecure, or throws ConfigError for a non-loopback address without them (server/config_access.cc).
+void ResolveListen(Config& c);
 
 // Effective configuration for the start-up log line (password redacted, secret only as "set"/"unset").
 boost::json::object Describe(const Config& c);

@@ -23,6 +23,7 @@
 #include <boost/beast/http/string_body.hpp>
 
 #include "server/http/auth.h"
+#include "server/http/origin.h"
 #include "server/http/rate_limit.h"
 #include "server/http/token_store.h"
 #include "server/config.h"
@@ -47,17 +48,6 @@ inline constexpr int kCorsMaxAgeSeconds = 600;
 inline constexpr double kAuthFailureBurst = 20;
 inline constexpr double kAuthFailuresPerSecond = 1;
 
-// The scheme://host[:port] of scangate itself as a browser would name it from a Host header; default
-// ports (80 for http, 443 for https) are elided as in a serialized Origin. Lower case.
-std::string OwnOrigin(std::string_view host, bool tls);
-// `origin` (an Origin header value) with the default port elided and lower-cased, for comparison.
-std::string NormalizeOrigin(std::string_view origin);
-// The host of a Host header value without its port ("[v6]" kept bracketed).
-std::string_view HostPart(std::string_view host);
-// True when a Host value names an IP address or localhost: no DNS name an attacker could rebind.
-bool IsAddressOrLocalhost(std::string_view host);
-// True when `allowed` (--allowed-hosts) is empty or lists the Host value `host` as "host:port" or "host".
-bool HostListed(std::string_view host, const std::vector<std::string>& allowed);
 
 class Router {
  public:
