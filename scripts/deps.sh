@@ -24,7 +24,8 @@ BUILD_PACKAGES=(
 TEST_PACKAGES=(
   libgtest-dev       # the test suites (SCANGATE_TESTS)
   libgmock-dev
-  libbenchmark-dev   # the benchmarks, built by the release build (SCANGATE_BENCH)
+  libbenchmark-dev   # the benchmarks (SCANGATE_BENCH; scripts/test.sh compiles them in its ASan+UBSan tree)
+  ccache             # scripts/test.sh: the run command's fresh clone reuses the release build's units
   libsqlite3-dev     # bench/journal
   clang              # thread-safety check (-Wthread-safety), libFuzzer (tests/fuzz)
   libclang-rt-14-dev # clang's sanitizer and libFuzzer runtimes

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds, and runs every test.
-#   1. release build (GCC, Release, warnings are errors: SCANGATE_WERROR=ON) of everything; ctest runs unit,
-#      storage and integration tests (the integration tests start their own throwaway PostgreSQL clusters)
-#   2. the run command from a fresh mode-700 clone of HEAD (tests/scripts/run_test.sh)
+#   1. release build (GCC, Release, warnings are errors: SCANGATE_WERROR=ON) of everything but benchmarks, through
+#      ccache; ctest runs unit, storage and integration tests (the integration tests start their own throwaway
+#      PostgreSQL clusters)
+#   2. the run command from a fresh mode-700 clone of HEAD (tests/scripts/run_test.sh); its build of the product
+#      finds the release build's units in ccache
 #   3. ThreadSanitizer build (clang) of core/, storage/ and server/; the filter, store and service concurrency tests
-#   4. AddressSanitizer + UndefinedBehaviorSanitizer build (clang) of everything but benchmarks, with clang's
+#   4. AddressSanitizer + UndefinedBehaviorSanitizer build (clang) of everything, benchmarks included, with clang's
 #      thread-safety analysis (SCANGATE_THREAD_SAFETY: -Wthread-safety -Werror: a guarded member touched without
 #      its lock fails the build); the whole ctest suite (unit, storage, integration, hardening) against the
 #      sanitized scangate binary, but for the scripts of label `deploy` (they run no sanitized code)
@@ -45,12 +47,28 @@ step_begin "packages (scripts/deps.sh build test)"
 bash scripts/deps.sh build test
 step_end
 
+# ccache (scripts/deps.sh test) for the release build and the run command's fresh clone (step 2), which compiles
+# the product again with the same compiler and flags but -Werror (scripts/run.sh does not make warnings errors):
+# ccache leaves -Werror out of the hash (CCACHE_IGNOREOPTIONS), and CCACHE_BASEDIR makes the paths relative to
+# each build folder, so the clone (tests/scripts/run_test.sh clones under build/) finds what the release build
+# compiled. The cache is emptied at every start: a result never comes from an earlier run (a unit cached by a
+# build without -Werror could otherwise hide a warning from a later one with it). The sanitizer trees do not use
+# it: nothing compiles their units twice.
+release_launcher=()
+if command -v ccache >/dev/null; then
+  export CCACHE_DIR=$PWD/build/ccache CCACHE_BASEDIR=$PWD CCACHE_IGNOREOPTIONS='-Werror -Wno-error=*' \
+    CCACHE_MAXSIZE=4G CCACHE_NOHASHDIR=1
+  rm -rf "$CCACHE_DIR"
+  release_launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+
 step_begin "release build"
 # Release (-O3): the build type users and bench/run.sh build, and the one whose optimiser finds the most
-# warnings (tests/ at SCANGATE_TEST_OPT, -O1: CMakeLists.txt); the sanitizer builds below are clang at -O1. Tests and benchmarks on explicitly: scripts/run.sh
-# may have configured build/release without them.
+# warnings (tests/ at SCANGATE_TEST_OPT, -O1: CMakeLists.txt); the sanitizer builds below are clang at -O1. Tests
+# on explicitly (scripts/run.sh may have configured build/release without them); the benchmarks are compiled in
+# the ASan+UBSan tree (step 4), so a bench/run.sh that configured them here is undone (it configures them again).
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DSCANGATE_WERROR=ON -DSCANGATE_TESTS=ON \
-  -DSCANGATE_BENCH=ON >/dev/null
+  -DSCANGATE_BENCH=OFF "${release_launcher[@]}" >/dev/null
 cmake --build build/release -j "$jobs"
 step_end
 step_begin "release tests"
@@ -59,7 +77,12 @@ step_end
 
 if [[ ${SCANGATE_SKIP_RUN:-0} != 1 ]]; then
   step_begin "run command from a fresh clone"
-  bash tests/scripts/run_test.sh
+  if ((${#release_launcher[@]})); then
+    CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache bash tests/scripts/run_test.sh
+    ccache --show-stats | grep -E '^(Cacheable calls|  Hits|  Misses)' || true
+  else
+    bash tests/scripts/run_test.sh
+  fi
   step_end
 fi
 
@@ -122,7 +145,7 @@ if [[ ${SCANGATE_SKIP_ASAN:-0} != 1 ]]; then
   # ABSL_GUARDED_BY member sits on a core/mutex.h Mutex, so touching one without its lock held fails this build.
   CC=clang CXX=clang++ cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$san_opt" -DSCANGATE_SANITIZE=address -DSCANGATE_THREAD_SAFETY=ON \
-    -DSCANGATE_BENCH=OFF -DSCANGATE_DEPLOY_TESTS=OFF -DSCANGATE_WERROR=ON >/dev/null
+    -DSCANGATE_BENCH=ON -DSCANGATE_DEPLOY_TESTS=OFF -DSCANGATE_WERROR=ON >/dev/null
   cmake --build build/asan -j "$jobs"
   step_end
   step_begin "ASan+UBSan tests"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tests the README's run command (scripts/run.sh, scripts/data.sh) the way a user meets it: git-clones HEAD of
-# this checkout into a fresh mode-700 temporary folder, runs `scripts/run.sh --port <free port>` there in the
-# background (its own build of the scangate target; its own PostgreSQL, on a free port, in the clone's data
+# this checkout into a fresh mode-700 temporary folder (under build/), runs `scripts/run.sh --port <free port>`
+# there in the background (its own build of the scangate target; its own PostgreSQL, on a free port, in the clone's data
 # folder), waits for /readyz 200, observes one key (201 new) and again (200 duplicate), checks that
 # --version names HEAD, stops scangate with SIGTERM (exit 0); checks that another cluster on the same port is
 # refused with a message naming this clone; runs the command a second time, which must reuse the cluster (the
@@ -9,7 +9,7 @@
 #   tests/scripts/run_test.sh      scripts/test.sh runs it; SCANGATE_RUN_TEST_TIMEOUT (default 900 s) bounds
 #                                  the wait for each /readyz (the first includes the clone's build)
 # It tests HEAD, not uncommitted changes. SCANGATE_* variables of the caller (a database URL, a data folder,
-# a port) are not passed on; SCANGATE_JOBS and CMAKE_CXX_COMPILER_LAUNCHER are.
+# a port) are not passed on; SCANGATE_JOBS, CMAKE_CXX_COMPILER_LAUNCHER and CCACHE_* are.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 limit=${SCANGATE_RUN_TEST_TIMEOUT:-900}
@@ -18,7 +18,11 @@ step_start=$SECONDS
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 log() { echo "run_test: [$((SECONDS - step_start)) s] $*"; }
 
-tmp=$(mktemp -d)  # mode 700, like a clone in root's home or CI's checkout
+# Mode 700, like a clone in root's home or CI's checkout; inside this checkout's build/ (ignored by git), so that
+# the clone's build and the release build share one ccache base folder (scripts/test.sh: CCACHE_BASEDIR is the
+# checkout) and the clone's units are found in the cache.
+mkdir -p "$root/build"
+tmp=$(mktemp -d -p "$root/build" run-test.XXXXXX)
 clone=$tmp/scangate
 pid=""
 cleanup() {
