@@ -14,7 +14,7 @@ ARG REVISION
 RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       build-essential cmake ninja-build pkg-config file libboost1.81-dev libboost-json1.81-dev \
       libboost-program-options1.81-dev libpqxx-dev libpq-dev libssl-dev libabsl-dev libgtest-dev \
-      libgmock-dev libjs-dygraphs libsystemd-dev && rm -rf /var/lib/apt/lists/*
+      libgmock-dev libjs-dygraphs libsystemd-dev libicu-dev && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
 # The binary only (tests are configured, not built); cpack's install step builds nothing else.

@@ -182,7 +182,7 @@ case "$cmd" in
       [[ -x $SCANGATE_BIN ]] || die "no scangate binary at $SCANGATE_BIN (build it, or set SCANGATE_BIN)"
       for ((i = 0; i < instances; i++)); do
         spawn "scangate-$i" "$SCANGATE_BIN" --listen=127.0.0.1 --port=$((SG_PORT0 + i)) --threads=2 \
-          --ack=commit --database-url="$(url)"
+          --ack=commit --database-url="$(url)" --proxy-protocol-from=127.0.0.2
       done
       for ((i = 0; i < instances; i++)); do
         wait_for 60 "scangate-$i ready" curl -sf --max-time 1 "http://127.0.0.1:$((SG_PORT0 + i))/readyz"

@@ -18,6 +18,7 @@ BUILD_PACKAGES=(
   libjs-dygraphs   # charting library inlined into GET /dashboard at build time (server/metrics/dashboard/)
   postgresql-15 postgresql-client-15   # scripts/run.sh's own cluster (scripts/data.sh, scripts/pg.sh)
   libsystemd-dev     # sd_notify(3) for the Type=notify unit (server/systemd_notify.h)
+  libicu-dev         # the NFC check of raw keys (server/http/unicode_nfc.h)
 )
 
 # test: what scripts/test.sh needs on top of build. One package per line: add new ones here.

@@ -137,6 +137,9 @@ po::options_description Options() {
       ("max-connections-per-address", n(d.max_connections_per_address),
        "open connections one client address (IPv6: its /64) may hold on the main port; more are closed at "
        "accept; 0 = no limit")
+      ("max-body-bytes-in-flight", n(d.max_body_bytes_in_flight),
+       "request body bytes held at once by all connections; a body that does not fit gets 503 unread (batches "
+       "hold at most half); 0 = no limit")
       ("admin-listen", s(d.admin_listen), "ADDR:PORT of a separate plain-HTTP listener for /healthz, /readyz, "
                                           "/metrics, /stats, /dashboard (then 404 on the main port; /observe* not "
                                           "served there)");
@@ -212,6 +215,10 @@ po::options_description Options() {
       ("allowed-hosts", s(""), "comma-separated Host header values this service answers to (e.g. "
                                "pos-gw.shop.lan,10.0.0.5:8080); a request naming another Host gets 421 (DNS "
                                "rebinding); set, a page of scangate's own origin may call it; default: any Host")
+      ("proxy-protocol-from", s(""), "comma-separated addresses or CIDR networks (e.g. 127.0.0.1,10.0.0.0/24) of "
+                                     "load balancers that open each connection with a PROXY protocol v2 header "
+                                     "(HAProxy send-proxy-v2): limits then see the client's address; a connection "
+                                     "from them without one is closed")
       ("insecure", po::value<std::string>()->default_value("off")->implicit_value("on"),
        "on|off; on = serve a non-loopback --listen without --tokens-file and --digest-secret-file (anyone who "
        "reaches the port may record and look up keys; unkeyed digests of short keys can be brute-forced)")
@@ -330,6 +337,8 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   c.port_file = str("port-file");
   c.max_connections_per_address = ParseUnsigned<std::uint32_t>(str("max-connections-per-address"),
                                                                "max-connections-per-address", 0, 1'000'000);
+  c.max_body_bytes_in_flight = ParseUnsigned<std::uint64_t>(str("max-body-bytes-in-flight"), "max-body-bytes-in-flight",
+                                                            0, std::uint64_t{1} << 40);
   c.threads = ParseUnsigned<unsigned>(str("threads"), "threads", 0, kMaxThreads);
   if (c.threads == 0) c.threads = std::max(1u, std::thread::hardware_concurrency());
   c.database_url = str("database-url");
@@ -410,6 +419,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   if (c.admin_split()) ParseAdminListen(c);
   c.cors_origins = ParseCorsOrigins(str("cors-origins"));
   c.allowed_hosts = ParseAllowedHosts(str("allowed-hosts"));
+  c.proxy_protocol_from = ParseProxyProtocolFrom(str("proxy-protocol-from"));
   c.insecure = ParseOnOff(str("insecure"), "insecure");
   ResolveListen(c);
   // Checked last, so a placeholder URL does not hide the other options' errors.

@@ -43,6 +43,10 @@ struct Config {
   // listener; more are closed at accept. 0 = no limit. 1024 covers a proxy in front (HAProxy's maxconn 256
   // per server) and wrk's 256 connections from one host with room to spare.
   std::uint32_t max_connections_per_address = 1024;
+  // --max-body-bytes-in-flight: request body bytes held at once by all connections (server/http/body_budget.h);
+  // a body that does not fit gets 503 unread, batches hold at most half. 0 = no limit. 64 MiB: 4 096 bodies at
+  // /observe's 16 KiB limit (a real one is ~60 bytes: a million), or 32 full batches beside them.
+  std::uint64_t max_body_bytes_in_flight = 64ull * 1024 * 1024;
   std::string port_file;                   // written once listening: "<port>\n"
   unsigned threads = 0;                    // resolved: never 0 after ParseConfig
   std::string database_url;
@@ -111,6 +115,9 @@ struct Config {
   // any. Set, a request whose Host names another gets 421 host-not-allowed (DNS rebinding), and an Origin of
   // scangate's own is trusted for any listed host; empty, only an address literal or localhost is.
   std::vector<std::string> allowed_hosts;
+  // --proxy-protocol-from: addresses or CIDR networks of load balancers that open every connection with a PROXY
+  // protocol v2 header (HAProxy send-proxy-v2; server/http/proxy_protocol.h). Empty = none.
+  std::vector<std::string> proxy_protocol_from;
   // Durable fast path (ack=filter): filter negatives are journalled + fdatasync'ed before "new" (README).
   bool journal = true;                     // --journal on|off; off = in-memory write-behind (loses on a crash)
   // --journal-dir. Empty default: $STATE_DIRECTORY/journal when systemd sets STATE_DIRECTORY (the unit's
@@ -161,6 +168,8 @@ void ParseAccess(const std::string& tokens_file, std::string_view rate_limit, st
 // --cors-origins and --allowed-hosts: their lists, lower-cased and checked (server/config_access.cc).
 std::vector<std::string> ParseCorsOrigins(const std::string& list);
 std::vector<std::string> ParseAllowedHosts(const std::string& list);
+// --proxy-protocol-from: its addresses and CIDR networks, checked (server/config_access.cc).
+std::vector<std::string> ParseProxyProtocolFrom(const std::string& list);
 // Protected mode: resolves c.listen ("auto") and c.protected_mode from the tokens file, the digest secret and
 // --insecure, or throws ConfigError for a non-loopback address without them (server/config_access.cc).
 void ResolveListen(Config& c);

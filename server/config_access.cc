@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cctype>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,6 +12,7 @@
 #include <boost/asio/ip/address.hpp>
 
 #include "server/config.h"
+#include "server/http/proxy_protocol.h"
 #include "server/http/token_store.h"
 
 namespace scangate::server {
@@ -101,6 +103,17 @@ std::vector<std::string> ParseAllowedHosts(const std::string& list) {
   return out;
 }
 
+// --proxy-protocol-from: each entry an IP address or a CIDR network (checked here: the server parses it again).
+std::vector<std::string> ParseProxyProtocolFrom(const std::string& list) {
+  std::vector<std::string> out = LowerCaseList(list);
+  try {
+    ParseProxySources(out);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(std::string("--proxy-protocol-from: expected IP addresses or CIDR networks of load balancers "
+                                  "(e.g. 127.0.0.1,10.0.0.0/24): ") + e.what());
+  }
+  return out;
+}
 
 // Protected mode. Without both access control (--tokens-file) and keyed digests (--digest-secret-file) anyone
 // who reaches the port may record keys, read /lookup, /stats and /metrics, and brute-force short keys from

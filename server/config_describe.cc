@@ -54,8 +54,10 @@ boost::json::object Describe(const Config& c) {
   o["cors_origins"] = boost::json::array(c.cors_origins.begin(), c.cors_origins.end());
   o["insecure"] = c.insecure;
   o["max_connections_per_address"] = c.max_connections_per_address;
+  o["max_body_bytes_in_flight"] = c.max_body_bytes_in_flight;
   o["protected_mode"] = c.protected_mode;
   o["allowed_hosts"] = boost::json::array(c.allowed_hosts.begin(), c.allowed_hosts.end());
+  o["proxy_protocol_from"] = boost::json::array(c.proxy_protocol_from.begin(), c.proxy_protocol_from.end());
   o["journal"] = c.ack == AckMode::kFilter ? (c.journal ? "on" : "off") : "unused";
   o["journal_dir"] = c.journal_dir;
   o["journal_max_bytes"] = c.journal_max_bytes;

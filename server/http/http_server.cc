@@ -47,24 +47,30 @@ void OnAccept(HttpServer::Worker& w, tcp::acceptor& acceptor, Listener listener,
   const bool room = listener == Listener::kAdmin ? admin < kMaxAdminConnections
                                                  : w.shared.sessions.load(std::memory_order_relaxed) - admin <
                                                        kMaxConnections;
-  // --max-connections-per-address (main listener): a client past its share is closed at once, unread.
+  // --max-connections-per-address (main listener): a client past its share is closed at once, unread. A peer
+  // in --proxy-protocol-from is a load balancer: the slot is its client's, taken once the PROXY header names it
+  // (server/http/session.cc).
   bool address_slot = false;
+  bool proxied = false;
   if (room && listener == Listener::kMain) {
     boost::system::error_code ec;
     const auto peer = socket.remote_endpoint(ec);
     if (!ec) {
-      std::array<char, 17> buf{};
-      address_slot = w.shared.per_address.Acquire(AddressKey(peer.address(), buf));
-      if (!address_slot) {
-        DoAccept(w, acceptor, listener);
-        return;  // the socket closes as it goes out of scope
+      proxied = !w.shared.proxy_sources.empty() && w.shared.proxy_sources.Contains(peer.address());
+      if (!proxied) {
+        std::array<char, 17> buf{};
+        address_slot = w.shared.per_address.Acquire(AddressKey(peer.address(), buf));
+        if (!address_slot) {
+          DoAccept(w, acceptor, listener);
+          return;  // the socket closes as it goes out of scope
+        }
       }
     }
   }
   if (room) {
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);  // responses are small; do not wait for Nagle
-    StartSession(w, listener, std::move(socket), address_slot);
+    StartSession(w, listener, std::move(socket), address_slot, proxied);
   }
   DoAccept(w, acceptor, listener);
 }

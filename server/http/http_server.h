@@ -32,6 +32,12 @@ namespace scangate::server {
 // Timeouts and connection limits (the HTTP contract in openapi.yaml).
 inline constexpr auto kHeaderReadTimeout = std::chrono::seconds(10);  // first byte .. end of header
 inline constexpr auto kBodyReadTimeout = std::chrono::seconds(30);    // end of header .. end of body
+// A body's minimum rate (like Apache's mod_reqtimeout MinRate): its bytes must start within kBodyGrace of the
+// header and then keep kMinBodyBytesPerSecond on average (the deadline is the header's end + kBodyGrace + the
+// bytes received so far / the rate, never past kBodyReadTimeout). A trickle (1 byte/s) is closed after ~5 s
+// instead of holding its connection and body bytes for 30 s; a 1 MiB batch at LAN or 4G speed is unaffected.
+inline constexpr auto kBodyGrace = std::chrono::seconds(5);
+inline constexpr std::size_t kMinBodyBytesPerSecond = 16 * 1024;
 inline constexpr auto kIdleTimeout = std::chrono::seconds(60);        // keep-alive wait for the next request
 inline constexpr auto kWriteTimeout = std::chrono::seconds(30);       // one response write
 inline constexpr auto kHandshakeTimeout = std::chrono::seconds(10);   // TLS: accept .. handshake done

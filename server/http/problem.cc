@@ -119,6 +119,10 @@ Problem Problem::MalformedForm(std::string detail) {
 Problem Problem::Unavailable(std::string detail) {
   return Make(503, "unavailable", "Service unavailable", std::move(detail));
 }
+Problem Problem::BodyBudgetSpent() {
+  return Unavailable("the server holds its limit of request bodies in flight (--max-body-bytes-in-flight); "
+                     "this body was not read: retry after the Retry-After delay");
+}
 Problem Problem::OutcomeUnknown(std::string detail) {
   return Make(503, "outcome-unknown", "Outcome unknown", std::move(detail));
 }

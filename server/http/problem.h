@@ -47,6 +47,8 @@ struct Problem {
   static Problem AuthFailuresLimited(unsigned retry_after_seconds);
   static Problem NotRecorded();                           // 404 not-recorded (POST /lookup)
   static Problem Unavailable(std::string detail);
+  // 503 unavailable: --max-body-bytes-in-flight is held by other requests' bodies (this one was not read).
+  static Problem BodyBudgetSpent();
   // 503 outcome-unknown (+ Retry-After like unavailable): the attempt MAY have recorded the key (in-doubt
   // COMMIT, or the request deadline passed while its transaction was in flight).
   static Problem OutcomeUnknown(std::string detail);

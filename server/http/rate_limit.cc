@@ -19,6 +19,14 @@ struct Bucket {
   RateLimiter::Clock::time_point last{};
 };
 
+// Adds what the time since the bucket's last use refilled, up to `burst` (an earlier `now` adds nothing).
+void Refill(Bucket& b, RateLimiter::Clock::time_point now, double rate, double burst) {
+  if (now > b.last) {
+    b.tokens = std::min(burst, b.tokens + std::chrono::duration<double>(now - b.last).count() * rate);
+    b.last = now;
+  }
+}
+
 }  // namespace
 
 // One shard on its own cache lines: keys of different shards never contend.
@@ -90,10 +98,7 @@ RateLimiter::Decision RateLimiter::Acquire(std::string_view key, KeyKind kind, C
     it = s.buckets.emplace(std::string(key), Bucket{burst_, now}).first;
   }
   Bucket& b = it->second;
-  if (now > b.last) {
-    b.tokens = std::min(burst_, b.tokens + std::chrono::duration<double>(now - b.last).count() * rate_);
-    b.last = now;
-  }
+  Refill(b, now, rate_, burst_);
   if (b.tokens >= 1) {
     b.tokens -= 1;
     return {};
@@ -111,6 +116,18 @@ RateLimiter::Decision RateLimiter::Acquire(std::string_view key, KeyKind kind, C
     limited_other_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a counter, see the header
   }
   return {false, std::chrono::seconds(retry)};
+}
+
+void RateLimiter::Charge(std::string_view key, double extra, Clock::time_point now) {
+  if (!(extra > 0)) return;
+  Shard& s = ShardOf(key);
+  const absl::string_view akey(key.data(), key.size());
+  MutexLock lock(&s.mu);
+  const auto it = s.buckets.find(akey);
+  if (it == s.buckets.end()) return;
+  Bucket& b = it->second;
+  Refill(b, now, rate_, burst_);
+  b.tokens -= extra;
 }
 
 RateLimiter::Decision RateLimiter::Peek(std::string_view key, Clock::time_point now) const {

@@ -63,6 +63,12 @@ class RateLimiter {
   // Takes one token from `key`'s bucket at time `now` (monotonic; an earlier `now` than the bucket's last
   // adds nothing). Safe to call concurrently; locks only the key's shard.
   Decision Acquire(std::string_view key, KeyKind kind, Clock::time_point now);
+  // Takes `extra` more tokens from `key`'s bucket at `now`, for work an Acquire already admitted (a batch of
+  // 1 + extra keys: admitted before its body was read, charged once its keys are counted). Never refuses: the
+  // bucket may fall below zero, so that the key's next requests wait until it has paid (a batch larger than the
+  // burst still passes, and costs its keys). A key not held (evicted meanwhile) is not charged. Safe to call
+  // concurrently; locks only the key's shard.
+  void Charge(std::string_view key, double extra, Clock::time_point now);
   // What Acquire would decide for `key` at `now`, without taking a token (a key never seen is allowed). Safe to
   // call concurrently; locks only the key's shard.
   Decision Peek(std::string_view key, Clock::time_point now) const;

@@ -13,6 +13,7 @@
 
 #include "core/utf8.h"
 #include "server/http/json_members.h"
+#include "server/http/unicode_nfc.h"
 
 namespace scangate::server {
 namespace json = boost::json;
@@ -114,6 +115,10 @@ std::optional<Problem> ValidateKey(std::string_view key, const std::string& wher
   }
   if (key.find('\0') != std::string_view::npos) {
     return Problem::InvalidKey(where + "\"key\" must not contain NUL (U+0000)");
+  }
+  if (!IsNfc(key)) {
+    return Problem::InvalidKey(where + "\"key\" must be in Unicode normalization form C (NFC): the same text in "
+                               "another form would be another key");
   }
   return std::nullopt;
 }

@@ -111,6 +111,9 @@ std::size_t Router::ReloadTokens() { return tokens_.Reload(); }
 
 MetricsSnapshot Router::Snapshot() const {
   MetricsSnapshot s = service_.Snapshot();
+  s.body_bytes_in_flight = body_budget_.in_flight();
+  s.body_bytes_limit = body_budget_.limit();
+  s.body_budget_refused = body_budget_.refused();
   if (limiter_) {
     s.rate_limit = limiter_->Stats();
     s.rate_limit_per_second = config_.rate_limit;
@@ -221,6 +224,17 @@ Router::Admission Router::Admit(const Header& h, Listener listener, bool tls, co
       return ad;
     }
     if (IsClientRoute(ad.route)) ad.answer = CheckCaller(h, ad.route, has_body, peer, ad.terminal);
+    // Admitted with a body: its bytes come out of the global budget before any is read (the declared length,
+    // or the route's limit for a chunked body); none left: 503 and close, the body unread.
+    if (!ad.answer && has_body) {
+      std::size_t want = ad.body_limit;
+      if (!length.empty()) std::from_chars(length.data(), length.data() + length.size(), want);  // checked above
+      if (body_budget_.Take(want, kMaxObserveBodyBytes)) {
+        ad.body_hold = BodyBudget::Hold(&body_budget_, want);
+      } else {
+        ad.answer = ProblemAnswer(Problem::BodyBudgetSpent(), ad.route, &h, /*close=*/true);
+      }
+    }
   } catch (const std::exception& e) {
     Log(LogLevel::kError, "error", {{"where", "request admission"}, {"what", e.what()}});
     ad.answer = ProblemAnswer(Problem::Internal(), ad.route, nullptr, /*close=*/true);
@@ -308,7 +322,7 @@ Router::Answer Router::AdminAnswer(Route route, const Header& h) {
 }
 
 void Router::Handle(Route route, const Request& req, const net::any_io_executor& ex, ThreadCounters& counters,
-                    Respond done, const Terminal* terminal) {
+                    Respond done, const Terminal* terminal, const net::ip::address& peer) {
   // `done` is shared so that an exception after a completion was handed to the Service cannot answer twice.
   // Flag and callback share one allocation, and `once` (one pointer) fits std::function's inline storage,
   // so copies of it (HandleObserve's completion) allocate nothing (issue 8: CPU per request).
@@ -330,7 +344,7 @@ void Router::Handle(Route route, const Request& req, const net::any_io_executor&
     if (auto p = CheckContentType(req[http::field::content_type])) return once(ProblemAnswer(*p, route, &req));
     switch (route) {
       case Route::kObserve: return HandleObserve(req, ex, counters, once, terminal);
-      case Route::kObserveBatch: return HandleBatch(req, ex, counters, once, terminal);
+      case Route::kObserveBatch: return HandleBatch(req, ex, counters, once, terminal, peer);
       case Route::kLookup: return HandleLookup(req, ex, once, terminal);
       default: return once(ProblemAnswer(Problem::NotFound(req.target()), Route::kNotFound, &req));
     }
@@ -361,11 +375,19 @@ void Router::HandleObserve(const Request& req, const net::any_io_executor& ex, T
 }
 
 void Router::HandleBatch(const Request& req, const net::any_io_executor& ex, ThreadCounters& counters,
-                         const Respond& done, const Terminal* terminal) {
+                         const Respond& done, const Terminal* terminal, const net::ip::address& peer) {
   auto parsed = ParseBatch(req.body());
   if (auto* p = std::get_if<Problem>(&parsed)) return done(ProblemAnswer(*p, Route::kObserveBatch, &req));
+  const std::size_t keys = std::get<BatchRequest>(parsed).entries.size();
   for (Observation& o : std::get<BatchRequest>(parsed).entries) {  // one foreign source refuses the whole batch
     if (auto p = BindSource(o, terminal)) return done(ProblemAnswer(*p, Route::kObserveBatch, &req));
+  }
+  if (limiter_ && keys > 1) {
+    // A batch counts its keys: the header's check (CheckCaller, same bucket) took one token before the body was
+    // read; the others are charged now, into debt if need be, so the caller's next requests wait until paid.
+    std::array<char, 17> address_buf{};
+    const std::string_view bucket = terminal ? std::string_view(terminal->id) : AddressKey(peer, address_buf);
+    limiter_->Charge(bucket, static_cast<double>(keys - 1), std::chrono::steady_clock::now());
   }
   auto header = CorsHeader(req);
   service_.ObserveBatch(std::get<BatchRequest>(parsed), ex, counters,

@@ -23,6 +23,7 @@
 #include <boost/beast/http/string_body.hpp>
 
 #include "server/http/auth.h"
+#include "server/http/body_budget.h"
 #include "server/http/origin.h"
 #include "server/http/rate_limit.h"
 #include "server/http/token_store.h"
@@ -70,6 +71,9 @@ class Router {
     // Tokens on: the caller's terminal (it keeps the TokenVerifier snapshot it came from alive). Pass it to
     // Handle; null with tokens off.
     std::shared_ptr<const Terminal> terminal;
+    // The body's bytes in --max-body-bytes-in-flight (server/http/body_budget.h): keep it until the response is
+    // written, then release it (destroying it releases too).
+    BodyBudget::Hold body_hold;
   };
 
   // All references must outlive the Router. `lookups` may be null: POST /lookup then answers 503.
@@ -84,9 +88,10 @@ class Router {
   // The whole request, `route` from Admit. `done` runs exactly once on `ex` (inline or later). Call on the
   // thread that owns `ex` and `counters`.
   // `terminal`: Admission::terminal (tokens on: the recorded source is its id; a body source naming
-  // another terminal is 403 source-not-allowed).
+  // another terminal is 403 source-not-allowed). `peer`: Admit's (with tokens off, the rate limit's key: a
+  // batch is charged its other keys there).
   void Handle(Route route, const Request& req, const boost::asio::any_io_executor& ex, ThreadCounters& counters,
-              Respond done, const Terminal* terminal = nullptr);
+              Respond done, const Terminal* terminal = nullptr, const boost::asio::ip::address& peer = {});
 
   // Rereads --tokens-file (SIGHUP) and swaps the new tokens in; a file that fails to read or parse keeps the
   // old tokens and throws std::runtime_error (the message names the file and line, never a token or hash).
@@ -110,7 +115,7 @@ class Router {
   void HandleObserve(const Request& req, const boost::asio::any_io_executor& ex, ThreadCounters& counters,
                      const Respond& done, const Terminal* terminal);
   void HandleBatch(const Request& req, const boost::asio::any_io_executor& ex, ThreadCounters& counters,
-                   const Respond& done, const Terminal* terminal);
+                   const Respond& done, const Terminal* terminal, const boost::asio::ip::address& peer);
   // The Service's metrics plus the rate limiter's.
   MetricsSnapshot Snapshot() const;
   // Token check (401), the token's routes (403) and the rate limit (429): the refusal, or nothing.
@@ -128,6 +133,8 @@ class Router {
   // kAuthFailuresPerSecond; past it 429 before any token is verified.
   // mutable: internally synchronised (sharded locks); Admit is const.
   mutable RateLimiter auth_failures_{kAuthFailuresPerSecond, kAuthFailureBurst};
+  // Request bodies in flight (--max-body-bytes-in-flight), taken by Admit. mutable: lock-free, Admit is const.
+  mutable BodyBudget body_budget_{static_cast<std::size_t>(config_.max_body_bytes_in_flight)};
   std::vector<std::string> cors_origins_;  // normalized
 };
 

@@ -10,9 +10,11 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <variant>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/bind_handler.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -24,6 +26,7 @@
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
+#include "server/http/proxy_protocol.h"
 #include "server/http/rate_limit.h"
 #include "server/http/request.h"
 #include "server/http/sweeper.h"
@@ -95,8 +98,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   static constexpr bool kTls = !std::is_same_v<Stream, PlainStream>;
 
   template <typename... StreamArgs>
-  Session(HttpServer::Worker& w, Listener listener, bool address_slot, StreamArgs&&... stream_args)
-      : stream_(std::forward<StreamArgs>(stream_args)...), w_(w), listener_(listener) {
+  Session(HttpServer::Worker& w, Listener listener, bool address_slot, bool proxied, StreamArgs&&... stream_args)
+      : stream_(std::forward<StreamArgs>(stream_args)...), w_(w), listener_(listener), proxied_(proxied) {
     beast::error_code ec;  // a peer already gone: the unspecified address (its request will fail anyway)
     const auto peer = Lowest().socket().remote_endpoint(ec);
     if (!ec) peer_ = peer.address();
@@ -116,14 +119,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 
   // Called on the worker's thread.
   void Run() {
-    if constexpr (kTls) {
-      phase_ = Phase::kHandshake;
-      SetDeadline(kHandshakeTimeout);
-      stream_.async_handshake(net::ssl::stream_base::server,
-                              beast::bind_front_handler(&Session::OnHandshake, Self()));
-    } else {
-      WaitForRequest();
-    }
+    if (proxied_) return ReadProxyHeader();
+    Begin();
   }
 
   // Shutdown: a connection waiting for (or reading the header of) its next request is closed now; one in
@@ -133,9 +130,9 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     if (phase_ == Phase::kWaiting || phase_ == Phase::kHandshake) Lowest().close();
   }
 
-  // The sweeper, on the worker's thread: a timeout (header 10 s, body 30 s, idle 60 s, write 30 s, TLS
-  // handshake 10 s, linger 2 s) drops the connection without a response; its pending operation completes
-  // with operation_aborted, which every handler takes as the end of the session, silently.
+  // The sweeper, on the worker's thread: a timeout (header 10 s, body 5 s + its minimum rate up to 30 s, idle
+  // 60 s, write 30 s, TLS handshake 10 s, linger 2 s) drops the connection without a response; its pending
+  // operation completes with operation_aborted, which every handler takes as the end of the session, silently.
   void CloseIfExpired(std::chrono::steady_clock::time_point now) override {
     if (now < deadline_) return;
     deadline_ = kNoDeadline;
@@ -151,6 +148,54 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   PlainStream& Lowest() { return beast::get_lowest_layer(stream_); }
   // The current phase must end within `timeout` (see kSweepInterval).
   void SetDeadline(std::chrono::steady_clock::duration timeout) { deadline_ = w_.now + timeout + kSweepInterval; }
+
+  // The TLS handshake (HTTPS) or the first request, once the PROXY header (if any) is read.
+  void Begin() {
+    if constexpr (kTls) {
+      phase_ = Phase::kHandshake;
+      SetDeadline(kHandshakeTimeout);
+      stream_.async_handshake(net::ssl::stream_base::server,
+                              beast::bind_front_handler(&Session::OnHandshake, Self()));
+    } else {
+      WaitForRequest();
+    }
+  }
+
+  // A peer in --proxy-protocol-from (server/http/proxy_protocol.h) must open with a PROXY v2 header, on the raw
+  // TCP stream (before TLS), within the header timeout; its client address replaces the peer's for every
+  // per-address limit, and the client's --max-connections-per-address slot is taken here (the accept took none
+  // for the proxy). A missing or malformed header closes the connection, unanswered, with one log line.
+  void ReadProxyHeader() {
+    phase_ = Phase::kHandshake;  // closed at once by a shutdown, like a handshake
+    SetDeadline(kHeaderReadTimeout);
+    net::async_read(Lowest(), net::buffer(proxy_header_.data(), kProxyV2FixedBytes),
+                    beast::bind_front_handler(&Session::OnProxyFixed, Self()));
+  }
+
+  void OnProxyFixed(beast::error_code ec, std::size_t) {
+    if (ec) return Fail(ec, "read PROXY header");
+    const auto rest = ProxyV2Length(std::string_view(proxy_header_.data(), kProxyV2FixedBytes));
+    if (const auto* e = std::get_if<std::string>(&rest)) return RefuseProxy(*e);
+    proxy_header_bytes_ = kProxyV2FixedBytes + std::get<std::size_t>(rest);
+    net::async_read(Lowest(), net::buffer(proxy_header_.data() + kProxyV2FixedBytes, std::get<std::size_t>(rest)),
+                    beast::bind_front_handler(&Session::OnProxyRest, Self()));
+  }
+
+  void OnProxyRest(beast::error_code ec, std::size_t) {
+    if (ec) return Fail(ec, "read PROXY header");
+    const auto client = ParseProxyV2(std::string_view(proxy_header_.data(), proxy_header_bytes_));
+    if (const auto* e = std::get_if<std::string>(&client)) return RefuseProxy(*e);
+    if (const auto& address = std::get<std::optional<net::ip::address>>(client)) peer_ = *address;
+    const std::string_view key = AddressKey(peer_, address_buf_);
+    if (!w_.shared.per_address.Acquire(key)) return Lowest().close();  // the client is past its share
+    address_key_ = key;
+    Begin();
+  }
+
+  void RefuseProxy(const std::string& why) {
+    Log(LogLevel::kWarn, "proxy_protocol_refused", {{"reason", why}});
+    Lowest().close();
+  }
 
   // A failed handshake (plain HTTP or an old TLS version on the TLS port, a scanner, a timeout) just ends
   // the connection: the client gets a TLS alert, the log stays quiet (a client could flood it).
@@ -202,6 +247,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     Router::Admission ad = router().Admit(req.base(), listener_, kTls, peer_);
     route_ = ad.route;
     terminal_ = std::move(ad.terminal);
+    body_hold_ = std::move(ad.body_hold);
     body_limit_ = ad.body_limit;
     if (ad.answer) {
       ad.answer->close = ad.answer->close || !parser_->is_done();
@@ -224,22 +270,36 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     ReadBody();
   }
 
+  // The body, piece by piece, under its minimum rate (kBodyGrace, kMinBodyBytesPerSecond: http_server.h).
   void ReadBody() {
-    SetDeadline(kBodyReadTimeout);
-    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::OnReadBody, Self()));
+    body_start_ = w_.now;
+    body_received_ = 0;
+    SetBodyDeadline();
+    http::async_read_some(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::OnReadBody, Self()));
   }
 
-  void OnReadBody(beast::error_code ec, std::size_t) {
+  void OnReadBody(beast::error_code ec, std::size_t n) {
     if (ec) return OnReadError(ec, "read body");
-    Handle();
+    if (parser_->is_done()) return Handle();
+    body_received_ += n;
+    SetBodyDeadline();
+    http::async_read_some(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::OnReadBody, Self()));
+  }
+
+  // The header's end + kBodyGrace + what the bytes received so far earn at the minimum rate, at most
+  // kBodyReadTimeout (+ the sweeper's interval, as SetDeadline).
+  void SetBodyDeadline() {
+    const auto earned = std::chrono::milliseconds(body_received_ * 1000 / kMinBodyBytesPerSecond);
+    const std::chrono::steady_clock::duration allowed = kBodyGrace + earned;
+    deadline_ = body_start_ + std::min<std::chrono::steady_clock::duration>(allowed, kBodyReadTimeout) + kSweepInterval;
   }
 
   // Read errors, expected endings first.
   void OnReadError(beast::error_code ec, const char* what) {
     // The client closed the connection between requests: the normal end of keep-alive.
     if (ec == http::error::end_of_stream || ec == net::error::eof) return;
-    // A read timeout (header 10 s, body 30 s, idle 60 s: CloseIfExpired) or shutdown closed the connection
-    // (operation_aborted, or any error of an operation that found it closed): no response, no log line.
+    // A read timeout (header 10 s, body: its minimum rate, idle 60 s: CloseIfExpired) or shutdown closed the
+    // connection (operation_aborted, or any error of an operation that found it closed): no response, no log line.
     if (ec == net::error::operation_aborted || !Lowest().socket().is_open()) return;
     if (ec == http::error::header_limit) return ReplyProblem(Problem::HeaderTooLarge());
     if (ec == http::error::body_limit) {
@@ -256,7 +316,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     deadline_ = kNoDeadline;  // the request's own deadline is the router's (--request-timeout)
     // The router answers exactly once, on this session's executor (inline or after the Store/Lookup).
     router().Handle(route_, parser_->get(), stream_.get_executor(), w_.counters,
-                    [self = Self()](Router::Answer a) { self->Send(std::move(a)); }, terminal_.get());
+                    [self = Self()](Router::Answer a) { self->Send(std::move(a)); }, terminal_.get(), peer_);
   }
 
   // A transport-level problem (bad HTTP, 431): the connection closes after it.
@@ -286,9 +346,10 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
            {"status", status},
            {"latency_us", std::chrono::duration_cast<std::chrono::microseconds>(latency).count()}});
     }
+    parser_.reset();       // the request's body, and then its bytes in --max-body-bytes-in-flight
+    body_hold_.Release();
     if (ec) return Fail(ec, "write");
     if (!res_.keep_alive()) return Linger();
-    parser_.reset();
     terminal_.reset();
     res_ = {};
     if (wire_.capacity() > kWireKeepBytes) std::string().swap(wire_);  // a /metrics or /dashboard answer
@@ -326,6 +387,9 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   Stream stream_;
   HttpServer::Worker& w_;
   const Listener listener_;
+  const bool proxied_;  // the peer is in --proxy-protocol-from: a PROXY v2 header comes first
+  std::array<char, kProxyV2FixedBytes + kProxyV2MaxRestBytes> proxy_header_{};
+  std::size_t proxy_header_bytes_ = 0;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> res_;
@@ -333,6 +397,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   Phase phase_ = Phase::kWaiting;
   Route route_ = Route::kNotFound;
   std::shared_ptr<const Terminal> terminal_;  // of the current request (tokens on), from Router::Admit
+  BodyBudget::Hold body_hold_;                // the current body's bytes in the budget, from Router::Admit
   net::ip::address peer_;                     // the client's address (the rate limit's key with tokens off)
   std::array<char, 17> address_buf_{};        // address_key_'s bytes
   std::string_view address_key_;              // the --max-connections-per-address slot held; "" = none
@@ -341,17 +406,19 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   bool keep_alive_ = false;
   bool first_request_ = true;
   std::size_t drained_ = 0;
+  std::chrono::steady_clock::time_point body_start_{};  // ReadBody: the sweeper's clock at the header's end
+  std::uint64_t body_received_ = 0;                     // bytes parsed since (the minimum rate's credit)
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point deadline_ = kNoDeadline;  // CloseIfExpired
 };
 
 }  // namespace
 
-void StartSession(HttpServer::Worker& w, Listener listener, PlainSocket socket, bool address_slot) {
+void StartSession(HttpServer::Worker& w, Listener listener, PlainSocket socket, bool address_slot, bool proxied) {
   if (listener == Listener::kMain && w.shared.tls) {
-    std::make_shared<Session<TlsStream>>(w, listener, address_slot, std::move(socket), *w.shared.tls)->Run();
+    std::make_shared<Session<TlsStream>>(w, listener, address_slot, proxied, std::move(socket), *w.shared.tls)->Run();
   } else {
-    std::make_shared<Session<PlainStream>>(w, listener, address_slot, std::move(socket))->Run();
+    std::make_shared<Session<PlainStream>>(w, listener, address_slot, proxied, std::move(socket))->Run();
   }
 }
 

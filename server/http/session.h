@@ -17,7 +17,8 @@ namespace scangate::server {
 // --tls-cert is set (HttpServer::Shared::tls), plain HTTP otherwise. The session keeps itself alive through
 // its pending operations and ends with the connection.
 // `address_slot`: the accept took one of the client address's --max-connections-per-address slots; the session
-// gives it back when it ends.
-void StartSession(HttpServer::Worker& w, Listener listener, PlainSocket socket, bool address_slot);
+// gives it back when it ends. `proxied`: the peer is in --proxy-protocol-from; the session reads the PROXY v2
+// header first and takes its client's slot then.
+void StartSession(HttpServer::Worker& w, Listener listener, PlainSocket socket, bool address_slot, bool proxied);
 
 }  // namespace scangate::server

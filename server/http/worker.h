@@ -22,6 +22,7 @@
 
 #include "server/http/connection_limit.h"
 #include "server/http/http_server.h"
+#include "server/http/proxy_protocol.h"
 
 namespace scangate::server {
 
@@ -50,6 +51,7 @@ struct HttpServer::Shared {
   std::atomic<std::size_t> admin_sessions{0};  // of them on the admin listener (kMaxAdminConnections)
   std::unique_ptr<boost::asio::ssl::context> tls;  // set by Start() when config.tls(); read-only afterwards
   ConnectionLimiter per_address{config.max_connections_per_address};  // main listener only
+  const ProxySources proxy_sources = ParseProxySources(config.proxy_protocol_from);  // checked by ParseConfig
 };
 
 struct HttpServer::Worker {

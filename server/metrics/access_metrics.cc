@@ -5,6 +5,14 @@
 namespace scangate::server {
 
 void WriteAccessMetrics(PromWriter& w, const MetricsSnapshot& s) {
+  w.Header("scangate_body_bytes_in_flight", "gauge",
+           "Request body bytes held now by all connections (declared sizes, from the header on).");
+  w.Sample("scangate_body_bytes_in_flight", "", s.body_bytes_in_flight);
+  w.Header("scangate_body_bytes_limit", "gauge", "--max-body-bytes-in-flight (0: no limit).");
+  w.Sample("scangate_body_bytes_limit", "", s.body_bytes_limit);
+  w.Header("scangate_body_budget_refused_total", "counter",
+           "Requests answered 503 before their body was read: --max-body-bytes-in-flight was held by others.");
+  w.Sample("scangate_body_budget_refused_total", "", s.body_budget_refused);
   if (!s.rate_limit) return;
   const RateLimitStats& r = *s.rate_limit;
   w.Header("scangate_rate_limited_total", "counter",
@@ -19,6 +27,9 @@ void WriteAccessMetrics(PromWriter& w, const MetricsSnapshot& s) {
 }
 
 void AddAccessStats(boost::json::object& o, const MetricsSnapshot& s) {
+  o["body_budget"] = boost::json::object{{"in_flight_bytes", s.body_bytes_in_flight},
+                                         {"limit_bytes", s.body_bytes_limit},
+                                         {"refused", s.body_budget_refused}};
   if (!s.rate_limit) return;
   const RateLimitStats& r = *s.rate_limit;
   boost::json::object limited;

@@ -1,7 +1,7 @@
-// Access metrics: what /metrics and /stats say about the per-terminal rate limit (server/http/rate_limit.h) —
-// 429s by terminal and the buckets held. Invariant: the label set is bounded — terminal ids come from the
+// Access metrics: what /metrics and /stats say about the request bodies in flight (server/http/body_budget.h)
+// and the per-terminal rate limit (server/http/rate_limit.h) — 429s by terminal and the buckets held. Invariant: the label set is bounded — terminal ids come from the
 // tokens file (at most kMaxRateLimitLabels, the rest as "(other)"), client addresses are never a label (one
-// "(address)" aggregate). Written only when the limiter runs (MetricsSnapshot::rate_limit set).
+// "(address)" aggregate). The rate limit's are written only when the limiter runs (MetricsSnapshot::rate_limit).
 // Use: from RenderPrometheus / RenderStatsJson (server/metrics/metrics.cc).
 #pragma once
 
@@ -12,9 +12,11 @@
 
 namespace scangate::server {
 
-// Appends scangate_rate_limited_total{terminal}, scangate_rate_limit_buckets and _evictions_total.
+// Appends scangate_body_bytes_in_flight, _limit, scangate_body_budget_refused_total and (limiter on)
+// scangate_rate_limited_total{terminal}, scangate_rate_limit_buckets and _evictions_total.
 void WriteAccessMetrics(PromWriter& w, const MetricsSnapshot& s);
-// Adds "rate_limit": {"per_second", "burst", "buckets", "evictions", "limited": {terminal: n}} to /stats.
+// Adds "body_budget": {"in_flight_bytes", "limit_bytes", "refused"} and (limiter on) "rate_limit":
+// {"per_second", "burst", "buckets", "evictions", "limited": {terminal: n}} to /stats.
 void AddAccessStats(boost::json::object& o, const MetricsSnapshot& s);
 
 }  // namespace scangate::server

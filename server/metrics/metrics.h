@@ -100,6 +100,9 @@ struct MetricsSnapshot {
   // Router, which owns the limiter (server/metrics/access_metrics.h renders it).
   std::optional<RateLimitStats> rate_limit;
   std::uint64_t rate_limit_per_second = 0, rate_limit_burst = 0;
+  // Request bodies in flight (--max-body-bytes-in-flight; server/http/body_budget.h), filled by the Router:
+  // bytes held now, the limit (0 = none) and bodies refused 503 for want of room.
+  std::uint64_t body_bytes_in_flight = 0, body_bytes_limit = 0, body_budget_refused = 0;
 };
 
 // Quantile q (0..1) of a latency histogram (per-bucket counts over kLatencyBuckets, + Inf last), by linear

@@ -282,6 +282,9 @@ bool WaitHaproxyUp(const std::string& backend, int n, std::chrono::seconds timeo
   return false;
 }
 
+// Instances behind deploy/haproxy.cfg: it sends PROXY v2 headers from 127.0.0.2 (SG_PROXY_SOURCE's default).
+constexpr const char* kBehindHaproxy = "--proxy-protocol-from=127.0.0.2";
+
 void StartHaproxy(const std::vector<std::unique_ptr<it::ScangateProcess>>& sg, const std::string& prefix) {
   for (std::size_t i = 0; i < sg.size(); ++i) {
     const std::string var = prefix + std::to_string(i + 1);
@@ -297,7 +300,8 @@ TEST(HaHaproxy, CommitInstanceKilled) {
   ASSERT_EQ(Cluster("wait-sync 180"), "");
   std::vector<std::unique_ptr<it::ScangateProcess>> sg;
   for (int i = 0; i < 3; ++i) {
-    sg.push_back(std::make_unique<it::ScangateProcess>(std::vector<std::string>{"--ack=commit", "--writers=2"}));
+    sg.push_back(
+        std::make_unique<it::ScangateProcess>(std::vector<std::string>{"--ack=commit", "--writers=2", kBehindHaproxy}));
     ASSERT_TRUE(sg.back()->Start());
   }
   StartHaproxy(sg, "SG_COMMIT_");
@@ -451,7 +455,8 @@ TEST(HaHaproxy, FilterKeyAffinity) {
   ASSERT_EQ(Cluster("wait-sync 180"), "");
   std::vector<std::unique_ptr<it::ScangateProcess>> sg;
   for (int i = 0; i < 3; ++i) {
-    sg.push_back(std::make_unique<it::ScangateProcess>(std::vector<std::string>{"--ack=filter", "--writers=2"}));
+    sg.push_back(
+        std::make_unique<it::ScangateProcess>(std::vector<std::string>{"--ack=filter", "--writers=2", kBehindHaproxy}));
     ASSERT_TRUE(sg.back()->Start());
   }
   StartHaproxy(sg, "SG_FILTER_");

@@ -25,7 +25,9 @@ namespace {
 constexpr auto kRequestBound = std::chrono::milliseconds(5000);  // a background request must not hang longer
 constexpr auto kBackgroundPause = std::chrono::milliseconds(20);
 constexpr auto kHeaderTimeoutBound = std::chrono::seconds(15);  // server header-read timeout is 10 s
-constexpr auto kBodyTimeoutBound = std::chrono::seconds(40);    // server body-read timeout is 30 s
+// A body below the server's minimum rate is closed ~5 s after its header (kBodyGrace, then 16 KiB/s on average:
+// server/http/http_server.h), not at the 30 s body timeout (issue 33): 15 s leaves room for a loaded machine.
+constexpr auto kBodyRateBound = std::chrono::seconds(15);
 constexpr auto kGiveUp = std::chrono::seconds(45);              // slow cases stop watching after this
 constexpr std::size_t kIdleTarget = 10'000;
 constexpr std::uint64_t kFdReserve = 256;  // descriptors kept for everything else in this process
@@ -159,7 +161,7 @@ CaseResult Slowloris(std::uint16_t port) {
   return r;
 }
 
-// A body trickled one byte per second against Content-Length 1000: the body-read timeout must close it.
+// A body trickled one byte per second against Content-Length 1000: below the minimum body rate, closed in seconds.
 CaseResult TrickledBody(std::uint16_t port) {
   CaseResult r{"body that never finishes (1 byte/s)", false, ""};
   RawConn c(port);
@@ -177,14 +179,14 @@ CaseResult TrickledBody(std::uint16_t port) {
   c.Pump(milliseconds(100));
   const auto ms = MsSince(start);
   const bool closed = gone || c.closed();
-  r.ok = closed && ms <= duration_cast<milliseconds>(kBodyTimeoutBound).count();
+  r.ok = closed && ms <= duration_cast<milliseconds>(kBodyRateBound).count();
   r.detail = std::string(closed ? "closed" : "NOT closed") + " after " + std::to_string(ms) + " ms (bound " +
-             std::to_string(kBodyTimeoutBound.count()) + " s), " + std::to_string(trickled) +
+             std::to_string(kBodyRateBound.count()) + " s), " + std::to_string(trickled) +
              " body bytes trickled, server sent " + FirstLine(c.received());
   return r;
 }
 
-// Content-Length 100 but only 20 bytes sent, then silence: must time out and close.
+// Content-Length 100 but only 20 bytes sent, then silence: the minimum body rate closes it in seconds.
 CaseResult ContentLengthOverstated(std::uint16_t port) {
   CaseResult r{"Content-Length says 100, 20 bytes sent", false, ""};
   RawConn c(port);
@@ -194,7 +196,7 @@ CaseResult ContentLengthOverstated(std::uint16_t port) {
   const auto ms = MsSince(start);
   const auto resp = ParseResponse(c.received());
   const bool acceptable_response = !resp || (resp->first.status >= 400 && resp->first.status < 500);
-  r.ok = closed && ms <= duration_cast<milliseconds>(kBodyTimeoutBound).count() && acceptable_response;
+  r.ok = closed && ms <= duration_cast<milliseconds>(kBodyRateBound).count() && acceptable_response;
   r.detail = std::string(closed ? "closed" : "NOT closed") + " after " + std::to_string(ms) + " ms, server sent " +
              FirstLine(c.received());
   return r;

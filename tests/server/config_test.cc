@@ -375,12 +375,13 @@ TEST(Config, Help) {
   EXPECT_NE(o.help.find("SCANGATE_"), std::string::npos);
   EXPECT_EQ(o.help.rfind(VersionLine(), 0), 0u) << o.help;
   const std::vector<std::pair<std::string, std::vector<std::string>>> groups = {
-      {"Listening", {"listen", "port", "threads", "port-file", "max-connections-per-address", "admin-listen"}},
+      {"Listening", {"listen", "port", "threads", "port-file", "max-connections-per-address", "max-body-bytes-in-flight",
+                     "admin-listen"}},
       {"PostgreSQL", {"database-url", "writers", "batch-limit", "queue-limit", "queue-wait", "request-timeout"}},
       {"Filter", {"capacity", "fp-target", "window", "retention", "shards", "filter", "recent-keys"}},
       {"Acknowledgement", {"ack", "flush-interval", "journal", "journal-dir", "journal-max-bytes"}},
       {"Security", {"tls-cert", "tls-key", "tokens-file", "rate-limit", "rate-burst", "cors-origins", "allowed-hosts",
-                    "insecure", "digest-secret-file"}},
+                    "proxy-protocol-from", "insecure", "digest-secret-file"}},
       {"Operations", {"access-log", "help", "version"}},
   };
   std::size_t previous = 0;
@@ -462,6 +463,24 @@ TEST(Config, TokensFileTerminals) {
   EXPECT_EQ(err.find(hex.substr(0, 12)), std::string::npos) << err;
   std::remove(path.c_str());
   EXPECT_NE(ParseError({"--database-url", kUrl, "--tokens-file", path}).find("cannot read"), std::string::npos);
+}
+
+// Issue 33: --max-body-bytes-in-flight (64 MiB by default, 0 = no limit), flag or environment, in Describe.
+TEST(Config, MaxBodyBytesInFlight) {
+  EXPECT_EQ(ParseOk({"--database-url", kUrl}).max_body_bytes_in_flight, 64u * 1024 * 1024);
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--max-body-bytes-in-flight=4096"}).max_body_bytes_in_flight, 4096u);
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--max-body-bytes-in-flight=0"}).max_body_bytes_in_flight, 0u);
+  {
+    ScopedEnv env("SCANGATE_MAX_BODY_BYTES_IN_FLIGHT", "1000000");
+    EXPECT_EQ(ParseOk({"--database-url", kUrl}).max_body_bytes_in_flight, 1'000'000u);
+  }
+  const std::string described =
+      boost::json::serialize(Describe(ParseOk({"--database-url", kUrl, "--max-body-bytes-in-flight=8192"})));
+  EXPECT_NE(described.find("\"max_body_bytes_in_flight\":8192"), std::string::npos) << described;
+  EXPECT_NE(ParseError({"--database-url", kUrl, "--max-body-bytes-in-flight", "-1"}).find("--max-body-bytes-in-flight"),
+            std::string::npos);
+  EXPECT_NE(ParseError({"--database-url", kUrl, "--max-body-bytes-in-flight", "64M"}).find("--max-body-bytes-in-flight"),
+            std::string::npos);
 }
 
 // --rate-limit (0 = off) and --rate-burst (default: the rate), from the command line or the environment.

@@ -11,6 +11,10 @@
 #include <utility>
 #include <vector>
 
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <poll.h>
+#include <netinet/in.h>
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -801,6 +805,115 @@ TEST(ServiceConnections, PerAddressCapClosesTheExtraConnection) {
     if (reply.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_EQ(reply.rfind("HTTP/1.1 20", 0), 0u) << "the freed slot was not reusable: " << reply;
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+// Issue 33: --max-body-bytes-in-flight over real sockets. A body that never finishes holds its declared bytes
+// from its header on; a second body that does not fit beside it is answered 503 unavailable (+ Retry-After) and
+// the connection closes, unread; /readyz answers throughout; when the first connection ends, its bytes come
+// back and the same request is recorded.
+TEST(ServiceConnections, BodyBudgetRefusesWhatDoesNotFit) {
+  ScangateProcess server({"--max-body-bytes-in-flight=4096", "--capacity=100000"});
+  ASSERT_TRUE(server.Start());
+  HttpClient probe(server.port());
+  auto in_flight = [&] { return ScrapeMetric(probe, "scangate_body_bytes_in_flight"); };
+  auto slow = std::make_unique<HttpClient>(server.port());
+  slow->SendRaw("POST /observe HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 3000\r\n\r\n"
+                "{\"key\":\"");
+  for (int i = 0; i < 200 && in_flight() != 3000; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(in_flight(), 3000) << "the unfinished body's declared bytes are not held";
+  const std::string key = UniqueKey("budget");
+  const std::string big = "{\"key\":" + JsonString(key) + std::string(2000, ' ') + "}";  // ~2 KiB: 5 KiB > 4 KiB
+  HttpClient c(server.port());
+  HttpResponse r = c.Post("/observe", big);
+  EXPECT_TRUE(IsProblem(r, 503, "unavailable")) << r;
+  EXPECT_EQ(r.header("retry-after"), "1") << r;
+  EXPECT_FALSE(r.keep_alive) << "the refused body was left unread: the connection must close";
+  EXPECT_EQ(probe.Get("/readyz").status, 200);
+  EXPECT_EQ(ScrapeMetric(probe, "scangate_body_budget_refused_total"), 1);
+  slow.reset();  // the unfinished request's connection ends: its bytes come back
+  for (int i = 0; i < 200 && in_flight() != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(in_flight(), 0);
+  c.Reconnect();
+  EXPECT_TRUE(IsNew(c.Post("/observe", big), key));
+  // Given back once the answer's write completes (on the server's thread, a moment after the client read it).
+  for (int i = 0; i < 200 && in_flight() != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(in_flight(), 0) << "an answered request gives its bytes back";
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+// A PROXY protocol v2 header (HAProxy send-proxy-v2) for TCP over IPv4 from `client`, or LOCAL (health check).
+std::string ProxyV2(const std::string& client) {
+  std::string h("\r\n\r\n\0\r\nQUIT\n", 12);
+  if (client.empty()) return h + std::string("\x20\x00\x00\x00", 4);
+  h += std::string("\x21\x11\x00\x0c", 4);
+  unsigned char a[4] = {};
+  EXPECT_EQ(inet_pton(AF_INET, client.c_str(), a), 1) << client;
+  h.append(reinterpret_cast<const char*>(a), sizeof a);
+  return h + std::string("\x7f\x00\x00\x01\xc3\x50\x1f\x90", 8);  // to 127.0.0.1, ports 50000 -> 8080
+}
+
+// RawExchange from another loopback source address (the proxy's, 127.0.0.2: the harness's own probes come from
+// 127.0.0.1), to 127.0.0.1:port: sends `bytes`, reads until the server closes or 3 s pass.
+std::string RawExchangeFrom(const char* source, std::uint16_t port, const std::string& bytes) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "socket() failed";
+  sockaddr_in src{}, dst{};
+  src.sin_family = dst.sin_family = AF_INET;
+  inet_pton(AF_INET, source, &src.sin_addr);
+  inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+  dst.sin_port = htons(port);
+  std::string out;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0 ||
+      ::connect(fd, reinterpret_cast<sockaddr*>(&dst), sizeof dst) != 0) {
+    ::close(fd);
+    return "bind/connect failed";
+  }
+  for (std::size_t off = 0; off < bytes.size();) {
+    const ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    off += static_cast<std::size_t>(n);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  char buf[4096];
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+// Issue 33: --proxy-protocol-from. Behind a listed proxy the per-address limits key by the client the PROXY v2
+// header names: with tokens off and --rate-limit 1/s (burst 1), the same client through two connections is
+// limited, another client is not; a LOCAL header (the proxy's health check) is served; a connection from the
+// listed peer without a header is closed unanswered and logged; an unlisted peer (127.0.0.1) cannot claim an
+// address: its header is bad HTTP.
+TEST(ServiceConnections, ProxyProtocolGivesTheClientsAddress) {
+  ScangateProcess server({"--proxy-protocol-from=127.0.0.2", "--rate-limit=1", "--rate-burst=1", "--capacity=100000"});
+  ASSERT_TRUE(server.Start());
+  auto observe = [](const std::string& key) {
+    return "POST /observe HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
+           "Content-Length: " + std::to_string(ObserveBody(key).size()) + "\r\n\r\n" + ObserveBody(key);
+  };
+  const char* proxy = "127.0.0.2";
+  std::string r = RawExchangeFrom(proxy, server.port(), ProxyV2("192.0.2.10") + observe(UniqueKey("pp")));
+  EXPECT_EQ(r.rfind("HTTP/1.1 201", 0), 0u) << r;
+  r = RawExchangeFrom(proxy, server.port(), ProxyV2("192.0.2.10") + observe(UniqueKey("pp")));
+  EXPECT_EQ(r.rfind("HTTP/1.1 429", 0), 0u) << "the same client on another connection shares its bucket: " << r;
+  r = RawExchangeFrom(proxy, server.port(), ProxyV2("192.0.2.11") + observe(UniqueKey("pp")));
+  EXPECT_EQ(r.rfind("HTTP/1.1 201", 0), 0u) << "another client behind the same proxy was limited: " << r;
+  r = RawExchangeFrom(proxy, server.port(),
+                      ProxyV2("") + "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << "LOCAL (health check): " << r;
+  r = RawExchangeFrom(proxy, server.port(), "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(r, "") << "a listed peer without a PROXY header was served as itself";
+  EXPECT_FALSE(server.LogEvents("proxy_protocol_refused").empty()) << server.LogTail();
+  r = RawExchange(server.port(), ProxyV2("192.0.2.12") + observe(UniqueKey("pp")));
+  EXPECT_EQ(r.rfind("HTTP/1.1 400", 0), 0u) << "an unlisted peer claimed an address: " << r;
   EXPECT_EQ(server.Stop(), 0);
 }
 

@@ -42,6 +42,25 @@ TEST(RateLimiter, BurstThenRefill) {
   EXPECT_EQ(LimitedOf(rl.Stats(), "t1"), 4u);
 }
 
+// Charge takes more tokens for work already admitted (a batch's other keys), into debt: the key's next
+// requests wait until it has paid, Retry-After says how long; refilling from debt is the same rate. A key not
+// held is not charged (nothing created), and another key is unaffected.
+TEST(RateLimiter, ChargeGoesIntoDebt) {
+  RateLimiter rl(2, 4);
+  EXPECT_TRUE(rl.Acquire("t1", Kind::kTerminal, kT0).allowed);  // 3 left
+  rl.Charge("t1", 9, kT0);                                        // a batch of 10 keys: -6
+  const auto refused = rl.Acquire("t1", Kind::kTerminal, kT0);
+  EXPECT_FALSE(refused.allowed);
+  EXPECT_EQ(refused.retry_after, seconds(4));  // 7 tokens to one whole token at 2/s: 3.5 s, rounded up
+  EXPECT_FALSE(rl.Peek("t1", kT0 + milliseconds(3400)).allowed);
+  EXPECT_TRUE(rl.Acquire("t1", Kind::kTerminal, kT0 + milliseconds(3500)).allowed);
+  EXPECT_FALSE(rl.Acquire("t1", Kind::kTerminal, kT0 + milliseconds(3500)).allowed);
+  EXPECT_TRUE(rl.Acquire("t2", Kind::kTerminal, kT0).allowed) << "another key paid for t1's batch";
+  rl.Charge("never-seen", 100, kT0);
+  EXPECT_EQ(rl.Stats().buckets, 2u);
+  EXPECT_TRUE(rl.Acquire("never-seen", Kind::kTerminal, kT0).allowed);
+}
+
 // Retry-After is the time until one token is back, rounded up: slow rates give longer waits.
 // Peek says what Acquire would, and takes nothing: an unknown key is allowed; an empty bucket is refused with
 // its Retry-After until it refills.

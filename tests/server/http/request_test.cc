@@ -107,6 +107,23 @@ TEST(Request, ObserveInvalidKey) {
   EXPECT_EQ(ObserveProblem(R"({"key":")" + wide + "\"}").slug, "invalid-key");
 }
 
+// Issue 33: a key not in Unicode NFC is invalid-key (one text, one key), in JSON, batch and form bodies; the
+// composed spelling of the same text is accepted as it is (never rewritten).
+TEST(Request, KeyMustBeNfc) {
+  Problem p = ObserveProblem("{\"key\":\"cafe\xCC\x81\"}");  // e + U+0301
+  EXPECT_EQ(p.slug, "invalid-key");
+  EXPECT_NE(p.detail.find("NFC"), std::string::npos) << p.detail;
+  EXPECT_EQ(ObserveProblem(R"({"key":"cafe\u0301"})").slug, "invalid-key") << "the same as a JSON escape";
+  EXPECT_EQ(ObserveOk("{\"key\":\"caf\xC3\xA9\"}").key, "caf\xC3\xA9");
+  auto batch = ParseBatch(R"({"keys":["ok-1","cafe\u0301"]})");
+  ASSERT_TRUE(std::holds_alternative<Problem>(batch));
+  EXPECT_EQ(std::get<Problem>(batch).slug, "invalid-key");
+  EXPECT_NE(std::get<Problem>(batch).detail.find("keys[1]"), std::string::npos) << std::get<Problem>(batch).detail;
+  auto form = ParseObservation("key=cafe%CC%81", "application/x-www-form-urlencoded");
+  ASSERT_TRUE(std::holds_alternative<Problem>(form));
+  EXPECT_EQ(std::get<Problem>(form).slug, "invalid-key");
+}
+
 // Mistyped, over-long (in characters) and NUL-containing sources are invalid-source.
 TEST(Request, ObserveInvalidSource) {
   for (std::string_view body : {R"({"key":"k","source":1})", R"({"key":"k","source":["t"]})",

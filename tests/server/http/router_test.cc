@@ -571,6 +571,72 @@ TEST_F(RateLimitRouterTest, BurstThen429PerTerminal) {
   EXPECT_EQ(a.res.body().find("terminal=\"till-2\""), std::string::npos);
 }
 
+// Issue 33: a batch counts its keys. Admitted with one token (the header is checked before the body is read),
+// then charged its other keys: 1/s with a burst of 2, a batch of 4 keys leaves the terminal 2 requests in debt,
+// so its next request waits 3 s; another terminal is unaffected.
+TEST_F(RateLimitRouterTest, BatchCountsItsKeys) {
+  auto a = Exchange(Make(http::verb::post, "/observe/batch",
+                         R"({"keys":["b1","b2","b3","b4"]})",
+                         "application/json", Bearer("secret-token")));
+  ASSERT_EQ(a.res.result_int(), 200u) << a.res.body();
+  a = Exchange(Make(http::verb::post, "/observe", R"({"key":"b5"})", "application/json", Bearer("secret-token")));
+  EXPECT_EQ(a.res.result_int(), 429u);
+  EXPECT_EQ(a.res[http::field::retry_after], "3");
+  a = Exchange(Make(http::verb::post, "/observe", R"({"key":"b6"})", "application/json", Bearer("observe-only")));
+  EXPECT_EQ(a.res.result_int(), 201u);
+}
+
+// Issue 33: --max-body-bytes-in-flight. Admit takes an admitted body's declared bytes before any is read and
+// the Admission holds them; a body that does not fit is 503 unavailable (+ Retry-After, close) and counted; the
+// bytes come back when the hold is released; batches (bodies over 16 KiB) may use only half; a request refused
+// earlier (401, 413) or without a body takes nothing; /metrics reports the bytes held, the limit and refusals.
+TEST_F(RouterTest, BodyBudgetAdmitsWhatFits) {
+  config_.max_body_bytes_in_flight = 64 * 1024;
+  router_ = std::make_unique<Router>(config_, *service_, &reader_);
+  auto padded = [](std::size_t n) {  // an /observe body of exactly n bytes (JSON whitespace after the key)
+    std::string b = R"({"key":"budget")";
+    b += std::string(n - b.size() - 1, ' ');
+    return b + "}";
+  };
+  std::vector<Router::Admission> held;
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(router_->Admit(Make(http::verb::post, "/observe", padded(15 * 1024)).base(), Listener::kMain, false));
+    ASSERT_FALSE(held.back().answer) << i;
+  }
+  Router::Admission refused = router_->Admit(Make(http::verb::post, "/observe", padded(5 * 1024)).base(),
+                                             Listener::kMain, false);
+  ASSERT_TRUE(refused.answer) << "60 KiB held + 5 KiB is past 64 KiB";
+  EXPECT_EQ(refused.answer->res.result_int(), 503u);
+  EXPECT_EQ(Slug(*refused.answer), "urn:scangate:problem:unavailable");
+  EXPECT_EQ(refused.answer->res[http::field::retry_after], "1");
+  EXPECT_TRUE(refused.answer->close);
+  EXPECT_FALSE(router_->Admit(Make(http::verb::post, "/observe", padded(4 * 1024)).base(), Listener::kMain, false).answer)
+      << "4 KiB still fits (and is given back at once: the admission is dropped)";
+  EXPECT_FALSE(router_->Admit(Make(http::verb::get, "/healthz", "", "").base(), Listener::kMain, false).answer)
+      << "a request without a body needs no budget";
+  auto metrics = Exchange(Make(http::verb::get, "/metrics", "", ""));
+  EXPECT_NE(metrics.res.body().find("scangate_body_bytes_in_flight 61440\n"), std::string::npos) << metrics.res.body();
+  EXPECT_NE(metrics.res.body().find("scangate_body_bytes_limit 65536\n"), std::string::npos);
+  EXPECT_NE(metrics.res.body().find("scangate_body_budget_refused_total 1\n"), std::string::npos);
+  held[0].body_hold.Release();
+  held[1].body_hold.Release();
+  // 30 KiB held: a 32 KiB batch is within half of 64 KiB only once the other observations are gone.
+  std::string batch = R"({"keys":["budget-1"])";
+  batch += std::string(32 * 1024 - batch.size() - 1, ' ') + "}";
+  EXPECT_TRUE(router_->Admit(Make(http::verb::post, "/observe/batch", batch).base(), Listener::kMain, false).answer);
+  held.clear();
+  Router::Admission b = router_->Admit(Make(http::verb::post, "/observe/batch", batch).base(), Listener::kMain, false);
+  EXPECT_FALSE(b.answer) << "a 32 KiB batch with nothing else held";
+  b.body_hold.Release();
+  // Refused for another reason first: 413 takes nothing.
+  EXPECT_EQ(router_->Admit(Make(http::verb::post, "/observe", padded(17 * 1024)).base(), Listener::kMain, false)
+                .answer->res.result_int(), 413u);
+  metrics = Exchange(Make(http::verb::get, "/metrics", "", ""));
+  EXPECT_NE(metrics.res.body().find("scangate_body_bytes_in_flight 0\n"), std::string::npos) << metrics.res.body();
+  // The whole exchange still works within the budget, and gives its bytes back.
+  EXPECT_EQ(Exchange(Make(http::verb::post, "/observe", padded(1000))).res.result_int(), 201u);
+}
+
 TEST_F(TokenRouterTest, TokenRequiredButNotOnPreflight) {
   auto a = Exchange(Make(http::verb::post, "/lookup", R"({"key":"x"})"));
   EXPECT_EQ(a.res.result_int(), 401u);
