@@ -25,7 +25,7 @@ BUILD_PACKAGES=(
 TEST_PACKAGES=(
   libgtest-dev       # the test suites (SCANGATE_TESTS)
   libgmock-dev
-  libbenchmark-dev   # the benchmarks (SCANGATE_BENCH; scripts/test.sh compiles them in its ASan+UBSan tree)
+  libbenchmark-dev   # the benchmarks, built by the release build (SCANGATE_BENCH)
   ccache             # scripts/test.sh: the run command's fresh clone reuses the release build's units
   libsqlite3-dev     # bench/journal
   clang              # thread-safety check (-Wthread-safety), libFuzzer (tests/fuzz)
