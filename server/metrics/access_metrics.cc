@@ -5,14 +5,13 @@
 namespace scangate::server {
 
 void WriteAccessMetrics(PromWriter& w, const MetricsSnapshot& s) {
-  w.Header("scangate_body_bytes_in_flight", "gauge",
-           "Request body bytes held now by all connections (declared sizes, from the header on).");
-  w.Sample("scangate_body_bytes_in_flight", "", s.body_bytes_in_flight);
-  w.Header("scangate_body_bytes_limit", "gauge", "--max-body-bytes-in-flight (0: no limit).");
-  w.Sample("scangate_body_bytes_limit", "", s.body_bytes_limit);
-  w.Header("scangate_body_budget_refused_total", "counter",
-           "Requests answered 503 before their body was read: --max-body-bytes-in-flight was held by others.");
-  w.Sample("scangate_body_budget_refused_total", "", s.body_budget_refused);
+  w.Single("scangate_body_bytes_in_flight", "gauge",
+           "Request body bytes held now by all connections (declared sizes, from the header on).",
+           s.body_bytes_in_flight);
+  w.Single("scangate_body_bytes_limit", "gauge", "--max-body-bytes-in-flight (0: no limit).", s.body_bytes_limit);
+  w.Single("scangate_body_budget_refused_total", "counter",
+           "Requests answered 503 before their body was read: --max-body-bytes-in-flight was held by others.",
+           s.body_budget_refused);
   if (!s.rate_limit) return;
   const RateLimitStats& r = *s.rate_limit;
   w.Header("scangate_rate_limited_total", "counter",

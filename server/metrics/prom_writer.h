@@ -46,6 +46,11 @@ class PromWriter {
   }
   void Sample(std::string_view name, std::string_view labels, std::uint64_t v) { Sample(name, labels, std::to_string(v)); }
   void Sample(std::string_view name, std::string_view labels, double v) { Sample(name, labels, Num(v)); }
+  // A family of one unlabelled sample: its header, then the sample.
+  void Single(std::string_view name, std::string_view type, std::string_view help, std::uint64_t v) {
+    Header(name, type, help);
+    Sample(name, "", v);
+  }
   // A histogram from cumulative (le, count) buckets; `labels` (may be empty) precede le.
   void Histogram(std::string_view name, const std::string& labels,
                  const std::vector<std::pair<double, std::uint64_t>>& cumulative, double sum, std::uint64_t count) {
