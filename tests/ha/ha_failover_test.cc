@@ -367,10 +367,23 @@ class DyingBackend {
       char buf[4096];
       timeval tv{2, 0};
       ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-      while (in.find("\r\n\r\n") == std::string::npos) {
+      auto read_more = [&] {
         const ssize_t n = ::recv(c, buf, sizeof buf, 0);
-        if (n <= 0) break;
-        in.append(buf, static_cast<std::size_t>(n));
+        if (n > 0) in.append(buf, static_cast<std::size_t>(n));
+        return n > 0;
+      };
+      // HAProxy opens with a PROXY v2 header (send-proxy-v2, deploy/haproxy.cfg), checks included: skipped.
+      static const std::string kProxySignature("\r\n\r\n\0\r\nQUIT\n", 12);
+      while (in.size() < 16 && read_more()) {
+      }
+      if (in.size() >= 16 && in.compare(0, kProxySignature.size(), kProxySignature) == 0) {
+        const auto byte = [&](std::size_t i) { return static_cast<std::size_t>(static_cast<unsigned char>(in[i])); };
+        const std::size_t total = 16 + (byte(14) << 8 | byte(15));
+        while (in.size() < total && read_more()) {
+        }
+        in.erase(0, std::min(total, in.size()));
+      }
+      while (in.find("\r\n\r\n") == std::string::npos && read_more()) {
       }
       if (in.rfind("GET /readyz", 0) == 0) {
         static constexpr std::string_view kOk = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
