@@ -156,6 +156,7 @@ void App::WaitForSignal() {
     if (ec) return;
     if (signo == SIGHUP) {
       ReloadTokens();
+      ReloadTls();
       return WaitForSignal();
     }
     Log(LogLevel::kInfo, "shutdown", {{"phase", "signal"}, {"signal", signo}});
@@ -181,6 +182,18 @@ void App::ReloadTokens() {
     Log(LogLevel::kInfo, "tokens_reload", {{"result", "reloaded"}, {"file", config_.tokens_file}, {"tokens", n}});
   } catch (const std::exception& e) {
     Log(LogLevel::kError, "tokens_reload", {{"result", "kept the previous tokens"}, {"error", e.what()}});
+  }
+}
+
+// SIGHUP: --tls-cert and --tls-key again (a renewed certificate) for new connections; open ones keep theirs. A
+// certificate or key that fails (unreadable, not matching) keeps the one in force; the log says why.
+void App::ReloadTls() {
+  if (!config_.tls() || !server_) return;
+  try {
+    server_->ReloadTls();
+    Log(LogLevel::kInfo, "tls_reload", {{"result", "reloaded"}, {"cert", config_.tls_cert}});
+  } catch (const std::exception& e) {
+    Log(LogLevel::kError, "tls_reload", {{"result", "kept the previous certificate"}, {"error", e.what()}});
   }
 }
 
@@ -348,6 +361,7 @@ std::optional<int> App::Listen() {
   if (config_.admin_split()) {
     fields["admin_address"] = config_.admin_address;
     fields["admin_port"] = server_->admin_port();
+    fields["admin_tls"] = config_.admin_tls;
   }
   Log(LogLevel::kInfo, "listening", std::move(fields));
   if (config_.protected_mode && config_.listen_auto) {

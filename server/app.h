@@ -69,9 +69,10 @@ class App {
   // systemd: the watchdog ping, READY=1 once ready, STATUS= at each readiness change. Main thread.
   void ReportReadiness();
   void Shutdown();
-  // SIGINT/SIGTERM: stop; SIGHUP: ReloadTokens, then wait again.
+  // SIGINT/SIGTERM: stop; SIGHUP: ReloadTokens and ReloadTls, then wait again.
   void WaitForSignal();
   void ReloadTokens();
+  void ReloadTls();
   // Waits `pause` on the main io_context (signals keep being handled); false when a stop was requested.
   bool PauseUnlessStopped(std::chrono::milliseconds pause);
 

@@ -140,9 +140,9 @@ po::options_description Options() {
       ("max-body-bytes-in-flight", n(d.max_body_bytes_in_flight),
        "request body bytes held at once by all connections; a body that does not fit gets 503 unread (batches "
        "hold at most half); 0 = no limit")
-      ("admin-listen", s(d.admin_listen), "ADDR:PORT of a separate plain-HTTP listener for /healthz, /readyz, "
-                                          "/metrics, /stats, /dashboard (then 404 on the main port; /observe* not "
-                                          "served there)");
+      ("admin-listen", s(d.admin_listen), "ADDR:PORT of a separate listener (plain HTTP unless --admin-tls) for "
+                                          "/healthz, /readyz, /metrics, /stats, /dashboard (then 404 on the main "
+                                          "port; /observe* not served there)");
   po::options_description postgres("PostgreSQL");
   postgres.add_options()
       ("database-url", s(d.database_url), "libpq URL of PostgreSQL (required, unless --partitions is given)")
@@ -202,6 +202,8 @@ po::options_description Options() {
       ("tls-cert", s(d.tls_cert),
        "PEM certificate (chain) file: serve HTTPS (TLS 1.2+) on the main port; needs --tls-key")
       ("tls-key", s(d.tls_key), "PEM private key file of --tls-cert")
+      ("admin-tls", s("off"), "on|off; on = the admin listener (--admin-listen) serves HTTPS too, with the same "
+                              "certificate (needs --tls-cert)")
       ("tokens-file", s(d.tokens_file),
        "accepted bearer tokens, one per line: '<sha256-hex> [<terminal-id> [<routes>]]' (# comments, blank "
        "lines allowed; README 'Terminals'); when set, /observe* and /lookup need 'Authorization: Bearer <token>' "
@@ -400,6 +402,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
     ReadTextFile(c.tls_cert, "tls-cert");
     ReadTextFile(c.tls_key, "tls-key");
   }
+  c.admin_tls = ParseOnOff(str("admin-tls"), "admin-tls");
   ParseAccess(str("tokens-file"), str("rate-limit"), str("rate-burst"), c);  // server/config_access.cc
   c.journal = ParseOnOff(str("journal"), "journal");
   if (str("flush-interval") == "auto") {
@@ -417,6 +420,9 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
       ParseUnsigned<std::uint64_t>(str("journal-max-bytes"), "journal-max-bytes", 1u << 16, std::uint64_t{1} << 40);
   c.admin_listen = str("admin-listen");
   if (c.admin_split()) ParseAdminListen(c);
+  if (c.admin_tls && (!c.tls() || !c.admin_split())) {
+    throw ConfigError("--admin-tls: needs --tls-cert/--tls-key (the certificate it serves) and --admin-listen");
+  }
   c.cors_origins = ParseCorsOrigins(str("cors-origins"));
   c.allowed_hosts = ParseAllowedHosts(str("allowed-hosts"));
   c.proxy_protocol_from = ParseProxyProtocolFrom(str("proxy-protocol-from"));

@@ -94,6 +94,9 @@ struct Config {
   // TLS (--tls-cert/--tls-key, both or neither): HTTPS on the main listener, TLS 1.2+ only.
   std::string tls_cert;                    // PEM certificate chain file
   std::string tls_key;                     // PEM private key file; never printed
+  // --admin-tls: the admin listener (--admin-listen) serves HTTPS with the same certificate (needs --tls-cert
+  // and --admin-listen); off = plain HTTP there (a private address, probes that speak no TLS).
+  bool admin_tls = false;
   // Access control (--tokens-file): accepted bearer tokens (SHA-256 hashes) and their terminals; empty = open.
   // Reloaded on SIGHUP (server/http/token_store.h).
   std::string tokens_file;

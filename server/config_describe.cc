@@ -45,6 +45,7 @@ boost::json::object Describe(const Config& c) {
   o["recent_keys"] = c.recent_keys;
   o["access_log"] = c.access_log ? "on" : "off";
   o["tls"] = c.tls() ? "on" : "off";
+  o["admin_tls"] = c.admin_tls;
   o["tls_cert"] = c.tls_cert;
   o["tokens"] = c.terminals.size();   // how many, never which
   o["tokens_file"] = c.tokens_file;

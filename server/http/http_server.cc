@@ -91,7 +91,7 @@ HttpServer::~HttpServer() { Stop(); }
 
 void HttpServer::Start() {
   const Config& config = shared_->config;
-  if (config.tls()) shared_->tls = MakeTlsContext(config);
+  if (config.tls()) shared_->SetTls(MakeTlsContext(config));
   const auto address = net::ip::make_address(config.listen);
   for (unsigned i = 0; i < config.threads; ++i) {
     auto w = std::make_unique<Worker>(i, *shared_, metrics_.ForThread(i));
@@ -130,6 +130,12 @@ void HttpServer::Start() {
       }
     });
   }
+}
+
+bool HttpServer::ReloadTls() {
+  if (!shared_->config.tls()) return false;
+  shared_->SetTls(MakeTlsContext(shared_->config));  // throws before the swap: the old context stays
+  return true;
 }
 
 void HttpServer::BeginShutdown() {

@@ -61,6 +61,10 @@ class HttpServer {
   void Start();
   std::uint16_t port() const { return port_; }
   std::uint16_t admin_port() const { return admin_port_; }  // 0 without --admin-listen
+  // SIGHUP: reads --tls-cert and --tls-key again and makes them the context of new connections; connections
+  // already open keep theirs (none is dropped). false without TLS. Throws (as Start) on an unusable certificate
+  // or key, keeping the previous one. Safe to call from any thread.
+  bool ReloadTls();
 
   // Stops accepting, closes idle keep-alive connections, asks busy ones to close after their response.
   // Safe to call from any thread.

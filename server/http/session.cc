@@ -97,9 +97,15 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
  public:
   static constexpr bool kTls = !std::is_same_v<Stream, PlainStream>;
 
+  // `tls`: the context `stream_args` names (HTTPS), kept alive as long as the session; null for plain HTTP.
   template <typename... StreamArgs>
-  Session(HttpServer::Worker& w, Listener listener, bool address_slot, bool proxied, StreamArgs&&... stream_args)
-      : stream_(std::forward<StreamArgs>(stream_args)...), w_(w), listener_(listener), proxied_(proxied) {
+  Session(HttpServer::Worker& w, Listener listener, bool address_slot, bool proxied,
+          std::shared_ptr<net::ssl::context> tls, StreamArgs&&... stream_args)
+      : tls_(std::move(tls)),
+        stream_(std::forward<StreamArgs>(stream_args)...),
+        w_(w),
+        listener_(listener),
+        proxied_(proxied) {
     beast::error_code ec;  // a peer already gone: the unspecified address (its request will fail anyway)
     const auto peer = Lowest().socket().remote_endpoint(ec);
     if (!ec) peer_ = peer.address();
@@ -384,6 +390,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     Log(LogLevel::kWarn, "connection_error", {{"op", what}, {"error", ec.message()}});
   }
 
+  std::shared_ptr<net::ssl::context> tls_;  // declared before stream_: outlives the TLS stream made from it
   Stream stream_;
   HttpServer::Worker& w_;
   const Listener listener_;
@@ -415,10 +422,15 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 }  // namespace
 
 void StartSession(HttpServer::Worker& w, Listener listener, PlainSocket socket, bool address_slot, bool proxied) {
-  if (listener == Listener::kMain && w.shared.tls) {
-    std::make_shared<Session<TlsStream>>(w, listener, address_slot, proxied, std::move(socket), *w.shared.tls)->Run();
+  // HTTPS on the main listener with --tls-cert, on the admin listener with --admin-tls too.
+  const bool https = listener == Listener::kMain || w.shared.config.admin_tls;
+  std::shared_ptr<net::ssl::context> tls = https ? w.shared.Tls() : nullptr;
+  if (tls) {
+    net::ssl::context& ctx = *tls;
+    std::make_shared<Session<TlsStream>>(w, listener, address_slot, proxied, std::move(tls), std::move(socket), ctx)
+        ->Run();
   } else {
-    std::make_shared<Session<PlainStream>>(w, listener, address_slot, proxied, std::move(socket))->Run();
+    std::make_shared<Session<PlainStream>>(w, listener, address_slot, proxied, nullptr, std::move(socket))->Run();
   }
 }
 

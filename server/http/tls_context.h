@@ -1,7 +1,7 @@
 // The TLS server context of the main listener (--tls-cert/--tls-key): TLS 1.2 or newer, no renegotiation,
 // ECDHE + AEAD cipher suites only, the certificate chain and key from PEM files. Invariant: a context is returned only when the key matches the
-// certificate; the protocol floor holds whatever the system openssl.cnf says. Use: HttpServer::Start, once,
-// before the I/O threads start (sessions only read the context afterwards).
+// certificate; the protocol floor holds whatever the system openssl.cnf says. Use: HttpServer::Start, and
+// HttpServer::ReloadTls on SIGHUP (a new context for new connections; open ones keep theirs).
 #pragma once
 
 #include <memory>

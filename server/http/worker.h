@@ -3,8 +3,8 @@
 // listener (http_server.cc), the sessions (session.h) and the sweeper (sweeper.h) meet here; the public
 // interface is server/http/http_server.h.
 // Invariant: a Worker is touched only on its own thread (its io_context is run by exactly one thread, no
-// strands); Shared is written only through its atomics and the internally locked `per_address`, and `tls` only
-// before the threads start.
+// strands); Shared is written only through its atomics, the internally locked `per_address` and `tls` (under
+// `tls_mu`: swapped by a SIGHUP reload, read once per new connection).
 #pragma once
 
 #include <atomic>
@@ -20,6 +20,7 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "core/mutex.h"
 #include "server/http/connection_limit.h"
 #include "server/http/http_server.h"
 #include "server/http/proxy_protocol.h"
@@ -49,7 +50,18 @@ struct HttpServer::Shared {
   std::atomic<bool> stopping{false};      // set once by BeginShutdown; read by sessions between requests
   std::atomic<std::size_t> sessions{0};   // open sessions (all threads, both listeners), for WaitDrained
   std::atomic<std::size_t> admin_sessions{0};  // of them on the admin listener (kMaxAdminConnections)
-  std::unique_ptr<boost::asio::ssl::context> tls;  // set by Start() when config.tls(); read-only afterwards
+  // The TLS context of new connections (config.tls()): set by Start(), swapped by HttpServer::ReloadTls (SIGHUP).
+  // A session keeps the context it was made with (a shared_ptr), so a swap never pulls one from under it.
+  std::shared_ptr<boost::asio::ssl::context> Tls() const {
+    MutexLock lock(&tls_mu);
+    return tls;
+  }
+  void SetTls(std::shared_ptr<boost::asio::ssl::context> c) {
+    MutexLock lock(&tls_mu);
+    tls = std::move(c);
+  }
+  mutable Mutex tls_mu;
+  std::shared_ptr<boost::asio::ssl::context> tls ABSL_GUARDED_BY(tls_mu);
   ConnectionLimiter per_address{config.max_connections_per_address};  // main listener only
   const ProxySources proxy_sources = ParseProxySources(config.proxy_protocol_from);  // checked by ParseConfig
 };

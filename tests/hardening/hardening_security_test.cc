@@ -48,8 +48,8 @@ void WriteFile(const std::string& path, const std::string& content) {
   out << content;
 }
 
-// Self-signed P-256 certificate for CN=localhost, valid for a day.
-void MakeSelfSigned(const std::string& cert_path, const std::string& key_path) {
+// Self-signed P-256 certificate for CN=`cn` (localhost by default), valid for a day.
+void MakeSelfSigned(const std::string& cert_path, const std::string& key_path, const char* cn = "localhost") {
   EVP_PKEY* pkey = EVP_EC_gen("P-256");
   ASSERT_NE(pkey, nullptr);
   X509* x = X509_new();
@@ -59,7 +59,7 @@ void MakeSelfSigned(const std::string& cert_path, const std::string& key_path) {
   X509_gmtime_adj(X509_getm_notAfter(x), 86400);
   X509_set_pubkey(x, pkey);
   X509_NAME* name = X509_get_subject_name(x);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("localhost"), -1, -1, 0);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(cn), -1, -1, 0);
   X509_set_issuer_name(x, name);
   ASSERT_GT(X509_sign(x, pkey, EVP_sha256()), 0);
   FILE* f = std::fopen(key_path.c_str(), "w");
@@ -139,6 +139,19 @@ class Server {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   }
   std::string Log() const { return it::ReadFile(log_); }
+  void Signal(int sig) const { ::kill(pid_, sig); }
+  // Waits until the log holds `n` lines of `event` (a SIGHUP's result, say); false after 10 s.
+  bool WaitEvents(std::string_view event, std::size_t n) const {
+    const std::string needle = "\"event\":\"" + std::string(event) + "\"";
+    for (int i = 0; i < 200; ++i) {
+      std::size_t count = 0;
+      const std::string log = Log();
+      for (std::size_t at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1)) ++count;
+      if (count >= n) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
   const std::string& dir() const { return dir_; }
   std::uint16_t port = 0, admin_port = 0;
 
@@ -282,6 +295,118 @@ TEST(SecurityTls, ObserveOverHttpsTls11RefusedPlainHttpHarmless) {
   }
   EXPECT_TRUE(server.alive());
   EXPECT_EQ(server.Stop(), 0);
+}
+
+// One kept-alive HTTPS connection (Beast over ssl_stream, synchronous): the certificate it was served, then
+// observations over it.
+class TlsConnection {
+ public:
+  explicit TlsConnection(std::uint16_t port) : ctx_(ssl::context::tls_client), s_(ioc_, ctx_) {
+    ctx_.set_verify_mode(ssl::verify_none);  // self-signed test certificates
+    beast::error_code ec;
+    beast::get_lowest_layer(s_).socket().connect({net::ip::make_address("127.0.0.1"), port}, ec);
+    if (!ec) s_.handshake(ssl::stream_base::client, ec);
+    ok_ = !ec;
+  }
+  bool ok() const { return ok_; }
+  // The served certificate's CN ("" without one).
+  std::string PeerCn() {
+    X509* cert = SSL_get1_peer_certificate(s_.native_handle());
+    if (cert == nullptr) return "";
+    char cn[256] = {};
+    X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, cn, sizeof cn);
+    X509_free(cert);
+    return cn;
+  }
+  int Observe(const std::string& key) { return Exchange(http::verb::post, "/observe", it::ObserveBody(key)); }
+  int Get(const std::string& target) { return Exchange(http::verb::get, target, ""); }
+  int Exchange(http::verb method, const std::string& target, const std::string& body) {
+    http::request<http::string_body> req{method, target, 11};
+    req.set(http::field::host, "localhost");
+    if (!body.empty()) req.set(http::field::content_type, "application/json");
+    req.body() = body;
+    req.prepare_payload();
+    beast::error_code ec;
+    http::write(s_, req, ec);
+    if (ec) return -1;
+    beast::flat_buffer buf;
+    http::response<http::string_body> res;
+    http::read(s_, buf, res, ec);
+    return ec ? -1 : static_cast<int>(res.result_int());
+  }
+
+ private:
+  net::io_context ioc_;
+  ssl::context ctx_;
+  beast::ssl_stream<beast::tcp_stream> s_;
+  bool ok_ = false;
+};
+
+// Issue 33: SIGHUP reloads --tls-cert/--tls-key (a renewed certificate) without a restart: new connections get
+// the new certificate, a connection opened before keeps working; a certificate that fails to load is logged and
+// the one in force stays.
+TEST(SecurityTls, SighupReloadsTheCertificateKeepingOpenConnections) {
+  const std::string dir = TempDir();
+  const std::string cert = dir + "/cert.pem", key = dir + "/key.pem";
+  MakeSelfSigned(cert, key, "first.scangate.test");
+  Server server({"--tls-cert=" + cert, "--tls-key=" + key});
+  ASSERT_TRUE(server.WaitListening()) << server.Log();
+  TlsConnection before(server.port);
+  ASSERT_TRUE(before.ok());
+  EXPECT_EQ(before.PeerCn(), "first.scangate.test");
+  int status = 0;
+  for (int i = 0; i < 100 && (status = before.Observe(it::UniqueKey("tls-reload"))) == 503; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // warm start still running
+  }
+  EXPECT_EQ(status, 201);
+
+  MakeSelfSigned(cert, key, "second.scangate.test");
+  server.Signal(SIGHUP);
+  ASSERT_TRUE(server.WaitEvents("tls_reload", 1)) << server.Log();
+  EXPECT_NE(server.Log().find("\"result\":\"reloaded\""), std::string::npos) << server.Log();
+  TlsConnection after(server.port);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after.PeerCn(), "second.scangate.test");
+  EXPECT_EQ(after.Observe(it::UniqueKey("tls-reload")), 201);
+  EXPECT_EQ(before.Observe(it::UniqueKey("tls-reload")), 201) << "the connection opened before the reload broke";
+  EXPECT_EQ(before.PeerCn(), "first.scangate.test");
+
+  WriteFile(cert, "not a certificate\n");
+  server.Signal(SIGHUP);
+  ASSERT_TRUE(server.WaitEvents("tls_reload", 2)) << server.Log();
+  EXPECT_NE(server.Log().find("kept the previous certificate"), std::string::npos) << server.Log();
+  TlsConnection kept(server.port);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept.PeerCn(), "second.scangate.test");
+  EXPECT_TRUE(server.alive());
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+// Issue 33: --admin-tls serves the admin listener over HTTPS with the main port's certificate (a plain-HTTP
+// request there gets no HTTP answer); without --tls-cert or --admin-listen it is a start-up error.
+TEST(SecurityTls, AdminListenerOverTls) {
+  const std::string dir = TempDir();
+  MakeSelfSigned(dir + "/cert.pem", dir + "/key.pem", "admin.scangate.test");
+  const std::string tls_flags = " --tls-cert=" + dir + "/cert.pem --tls-key=" + dir + "/key.pem";
+  Server server({"--tls-cert=" + dir + "/cert.pem", "--tls-key=" + dir + "/key.pem", "--admin-listen=127.0.0.1:0",
+                 "--admin-tls=on"});
+  ASSERT_TRUE(server.WaitListening()) << server.Log();
+  ASSERT_NE(server.admin_port, 0) << server.Log();
+  TlsConnection admin(server.admin_port);
+  ASSERT_TRUE(admin.ok());
+  EXPECT_EQ(admin.PeerCn(), "admin.scangate.test");
+  EXPECT_EQ(admin.Get("/healthz"), 200);
+  EXPECT_EQ(admin.Get("/metrics"), 200);
+  EXPECT_EQ(it::RawExchange(server.admin_port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").find("HTTP/1.1 200"),
+            std::string::npos)
+      << "plain HTTP answered on the TLS admin listener";
+  EXPECT_EQ(server.Stop(), 0);
+  const std::vector<std::string> incomplete = {" --admin-tls=on --admin-listen=127.0.0.1:0", tls_flags + " --admin-tls=on"};
+  for (const std::string& flags : incomplete) {
+    const auto r = hardening::RunCommand(it::Env().server_binary + " --database-url=" + it::Env().pg_url + flags);
+    EXPECT_EQ(r.status, 2) << flags << ": " << r.output;
+    EXPECT_NE(r.output.find("--admin-tls"), std::string::npos) << r.output;
+  }
 }
 
 TEST(SecurityTls, MismatchedOrMissingCertificateFailsStartup) {

@@ -380,7 +380,7 @@ TEST(Config, Help) {
       {"PostgreSQL", {"database-url", "writers", "batch-limit", "queue-limit", "queue-wait", "request-timeout"}},
       {"Filter", {"capacity", "fp-target", "window", "retention", "shards", "filter", "recent-keys"}},
       {"Acknowledgement", {"ack", "flush-interval", "journal", "journal-dir", "journal-max-bytes"}},
-      {"Security", {"tls-cert", "tls-key", "tokens-file", "rate-limit", "rate-burst", "cors-origins", "allowed-hosts",
+      {"Security", {"tls-cert", "tls-key", "admin-tls", "tokens-file", "rate-limit", "rate-burst", "cors-origins", "allowed-hosts",
                     "proxy-protocol-from", "insecure", "digest-secret-file"}},
       {"Operations", {"access-log", "help", "version"}},
   };
