@@ -52,6 +52,11 @@ constexpr std::string_view kCorsHeaders = "Content-Type, Authorization";
 constexpr std::string_view kCorsExposed = "Retry-After";  // not CORS-safelisted: a page needs it after a 503
 constexpr std::string_view kLookupUnavailable = "PostgreSQL is unavailable for lookups; retry after the Retry-After delay";
 
+// The rate limit's bucket: the caller's terminal id (tokens on), else its client address's key (in `buf`).
+std::string_view RateBucket(const Terminal* terminal, const net::ip::address& peer, std::array<char, 17>& buf) {
+  return terminal != nullptr ? std::string_view(terminal->id) : AddressKey(peer, buf);
+}
+
 // Tokens on: the recorded source is the token's terminal. A body source that is absent or names that
 // terminal is fine; one naming anything else is refused (a till must not speak for another).
 std::optional<Problem> BindSource(Observation& o, const Terminal* terminal) {
@@ -201,10 +206,12 @@ Router::Admission Router::Admit(const Header& h, Listener listener, bool tls, co
         return ad;
       }
     }
-    if (!length.empty()) {  // already validated as a number by the HTTP parser
-      std::size_t n = 0;
-      const auto [p, ec] = std::from_chars(length.data(), length.data() + length.size(), n);
-      if (ec == std::errc::result_out_of_range || (ec == std::errc() && n > ad.body_limit)) {
+    // The body's declared size: Content-Length (already validated as a number by the HTTP parser), else the
+    // route's limit (a chunked body may grow to it). Checked here (413), taken from the budget below.
+    std::size_t declared = ad.body_limit;
+    if (!length.empty()) {
+      const auto [p, ec] = std::from_chars(length.data(), length.data() + length.size(), declared);
+      if (ec == std::errc::result_out_of_range || (ec == std::errc() && declared > ad.body_limit)) {
         ad.answer = ProblemAnswer(Problem::BodyTooLarge(ad.body_limit), ad.route, &h, /*close=*/true);
         return ad;
       }
@@ -224,13 +231,11 @@ Router::Admission Router::Admit(const Header& h, Listener listener, bool tls, co
       return ad;
     }
     if (IsClientRoute(ad.route)) ad.answer = CheckCaller(h, ad.route, has_body, peer, ad.terminal);
-    // Admitted with a body: its bytes come out of the global budget before any is read (the declared length,
-    // or the route's limit for a chunked body); none left: 503 and close, the body unread.
+    // Admitted with a body: its declared bytes come out of the global budget before any is read; none left:
+    // 503 and close, the body unread.
     if (!ad.answer && has_body) {
-      std::size_t want = ad.body_limit;
-      if (!length.empty()) std::from_chars(length.data(), length.data() + length.size(), want);  // checked above
-      if (body_budget_.Take(want, kMaxObserveBodyBytes)) {
-        ad.body_hold = BodyBudget::Hold(&body_budget_, want);
+      if (body_budget_.Take(declared, kMaxObserveBodyBytes)) {
+        ad.body_hold = BodyBudget::Hold(&body_budget_, declared);
       } else {
         ad.answer = ProblemAnswer(Problem::BodyBudgetSpent(), ad.route, &h, /*close=*/true);
       }
@@ -245,7 +250,6 @@ Router::Admission Router::Admit(const Header& h, Listener listener, bool tls, co
 std::optional<Router::Answer> Router::CheckCaller(const Header& h, Route route, bool has_body,
                                                  const net::ip::address& peer,
                                                  std::shared_ptr<const Terminal>& terminal) const {
-  std::string_view bucket;
   std::array<char, 17> address_buf{};
   if (std::shared_ptr<const TokenVerifier> tokens = tokens_.Current(); tokens->enabled()) {
     // Failed authentication is limited per client address before any token is verified: an address past
@@ -275,13 +279,11 @@ std::optional<Router::Answer> Router::CheckCaller(const Header& h, Route route, 
     if ((terminal->routes & RouteBit(route)) == 0) {
       return ProblemAnswer(Problem::RouteNotAllowed(route), route, &h, has_body);
     }
-    bucket = terminal->id;
-  } else if (limiter_) {
-    bucket = AddressKey(peer, address_buf);
   }
   if (limiter_) {
     const auto kind = terminal ? RateLimiter::KeyKind::kTerminal : RateLimiter::KeyKind::kAddress;
-    const RateLimiter::Decision d = limiter_->Acquire(bucket, kind, std::chrono::steady_clock::now());
+    const RateLimiter::Decision d =
+        limiter_->Acquire(RateBucket(terminal.get(), peer, address_buf), kind, std::chrono::steady_clock::now());
     if (!d.allowed) {
       return ProblemAnswer(Problem::RateLimited(static_cast<unsigned>(d.retry_after.count())), route, &h, has_body);
     }
@@ -383,11 +385,11 @@ void Router::HandleBatch(const Request& req, const net::any_io_executor& ex, Thr
     if (auto p = BindSource(o, terminal)) return done(ProblemAnswer(*p, Route::kObserveBatch, &req));
   }
   if (limiter_ && keys > 1) {
-    // A batch counts its keys: the header's check (CheckCaller, same bucket) took one token before the body was
-    // read; the others are charged now, into debt if need be, so the caller's next requests wait until paid.
+    // A batch counts its keys: the header's check (CheckCaller, the same RateBucket) took one token before the
+    // body was read; the others are charged now, into debt if need be, so the caller's next requests wait.
     std::array<char, 17> address_buf{};
-    const std::string_view bucket = terminal ? std::string_view(terminal->id) : AddressKey(peer, address_buf);
-    limiter_->Charge(bucket, static_cast<double>(keys - 1), std::chrono::steady_clock::now());
+    limiter_->Charge(RateBucket(terminal, peer, address_buf), static_cast<double>(keys - 1),
+                     std::chrono::steady_clock::now());
   }
   auto header = CorsHeader(req);
   service_.ObserveBatch(std::get<BatchRequest>(parsed), ex, counters,

@@ -422,8 +422,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 }  // namespace
 
 void StartSession(HttpServer::Worker& w, Listener listener, PlainSocket socket, bool address_slot, bool proxied) {
-  // HTTPS on the main listener with --tls-cert, on the admin listener with --admin-tls too.
-  const bool https = listener == Listener::kMain || w.shared.config.admin_tls;
+  // HTTPS on the main listener with --tls-cert, on the admin listener with --admin-tls too (without TLS no lock).
+  const bool https = w.shared.config.tls() && (listener == Listener::kMain || w.shared.config.admin_tls);
   std::shared_ptr<net::ssl::context> tls = https ? w.shared.Tls() : nullptr;
   if (tls) {
     net::ssl::context& ctx = *tls;

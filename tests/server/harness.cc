@@ -487,10 +487,15 @@ HttpResponse HttpClient::Post(const std::string& target, const std::string& body
 
 HttpResponse HttpClient::Get(const std::string& target) { return Request("GET", target, "", std::nullopt); }
 
-std::string RawExchange(std::uint16_t port, const std::string& bytes, std::chrono::milliseconds timeout) {
+std::string RawExchange(std::uint16_t port, const std::string& bytes, std::chrono::milliseconds timeout,
+                        std::string_view source) {
   net::io_context ioc;
   beast::tcp_stream stream(ioc);
   beast::error_code ec;
+  if (!source.empty()) {
+    stream.socket().open(tcp::v4());
+    stream.socket().bind(tcp::endpoint(net::ip::make_address(std::string(source)), 0));
+  }
   stream.expires_after(kIoTimeout);
   RunOne(ioc, [&] {
     stream.async_connect(tcp::endpoint(net::ip::address_v4::loopback(), port), [&](beast::error_code e) { ec = e; });

@@ -138,9 +138,11 @@ ObserveAnswer ReadObserveAnswer(const HttpResponse& r);
 // POST /observe {"key": key} and its answer.
 ObserveAnswer ObserveKey(HttpClient& c, const std::string& key);
 
-// Send arbitrary bytes on a fresh connection, read until the server closes or `timeout` passes.
+// Send arbitrary bytes on a fresh connection to 127.0.0.1:port, read until the server closes or `timeout` passes.
+// `source`: another local IPv4 address to connect from (e.g. "127.0.0.2", a load balancer's); "" = the default.
 std::string RawExchange(std::uint16_t port, const std::string& bytes,
-                        std::chrono::milliseconds timeout = std::chrono::milliseconds(3000));
+                        std::chrono::milliseconds timeout = std::chrono::milliseconds(3000),
+                        std::string_view source = {});
 
 // Checks one problem+json error response: status, content type, type slug, title, detail.
 ::testing::AssertionResult IsProblem(const HttpResponse& r, int status, std::string_view slug);

@@ -12,9 +12,6 @@
 #include <vector>
 
 #include <arpa/inet.h>
-#include <sys/socket.h>
-#include <poll.h>
-#include <netinet/in.h>
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -853,40 +850,6 @@ std::string ProxyV2(const std::string& client) {
   return h + std::string("\x7f\x00\x00\x01\xc3\x50\x1f\x90", 8);  // to 127.0.0.1, ports 50000 -> 8080
 }
 
-// RawExchange from another loopback source address (the proxy's, 127.0.0.2: the harness's own probes come from
-// 127.0.0.1), to 127.0.0.1:port: sends `bytes`, reads until the server closes or 3 s pass.
-std::string RawExchangeFrom(const char* source, std::uint16_t port, const std::string& bytes) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "socket() failed";
-  sockaddr_in src{}, dst{};
-  src.sin_family = dst.sin_family = AF_INET;
-  inet_pton(AF_INET, source, &src.sin_addr);
-  inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
-  dst.sin_port = htons(port);
-  std::string out;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0 ||
-      ::connect(fd, reinterpret_cast<sockaddr*>(&dst), sizeof dst) != 0) {
-    ::close(fd);
-    return "bind/connect failed";
-  }
-  for (std::size_t off = 0; off < bytes.size();) {
-    const ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
-    if (n <= 0) break;
-    off += static_cast<std::size_t>(n);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  char buf[4096];
-  while (std::chrono::steady_clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return out;
-}
-
 // Issue 33: --proxy-protocol-from. Behind a listed proxy the per-address limits key by the client the PROXY v2
 // header names: with tokens off and --rate-limit 1/s (burst 1), the same client through two connections is
 // limited, another client is not; a LOCAL header (the proxy's health check) is served; a connection from the
@@ -899,17 +862,19 @@ TEST(ServiceConnections, ProxyProtocolGivesTheClientsAddress) {
     return "POST /observe HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
            "Content-Length: " + std::to_string(ObserveBody(key).size()) + "\r\n\r\n" + ObserveBody(key);
   };
-  const char* proxy = "127.0.0.2";
-  std::string r = RawExchangeFrom(proxy, server.port(), ProxyV2("192.0.2.10") + observe(UniqueKey("pp")));
+  // From the proxy's address (127.0.0.2): the harness's own probes come from 127.0.0.1.
+  auto from_proxy = [&](const std::string& bytes) {
+    return RawExchange(server.port(), bytes, std::chrono::milliseconds(3000), "127.0.0.2");
+  };
+  std::string r = from_proxy(ProxyV2("192.0.2.10") + observe(UniqueKey("pp")));
   EXPECT_EQ(r.rfind("HTTP/1.1 201", 0), 0u) << r;
-  r = RawExchangeFrom(proxy, server.port(), ProxyV2("192.0.2.10") + observe(UniqueKey("pp")));
+  r = from_proxy(ProxyV2("192.0.2.10") + observe(UniqueKey("pp")));
   EXPECT_EQ(r.rfind("HTTP/1.1 429", 0), 0u) << "the same client on another connection shares its bucket: " << r;
-  r = RawExchangeFrom(proxy, server.port(), ProxyV2("192.0.2.11") + observe(UniqueKey("pp")));
+  r = from_proxy(ProxyV2("192.0.2.11") + observe(UniqueKey("pp")));
   EXPECT_EQ(r.rfind("HTTP/1.1 201", 0), 0u) << "another client behind the same proxy was limited: " << r;
-  r = RawExchangeFrom(proxy, server.port(),
-                      ProxyV2("") + "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  r = from_proxy(ProxyV2("") + "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << "LOCAL (health check): " << r;
-  r = RawExchangeFrom(proxy, server.port(), "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  r = from_proxy("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   EXPECT_EQ(r, "") << "a listed peer without a PROXY header was served as itself";
   EXPECT_FALSE(server.LogEvents("proxy_protocol_refused").empty()) << server.LogTail();
   r = RawExchange(server.port(), ProxyV2("192.0.2.12") + observe(UniqueKey("pp")));
