@@ -82,12 +82,6 @@ std::string ReadSecretFile(const std::string& path) {
   return s;
 }
 
-std::string ReadTextFile(const std::string& path, std::string_view option) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError("--" + std::string(option) + ": cannot read '" + path + "'");
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 // "ADDR:PORT", "[v6]:PORT".
 void ParseAdminListen(Config& c) {
   const std::string& s = c.admin_listen;
@@ -204,6 +198,13 @@ po::options_description Options() {
       ("tls-key", s(d.tls_key), "PEM private key file of --tls-cert")
       ("admin-tls", s("off"), "on|off; on = the admin listener (--admin-listen) serves HTTPS too, with the same "
                               "certificate (needs --tls-cert)")
+      ("tls-client-ca", s(""), "PEM file of the CAs that issue terminals' certificates: the main port requires a "
+                               "client certificate from them (mTLS); its subject CN is the terminal (needs "
+                               "--tls-cert; README 'Client certificates')")
+      ("tls-crl", s(""), "PEM file of CRLs of the --tls-client-ca CAs: a revoked client certificate is refused; "
+                         "reloaded with the certificate on SIGHUP")
+      ("tls-client-routes", s("observe"), "routes a client certificate grants without --tokens-file: a "
+                                          "comma-separated subset of observe,batch,lookup,audit")
       ("tokens-file", s(d.tokens_file),
        "accepted bearer tokens, one per line: '<sha256-hex> [<terminal-id> [<routes>]]' (# comments, blank "
        "lines allowed; README 'Terminals'); when set, /observe* and /lookup need 'Authorization: Bearer <token>' "
@@ -395,14 +396,6 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   c.filter = ParseOnOff(str("filter"), "filter");
   c.recent_keys = ParseUnsigned<std::uint64_t>(str("recent-keys"), "recent-keys", 0, kMaxRecentKeys);
   c.access_log = ParseOnOff(str("access-log"), "access-log");
-  c.tls_cert = str("tls-cert");
-  c.tls_key = str("tls-key");
-  if (c.tls_cert.empty() != c.tls_key.empty()) throw ConfigError("--tls-cert and --tls-key must be given together");
-  if (c.tls()) {  // readable now, so a typo fails at start-up (the PEM contents are checked by HttpServer)
-    ReadTextFile(c.tls_cert, "tls-cert");
-    ReadTextFile(c.tls_key, "tls-key");
-  }
-  c.admin_tls = ParseOnOff(str("admin-tls"), "admin-tls");
   ParseAccess(str("tokens-file"), str("rate-limit"), str("rate-burst"), c);  // server/config_access.cc
   c.journal = ParseOnOff(str("journal"), "journal");
   if (str("flush-interval") == "auto") {
@@ -420,9 +413,9 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
       ParseUnsigned<std::uint64_t>(str("journal-max-bytes"), "journal-max-bytes", 1u << 16, std::uint64_t{1} << 40);
   c.admin_listen = str("admin-listen");
   if (c.admin_split()) ParseAdminListen(c);
-  if (c.admin_tls && (!c.tls() || !c.admin_split())) {
-    throw ConfigError("--admin-tls: needs --tls-cert/--tls-key (the certificate it serves) and --admin-listen");
-  }
+  c.admin_tls = ParseOnOff(str("admin-tls"), "admin-tls");
+  ParseTls({str("tls-cert"), str("tls-key"), str("tls-client-ca"), str("tls-crl"), str("tls-client-routes")},
+           c);  // server/config_tls.cc
   c.cors_origins = ParseCorsOrigins(str("cors-origins"));
   c.allowed_hosts = ParseAllowedHosts(str("allowed-hosts"));
   c.proxy_protocol_from = ParseProxyProtocolFrom(str("proxy-protocol-from"));

@@ -97,6 +97,14 @@ struct Config {
   // --admin-tls: the admin listener (--admin-listen) serves HTTPS with the same certificate (needs --tls-cert
   // and --admin-listen); off = plain HTTP there (a private address, probes that speak no TLS).
   bool admin_tls = false;
+  // mTLS (--tls-client-ca, needs --tls-cert): the main listener requires a client certificate issued by one of
+  // these CAs (the handshake fails without one); its subject CN is the caller's terminal, like a token's
+  // (server/http/client_certificate.h). --tls-crl: PEM CRLs of those CAs, checked for the client's certificate.
+  // --tls-client-routes: the routes a certificate grants without --tokens-file (with it, the token's routes
+  // apply and its terminal must be the certificate's). All reloaded with the certificate on SIGHUP.
+  std::string tls_client_ca;
+  std::string tls_crl;
+  std::uint8_t tls_client_routes = kDefaultRoutes;
   // Access control (--tokens-file): accepted bearer tokens (SHA-256 hashes) and their terminals; empty = open.
   // Reloaded on SIGHUP (server/http/token_store.h).
   std::string tokens_file;
@@ -129,6 +137,7 @@ struct Config {
   std::string journal_dir;
   std::uint64_t journal_max_bytes = 64ull << 20;  // beyond it requests wait (bounded), then 503
   bool tls() const { return !tls_cert.empty(); }
+  bool mtls() const { return !tls_client_ca.empty(); }
   bool admin_split() const { return !admin_listen.empty(); }
 };
 
@@ -165,6 +174,15 @@ void ParseHorizon(std::string_view window, bool window_given, std::string_view r
 // Sets c.keys (--keys: raw | gs1) and c.expiry_grace (--expiry-grace: a duration, s m h d, 0..2192d). Throws
 // ConfigError. server/config_horizon.cc.
 void ParseKeys(std::string_view keys, std::string_view grace, Config& c);
+// The TLS options as given (--tls-cert, --tls-key, --tls-client-ca, --tls-crl, --tls-client-routes).
+struct TlsFlags {
+  std::string cert, key, client_ca, crl, client_routes;
+};
+// Sets c.tls_cert, tls_key, tls_client_ca, tls_crl, tls_client_routes: both or neither of cert and
+// key, every file readable now (its PEM is checked by HttpServer), --admin-tls/--tls-client-ca need --tls-cert,
+// --tls-crl needs --tls-client-ca, --tls-client-routes needs --tls-client-ca and no --tokens-file. Call after
+// ParseAccess, ParseAdminListen and c.admin_tls. Throws ConfigError naming the option. server/config_tls.cc.
+void ParseTls(const TlsFlags& f, Config& c);
 // Sets c.tokens_file and c.terminals (reading --tokens-file), c.rate_limit and c.rate_burst (--rate-burst "rate"
 // = the rate). Throws ConfigError naming the option. server/config_access.cc.
 void ParseAccess(const std::string& tokens_file, std::string_view rate_limit, std::string_view rate_burst, Config& c);

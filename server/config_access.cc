@@ -115,16 +115,18 @@ std::vector<std::string> ParseProxyProtocolFrom(const std::string& list) {
   return out;
 }
 
-// Protected mode. Without both access control (--tokens-file) and keyed digests (--digest-secret-file) anyone
-// who reaches the port may record keys, read /lookup, /stats and /metrics, and brute-force short keys from
-// their unkeyed SHA-256 digests: such a service stays on loopback unless --insecure says otherwise.
+// Protected mode. Without both access control (--tokens-file, or client certificates: --tls-client-ca) and
+// keyed digests (--digest-secret-file) anyone who reaches the port may record keys, read /lookup, /stats and
+// /metrics, and brute-force short keys from their unkeyed SHA-256 digests: such a service stays on loopback
+// unless --insecure says otherwise.
 void ResolveListen(Config& c) {
-  const bool guarded = !c.tokens_file.empty() && !c.digest_secret_file.empty();
+  const bool authenticated = !c.tokens_file.empty() || c.mtls();
+  const bool guarded = authenticated && !c.digest_secret_file.empty();
   c.listen_auto = c.listen == "auto";
   if (c.listen_auto) {
     c.listen = guarded || c.insecure ? "0.0.0.0" : "127.0.0.1";
   } else if (!guarded && !c.insecure && !IsLoopback(c.listen)) {
-    std::string missing = c.tokens_file.empty() ? "--tokens-file" : "";
+    std::string missing = authenticated ? "" : "--tokens-file (or --tls-client-ca)";
     if (c.digest_secret_file.empty()) missing += std::string(missing.empty() ? "" : " and ") + "--digest-secret-file";
     throw ConfigError("--listen=" + c.listen + ": refusing to serve a non-loopback address without " + missing +
                       " (protected mode: anyone on the network could record and look up keys). Set " + missing +

@@ -47,6 +47,8 @@ boost::json::object Describe(const Config& c) {
   o["tls"] = c.tls() ? "on" : "off";
   o["admin_tls"] = c.admin_tls;
   o["tls_cert"] = c.tls_cert;
+  o["tls_client_ca"] = c.tls_client_ca;
+  o["tls_crl"] = c.tls_crl;
   o["tokens"] = c.terminals.size();   // how many, never which
   o["tokens_file"] = c.tokens_file;
   o["rate_limit"] = c.rate_limit;

@@ -133,7 +133,7 @@ set +e
 rc=$?
 set -e
 sed 's/^/  /' "$work/protected.txt" | head -3
-[[ $rc == 2 ]] && grep -q -- '--tokens-file and --digest-secret-file' "$work/protected.txt" ||
+[[ $rc == 2 ]] && grep -q -- '--tokens-file (or --tls-client-ca) and --digest-secret-file' "$work/protected.txt" ||
   fail "SCANGATE_LISTEN=0.0.0.0 without tokens and a digest secret: exit $rc, not 2 naming the flags"
 
 step "docker-compose.yml"

@@ -40,6 +40,12 @@ bool IsTerminalIdChar(char c) {
          c == '-';
 }
 
+}  // namespace
+
+bool IsTerminalId(std::string_view id) {
+  return !id.empty() && id.size() <= kMaxTerminalIdChars && std::all_of(id.begin(), id.end(), IsTerminalIdChar);
+}
+
 std::optional<std::uint8_t> ParseRoutes(std::string_view s) {
   std::uint8_t bits = 0;
   while (true) {
@@ -54,8 +60,6 @@ std::optional<std::uint8_t> ParseRoutes(std::string_view s) {
     s.remove_prefix(comma + 1);
   }
 }
-
-}  // namespace
 
 std::uint8_t RouteBit(Route route) {
   switch (route) {
@@ -95,7 +99,7 @@ std::variant<std::vector<Terminal>, TokenFileError> ParseTokensFile(std::string_
     if (id.empty()) {
       t.id = std::string(hex.substr(0, kDefaultTerminalIdHexChars));
     } else {
-      if (id.size() > kMaxTerminalIdChars || !std::all_of(id.begin(), id.end(), IsTerminalIdChar)) {
+      if (!IsTerminalId(id)) {
         return TokenFileError{line_no, "the terminal id must be 1-" + std::to_string(kMaxTerminalIdChars) +
                                            " characters of A-Z a-z 0-9 . _ -"};
       }

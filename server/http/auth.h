@@ -38,6 +38,11 @@ inline constexpr std::uint8_t kAllClientRoutes = kRouteBitObserve | kRouteBitBat
 inline constexpr std::uint8_t kDefaultRoutes = kRouteBitObserve;
 // The bit of a client route (0 for any other route).
 std::uint8_t RouteBit(Route route);
+// A comma-separated subset of observe,batch,lookup,audit as bits (audit implies lookup); nullopt for an
+// unknown name or an empty entry. Pure; any thread.
+std::optional<std::uint8_t> ParseRoutes(std::string_view list);
+// [A-Za-z0-9._-]{1,kMaxTerminalIdChars}: a tokens file's terminal id, a client certificate's CN. Any thread.
+bool IsTerminalId(std::string_view id);
 
 // One accepted token: its hash, the terminal it names (recorded as the observation's source, the rate
 // limit's bucket) and the client routes it may use. Several tokens may name one terminal (rotation).

@@ -61,12 +61,14 @@ void OnAccept(HttpServer::Worker& w, tcp::acceptor& acceptor, Listener listener,
         std::array<char, 17> buf{};
         address_slot = w.shared.per_address.Acquire(AddressKey(peer.address(), buf));
         if (!address_slot) {
+          w.counters.refused_per_address.Inc();
           DoAccept(w, acceptor, listener);
           return;  // the socket closes as it goes out of scope
         }
       }
     }
   }
+  if (!room) w.counters.refused_full.Inc();
   if (room) {
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);  // responses are small; do not wait for Nagle

@@ -95,12 +95,16 @@ Problem Problem::HostNotAllowed() {
 Problem Problem::SourceNotAllowed(std::string_view terminal) {
   // The terminal id is the caller's own (from the tokens file, [A-Za-z0-9._-]); the body's source is not echoed.
   return Make(403, "source-not-allowed", "Source not allowed",
-              "this token belongs to terminal '" + std::string(terminal) +
+              "this caller is terminal '" + std::string(terminal) +
                   "'; a \"source\" must be absent or name that terminal");
 }
 Problem Problem::RouteNotAllowed(Route route) {
   return Make(403, "route-not-allowed", "Route not allowed",
-              "this token may not use " + std::string(RouteLabel(route)) + " (its routes in the tokens file)");
+              "this terminal may not use " + std::string(RouteLabel(route)) +
+                  " (its routes: its token's line in the tokens file, or --tls-client-routes for a certificate)");
+}
+Problem Problem::CertificateNotAllowed(std::string detail) {
+  return Make(403, "certificate-not-allowed", "Client certificate not allowed", std::move(detail));
 }
 Problem Problem::RateLimited(unsigned retry_after_seconds) {
   return TooManyRequests("this terminal is over its rate limit (--rate-limit); retry after the Retry-After delay",

@@ -41,7 +41,9 @@ struct Problem {
   static Problem HostNotAllowed();  // 421 host-not-allowed: the Host header is not in --allowed-hosts
   // 403 source-not-allowed: a body "source" that names another terminal than the token's (`terminal`).
   static Problem SourceNotAllowed(std::string_view terminal);
-  static Problem RouteNotAllowed(Route route);             // 403 route-not-allowed: the token's routes exclude it
+  static Problem RouteNotAllowed(Route route);             // 403 route-not-allowed: the terminal's routes exclude it
+  // 403 certificate-not-allowed (mTLS): the client certificate names no terminal, or not the token's.
+  static Problem CertificateNotAllowed(std::string detail);
   static Problem RateLimited(unsigned retry_after_seconds);  // 429 rate-limited (+ Retry-After)
   // 429 rate-limited (+ Retry-After): this client address sent too many wrong tokens (checked before verifying).
   static Problem AuthFailuresLimited(unsigned retry_after_seconds);

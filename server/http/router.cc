@@ -119,6 +119,7 @@ MetricsSnapshot Router::Snapshot() const {
   s.body_bytes_in_flight = body_budget_.in_flight();
   s.body_bytes_limit = body_budget_.limit();
   s.body_budget_refused = body_budget_.refused();
+  for (const auto& [label, n] : auth_failures_.Stats().limited) s.auth_failures_limited += n;
   if (limiter_) {
     s.rate_limit = limiter_->Stats();
     s.rate_limit_per_second = config_.rate_limit;
@@ -167,7 +168,8 @@ Router::Answer Router::Ok(http::status status, std::string body, std::string_vie
   return a;
 }
 
-Router::Admission Router::Admit(const Header& h, Listener listener, bool tls, const net::ip::address& peer) const {
+Router::Admission Router::Admit(const Header& h, Listener listener, bool tls, const net::ip::address& peer,
+                                const ClientCertificate* cert) const {
   Admission ad;
   // A body follows (a refused request then closes: its body is never read).
   const auto length = h[http::field::content_length];
@@ -230,7 +232,7 @@ Router::Admission Router::Admit(const Header& h, Listener listener, bool tls, co
       ad.answer = std::move(a);
       return ad;
     }
-    if (IsClientRoute(ad.route)) ad.answer = CheckCaller(h, ad.route, has_body, peer, ad.terminal);
+    if (IsClientRoute(ad.route)) ad.answer = CheckCaller(h, ad.route, has_body, peer, cert, ad.terminal);
     // Admitted with a body: its declared bytes come out of the global budget before any is read; none left:
     // 503 and close, the body unread.
     if (!ad.answer && has_body) {
@@ -248,9 +250,10 @@ Router::Admission Router::Admit(const Header& h, Listener listener, bool tls, co
 }
 
 std::optional<Router::Answer> Router::CheckCaller(const Header& h, Route route, bool has_body,
-                                                 const net::ip::address& peer,
+                                                 const net::ip::address& peer, const ClientCertificate* cert,
                                                  std::shared_ptr<const Terminal>& terminal) const {
   std::array<char, 17> address_buf{};
+  if (cert && !cert->terminal) return ProblemAnswer(Problem::CertificateNotAllowed(cert->problem), route, &h, has_body);
   if (std::shared_ptr<const TokenVerifier> tokens = tokens_.Current(); tokens->enabled()) {
     // Failed authentication is limited per client address before any token is verified: an address past
     // its failures gets 429 (and the connection closes) even with a valid token, so guessing costs the
@@ -276,9 +279,16 @@ std::optional<Router::Answer> Router::CheckCaller(const Header& h, Route route, 
     }
     // Aliasing: points at the entry, owns the snapshot (a reload meanwhile frees nothing this request uses).
     terminal = std::shared_ptr<const Terminal>(tokens, &tokens->terminal(*index));
-    if ((terminal->routes & RouteBit(route)) == 0) {
-      return ProblemAnswer(Problem::RouteNotAllowed(route), route, &h, has_body);
+    // mTLS and tokens: a token is good only from its own terminal's certificate (a copied token is not enough).
+    if (cert && cert->terminal->id != terminal->id) {
+      return ProblemAnswer(Problem::CertificateNotAllowed("the token's terminal is not the client certificate's"),
+                           route, &h, has_body);
     }
+  } else if (cert) {
+    terminal = cert->terminal;
+  }
+  if (terminal && (terminal->routes & RouteBit(route)) == 0) {
+    return ProblemAnswer(Problem::RouteNotAllowed(route), route, &h, has_body);
   }
   if (limiter_) {
     const auto kind = terminal ? RateLimiter::KeyKind::kTerminal : RateLimiter::KeyKind::kAddress;

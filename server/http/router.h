@@ -24,6 +24,7 @@
 
 #include "server/http/auth.h"
 #include "server/http/body_budget.h"
+#include "server/http/client_certificate.h"
 #include "server/http/origin.h"
 #include "server/http/rate_limit.h"
 #include "server/http/token_store.h"
@@ -82,8 +83,11 @@ class Router {
   // Header stage, before any body byte: route (with the --admin-listen split), Origin policy (403),
   // Content-Length against the route's limit (413), CORS preflight (204), bearer token (401), the token's
   // routes (403 route-not-allowed), the rate limit of its terminal or of `peer` with tokens off (429).
-  // `tls`: the connection is HTTPS (for scangate's own origin). Never throws. Safe to call concurrently.
-  Admission Admit(const Header& h, Listener listener, bool tls, const boost::asio::ip::address& peer = {}) const;
+  // `tls`: the connection is HTTPS (for scangate's own origin). `cert`: the connection's verified client
+  // certificate (mTLS on the main listener; null otherwise): its terminal is the caller's, or must be the token's
+  // (403 certificate-not-allowed). Never throws. Safe to call concurrently.
+  Admission Admit(const Header& h, Listener listener, bool tls, const boost::asio::ip::address& peer = {},
+                  const ClientCertificate* cert = nullptr) const;
 
   // The whole request, `route` from Admit. `done` runs exactly once on `ex` (inline or later). Call on the
   // thread that owns `ex` and `counters`.
@@ -118,9 +122,10 @@ class Router {
                    const Respond& done, const Terminal* terminal, const boost::asio::ip::address& peer);
   // The Service's metrics plus the rate limiter's.
   MetricsSnapshot Snapshot() const;
-  // Token check (401), the token's routes (403) and the rate limit (429): the refusal, or nothing.
+  // Token check (401), the client certificate's terminal (403), the caller's routes (403) and the rate limit
+  // (429): the refusal, or nothing.
   std::optional<Answer> CheckCaller(const Header& h, Route route, bool has_body, const boost::asio::ip::address& peer,
-                                    std::shared_ptr<const Terminal>& terminal) const;
+                                    const ClientCertificate* cert, std::shared_ptr<const Terminal>& terminal) const;
   void HandleLookup(const Request& req, const boost::asio::any_io_executor& ex, const Respond& done,
                     const Terminal* terminal);
 

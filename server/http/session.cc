@@ -26,6 +26,7 @@
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
+#include "server/http/client_certificate.h"
 #include "server/http/proxy_protocol.h"
 #include "server/http/rate_limit.h"
 #include "server/http/request.h"
@@ -160,6 +161,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     if constexpr (kTls) {
       phase_ = Phase::kHandshake;
       SetDeadline(kHandshakeTimeout);
+      if (listener_ == Listener::kAdmin) NoClientCertificate(stream_.native_handle());  // probes present none
       stream_.async_handshake(net::ssl::stream_base::server,
                               beast::bind_front_handler(&Session::OnHandshake, Self()));
     } else {
@@ -193,7 +195,10 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     if (const auto* e = std::get_if<std::string>(&client)) return RefuseProxy(*e);
     if (const auto& address = std::get<std::optional<net::ip::address>>(client)) peer_ = *address;
     const std::string_view key = AddressKey(peer_, address_buf_);
-    if (!w_.shared.per_address.Acquire(key)) return Lowest().close();  // the client is past its share
+    if (!w_.shared.per_address.Acquire(key)) {  // the client is past its share
+      w_.counters.refused_per_address.Inc();
+      return Lowest().close();
+    }
     address_key_ = key;
     Begin();
   }
@@ -203,11 +208,32 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     Lowest().close();
   }
 
-  // A failed handshake (plain HTTP or an old TLS version on the TLS port, a scanner, a timeout) just ends
-  // the connection: the client gets a TLS alert, the log stays quiet (a client could flood it).
+  // A failed handshake (plain HTTP or an old TLS version on the TLS port, a scanner, a timeout, a client
+  // certificate refused) just ends the connection: the client gets a TLS alert, the log stays quiet (a client
+  // could flood it); refused client certificates are counted. mTLS: the verified certificate's terminal is
+  // read once, for every request of the connection.
   void OnHandshake(beast::error_code ec) {
-    if (ec) return;
+    if (ec) {
+      if (IsClientCertificateRefusal(ec)) w_.counters.client_certificates_refused.Inc();
+      return;
+    }
+    if constexpr (kTls) {
+      if (listener_ == Listener::kMain && shared().config.mtls()) {
+        cert_ = ClientCertificateOf(stream_.native_handle(), shared().config.tls_client_routes);
+      }
+    }
     WaitForRequest();
+  }
+
+  // mTLS on the main listener after a SIGHUP reload (a new CA file or CRL): this connection's certificate was
+  // checked by the previous context, so it closes after its answer and the client's next connection is checked
+  // again (a revoked terminal is out after one more request).
+  bool VerifiedByOldContext() const {
+    if constexpr (kTls) {
+      // relaxed: a reload seen one answer late only delays the close by one request.
+      return cert_ && tls_.get() != shared().tls_current.load(std::memory_order_relaxed);
+    }
+    return false;
   }
 
   const HttpServer::Shared& shared() const { return w_.shared; }
@@ -250,7 +276,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     keep_alive_ = req.keep_alive();
     // Route, Origin policy, size limit, preflight and token: all decided before any body byte is read; a
     // refused request with a body closes the connection (the body is drained by Linger, never buffered).
-    Router::Admission ad = router().Admit(req.base(), listener_, kTls, peer_);
+    Router::Admission ad = router().Admit(req.base(), listener_, kTls, peer_, cert_ ? &*cert_ : nullptr);
     route_ = ad.route;
     terminal_ = std::move(ad.terminal);
     body_hold_ = std::move(ad.body_hold);
@@ -332,7 +358,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     phase_ = Phase::kWriting;
     res_ = std::move(a.res);
     res_.version(version_);
-    res_.keep_alive(keep_alive_ && !a.close && !shared().stopping.load());
+    res_.keep_alive(keep_alive_ && !a.close && !shared().stopping.load() && !VerifiedByOldContext());
     res_.prepare_payload();
     SerializeResponse(res_, wire_);
     SetDeadline(kWriteTimeout);
@@ -404,6 +430,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   Phase phase_ = Phase::kWaiting;
   Route route_ = Route::kNotFound;
   std::shared_ptr<const Terminal> terminal_;  // of the current request (tokens on), from Router::Admit
+  std::optional<ClientCertificate> cert_;     // mTLS on the main listener: the connection's, from OnHandshake
   BodyBudget::Hold body_hold_;                // the current body's bytes in the budget, from Router::Admit
   net::ip::address peer_;                     // the client's address (the rate limit's key with tokens off)
   std::array<char, 17> address_buf_{};        // address_key_'s bytes

@@ -3,9 +3,41 @@
 #include <stdexcept>
 
 #include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
 
 namespace scangate::server {
 namespace net = boost::asio;
+
+namespace {
+
+// mTLS: trust --tls-client-ca for client certificates, name its CAs in the CertificateRequest (the client's
+// certificate choice), check --tls-crl, and fail a handshake without a valid certificate. The admin listener's
+// sessions turn verification off on their own SSL (server/http/client_certificate.h).
+void AddClientVerification(net::ssl::context& ctx, const Config& config) {
+  SSL_CTX* native = ctx.native_handle();
+  STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(config.tls_client_ca.c_str());
+  if (names == nullptr) throw std::runtime_error("--tls-client-ca: no CA certificate in '" + config.tls_client_ca + "'");
+  SSL_CTX_set_client_CA_list(native, names);  // takes ownership
+  if (SSL_CTX_load_verify_file(native, config.tls_client_ca.c_str()) != 1) {
+    throw std::runtime_error("--tls-client-ca: cannot load the CA certificates of '" + config.tls_client_ca + "'");
+  }
+  if (!config.tls_crl.empty()) {
+    X509_STORE* store = SSL_CTX_get_cert_store(native);
+    X509_LOOKUP* lookup = X509_STORE_add_lookup(store, X509_LOOKUP_file());
+    if (lookup == nullptr || X509_load_crl_file(lookup, config.tls_crl.c_str(), X509_FILETYPE_PEM) <= 0) {
+      throw std::runtime_error("--tls-crl: no CRL in '" + config.tls_crl + "'");
+    }
+    // The client's own certificate is checked against its issuer's CRL (a CA without a CRL in the file fails
+    // every certificate it issued: the file must hold one per --tls-client-ca CA that issues terminals').
+    X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK);
+  }
+  ctx.set_verify_mode(net::ssl::verify_peer | net::ssl::verify_fail_if_no_peer_cert);
+  // Session resumption with verification on needs a session id context (else OpenSSL fails the handshake).
+  static constexpr unsigned char kSessionContext[] = "scangate";
+  SSL_CTX_set_session_id_context(native, kSessionContext, sizeof kSessionContext - 1);
+}
+
+}  // namespace
 
 std::unique_ptr<net::ssl::context> MakeTlsContext(const Config& config) {
   auto ctx = std::make_unique<net::ssl::context>(net::ssl::context::tls_server);
@@ -31,6 +63,7 @@ std::unique_ptr<net::ssl::context> MakeTlsContext(const Config& config) {
   if (SSL_CTX_check_private_key(ctx->native_handle()) != 1) {
     throw std::runtime_error("--tls-key does not match --tls-cert");
   }
+  if (config.mtls()) AddClientVerification(*ctx, config);
   return ctx;
 }
 

@@ -59,7 +59,12 @@ struct HttpServer::Shared {
   void SetTls(std::shared_ptr<boost::asio::ssl::context> c) {
     MutexLock lock(&tls_mu);
     tls = std::move(c);
+    tls_current.store(tls.get(), std::memory_order_relaxed);  // relaxed: compared only, never dereferenced
   }
+  // The context Tls() returns now, as an address to compare with a session's own (mTLS: a connection verified
+  // by an older context — another CA file or CRL — closes after its next answer). Exact: a session's context
+  // stays alive while it holds it, so no newer context can share its address.
+  std::atomic<const boost::asio::ssl::context*> tls_current{nullptr};
   mutable Mutex tls_mu;
   std::shared_ptr<boost::asio::ssl::context> tls ABSL_GUARDED_BY(tls_mu);
   ConnectionLimiter per_address{config.max_connections_per_address};  // main listener only

@@ -67,6 +67,9 @@ void Metrics::Collect(MetricsSnapshot& out) const {
     out.mismatch_expiry += b->mismatch_expiry.Get();
     out.queue_waits += b->queue_waits.Get();
     out.queue_wait_timeouts += b->queue_wait_timeouts.Get();
+    out.refused_per_address += b->refused_per_address.Get();
+    out.refused_full += b->refused_full.Get();
+    out.client_certificates_refused += b->client_certificates_refused.Get();
   }
 }
 

@@ -65,6 +65,9 @@ struct alignas(64) ThreadCounters {
   SingleWriterCounter mismatch_lot, mismatch_expiry;  // --keys=gs1: duplicates whose lot / expiry contradict the record
   SingleWriterCounter queue_waits;          // keys that found the write queue full and waited for room
   SingleWriterCounter queue_wait_timeouts;  // of those, answered 503 because --queue-wait passed
+  // Connections closed unanswered: at accept, past --max-connections-per-address, or past the listener's cap
+  // (kMaxConnections, kMaxAdminConnections); after the TLS handshake failed for the client certificate (mTLS).
+  SingleWriterCounter refused_per_address, refused_full, client_certificates_refused;
 };
 
 // Aggregated values of one scrape.
@@ -103,6 +106,10 @@ struct MetricsSnapshot {
   // Request bodies in flight (--max-body-bytes-in-flight; server/http/body_budget.h), filled by the Router:
   // bytes held now, the limit (0 = none) and bodies refused 503 for want of room.
   std::uint64_t body_bytes_in_flight = 0, body_bytes_limit = 0, body_budget_refused = 0;
+  // Connections refused (ThreadCounters) and requests refused 429 after too many failed authentications from
+  // their address (the Router's).
+  std::uint64_t refused_per_address = 0, refused_full = 0, client_certificates_refused = 0;
+  std::uint64_t auth_failures_limited = 0;
 };
 
 // Quantile q (0..1) of a latency histogram (per-bucket counts over kLatencyBuckets, + Inf last), by linear

@@ -26,6 +26,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
+#include "tls_util.h"
 #include "util.h"
 
 namespace {
@@ -35,130 +36,11 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using namespace scangate;
 using hardening::Clock;
-
-std::string TempDir() {
-  char tmpl[] = "/tmp/scangate-security-XXXXXX";
-  const char* d = ::mkdtemp(tmpl);
-  if (d == nullptr) throw std::runtime_error("mkdtemp failed");
-  return d;
-}
-
-void WriteFile(const std::string& path, const std::string& content) {
-  std::ofstream out(path, std::ios::trunc | std::ios::binary);
-  out << content;
-}
-
-// Self-signed P-256 certificate for CN=`cn` (localhost by default), valid for a day.
-void MakeSelfSigned(const std::string& cert_path, const std::string& key_path, const char* cn = "localhost") {
-  EVP_PKEY* pkey = EVP_EC_gen("P-256");
-  ASSERT_NE(pkey, nullptr);
-  X509* x = X509_new();
-  X509_set_version(x, 2);
-  ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
-  X509_gmtime_adj(X509_getm_notBefore(x), -60);
-  X509_gmtime_adj(X509_getm_notAfter(x), 86400);
-  X509_set_pubkey(x, pkey);
-  X509_NAME* name = X509_get_subject_name(x);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(cn), -1, -1, 0);
-  X509_set_issuer_name(x, name);
-  ASSERT_GT(X509_sign(x, pkey, EVP_sha256()), 0);
-  FILE* f = std::fopen(key_path.c_str(), "w");
-  ASSERT_NE(f, nullptr);
-  PEM_write_PrivateKey(f, pkey, nullptr, nullptr, 0, nullptr, nullptr);
-  std::fclose(f);
-  f = std::fopen(cert_path.c_str(), "w");
-  ASSERT_NE(f, nullptr);
-  PEM_write_X509(f, x);
-  std::fclose(f);
-  X509_free(x);
-  EVP_PKEY_free(pkey);
-}
-
-// A scangate process whose readiness is not probed over plain HTTP on the main port (TLS, admin split):
-// waits for the "listening" log line and reads the port(s) from it.
-class Server {
- public:
-  explicit Server(std::vector<std::string> flags) {
-    dir_ = TempDir();
-    log_ = dir_ + "/scangate.log";
-    std::vector<std::string> args{it::Env().server_binary, "--database-url=" + it::Env().pg_url,
-                                  "--listen=127.0.0.1", "--port=0", "--threads=2"};
-    for (auto& f : flags) args.push_back(f);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      FILE* out = std::freopen(log_.c_str(), "a", stderr);
-      if (out == nullptr) ::_exit(125);
-      ::dup2(::fileno(stderr), 1);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-  }
-  ~Server() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  // Waits for the "listening" line; false when the process exits first or after the startup timeout.
-  bool WaitListening() {
-    const auto deadline = Clock::now() + it::kStartupTimeout;
-    while (Clock::now() < deadline) {
-      if (!alive()) return false;
-      std::ifstream in(log_);
-      for (std::string line; std::getline(in, line);) {
-        boost::json::error_code ec;
-        auto v = boost::json::parse(line, ec);
-        if (ec || !v.is_object() || !v.as_object().contains("event")) continue;
-        const auto& o = v.as_object();
-        if (o.at("event") != "listening") continue;
-        port = static_cast<std::uint16_t>(o.at("port").to_number<int>());
-        if (o.contains("admin_port")) admin_port = static_cast<std::uint16_t>(o.at("admin_port").to_number<int>());
-        return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
-  }
-  bool alive() {
-    if (pid_ <= 0) return false;
-    int st = 0;
-    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-      pid_ = -1;
-      return false;
-    }
-    return true;
-  }
-  int Stop() {
-    ::kill(pid_, SIGTERM);
-    int st = 0;
-    ::waitpid(pid_, &st, 0);
-    pid_ = -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  }
-  std::string Log() const { return it::ReadFile(log_); }
-  void Signal(int sig) const { ::kill(pid_, sig); }
-  // Waits until the log holds `n` lines of `event` (a SIGHUP's result, say); false after 10 s.
-  bool WaitEvents(std::string_view event, std::size_t n) const {
-    const std::string needle = "\"event\":\"" + std::string(event) + "\"";
-    for (int i = 0; i < 200; ++i) {
-      std::size_t count = 0;
-      const std::string log = Log();
-      for (std::size_t at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1)) ++count;
-      if (count >= n) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
-  }
-  const std::string& dir() const { return dir_; }
-  std::uint16_t port = 0, admin_port = 0;
-
- private:
-  std::string dir_, log_;
-  pid_t pid_ = -1;
-};
+using hardening::MakeSelfSigned;
+using hardening::Server;
+using hardening::TempDir;
+using hardening::TlsConnection;
+using hardening::WriteFile;
 
 // --------------------------------------------------------------------------------------------------
 // TLS client (Beast over ssl_stream, synchronous).
@@ -296,51 +178,6 @@ TEST(SecurityTls, ObserveOverHttpsTls11RefusedPlainHttpHarmless) {
   EXPECT_TRUE(server.alive());
   EXPECT_EQ(server.Stop(), 0);
 }
-
-// One kept-alive HTTPS connection (Beast over ssl_stream, synchronous): the certificate it was served, then
-// observations over it.
-class TlsConnection {
- public:
-  explicit TlsConnection(std::uint16_t port) : ctx_(ssl::context::tls_client), s_(ioc_, ctx_) {
-    ctx_.set_verify_mode(ssl::verify_none);  // self-signed test certificates
-    beast::error_code ec;
-    beast::get_lowest_layer(s_).socket().connect({net::ip::make_address("127.0.0.1"), port}, ec);
-    if (!ec) s_.handshake(ssl::stream_base::client, ec);
-    ok_ = !ec;
-  }
-  bool ok() const { return ok_; }
-  // The served certificate's CN ("" without one).
-  std::string PeerCn() {
-    X509* cert = SSL_get1_peer_certificate(s_.native_handle());
-    if (cert == nullptr) return "";
-    char cn[256] = {};
-    X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, cn, sizeof cn);
-    X509_free(cert);
-    return cn;
-  }
-  int Observe(const std::string& key) { return Exchange(http::verb::post, "/observe", it::ObserveBody(key)); }
-  int Get(const std::string& target) { return Exchange(http::verb::get, target, ""); }
-  int Exchange(http::verb method, const std::string& target, const std::string& body) {
-    http::request<http::string_body> req{method, target, 11};
-    req.set(http::field::host, "localhost");
-    if (!body.empty()) req.set(http::field::content_type, "application/json");
-    req.body() = body;
-    req.prepare_payload();
-    beast::error_code ec;
-    http::write(s_, req, ec);
-    if (ec) return -1;
-    beast::flat_buffer buf;
-    http::response<http::string_body> res;
-    http::read(s_, buf, res, ec);
-    return ec ? -1 : static_cast<int>(res.result_int());
-  }
-
- private:
-  net::io_context ioc_;
-  ssl::context ctx_;
-  beast::ssl_stream<beast::tcp_stream> s_;
-  bool ok_ = false;
-};
 
 // Issue 33: SIGHUP reloads --tls-cert/--tls-key (a renewed certificate) without a restart: new connections get
 // the new certificate, a connection opened before keeps working; a certificate that fails to load is logged and

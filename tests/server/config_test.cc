@@ -380,7 +380,7 @@ TEST(Config, Help) {
       {"PostgreSQL", {"database-url", "writers", "batch-limit", "queue-limit", "queue-wait", "request-timeout"}},
       {"Filter", {"capacity", "fp-target", "window", "retention", "shards", "filter", "recent-keys"}},
       {"Acknowledgement", {"ack", "flush-interval", "journal", "journal-dir", "journal-max-bytes"}},
-      {"Security", {"tls-cert", "tls-key", "admin-tls", "tokens-file", "rate-limit", "rate-burst", "cors-origins", "allowed-hosts",
+      {"Security", {"tls-cert", "tls-key", "admin-tls", "tls-client-ca", "tls-crl", "tls-client-routes", "tokens-file", "rate-limit", "rate-burst", "cors-origins", "allowed-hosts",
                     "proxy-protocol-from", "insecure", "digest-secret-file"}},
       {"Operations", {"access-log", "help", "version"}},
   };
@@ -633,7 +633,7 @@ TEST(Config, ProtectedMode) {
   EXPECT_EQ(ParseOk({url, "--listen=::1"}).listen, "::1");
   EXPECT_EQ(ParseOk({url, "--listen=127.0.0.2"}).listen, "127.0.0.2");
   std::string e = ParseError({url, "--listen=0.0.0.0"});
-  EXPECT_NE(e.find("--tokens-file and --digest-secret-file"), std::string::npos) << e;
+  EXPECT_NE(e.find("--tokens-file (or --tls-client-ca) and --digest-secret-file"), std::string::npos) << e;
   EXPECT_NE(e.find("--insecure"), std::string::npos) << e;
   e = ParseError({url, "--listen=10.0.0.5", "--tokens-file=" + tokens});
   EXPECT_NE(e.find("without --digest-secret-file"), std::string::npos) << e;

@@ -751,7 +751,7 @@ TEST(ServiceCommandLine, ProtectedModeRefusesTheNetworkWithoutTokensAndSecret) {
     const auto [status, out] =
         RunShell("'" + Env().server_binary + "' --database-url='" + Env().pg_url + "' --listen=0.0.0.0 2>&1");
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << out;
-    EXPECT_NE(out.find("--tokens-file and --digest-secret-file"), std::string::npos) << out;
+    EXPECT_NE(out.find("--tokens-file (or --tls-client-ca) and --digest-secret-file"), std::string::npos) << out;
     EXPECT_NE(out.find("--insecure"), std::string::npos) << out;
   }
   {

@@ -477,6 +477,48 @@ TEST_F(TokenRouterTest, TerminalSourceAndRoutes) {
   EXPECT_EQ(a.res.result_int(), 403u);
 }
 
+// Issue 33 item 7 (mTLS): without tokens a verified client certificate's terminal is the caller (its routes
+// apply); one whose CN names no terminal gets 403 certificate-not-allowed; with tokens, the token's terminal
+// must be the certificate's.
+TEST_F(RouterTest, ClientCertificateNamesTheTerminal) {
+  ClientCertificate till{std::make_shared<Terminal>(Terminal{{}, "till-9", kRouteBitObserve}), ""};
+  const ClientCertificate nameless{nullptr, "no CN"};
+  const Router::Request observe = Make(http::verb::post, "/observe", R"({"key":"k"})", "application/json");
+  const Router::Request lookup = Make(http::verb::post, "/lookup", R"({"key":"k"})", "application/json");
+  auto ad = router_->Admit(observe.base(), Listener::kMain, true, {}, &till);
+  EXPECT_FALSE(ad.answer);
+  ASSERT_TRUE(ad.terminal);
+  EXPECT_EQ(ad.terminal->id, "till-9");
+  ad = router_->Admit(lookup.base(), Listener::kMain, true, {}, &till);
+  ASSERT_TRUE(ad.answer);
+  EXPECT_EQ(Slug(*ad.answer), "urn:scangate:problem:route-not-allowed");
+  ad = router_->Admit(observe.base(), Listener::kMain, true, {}, &nameless);
+  ASSERT_TRUE(ad.answer);
+  EXPECT_EQ(ad.answer->res.result_int(), 403u);
+  EXPECT_EQ(Slug(*ad.answer), "urn:scangate:problem:certificate-not-allowed");
+  // No certificate (plain HTTP, or mTLS off): as before.
+  EXPECT_FALSE(router_->Admit(observe.base(), Listener::kMain, false).terminal);
+}
+
+TEST_F(TokenRouterTest, TokenMustBeTheCertificatesTerminal) {
+  const ClientCertificate till1{std::make_shared<Terminal>(Terminal{{}, "till-1", kRouteBitObserve}), ""};
+  const ClientCertificate till2{std::make_shared<Terminal>(Terminal{{}, "till-2", kAllClientRoutes}), ""};
+  const Router::Request req =
+      Make(http::verb::post, "/lookup", R"({"key":"k"})", "application/json", Bearer("secret-token"));
+  // till-1's token from till-1's certificate: the token's routes (all) apply, not the certificate's.
+  auto ad = router_->Admit(req.base(), Listener::kMain, true, {}, &till1);
+  EXPECT_FALSE(ad.answer);
+  ASSERT_TRUE(ad.terminal);
+  EXPECT_EQ(ad.terminal->id, "till-1");
+  ad = router_->Admit(req.base(), Listener::kMain, true, {}, &till2);
+  ASSERT_TRUE(ad.answer);
+  EXPECT_EQ(Slug(*ad.answer), "urn:scangate:problem:certificate-not-allowed");
+  const Router::Request none = Make(http::verb::post, "/observe", R"({"key":"k"})", "application/json");
+  ad = router_->Admit(none.base(), Listener::kMain, true, {}, &till1);
+  ASSERT_TRUE(ad.answer);
+  EXPECT_EQ(ad.answer->res.result_int(), 401u) << "a certificate alone is not enough with tokens on";
+}
+
 // Issue 33: wrong tokens are limited per client address before any token is verified: kAuthFailureBurst of
 // them get 401, the next 429 rate-limited + Retry-After and the connection closes; then even a valid token from
 // that address is 429 (guessing learns nothing), while another address is served; a request without
