@@ -1,7 +1,9 @@
 // The GS1 parser of core/gs1.h: symbology identifiers, element strings (GS separators and their omission after
 // predefined-length AIs), the parenthesised form, then one validation and assembly step shared with the Digital
 // Link reader (core/gs1_digital_link.cc). Each form only cuts the scan into AI/value pairs; every rule about a
-// value (length, character set, check digit, date, duplicates) is applied once, in Assemble().
+// value (length, character set, no '(' or ')', check digit, date, duplicates) is applied once, in Assemble().
+// One rule belongs to element strings alone, UnterminatedValueReadsTwoWays(): a value that ran to the end of the
+// scan without a GS must not also read as a shorter value followed by the lot or expiry (a dropped GS).
 #include "core/gs1.h"
 
 #include <string>
@@ -45,8 +47,9 @@ std::optional<Error> ReadAi(std::string_view s, std::size_t& at, std::string_vie
 }
 
 // An element string ("01…17…10…<GS>21…"): a predefined-length AI's value is exactly its length (a GS after it is
-// tolerated); every other value runs to the next GS or the end.
-std::optional<Error> ReadElementString(std::string_view s, Elements& out) {
+// tolerated); every other value runs to the next GS or the end. `last_open`: the last value is variable-length and
+// ran to the end of `s`, no GS after it.
+std::optional<Error> ReadElementString(std::string_view s, Elements& out, bool& last_open) {
   std::size_t at = 0;
   if (at < s.size() && s[at] == kGs) ++at;  // FNC1 in first position sent as GS
   if (at == s.size()) return PlainError("no element string");
@@ -54,12 +57,14 @@ std::optional<Error> ReadElementString(std::string_view s, Elements& out) {
     std::string_view ai;
     if (auto e = ReadAi(s, at, ai)) return e;
     std::size_t end = at;
-    if (const int fixed = PredefinedLength(ai)) {
+    const int fixed = PredefinedLength(ai);
+    if (fixed != 0) {
       while (end < s.size() && end - at < static_cast<std::size_t>(fixed) && s[end] != kGs) ++end;
     } else {
       while (end < s.size() && s[end] != kGs) ++end;
     }
     if (!out.Add(ai, s.substr(at, end - at))) return TooMany();
+    last_open = fixed == 0 && end == s.size();
     at = end;
     if (at < s.size() && s[at] == kGs) ++at;
   }
@@ -72,7 +77,9 @@ std::string_view TrimSpaces(std::string_view v) {
   return v;
 }
 
-// "(01)00361414030008(17)271231(10)0LOT42(21)SN0001": a value runs to the next '(' or the end.
+// "(01)00361414030008(17)271231(10)0LOT42(21)SN0001": a value runs to the next '(' or the end, and every '('
+// must open a well-formed "(AI)". A value holding '(' or ')' is refused by Validate() in every form, so no value
+// is cut short here that another spelling would carry whole.
 std::optional<Error> ReadParenthesised(std::string_view s, Elements& out) {
   std::size_t at = 0;
   while (at < s.size()) {
@@ -121,6 +128,10 @@ std::optional<Error> Validate(const AiSpec& spec, std::string_view ai, std::stri
   for (std::size_t i = 0; i < v.size(); ++i) {
     const bool ok = i < spec.numeric_prefix ? IsDigit(v[i]) : InCharset(spec.rest, v[i]);
     if (!ok) return AiError(ai, "character at position " + std::to_string(i) + " is not allowed in this field");
+    // Set 82 allows them, but "(21)X(10)Y" would then be both serial "X(10)Y" and serial X + lot Y.
+    if (v[i] == '(' || v[i] == ')')
+      return AiError(ai, "the value holds '(' or ')' (position " + std::to_string(i) +
+                             "), which the parenthesised form cannot carry unambiguously");
   }
   if (spec.check_len != 0 && !CheckDigitOk(v.substr(0, spec.check_len)))
     return AiError(ai, "check digit does not match (GS1 mod 10)");
@@ -164,6 +175,48 @@ std::variant<Pack, Error> Assemble(const Elements& els, int current_year) {
   if (!have_gtin) return AiError("01", "missing: a pack needs its GTIN (01) and serial (21)");
   if (!have_serial) return AiError("21", "missing: a pack needs its GTIN (01) and serial (21)");
   return p;
+}
+
+// The AIs a Pack reads; a dropped GS that hides one of them (the lot, the expiry) in the value before it is what
+// UnterminatedValueReadsTwoWays() refuses.
+bool IsPackAi(std::string_view ai) { return ai == "01" || ai == "10" || ai == "17" || ai == "21"; }
+
+bool Carries(const Elements& els, std::string_view ai) {
+  for (std::size_t i = 0; i < els.size; ++i)
+    if (els.items[i].ai == ai) return true;
+  return false;
+}
+
+// The last value of an element string, variable-length with no GS after it (`els` assembled without error): a
+// scanner that drops GS turns "21SN1<GS>17271231" + "10LOT" into serial "SN11727123110LOT", one pack with two
+// identities. Refused when, from some value position p >= 1 on, the value's tail reads GS-less as a complete
+// element string (predefined-length AIs at their length, a last variable-length one to the end) that starts with
+// a Pack AI (01, 10, 17, 21) and holds only AIs the scan does not carry, each once, every value valid by the table
+// — the value's first p characters valid too. Tails made only of other AIs (240, 91, 710, …) are not refused:
+// they turn up in most random serials (issue 33, README "GS1 packs"), so a dropped GS before them stays unseen.
+std::optional<Error> UnterminatedValueReadsTwoWays(const Elements& els, int current_year) {
+  const auto [ai, v] = els.items[els.size - 1];
+  const AiSpec& spec = *FindAi(ai);  // known: Assemble checked it
+  for (std::size_t p = 1; p + 2 < v.size(); ++p) {
+    const std::string_view tail = v.substr(p);
+    if (!IsPackAi(tail.substr(0, 2)) || Carries(els, tail.substr(0, 2))) continue;  // the Pack AIs are 2 digits
+    if (Validate(spec, ai, v.substr(0, p), current_year)) continue;  // no valid shorter value: one reading
+    Elements more;
+    bool open = false;
+    if (ReadElementString(tail, more, open)) continue;  // every AI it yields is in the table
+    bool valid = true;
+    std::string names;
+    for (std::size_t i = 0; i < more.size && valid; ++i) {
+      const auto [tai, tv] = more.items[i];
+      valid = !Carries(els, tai) && !Validate(*FindAi(tai), tai, tv, current_year);
+      for (std::size_t j = 0; j < i && valid; ++j) valid = more.items[j].ai != tai;
+      names.append(i == 0 ? "AI " : " + AI ").append(tai);
+    }
+    if (!valid) continue;
+    return AiError(ai, "the value ends in what reads as " + names + " (from value position " + std::to_string(p) +
+                           "): a scanner that dropped the GS (FNC1) separator? End a variable-length value with GS");
+  }
+  return std::nullopt;
 }
 
 bool IsGs1Symbology(std::string_view id) {
@@ -234,6 +287,7 @@ std::variant<Pack, Error> Parse(std::string_view scan, int current_year) {
   }
   Elements els;
   detail::ScratchBuffer scratch;
+  bool last_open = false;  // element strings only: the Digital Link and the parenthesised form delimit every value
   if (!gs1_id && detail::LooksLikeDigitalLink(scan)) {
     if (auto e = detail::ReadDigitalLink(scan, els, scratch)) return *std::move(e);
   } else if (plain_id) {
@@ -241,9 +295,12 @@ std::variant<Pack, Error> Parse(std::string_view scan, int current_year) {
   } else if (!gs1_id && !scan.empty() && scan.front() == '(') {
     if (auto e = ReadParenthesised(scan, els)) return *std::move(e);
   } else {
-    if (auto e = ReadElementString(scan, els)) return *std::move(e);
+    if (auto e = ReadElementString(scan, els, last_open)) return *std::move(e);
   }
-  return Assemble(els, current_year);
+  std::variant<Pack, Error> r = Assemble(els, current_year);
+  if (last_open && std::holds_alternative<Pack>(r))
+    if (auto e = UnterminatedValueReadsTwoWays(els, current_year)) return *std::move(e);
+  return r;
 }
 
 }  // namespace scangate::gs1

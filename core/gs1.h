@@ -52,6 +52,12 @@ inline constexpr std::size_t kMaxElements = 32;
 // next '('); http(s) Digital Link URIs (any host, any path prefix, /01/{gtin} with GTIN-8/12/13/14, then AI/value
 // pairs in any order, query attributes with numeric keys; other query keys are ignored; the convenience names
 // gtin, cpv, lot and ser are accepted in the path). A trailing CR/LF (scanner suffix) is ignored.
+// Refused so that no pack has two identities and no two packs share one (issue 33): '(' or ')' in any value, in
+// every form (the parenthesised form could not carry it); and, in element strings, a last variable-length value
+// with no GS after it whose tail (from value position 1 on) reads GS-less as a Pack AI the scan lacks (10, 17)
+// with valid values, possibly followed by other AIs the scan lacks — a scanner that dropped GS ("21SN1" +
+// "17271231" + "10LOT" read as one serial). A scan carrying 01, 17 and 10, or a GS after its last value, is never
+// refused so. Both Errors name the AI whose value is at fault.
 std::variant<Pack, Error> Parse(std::string_view scan, int current_year);
 
 // Days since 1970-01-01 of a date (proleptic Gregorian); the first day of the month after `d`'s month.

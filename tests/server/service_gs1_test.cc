@@ -31,8 +31,13 @@ std::int64_t NowUs() {
       .count();
 }
 
-// A serial unique to this run (GS1 character set 82: letters and digits are safe).
-std::string FreshSerial() { return "S" + RandomHex(6); }
+// A serial unique to this run (GS1 character set 82: letters and digits are safe). No '1' in it, so no tail of it
+// reads as AI 10 or 17: a serial ending in "10x" with no lot and no GS after it is refused (issue 33).
+std::string FreshSerial() {
+  std::string s = "S" + RandomHex(6);
+  for (char& c : s) c = c == '1' ? 'g' : c;
+  return s;
+}
 
 // The digest the service must answer with: SHA-256 of the canonical identity.
 std::string IdentityHex(std::string_view gtin14, const std::string& serial) {
@@ -130,6 +135,8 @@ TEST_P(Gs1, InvalidPacksAreRefusedNamingTheAi) {
       {"01" + g + "17271331" + "21" + serial, "17"},                     // month 13
       {"01" + g + "21" + serial + "X123456789012345678", "21"},           // serial over 20 characters
       {"(01)" + g + "(21)" + serial + "(89)123", "89"},                 // unknown AI
+      {"01" + g + "21" + serial + "1727123110LOT", "21"},                // a dropped GS: expiry + lot in the serial
+      {"01" + g + "21" + serial + "(10)LOT", "21"},                      // '(' in a value
   };
   for (const Case& k : cases) {
     const HttpResponse r = c.Post("/observe", ObserveBody(k.key));
