@@ -10,11 +10,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/field.hpp>
-#include <boost/json/object.hpp>
-#include <boost/json/serialize.hpp>
 
 #include "core/time_format.h"
-#include "server/metrics/dashboard.h"
 #include "server/log.h"
 
 namespace scangate::server {
@@ -46,7 +43,6 @@ std::shared_ptr<const Router::Header> CorsHeader(const Router::Request& req) {
 
 constexpr std::string_view kJson = "application/json";
 constexpr std::string_view kProblemJson = "application/problem+json";
-constexpr std::string_view kPrometheusText = "text/plain; version=0.0.4; charset=utf-8";
 constexpr std::string_view kCorsMethods = "POST, OPTIONS";
 constexpr std::string_view kCorsHeaders = "Content-Type, Authorization";
 constexpr std::string_view kCorsExposed = "Retry-After";  // not CORS-safelisted: a page needs it after a 503
@@ -113,20 +109,6 @@ Router::Router(const Config& config, Service& service, storage::DigestReader* lo
 }
 
 std::size_t Router::ReloadTokens() { return tokens_.Reload(); }
-
-MetricsSnapshot Router::Snapshot() const {
-  MetricsSnapshot s = service_.Snapshot();
-  s.body_bytes_in_flight = body_budget_.in_flight();
-  s.body_bytes_limit = body_budget_.limit();
-  s.body_budget_refused = body_budget_.refused();
-  for (const auto& [label, n] : auth_failures_.Stats().limited) s.auth_failures_limited += n;
-  if (limiter_) {
-    s.rate_limit = limiter_->Stats();
-    s.rate_limit_per_second = config_.rate_limit;
-    s.rate_limit_burst = static_cast<std::uint64_t>(limiter_->burst());
-  }
-  return s;
-}
 
 bool Router::OriginListed(std::string_view normalized) const {
   return std::find(cors_origins_.begin(), cors_origins_.end(), normalized) != cors_origins_.end();
@@ -299,38 +281,6 @@ std::optional<Router::Answer> Router::CheckCaller(const Header& h, Route route, 
     }
   }
   return std::nullopt;
-}
-
-Router::Answer Router::AdminAnswer(Route route, const Header& h) {
-  switch (route) {
-    case Route::kHealthz:
-      return Ok(http::status::ok, R"({"status":"ok"})", kJson, route, &h);
-    case Route::kReadyz:
-    {
-      // An unusable journal leaves the instance ready (new keys are decided in PostgreSQL) but is named.
-      const std::string journal = service_.JournalState();
-      if (service_.ready()) {
-        if (journal.empty()) return Ok(http::status::ok, R"({"status":"ready"})", kJson, route, &h);
-        return Ok(http::status::ok, boost::json::serialize(boost::json::object{{"status", "ready"}, {"journal", journal}}), kJson,
-                  route, &h);
-      }
-      std::string detail = !service_.warm() ? "warm start from PostgreSQL still running" : "PostgreSQL is unavailable";
-      if (!journal.empty()) detail += "; the local journal is " + journal;
-      return ProblemAnswer(Problem::Unavailable(detail), route, &h);
-    }
-    case Route::kMetrics:
-      return Ok(http::status::ok, RenderPrometheus(Snapshot()), kPrometheusText, route, &h);
-    case Route::kStats:
-      return Ok(http::status::ok, RenderStatsJson(Snapshot()), kJson, route, &h);
-    case Route::kDashboard: {  // static page (server/metrics/dashboard.h); it polls /stats from the same origin
-      Answer a = Ok(http::status::ok, std::string(DashboardHtml()), kDashboardContentType, route, &h);
-      a.res.set("Content-Security-Policy", kDashboardCsp);
-      a.res.set(http::field::cache_control, "no-store");
-      return a;
-    }
-    default:
-      return ProblemAnswer(Problem::NotFound(h.target()), Route::kNotFound, &h);
-  }
 }
 
 void Router::Handle(Route route, const Request& req, const net::any_io_executor& ex, ThreadCounters& counters,

@@ -114,7 +114,7 @@ class Router {
             const Header* h) const;
   // Operational GET routes (/healthz, /readyz, /metrics, /stats, /dashboard): one case each. A new one (say
   // GET /version) needs a Route value (request.h), its path in RouteOf and RouteLabel, IsAdminRoute
-  // (request.cc), and its case here.
+  // (request.cc), and its case here (server/http/router_admin.cc).
   Answer AdminAnswer(Route route, const Header& h);
   void HandleObserve(const Request& req, const boost::asio::any_io_executor& ex, ThreadCounters& counters,
                      const Respond& done, const Terminal* terminal);

@@ -30,6 +30,7 @@
 #include "server/http/proxy_protocol.h"
 #include "server/http/rate_limit.h"
 #include "server/http/request.h"
+#include "server/http/response_wire.h"
 #include "server/http/sweeper.h"
 #include "server/log.h"
 
@@ -59,33 +60,6 @@ bool IsPeerGone(const beast::error_code& ec) {
 // A session keeps its response buffer's capacity up to this between requests (a verdict is ~150 bytes;
 // /metrics and /dashboard answers are larger and give theirs back).
 constexpr std::size_t kWireKeepBytes = 16 * 1024;
-
-// The whole response — status line, fields, blank line, body — in one contiguous buffer (cleared, its
-// capacity reused per session), written with one async_write of one buffer. The same bytes Beast's
-// http::async_write sends for a string_body response after prepare_payload() (Content-Length, never
-// chunked); its serializer walked a buffers_cat_view of header and body pieces per write, ~3.5 % of
-// scangate's CPU at 256 connections (issue 8's profile).
-void SerializeResponse(const http::response<http::string_body>& res, std::string& out) {
-  out.clear();
-  out += res.version() == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
-  char code[3];
-  const unsigned status = res.result_int();  // 100..999
-  code[0] = static_cast<char>('0' + status / 100 % 10);
-  code[1] = static_cast<char>('0' + status / 10 % 10);
-  code[2] = static_cast<char>('0' + status % 10);
-  out.append(code, sizeof code);
-  out += ' ';
-  out += res.reason();
-  out += "\r\n";
-  for (const auto& field : res) {
-    out += field.name_string();
-    out += ": ";
-    out += field.value();
-    out += "\r\n";
-  }
-  out += "\r\n";
-  out += res.body();
-}
 
 using PlainStream = beast::basic_stream<tcp, IoExecutor>;
 using TlsStream = beast::ssl_stream<PlainStream>;
