@@ -5,6 +5,7 @@
 // for a committed decision; kUnavailable means nothing was recorded, kUnknown that it may have been.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -22,13 +23,20 @@ namespace scangate::storage {
 // error, or not settled within kInDoubtResolveFor); a retry may then get kDuplicate.
 enum class Outcome : std::uint8_t { kInserted, kDuplicate, kUnavailable, kUnknown };
 
-// --keys=gs1 (issue 24): what a pack's row holds beside its identity digest. All absent for raw keys (then the
-// row and its statements are exactly the raw ones).
+// The idempotency record of the request that recorded a row (issue 34, Idempotency-Key): 16 bytes of the keys'
+// Digester over the caller's scope and its idempotency key (server/verdict/scan_key.h RequestIdOf), never the
+// header itself. Only ever compared with a retry's for the same row, so 128 bits leave no room for a false replay.
+using RequestId = std::array<std::uint8_t, 16>;
+
+// What a row holds beside its identity digest, first_seen and source. --keys=gs1 (issue 24): the pack's lot,
+// expiry and own horizon; Idempotency-Key (issue 34): the request that recorded the row. All absent for raw keys
+// observed without the header (then the row and its statements are exactly the raw ones).
 struct PackAttrs {
   std::optional<Digest> lot;           // digest of AI 10 ("10" + lot, the keys' Digester); never the raw lot
   std::optional<std::int32_t> expiry;  // AI 17, days since 1970-01-01
   std::int64_t keep_until_us = 0;      // the pack's own horizon (µs since the epoch); 0 = none (--retention rules)
-  bool empty() const { return !lot && !expiry && keep_until_us == 0; }
+  std::optional<RequestId> request;    // the recording request's idempotency record (issue 34); none = no header
+  bool empty() const { return !lot && !expiry && keep_until_us == 0 && !request; }
 };
 
 struct Result {
@@ -36,8 +44,8 @@ struct Result {
   std::string first_seen;  // RFC 3339 UTC with microseconds, "2026-11-29T21:43:09.123456Z"; empty unless
                            // kInserted/kDuplicate
   std::int64_t first_seen_us = 0;  // the same instant in µs since the epoch; valid when first_seen is set
-  // kInserted: the lot and expiry just written (what was submitted); kDuplicate: those of the row PostgreSQL
-  // holds (or of the batch's first item of the digest). keep_until_us is not reported (always 0).
+  // kInserted: the lot, expiry and request just written (what was submitted); kDuplicate: those of the row
+  // PostgreSQL holds (or of the batch's first item of the digest). keep_until_us is not reported (always 0).
   PackAttrs recorded{};
 };
 

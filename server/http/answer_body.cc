@@ -25,6 +25,7 @@ json::object VerdictObject(const Verdict& v, json::storage_ptr sp) {
     for (std::string_view name : MismatchNames(v.mismatch)) m.emplace_back(name);
     o["mismatch"] = std::move(m);
   }
+  if (v.replayed) o["replayed"] = true;
   return o;
 }
 
@@ -52,7 +53,7 @@ std::string VerdictBody(const Verdict& v) {
   // The hot path of /observe: the fixed shape written straight into one string (no value tree, one
   // allocation). Same bytes as json::serialize(VerdictObject(v)) — tests/server/request_test.cc checks it.
   // digest_hex is hex and first_seen is our RFC 3339; anything needing escapes takes the Boost.JSON path.
-  if (!PlainJsonText(v.digest_hex) || !PlainJsonText(v.first_seen) || (v.mismatch != 0 && !v.is_new)) {
+  if (!PlainJsonText(v.digest_hex) || !PlainJsonText(v.first_seen) || (v.mismatch != 0 && !v.is_new) || v.replayed) {
     std::array<unsigned char, 1024> arena;
     json::monotonic_resource mr(arena.data(), arena.size());
     return json::serialize(VerdictObject(v, &mr));

@@ -25,6 +25,9 @@ struct Verdict {
   // --keys=gs1, duplicates only: MismatchBits (server/verdict/scan_key.h) of this scan against the pack's
   // recorded first scan: "mismatch": ["lot", "expiry"] (absent when 0).
   std::uint8_t mismatch = 0;
+  // Idempotency-Key (issue 34): a retry of the request that recorded the key, answered its first verdict (new)
+  // again: "replayed": true in the body (and, on /observe, the Idempotent-Replayed: true header).
+  bool replayed = false;
 };
 // 201/200 body of POST /observe.
 std::string VerdictBody(const Verdict& v);

@@ -13,7 +13,9 @@ namespace json = boost::json;
 namespace {
 
 // Names the service reads; any other is never echoed in a problem.
-bool IsServiceMember(std::string_view name) { return name == "key" || name == "source" || name == "keys"; }
+bool IsServiceMember(std::string_view name) {
+  return name == "key" || name == "source" || name == "keys" || name == "request_id";
+}
 
 // An object's names are compared linearly up to this many (no allocation for a typical {"key","source"}
 // body), then moved into a hash set: a hostile object of 100 000 members stays linear, not quadratic.

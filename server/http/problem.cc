@@ -41,6 +41,9 @@ Problem Problem::InvalidGs1(std::string ai, std::string detail) {
 Problem Problem::InvalidSource(std::string detail) {
   return Make(400, "invalid-source", "Invalid source", std::move(detail));
 }
+Problem Problem::InvalidIdempotencyKey(std::string detail) {
+  return Make(400, "invalid-idempotency-key", "Invalid idempotency key", std::move(detail));
+}
 Problem Problem::InvalidBatch(std::string detail) {
   return Make(400, "invalid-batch", "Invalid batch", std::move(detail));
 }

@@ -26,6 +26,9 @@ struct Problem {
   static Problem DuplicateMember(std::string detail);       // 400 malformed-form (urlencoded body)
   static Problem InvalidKey(std::string detail);
   static Problem InvalidSource(std::string detail);
+  // 400 invalid-idempotency-key: an Idempotency-Key header (or a batch entry's "request_id") that is not 1..255
+  // visible ASCII characters (the header may quote them, as the IETF draft's sf-string), or is given twice.
+  static Problem InvalidIdempotencyKey(std::string detail);
   // 400 invalid-gs1 (--keys=gs1): the key is not a GS1 pack; `ai` names the Application Identifier at fault
   // ("" when none: empty input, a malformed Digital Link...). The detail never quotes the key.
   static Problem InvalidGs1(std::string ai, std::string detail);

@@ -139,7 +139,26 @@ std::optional<Problem> ValidateSource(std::string_view source, const std::string
 }
 
 // Reads {"key": string, "source"?: string|null} from an object; unknown members are ignored.
-std::variant<Observation, Problem> ObservationOf(const json::object& obj, const std::string& where) {
+// The characters an idempotency key may hold: visible ASCII, and spaces when `quoted` (inside an sf-string).
+std::optional<Problem> ValidateIdempotencyKey(std::string_view k, bool quoted, const std::string& where,
+                                              std::string_view what) {
+  if (k.empty() || k.size() > kMaxIdempotencyKeyBytes) {
+    return Problem::InvalidIdempotencyKey(where + std::string(what) + " must hold 1.." +
+                                          std::to_string(kMaxIdempotencyKeyBytes) + " characters");
+  }
+  for (const char c : k) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u >= 0x21 && u <= 0x7E && c != '"' && c != '\\') || (quoted && u == 0x20)) continue;
+    return Problem::InvalidIdempotencyKey(where + std::string(what) +
+                                          " may hold only visible ASCII characters (a UUID, say)");
+  }
+  return std::nullopt;
+}
+
+// `batch_entry`: a /observe/batch entry, whose "request_id" is its idempotency key (a single observation's is
+// the Idempotency-Key header: the Router's).
+std::variant<Observation, Problem> ObservationOf(const json::object& obj, const std::string& where,
+                                                 bool batch_entry = false) {
   Observation o;
   const json::value* key = obj.if_contains("key");
   if (key == nullptr) return Problem::InvalidKey(where + "member \"key\" is required");
@@ -153,6 +172,12 @@ std::variant<Observation, Problem> ObservationOf(const json::object& obj, const 
     if (src_str == nullptr) return Problem::InvalidSource(where + "\"source\" must be a string or null");
     if (auto p = ValidateSource(*src_str, where)) return *std::move(p);
     o.source.assign(src_str->data(), src_str->size());
+  }
+  if (const json::value* id = batch_entry ? obj.if_contains("request_id") : nullptr; id != nullptr && !id->is_null()) {
+    const json::string* id_str = id->if_string();
+    if (id_str == nullptr) return Problem::InvalidIdempotencyKey(where + "\"request_id\" must be a string or null");
+    if (auto p = ValidateIdempotencyKey(*id_str, false, where, "\"request_id\"")) return *std::move(p);
+    o.idempotency_key.assign(id_str->data(), id_str->size());
   }
   return o;
 }
@@ -288,6 +313,13 @@ std::variant<Observation, Problem> ParseObserve(std::string_view body) {
   return ObservationOf(*obj, "");
 }
 
+std::variant<std::string, Problem> ParseIdempotencyKey(std::string_view header) {
+  const bool quoted = header.size() >= 2 && header.front() == '"' && header.back() == '"';
+  if (quoted) header = header.substr(1, header.size() - 2);
+  if (auto p = ValidateIdempotencyKey(header, quoted, "", "the Idempotency-Key header")) return *std::move(p);
+  return std::string(header);
+}
+
 std::variant<BatchRequest, Problem> ParseBatch(std::string_view body) {
   std::array<unsigned char, kParseArenaBytes> arena;
   json::monotonic_resource mr(arena.data(), arena.size());
@@ -312,13 +344,13 @@ std::variant<BatchRequest, Problem> ParseBatch(std::string_view body) {
     if (const json::string* s = e.if_string()) {
       const std::string_view key_text = TrimScannerNewline(*s);
       if (auto p = ValidateKey(key_text, where)) return *std::move(p);
-      batch.entries.push_back(Observation{std::string(key_text), {}});
+      batch.entries.push_back(Observation{std::string(key_text), {}, {}, {}});
     } else if (const json::object* o = e.if_object()) {
-      auto r = ObservationOf(*o, where);
+      auto r = ObservationOf(*o, where, /*batch_entry=*/true);
       if (auto* p = std::get_if<Problem>(&r)) return std::move(*p);
       batch.entries.push_back(std::get<Observation>(std::move(r)));
     } else {
-      return Problem::InvalidBatch(where + "an entry must be a string or an object {\"key\", \"source\"}");
+      return Problem::InvalidBatch(where + "an entry must be a string or an object {\"key\", \"source\", \"request_id\"}");
     }
   }
   return batch;

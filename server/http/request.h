@@ -48,11 +48,23 @@ std::optional<Problem> CheckContentType(std::string_view content_type);
 // True for application/x-www-form-urlencoded (any parameters, any case).
 bool IsFormContentType(std::string_view content_type);
 
-// One observation: the raw key (never logged) and its optional source tag ("" when absent).
+// One observation: the raw key (never logged) and its optional source tag ("" when absent). Idempotency-Key
+// (issue 34): `idempotency_key`, the header of /observe or the "request_id" of a batch entry ("" when absent:
+// then the observation is decided exactly as without the feature), and `scope`, whose idempotency keys they
+// are (the Router sets it: the terminal, else the source, else the client address).
 struct Observation {
   std::string key;
   std::string source;
+  std::string idempotency_key;
+  std::string scope;
 };
+
+// The longest idempotency key accepted (Idempotency-Key header, a batch entry's "request_id"): Stripe's limit.
+inline constexpr std::size_t kMaxIdempotencyKeyBytes = 255;
+// An Idempotency-Key header's value as the key it carries: 1..255 visible ASCII characters (0x21-0x7E), or the
+// IETF draft's sf-string form, the same quoted (spaces allowed inside, no '"' or '\\'); else a 400
+// invalid-idempotency-key problem. Pure.
+std::variant<std::string, Problem> ParseIdempotencyKey(std::string_view header);
 struct BatchRequest {
   std::vector<Observation> entries;
 };

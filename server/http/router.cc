@@ -44,8 +44,11 @@ std::shared_ptr<const Router::Header> CorsHeader(const Router::Request& req) {
 constexpr std::string_view kJson = "application/json";
 constexpr std::string_view kProblemJson = "application/problem+json";
 constexpr std::string_view kCorsMethods = "POST, OPTIONS";
-constexpr std::string_view kCorsHeaders = "Content-Type, Authorization";
-constexpr std::string_view kCorsExposed = "Retry-After";  // not CORS-safelisted: a page needs it after a 503
+constexpr std::string_view kCorsHeaders = "Content-Type, Authorization, Idempotency-Key";
+// Not CORS-safelisted: a page needs Retry-After after a 503, Idempotent-Replayed to tell a retry's answer.
+constexpr std::string_view kCorsExposed = "Retry-After, Idempotent-Replayed";
+constexpr std::string_view kIdempotencyKeyHeader = "Idempotency-Key";
+constexpr std::string_view kReplayedHeader = "Idempotent-Replayed";
 constexpr std::string_view kLookupUnavailable = "PostgreSQL is unavailable for lookups; retry after the Retry-After delay";
 
 // The rate limit's bucket: the caller's terminal id (tokens on), else its client address's key (in `buf`).
@@ -60,6 +63,14 @@ std::optional<Problem> BindSource(Observation& o, const Terminal* terminal) {
   if (!o.source.empty() && o.source != terminal->id) return Problem::SourceNotAllowed(terminal->id);
   o.source = terminal->id;
   return std::nullopt;
+}
+
+// Idempotency-Key (issue 34): whose idempotency keys an observation's are — its source (with tokens or client
+// certificates, the terminal's id: BindSource ran), else the client's address (PROXY protocol: the client's).
+// A till's retry comes from the same terminal or source; an idempotency key of another caller is another key.
+void ScopeIdempotency(Observation& o, const net::ip::address& peer) {
+  if (o.idempotency_key.empty()) return;
+  o.scope = o.source.empty() ? "address:" + peer.to_string() : "source:" + o.source;
 }
 
 }  // namespace
@@ -305,7 +316,7 @@ void Router::Handle(Route route, const Request& req, const net::any_io_executor&
     if (!IsClientRoute(route)) return once(AdminAnswer(route, req));
     if (auto p = CheckContentType(req[http::field::content_type])) return once(ProblemAnswer(*p, route, &req));
     switch (route) {
-      case Route::kObserve: return HandleObserve(req, ex, counters, once, terminal);
+      case Route::kObserve: return HandleObserve(req, ex, counters, once, terminal, peer);
       case Route::kObserveBatch: return HandleBatch(req, ex, counters, once, terminal, peer);
       case Route::kLookup: return HandleLookup(req, ex, once, terminal);
       default: return once(ProblemAnswer(Problem::NotFound(req.target()), Route::kNotFound, &req));
@@ -318,10 +329,20 @@ void Router::Handle(Route route, const Request& req, const net::any_io_executor&
 }
 
 void Router::HandleObserve(const Request& req, const net::any_io_executor& ex, ThreadCounters& counters,
-                           const Respond& done, const Terminal* terminal) {
+                           const Respond& done, const Terminal* terminal, const net::ip::address& peer) {
   auto parsed = ParseObservation(req.body(), req[http::field::content_type]);
   if (auto* p = std::get_if<Problem>(&parsed)) return done(ProblemAnswer(*p, Route::kObserve, &req));
   if (auto p = BindSource(std::get<Observation>(parsed), terminal)) return done(ProblemAnswer(*p, Route::kObserve, &req));
+  if (const auto [first, last] = req.equal_range(kIdempotencyKeyHeader); first != last) {
+    if (std::next(first) != last) {
+      return done(ProblemAnswer(Problem::InvalidIdempotencyKey("the Idempotency-Key header is given twice"),
+                                Route::kObserve, &req));
+    }
+    auto key = ParseIdempotencyKey(first->value());
+    if (auto* p = std::get_if<Problem>(&key)) return done(ProblemAnswer(*p, Route::kObserve, &req));
+    std::get<Observation>(parsed).idempotency_key = std::move(std::get<std::string>(key));
+    ScopeIdempotency(std::get<Observation>(parsed), peer);
+  }
   auto header = CorsHeader(req);  // for the CORS headers of the later answer
   service_.Observe(std::get<Observation>(parsed), ex, counters,
                    [this, header, done](std::variant<Verdict, Problem> r) {
@@ -330,8 +351,10 @@ void Router::HandleObserve(const Request& req, const net::any_io_executor& ex, T
                          return done(ProblemAnswer(*p, Route::kObserve, header.get()));
                        }
                        const Verdict& v = std::get<Verdict>(r);
-                       done(Ok(v.is_new ? http::status::created : http::status::ok, VerdictBody(v), kJson,
-                               Route::kObserve, header.get()));
+                       Answer a = Ok(v.is_new ? http::status::created : http::status::ok, VerdictBody(v), kJson,
+                                     Route::kObserve, header.get());
+                       if (v.replayed) a.res.set(kReplayedHeader, "true");
+                       done(std::move(a));
                      });
                    });
 }
@@ -343,6 +366,7 @@ void Router::HandleBatch(const Request& req, const net::any_io_executor& ex, Thr
   const std::size_t keys = std::get<BatchRequest>(parsed).entries.size();
   for (Observation& o : std::get<BatchRequest>(parsed).entries) {  // one foreign source refuses the whole batch
     if (auto p = BindSource(o, terminal)) return done(ProblemAnswer(*p, Route::kObserveBatch, &req));
+    ScopeIdempotency(o, peer);
   }
   if (limiter_ && keys > 1) {
     // A batch counts its keys: the header's check (CheckCaller, the same RateBucket) took one token before the

@@ -117,7 +117,7 @@ class Router {
   // (request.cc), and its case here (server/http/router_admin.cc).
   Answer AdminAnswer(Route route, const Header& h);
   void HandleObserve(const Request& req, const boost::asio::any_io_executor& ex, ThreadCounters& counters,
-                     const Respond& done, const Terminal* terminal);
+                     const Respond& done, const Terminal* terminal, const boost::asio::ip::address& peer);
   void HandleBatch(const Request& req, const boost::asio::any_io_executor& ex, ThreadCounters& counters,
                    const Respond& done, const Terminal* terminal, const boost::asio::ip::address& peer);
   // The Service's metrics plus the rate limiter's.

@@ -63,6 +63,7 @@ void Metrics::Collect(MetricsSnapshot& out) const {
     out.stale += b->stale.Get();
     out.untrusted_negatives += b->untrusted_negatives.Get();
     out.recent_hits += b->recent_hits.Get();
+    out.idempotent_replays += b->idempotent_replays.Get();
     out.mismatch_lot += b->mismatch_lot.Get();
     out.mismatch_expiry += b->mismatch_expiry.Get();
     out.queue_waits += b->queue_waits.Get();
@@ -155,6 +156,10 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
            "Possible hits answered duplicate from the recent set (digests this instance knows are recorded), "
            "without a PostgreSQL round trip; also counted in scangate_verdicts_total{verdict=\"duplicate\"}.");
   w.Sample("scangate_recent_hits_total", "", s.recent_hits);
+  w.Header("scangate_idempotent_replays_total", "counter",
+           "Retries (the same Idempotency-Key, the same terminal, the same key) answered their first request's "
+           "new again (Idempotent-Replayed: true); also counted in scangate_verdicts_total{verdict=\"new\"}.");
+  w.Sample("scangate_idempotent_replays_total", "", s.idempotent_replays);
   w.Header("scangate_pack_mismatches_total", "counter",
            "--keys=gs1: duplicates whose lot or expiry differs from the pack's recorded first scan (a suspected "
            "falsification or a mislabelled pack), by field; one duplicate may count for both fields.");
@@ -299,6 +304,7 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
                                {"new_via_exact", s.new_via_exact},
                                {"duplicate_via_exact", s.duplicate_via_exact}};
   o["recent"] = json::object{{"hits", s.recent_hits}, {"keys", s.recent_keys}, {"capacity", s.recent_capacity}};
+  o["idempotent_replays"] = s.idempotent_replays;
   o["pack_mismatches"] = json::object{{"lot", s.mismatch_lot}, {"expiry", s.mismatch_expiry}};
   json::array shards;
   std::uint64_t keys = 0, capacity_rotations = 0, window_rotations = 0;

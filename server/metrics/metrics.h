@@ -62,6 +62,7 @@ struct alignas(64) ThreadCounters {
   SingleWriterCounter stale;            // filter said "definitely new", PostgreSQL had it (ack=commit)
   SingleWriterCounter untrusted_negatives;  // filter said "definitely new" but its shard forgot within the window
   SingleWriterCounter recent_hits;          // answered "duplicate" from the recent set (no PostgreSQL round trip)
+  SingleWriterCounter idempotent_replays;   // Idempotency-Key: a retry answered its first request's "new" again
   SingleWriterCounter mismatch_lot, mismatch_expiry;  // --keys=gs1: duplicates whose lot / expiry contradict the record
   SingleWriterCounter queue_waits;          // keys that found the write queue full and waited for room
   SingleWriterCounter queue_wait_timeouts;  // of those, answered 503 because --queue-wait passed
@@ -79,6 +80,7 @@ struct MetricsSnapshot {
   std::uint64_t false_positives = 0, stale = 0, untrusted_negatives = 0;
   // The recent set (core/recent_set.h): hits (also counted in duplicate_via_exact), entries held now, bound.
   std::uint64_t recent_hits = 0, recent_keys = 0, recent_capacity = 0;
+  std::uint64_t idempotent_replays = 0;  // also counted in new_via_exact
   std::uint64_t mismatch_lot = 0, mismatch_expiry = 0;
   std::uint64_t queue_waits = 0, queue_wait_timeouts = 0;
   std::vector<ShardStats> shards;

@@ -75,6 +75,19 @@ Digest KeyReader::RecentDigest(const Digest& identity, const storage::PackAttrs&
   return plain_(std::string_view(reinterpret_cast<const char*>(buf.data()), buf.size()));
 }
 
+storage::RequestId KeyReader::RequestIdOf(std::string_view scope, std::string_view idempotency_key) const {
+  std::string input = "scangate-idempotency-v1";
+  for (const std::string_view part : {scope, idempotency_key}) {
+    const auto n = static_cast<std::uint32_t>(part.size());
+    for (int i = 0; i < 4; ++i) input += static_cast<char>(n >> (8 * i));
+    input += part;
+  }
+  const Digest d = digester_(input);
+  storage::RequestId id{};
+  std::memcpy(id.data(), d.data(), id.size());
+  return id;
+}
+
 std::uint8_t KeyReader::Mismatch(const storage::PackAttrs& scan, const storage::PackAttrs& recorded) {
   std::uint8_t bits = 0;
   if (scan.lot && recorded.lot && *scan.lot != *recorded.lot) bits |= kMismatchLot;

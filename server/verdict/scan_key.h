@@ -48,6 +48,12 @@ class KeyReader {
   // Thread-safe.
   Digest RecentDigest(const Digest& identity, const storage::PackAttrs& recorded) const;
 
+  // Idempotency-Key (issue 34): the idempotency record (storage::RequestId, sql/008) of a request of caller
+  // `scope` (its terminal, else its source, else its client address) carrying `idempotency_key`: the first 16
+  // bytes of the keys' Digester (HMAC-SHA256 with the digest secret) over a domain tag and the two strings, each
+  // length-prefixed, so no other pair spells the same input. Neither string leaves the process. Thread-safe.
+  storage::RequestId RequestIdOf(std::string_view scope, std::string_view idempotency_key) const;
+
   // MismatchBits of a scan's attributes against the recorded ones: a field differs only when both carry it
   // (a scan without a lot does not contradict a recorded lot). Pure.
   static std::uint8_t Mismatch(const storage::PackAttrs& scan, const storage::PackAttrs& recorded);

@@ -83,6 +83,7 @@ void Service::Observe(const Observation& obs, const net::any_io_executor& ex, Th
   call->at(0).verdict.digest_hex = ToHex(k.digest);
   call->at(0).attrs = std::move(k.attrs);
   call->at(0).recent_digest = k.recent_digest;
+  if (!obs.idempotency_key.empty()) call->at(0).attrs.request = keys_.RequestIdOf(obs.scope, obs.idempotency_key);
   DecideKey(call, 0, k.digest, obs.source, std::nullopt);
 }
 
@@ -109,6 +110,8 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
     e.verdict.digest_hex = ToHex(digests[i]);
     e.attrs = std::move(keys[i].attrs);
     e.recent_digest = keys[i].recent_digest;
+    const Observation& o = batch.entries[i];
+    if (!o.idempotency_key.empty()) e.attrs.request = keys_.RequestIdOf(o.scope, o.idempotency_key);
   }
   // Without stripe locks (ack=commit, or filter off) the whole batch is probed at once (one pass, prefetched).
   std::vector<Probe> probes;

@@ -8,6 +8,10 @@
 //   3. not a trusted "definitely new", and in the recent set            -> duplicate, no round trip
 //   4. otherwise the exact path: PostgreSQL decides (insert-if-absent), waiting for room in a full queue
 //      up to --queue-wait; a Store that is down -> 503 unavailable
+// Idempotency-Key (issue 34): a key observed with one skips steps 2 and 3 — its idempotency record must be
+// written with its row, and a recent-set entry cannot tell whether this request's first attempt made it — and
+// PostgreSQL decides: a duplicate whose row holds this request's record is a retry of the request that recorded
+// it, answered `new` again (replayed). Step 1 stays: a journalled key was recorded by a request without one.
 // Invariants: a filter positive always reaches step 1, 3 or 4 (never a "duplicate" from the filter); in
 // ack=filter steps 1-4 run under the digest's stripe lock, so a concurrent observer of the digest finds
 // either nothing (and queues behind its write-behind row: same Store route, FIFO) or the record.
@@ -147,7 +151,8 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
   // 2. ack=filter: a trusted "definitely new" is recorded by this instance (filter_said_new implies the
   // filter is on). An untrusted negative goes on to the exact path: queued behind any write-behind row of
   // this digest (same route, FIFO), so a key the filter forgot within the window is answered duplicate.
-  if (ack_ == AckMode::kFilter && filter_said_new) {
+  const bool idempotent = e.attrs.request.has_value();
+  if (ack_ == AckMode::kFilter && filter_said_new && !idempotent) {
     // first_seen of the journal record / write-behind row and the set
     const std::int64_t now_us = KeyReader::SystemNowUs();
     if (journal_ != nullptr) {
@@ -171,7 +176,9 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
   }
   // 3. A recorded repeat: no PostgreSQL round trip. A trusted "definitely new" skips the set (ack=commit:
   // PostgreSQL decides it anyway; no lookup per new key).
-  if (!filter_said_new && RecentKnown(e.recent_digest, e.attrs.keep_until_us, e.verdict, call->counters)) return call->Finish();
+  if (!filter_said_new && !idempotent && RecentKnown(e.recent_digest, e.attrs.keep_until_us, e.verdict, call->counters)) {
+    return call->Finish();
+  }
   // 4. PostgreSQL decides.
   ExactPath(call, i, route, d, source);
 }
@@ -230,6 +237,13 @@ void Service::Decide(const Probed& p, const storage::PackAttrs& scan, const stor
     // ack=commit: "via filter" = the filter said new and PostgreSQL confirmed it.
     v.via_filter = filter_said_new;
     if (p.filter_trusted && p.probe == Probe::kPossiblySeen) counters.false_positives.Inc();
+  } else if (scan.request && r.recorded.request == scan.request) {
+    // The row holds this request's idempotency record: a retry of the request that recorded the key (its first
+    // answer lost), answered as that one was.
+    v.is_new = true;
+    v.via_filter = false;
+    v.replayed = true;
+    counters.idempotent_replays.Inc();
   } else {
     v.is_new = false;
     v.via_filter = false;

@@ -32,11 +32,12 @@ constexpr std::string_view kCopyHeader{"PGCOPY\n\377\r\n\0" "\0\0\0\0" "\0\0\0\0
 // timestamptz on the wire: µs since 2000-01-01T00:00:00Z.
 constexpr std::int64_t kPgEpochUs = 946'684'800'000'000;
 constexpr const char* kUniqueViolation = "23505";
-// The pack COPY (a batch with PackAttrs): the same query with the pack columns; NULL where an item has none.
+// The pack COPY (a batch with PackAttrs): the same query with the pack columns and the idempotency record
+// (sql/008); NULL where an item has none.
 constexpr const char* kPackCopySql =
     "BEGIN; "
     "SELECT txid_current()::int8, (extract(epoch FROM now()) * 1000000)::int8; "
-    "COPY scan_keys (digest, source, first_seen, lot, expiry, keep_until) FROM STDIN (FORMAT binary); "
+    "COPY scan_keys (digest, source, first_seen, lot, expiry, keep_until, request) FROM STDIN (FORMAT binary); "
     "COMMIT";
 // date on the wire: days since 2000-01-01.
 constexpr std::int32_t kPgEpochDays = 10'957;
@@ -107,8 +108,8 @@ void AppendTimestamp(std::string& out, std::int64_t unix_us) {
   AppendBe32(out, static_cast<std::uint32_t>(pg_us));
 }
 
-// The pack columns of one binary COPY row: lot (bytea), expiry (date), keep_until (timestamptz), NULL when
-// absent. keep_until as the INSERT computes it: max(the pack's, first_seen + retention) when retention is on.
+// The pack columns of one binary COPY row: lot (bytea), expiry (date), keep_until (timestamptz), request
+// (bytea), NULL when absent. keep_until as the INSERT computes it: max(the pack's, first_seen + retention) when retention is on.
 void AppendPackFields(std::string& out, const PackAttrs& a, std::int64_t first_seen_us, std::int64_t retention_us) {
   if (a.lot) {
     AppendBe32(out, kDigestBytes);
@@ -124,6 +125,12 @@ void AppendPackFields(std::string& out, const PackAttrs& a, std::int64_t first_s
   }
   if (a.keep_until_us != 0) {
     AppendTimestamp(out, retention_us > 0 ? std::max(a.keep_until_us, first_seen_us + retention_us) : a.keep_until_us);
+  } else {
+    AppendBe32(out, 0xFFFFFFFFu);
+  }
+  if (a.request) {
+    AppendBe32(out, static_cast<std::uint32_t>(a.request->size()));
+    out.append(reinterpret_cast<const char*>(a.request->data()), a.request->size());
   } else {
     AppendBe32(out, 0xFFFFFFFFu);
   }
@@ -178,11 +185,11 @@ BatchAnswer BatchStatement::BeginCopy(PGconn* c) {
   const std::int64_t retention_us = std::chrono::duration_cast<std::chrono::microseconds>(retention_).count();
   std::string& buf = copy_rows_;
   buf.assign(kCopyHeader);
-  buf.reserve(kCopyHeader.size() + n * (2 + 4 + kDigestBytes + 4 + 16 + 4 + 8 + (pack_ ? 4 + kDigestBytes + 8 + 12 : 0)) +
+  buf.reserve(kCopyHeader.size() + n * (2 + 4 + kDigestBytes + 4 + 16 + 4 + 8 + (pack_ ? 4 + kDigestBytes + 8 + 12 + 4 + sizeof(RequestId) : 0)) +
               2);
   for (const auto i : order) {
     first_seen[i] = first_seen_us_[i] != 0 ? first_seen_us_[i] : now_us;
-    buf.append(pack_ ? "\0\6" : "\0\3", 2);  // field count
+    buf.append(pack_ ? "\0\7" : "\0\3", 2);  // field count
     AppendBe32(buf, kDigestBytes);
     buf.append(reinterpret_cast<const char*>(digest_[i].data()), kDigestBytes);
     if (source_[i].empty()) {
@@ -202,7 +209,7 @@ BatchAnswer BatchStatement::BeginCopy(PGconn* c) {
   for (std::size_t i = 0; i < slot_.size(); ++i) {
     const PackAttrs& sent = attrs_[slot_[i]];
     a.results.push_back(
-        Result{Outcome::kInserted, formatted[slot_[i]], first_seen[slot_[i]], PackAttrs{sent.lot, sent.expiry, 0}});
+        Result{Outcome::kInserted, formatted[slot_[i]], first_seen[slot_[i]], PackAttrs{sent.lot, sent.expiry, 0, sent.request}});
   }
   a.any_inserted = true;
   return a;

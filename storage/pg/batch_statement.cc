@@ -38,8 +38,10 @@ constexpr const char* kConflictKeep = "  ON CONFLICT (digest) DO NOTHING\n";
 // update, no row returned) and reads it as a duplicate; a row the expiry deletes meanwhile makes ON CONFLICT
 // retry the insert. Rows within the horizon are still only probed, but ON CONFLICT DO UPDATE locks the row it
 // meets (a lock record in the WAL for a duplicate): bench/RESULTS.md "Issue 22".
+// The taken-over row drops the previous observer's idempotency record (sql/008): a retry of that request, past
+// the horizon, is not the new observer's.
 constexpr const char* kConflictTakeOverExpired =
-    "  ON CONFLICT (digest) DO UPDATE SET first_seen = EXCLUDED.first_seen, source = EXCLUDED.source\n"
+    "  ON CONFLICT (digest) DO UPDATE SET first_seen = EXCLUDED.first_seen, source = EXCLUDED.source, request = NULL\n"
     "    WHERE k.first_seen < now() - {R} * interval '1 microsecond'\n";
 constexpr const char* kInsertTail = R"sql(  RETURNING digest
 )
@@ -71,28 +73,30 @@ FROM unnest($1::bytea[]) WITH ORDINALITY AS u(d, i)
 JOIN scan_keys k ON k.digest = u.d
 )sql";
 
-// The pack INSERT (--keys=gs1, issue 24): the raw one with three more arrays — $4 lot digests (bytea[], NULL =
-// none), $5 expiry in days since 1970-01-01 (int4[], NULL = none), $6 keep_until in µs since the epoch (int8[],
-// 0 = none: the row follows the retention). A row's keep_until is the pack's, but never before first_seen + R
+// The pack INSERT (--keys=gs1, issue 24; and any batch with an idempotency record, issue 34): the raw one with
+// four more arrays — $4 lot digests (bytea[], NULL = none), $5 expiry in days since 1970-01-01 (int4[], NULL =
+// none), $6 keep_until in µs since the epoch (int8[], 0 = none: the row follows the retention), $7 the request's
+// idempotency record (bytea[] of 16 bytes, NULL = none; sql/008). A row's keep_until is the pack's, but never before first_seen + R
 // when the retention R is on ({KEEP}). The answer is the raw INSERT's (kInsertTail).
 // Take-over ({EXPIRED}): a present row is expired when its keep_until has passed, or — without one — when it is
 // older than R (never with R off). An expired row is taken over with everything the new item carries (first_seen,
-// source, lot, expiry, keep_until) and RETURNed as inserted. Exact with any number of writers as the raw
+// source, lot, expiry, keep_until, request) and RETURNed as inserted. Exact with any number of writers as the raw
 // take-over is (kConflictTakeOverExpired): a second writer re-checks the WHERE on the row the first one wrote,
 // whose keep_until (or first_seen) is fresh, and reads it as a duplicate.
 constexpr const char* kPackInsertName = "scangate_insert_pack_batch";
 constexpr const char* kPackInsertSql = R"sql(
 WITH ins AS (
-  INSERT INTO scan_keys AS k (digest, source, first_seen, lot, expiry, keep_until)
-  SELECT d, s, f, l, date 'epoch' + e, CASE WHEN ku = 0 THEN NULL ELSE {KEEP} END
+  INSERT INTO scan_keys AS k (digest, source, first_seen, lot, expiry, keep_until, request)
+  SELECT d, s, f, l, date 'epoch' + e, CASE WHEN ku = 0 THEN NULL ELSE {KEEP} END, rq
   FROM (
-    SELECT d, s, l, e, ku,
+    SELECT d, s, l, e, ku, rq,
            CASE WHEN us = 0 THEN now() ELSE timestamptz 'epoch' + us * interval '1 microsecond' END AS f
-    FROM unnest($1::bytea[], $2::text[], $3::int8[], $4::bytea[], $5::int4[], $6::int8[]) AS u(d, s, us, l, e, ku)
+    FROM unnest($1::bytea[], $2::text[], $3::int8[], $4::bytea[], $5::int4[], $6::int8[], $7::bytea[])
+      AS u(d, s, us, l, e, ku, rq)
   ) AS v
   ORDER BY d
   ON CONFLICT (digest) DO UPDATE SET first_seen = EXCLUDED.first_seen, source = EXCLUDED.source,
-    lot = EXCLUDED.lot, expiry = EXCLUDED.expiry, keep_until = EXCLUDED.keep_until
+    lot = EXCLUDED.lot, expiry = EXCLUDED.expiry, keep_until = EXCLUDED.keep_until, request = EXCLUDED.request
     WHERE {EXPIRED}
 )sql";
 constexpr const char* kKeepPack = "timestamptz 'epoch' + ku * interval '1 microsecond'";
@@ -101,11 +105,12 @@ constexpr const char* kKeepPackAtLeastR =
 constexpr const char* kExpiredPack = "k.keep_until < now()";
 constexpr const char* kExpiredPackOrR = "coalesce(k.keep_until, k.first_seen + {R} * interval '1 microsecond') < now()";
 
-// The pack follow-up SELECT: the raw one's answer plus the row's lot (hex, NULL = none) and expiry (days since
-// 1970-01-01, NULL = none), so a duplicate reports what the row holds.
+// The pack follow-up SELECT: the raw one's answer plus the row's lot (hex, NULL = none), expiry (days since
+// 1970-01-01, NULL = none) and idempotency record (hex, NULL = none), so a duplicate reports what the row holds.
 constexpr const char* kPackSelectName = "scangate_select_existing_pack";
 constexpr const char* kPackSelectSql = R"sql(
-SELECT u.i, (extract(epoch FROM k.first_seen) * 1000000)::int8, encode(k.lot, 'hex'), k.expiry - date 'epoch'
+SELECT u.i, (extract(epoch FROM k.first_seen) * 1000000)::int8, encode(k.lot, 'hex'), k.expiry - date 'epoch',
+       encode(k.request, 'hex')
 FROM unnest($1::bytea[]) WITH ORDINALITY AS u(d, i)
 JOIN scan_keys k ON k.digest = u.d
 )sql";
@@ -132,16 +137,18 @@ int HexNibble(char c) {
   return -1;
 }
 
-// encode(digest, 'hex') -> Digest; false unless exactly 64 lowercase hex digits.
-bool ParseHexDigest(std::string_view hex, Digest& out) {
-  if (hex.size() != 2 * kDigestBytes) return false;
-  for (std::size_t i = 0; i < kDigestBytes; ++i) {
+// encode(x, 'hex') -> N bytes; false unless exactly 2N lowercase hex digits.
+template <std::size_t N>
+bool ParseHex(std::string_view hex, std::array<std::uint8_t, N>& out) {
+  if (hex.size() != 2 * N) return false;
+  for (std::size_t i = 0; i < N; ++i) {
     const int hi = HexNibble(hex[2 * i]), lo = HexNibble(hex[2 * i + 1]);
     if (hi < 0 || lo < 0) return false;
     out[i] = static_cast<std::uint8_t>(hi << 4 | lo);
   }
   return true;
 }
+bool ParseHexDigest(std::string_view hex, Digest& out) { return ParseHex(hex, out); }
 
 pqxx::binarystring Binary(std::string_view bytes) { return pqxx::binarystring(bytes.data(), bytes.size()); }
 
@@ -200,7 +207,8 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
   if (!pack_) {
     r = tx.exec_prepared(kInsertName, Binary(digests_.Finish()), Binary(sources_.Finish()), Binary(times_.Finish()));
   } else {
-    PgBinaryArray lots(kOidBytea, n, n * kDigestBytes), expiries(kOidInt4, n, n * 4), keep(kOidInt8, n, n * 8);
+    PgBinaryArray lots(kOidBytea, n, n * kDigestBytes), expiries(kOidInt4, n, n * 4), keep(kOidInt8, n, n * 8),
+        requests(kOidBytea, n, n * sizeof(RequestId));
     for (const PackAttrs& at : attrs_) {
       if (at.lot) {
         lots.Add(std::string_view(reinterpret_cast<const char*>(at.lot->data()), kDigestBytes));
@@ -213,10 +221,15 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
         expiries.AddNull();
       }
       keep.AddInt8(at.keep_until_us);
+      if (at.request) {
+        requests.Add(std::string_view(reinterpret_cast<const char*>(at.request->data()), at.request->size()));
+      } else {
+        requests.AddNull();
+      }
     }
     r = tx.exec_prepared(kPackInsertName, Binary(digests_.Finish()), Binary(sources_.Finish()),
                          Binary(times_.Finish()), Binary(lots.Finish()), Binary(expiries.Finish()),
-                         Binary(keep.Finish()));
+                         Binary(keep.Finish()), Binary(requests.Finish()));
   }
   BatchAnswer a;
   bool xid_row = false;
@@ -242,7 +255,7 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
   for (std::size_t i = 0; i < n; ++i) {
     if (!inserted[i]) continue;
     first_seen[i] = first_seen_us_[i] != 0 ? first_seen_us_[i] : now_us;
-    recorded[i] = PackAttrs{attrs_[i].lot, attrs_[i].expiry, 0};
+    recorded[i] = PackAttrs{attrs_[i].lot, attrs_[i].expiry, 0, attrs_[i].request};
   }
 
   std::vector<std::uint32_t> missing;
@@ -267,6 +280,12 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
         if (!rec.lot) throw std::runtime_error("follow-up select returned a malformed lot");
       }
       if (!row[3].is_null()) rec.expiry = row[3].as<std::int32_t>();
+      if (!row[4].is_null()) {
+        rec.request.emplace();
+        if (!ParseHex(std::string_view(row[4].c_str(), row[4].size()), *rec.request)) {
+          throw std::runtime_error("follow-up select returned a malformed request record");
+        }
+      }
     }
     for (const auto i : missing) {
       if (!answered[i]) throw std::runtime_error("a digest was neither inserted nor found");

@@ -2,6 +2,8 @@
 // with SIGKILL mid-run and restarted on a new port (two cycles) while the stream continues, retransmitting
 // every key whose request got no answer. Promises checked across the whole run: every key answered 201 or
 // 200 is in PostgreSQL, no key is answered 201 twice, and a 200 is only ever given for a key sent earlier.
+// With Idempotency-Key on every scan (issue 34), also: no retransmitted scan whose earlier attempt was cut off is
+// ever told `duplicate` — each such key ends with exactly one 201 answered to its terminal.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -32,7 +34,7 @@ std::uint64_t WarmStartKeys(const it::ScangateProcess& p) {
 }
 
 // SIGKILL mid-run (twice), restart on a new port: exactly-once verdicts and durability of every 201 hold.
-TEST(HardeningCrash, SigkillUnderLoadKeepsVerdictsExactlyOnce) {
+void SigkillUnderLoad(bool idempotency_keys) {
   Ledger ledger;
   std::vector<std::unique_ptr<it::ScangateProcess>> instances;
   instances.push_back(std::make_unique<it::ScangateProcess>(std::vector<std::string>{"--ack=commit"}));
@@ -42,6 +44,7 @@ TEST(HardeningCrash, SigkillUnderLoadKeepsVerdictsExactlyOnce) {
   options.threads = kThreads;
   options.repeat_fraction = 0.3;
   options.key_tag = "crash";
+  options.idempotency_keys = idempotency_keys;
   LoadGenerator load(ledger, options, {instances.back()->port()});
   const auto run_start = Clock::now();
   load.Start();
@@ -72,7 +75,8 @@ TEST(HardeningCrash, SigkillUnderLoadKeepsVerdictsExactlyOnce) {
   Report("crash: " + std::to_string(kThreads) + " threads, " + std::to_string(kCrashes) + " crashes, run " +
          std::to_string(run_ms) + " ms, requests " + std::to_string(load.requests()) + ", retransmissions " +
          std::to_string(load.retransmissions()) + ", failed connects while down " +
-         std::to_string(load.connect_failures()) + ", pending after drain " + std::to_string(still_pending));
+         std::to_string(load.connect_failures()) + ", pending after drain " + std::to_string(still_pending) +
+         (idempotency_keys ? ", retries replayed " + std::to_string(load.replays()) : std::string()));
   Report("crash: " + check.Summary());
   for (const auto& e : check.examples) Report("crash: violation example: " + e);
 
@@ -86,7 +90,15 @@ TEST(HardeningCrash, SigkillUnderLoadKeepsVerdictsExactlyOnce) {
   EXPECT_GT(check.connection_errors, 0u) << "the crashes hit no request";
   EXPECT_GT(load.retransmissions(), 0u);
   EXPECT_GT(check.answered_duplicate, 0u) << "no repeat was answered 200";
+  if (idempotency_keys) {
+    EXPECT_EQ(check.ambiguous_then_duplicate, 0u) << "a retried scan was told duplicate of its own first attempt";
+    EXPECT_GT(check.ambiguous_then_new, 0u) << "no cut-off scan was retried";
+  }
 }
+
+TEST(HardeningCrash, SigkillUnderLoadKeepsVerdictsExactlyOnce) { SigkillUnderLoad(false); }
+
+TEST(HardeningCrash, SigkillUnderLoadWithIdempotencyKeysAnswersEveryRetryItsFirstVerdict) { SigkillUnderLoad(true); }
 
 it::HttpResponse Verdict(int status, const std::string& key, const std::string& digest = {}) {
   it::HttpResponse r;

@@ -61,6 +61,15 @@ std::uint64_t Records(std::uint16_t port) {
   return r != nullptr && r->is_number() ? r->to_number<std::uint64_t>() : 0;
 }
 
+// The journal's backlog (records not yet in PostgreSQL) reached 0: an ack=filter 201 is durable in the journal
+// when answered and reaches PostgreSQL one write-behind flush later, so the ledger's "in PostgreSQL" check waits
+// for it (on a loaded machine a 201 answered during the drain was found missing without this wait).
+bool Drained(std::uint16_t port) {
+  const auto j = JournalStats(port);
+  const auto* b = j.if_contains("backlog");
+  return b != nullptr && b->is_number() && b->to_number<std::uint64_t>() == 0;
+}
+
 std::string TempDir(const char* tag) {
   std::string tmpl = std::string("/tmp/scangate-") + tag + ".XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
@@ -194,6 +203,7 @@ TEST(HardeningJournalFault, FullDiskKeepsExactVerdictsAndHealsWithoutRestart) {
   }
   EXPECT_TRUE(logged) << "no journal_state log event naming ENOSPC";
   EXPECT_EQ(still_pending, 0u);
+  EXPECT_TRUE(Within(kBound, [&] { return Drained(port); })) << "the journal's backlog did not reach PostgreSQL";
   ExpectLedgerOk(ledger, "journal-enospc");
   ExpectAllDuplicate(ledger, port, "journal-enospc");
   EXPECT_EQ(server.Stop(), 0);
@@ -266,6 +276,8 @@ TEST(HardeningJournalFault, RemovedFolderWithPostgresDownLosesNothingAcknowledge
   Report("journal-removed: folder removal noticed after " + std::to_string(noticed_ms) + " ms; requests " +
          std::to_string(load.requests()) + ", pending after drain " + std::to_string(still_pending));
   EXPECT_EQ(still_pending, 0u);
+  EXPECT_TRUE(Within(kBound, [&] { return Drained(server->port()); }))
+      << "the journal's backlog did not reach PostgreSQL";
   ExpectLedgerOk(ledger, "journal-removed");
   ExpectAllDuplicate(ledger, server->port(), "journal-removed");
   EXPECT_EQ(server->Stop(), 0);

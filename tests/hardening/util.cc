@@ -399,7 +399,8 @@ void LoadGenerator::Stop() {
   workers_.clear();
 }
 
-std::optional<std::string> LoadGenerator::NextKey(std::mt19937_64& rng, bool& retransmit) {
+std::optional<std::string> LoadGenerator::NextKey(std::mt19937_64& rng, bool& retransmit,
+                                                  std::string& idempotency_key) {
   std::lock_guard lock(mu_);
   retransmit = false;
   if (!pending_.empty()) {
@@ -407,15 +408,17 @@ std::optional<std::string> LoadGenerator::NextKey(std::mt19937_64& rng, bool& re
     pending_.pop_front();
     retransmit = true;
     ++inflight_;
+    if (options_.idempotency_keys) idempotency_key = scan_id_[k];  // the retransmitted scan's own
     return k;
   }
   if (draining_) return std::nullopt;
   ++inflight_;
   std::uniform_real_distribution<double> u(0.0, 1.0);
-  if (!answered_.empty() && u(rng) < options_.repeat_fraction) {
-    return answered_[std::uniform_int_distribution<std::size_t>(0, answered_.size() - 1)(rng)];
-  }
-  return it::UniqueKey(options_.key_tag);
+  std::string k = !answered_.empty() && u(rng) < options_.repeat_fraction
+                      ? answered_[std::uniform_int_distribution<std::size_t>(0, answered_.size() - 1)(rng)]
+                      : it::UniqueKey(options_.key_tag);
+  if (options_.idempotency_keys) idempotency_key = scan_id_[k] = it::RandomHex(12);  // a new scan
+  return k;
 }
 
 void LoadGenerator::Worker(int index) {
@@ -445,7 +448,8 @@ void LoadGenerator::Worker(int index) {
       }
     }
     bool retransmit = false;
-    std::optional<std::string> key = NextKey(rng, retransmit);
+    std::string idempotency_key;
+    std::optional<std::string> key = NextKey(rng, retransmit, idempotency_key);
     if (!key) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
       continue;
@@ -456,7 +460,12 @@ void LoadGenerator::Worker(int index) {
     bool requeue = false;
     std::chrono::milliseconds backoff{0};
     try {
-      it::HttpResponse r = client->Post("/observe", it::ObserveBody(*key));
+      it::HttpResponse r =
+          idempotency_key.empty()
+              ? client->Post("/observe", it::ObserveBody(*key))
+              : client->Request("POST", "/observe", it::ObserveBody(*key), "application/json",
+                                {{"Idempotency-Key", idempotency_key}});
+      if (r.header("idempotent-replayed") == "true") ++replays_;
       const auto end = Clock::now();
       ledger_.Record(*key, &r, start, end, static_cast<int>(generation * 16 + static_cast<std::uint64_t>(instance)));
       if (r.status == 201 || r.status == 200) {

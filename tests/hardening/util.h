@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -131,6 +132,9 @@ struct LoadOptions {
   std::string key_tag = "load";
   // Delay between requests of one worker (0 = as fast as possible).
   std::chrono::microseconds pause{0};
+  // Idempotency-Key (issue 34): every scan (a fresh key or a repeat) carries a fresh idempotency key, and every
+  // retransmission of a scan the same one, as a till would.
+  bool idempotency_keys = false;
 };
 
 class LoadGenerator {
@@ -149,10 +153,12 @@ class LoadGenerator {
   std::uint64_t retransmissions() const { return retransmissions_.load(); }
   std::uint64_t connect_failures() const { return connect_failures_.load(); }
   std::uint64_t retry_after_missing() const { return retry_after_missing_.load(); }
+  std::uint64_t replays() const { return replays_.load(); }  // answers with Idempotent-Replayed: true
 
  private:
   void Worker(int index);
-  std::optional<std::string> NextKey(std::mt19937_64& rng, bool& retransmit);
+  // The next key to send; `idempotency_key` (LoadOptions::idempotency_keys) its scan's.
+  std::optional<std::string> NextKey(std::mt19937_64& rng, bool& retransmit, std::string& idempotency_key);
 
   Ledger& ledger_;
   LoadOptions options_;
@@ -161,10 +167,11 @@ class LoadGenerator {
   std::uint64_t generation_ = 0;
   std::deque<std::string> pending_;    // ambiguous keys waiting for retransmission
   std::vector<std::string> answered_;  // keys with a verdict (repeat pool)
+  std::map<std::string, std::string> scan_id_;  // key -> the idempotency key of its latest scan
   std::atomic<bool> stop_{false};
   std::atomic<bool> draining_{false};
   std::atomic<std::uint64_t> requests_{0}, verdicts_{0}, retransmissions_{0}, connect_failures_{0},
-      retry_after_missing_{0};
+      retry_after_missing_{0}, replays_{0};
   std::atomic<int> inflight_{0};
   std::vector<std::thread> workers_;
 };

@@ -43,7 +43,7 @@ TEST_F(ServiceCors, PreflightFromAllowedOrigin) {
     EXPECT_EQ(r.status, 204) << target << ": " << r;
     EXPECT_EQ(r.header("access-control-allow-origin"), kAllowed) << target;
     EXPECT_EQ(r.header("access-control-allow-methods"), "POST, OPTIONS");
-    EXPECT_EQ(r.header("access-control-allow-headers"), "Content-Type, Authorization");
+    EXPECT_EQ(r.header("access-control-allow-headers"), "Content-Type, Authorization, Idempotency-Key");
     EXPECT_FALSE(r.header("access-control-max-age").empty());
     EXPECT_EQ(r.header("vary"), "Origin");
     EXPECT_TRUE(r.keep_alive) << "a bodiless preflight keeps the connection";

@@ -2311,5 +2311,94 @@ TEST_F(PgTest, CrossStoreRaceOnExpiredPacksExactlyOneInserted) {
   EXPECT_EQ(CountRows(c, ds), static_cast<std::int64_t>(kDigests));
 }
 
+// ---- Idempotency records (issue 34: PackAttrs::request, sql/008) -------------------------------------------
+
+RequestId RandomRequest() {
+  const Digest d = RandomDigest();
+  RequestId r{};
+  std::copy_n(d.begin(), r.size(), r.begin());
+  return r;
+}
+
+PackAttrs WithRequest(const RequestId& r) {
+  PackAttrs a;
+  a.request = r;
+  return a;
+}
+
+// `d`'s request column: nullopt when NULL (or no row).
+std::optional<RequestId> RequestOf(const Digest& d) {
+  pqxx::connection c(Url());
+  pqxx::work tx(c);
+  const auto r = tx.exec_params("SELECT encode(request, 'hex') FROM scan_keys WHERE digest = $1::bytea", HexBytea(d));
+  if (r.empty() || r[0][0].is_null()) return std::nullopt;
+  const std::string hex = r[0][0].as<std::string>();
+  EXPECT_EQ(hex.size(), 32u);
+  RequestId out{};
+  for (std::size_t i = 0; i < out.size() && 2 * i + 1 < hex.size(); ++i) {
+    out[i] = static_cast<std::uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  }
+  return out;
+}
+
+// A raw key's idempotency record goes into its row, by ON CONFLICT and by COPY, and comes back: kInserted reports
+// what was sent, a later kDuplicate the row's record (not its own), and a raw Submit leaves no record.
+TEST_F(PgTest, RequestRecordRoundTrips) {
+  Store store(Options(1));
+  store.Start();
+  for (const Expect expect : {Expect::kUnknown, Expect::kNew}) {
+    SCOPED_TRACE(expect == Expect::kNew ? "COPY" : "ON CONFLICT");
+    const auto before = store.Stats();
+    const Digest d = RandomDigest();
+    const RequestId first = RandomRequest(), second = RandomRequest();
+    const auto ins = SubmitPackAndWait(store, d, WithRequest(first), "till-1", expect);
+    ASSERT_TRUE(ins.has_value());
+    ASSERT_EQ(ins->outcome, Outcome::kInserted);
+    EXPECT_EQ(ins->recorded.request, first);
+    EXPECT_FALSE(ins->recorded.lot || ins->recorded.expiry);
+    EXPECT_EQ(RequestOf(d), first);
+    EXPECT_FALSE(PackRowOf(d).lot || PackRowOf(d).expiry || PackRowOf(d).keep_until_us) << "a raw key got pack columns";
+    if (expect == Expect::kNew) {
+      EXPECT_GT(store.Stats().copy_batches, before.copy_batches) << "not written by COPY";
+    }
+
+    const auto again = SubmitPackAndWait(store, d, WithRequest(first), "till-1");
+    ASSERT_TRUE(again.has_value());
+    EXPECT_EQ(again->outcome, Outcome::kDuplicate);
+    EXPECT_EQ(again->recorded.request, first) << "a retry must see its own record";
+    const auto other = SubmitPackAndWait(store, d, WithRequest(second), "till-1");
+    ASSERT_TRUE(other.has_value());
+    EXPECT_EQ(other->outcome, Outcome::kDuplicate);
+    EXPECT_EQ(other->recorded.request, first) << "a duplicate reports the row's record, not its own";
+    EXPECT_EQ(RequestOf(d), first) << "a duplicate changed the record";
+  }
+  const Digest plain = RandomDigest();
+  ASSERT_EQ(SubmitAndWait(store, plain, "till-1")->outcome, Outcome::kInserted);
+  EXPECT_FALSE(RequestOf(plain).has_value());
+  const auto later = SubmitPackAndWait(store, plain, WithRequest(RandomRequest()));
+  EXPECT_EQ(later->outcome, Outcome::kDuplicate);
+  EXPECT_FALSE(later->recorded.request.has_value()) << "a row recorded without the header holds no record";
+  EXPECT_EQ(store.Stats().batch_failures, 0u);
+}
+
+// Past the horizon a row is taken over with the new observer's record — none for a raw Submit (the old request's
+// retry is not the new observer's), the new one's for a Submit with one.
+TEST_F(PgTest, TakenOverRowTakesTheNewObserversRecord) {
+  Store store(HorizonOptions(kShortHorizon));
+  store.Start();
+  const Digest d = RandomDigest();
+  const RequestId first = RandomRequest(), third = RandomRequest();
+  ASSERT_EQ(SubmitPackAndWait(store, d, WithRequest(first))->outcome, Outcome::kInserted);
+  Backdate(d, "1 hour");
+  ASSERT_EQ(SubmitAndWait(store, d, "raw")->outcome, Outcome::kInserted);
+  EXPECT_FALSE(RequestOf(d).has_value()) << "the raw take-over kept the previous observer's record";
+  Backdate(d, "1 hour");
+  const auto taken = SubmitPackAndWait(store, d, WithRequest(third));
+  ASSERT_EQ(taken->outcome, Outcome::kInserted);
+  EXPECT_EQ(RequestOf(d), third);
+  EXPECT_EQ(SubmitPackAndWait(store, d, WithRequest(first))->recorded.request, third);
+  EXPECT_EQ(store.Stats().batch_failures, 0u);
+}
+
 }  // namespace
 }  // namespace scangate::storage

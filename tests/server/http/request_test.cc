@@ -320,5 +320,39 @@ TEST(Request, DuplicateMembersRefused) {
   EXPECT_EQ(ObserveProblem(R"({"key":"A","key":})").slug, "malformed-json");
 }
 
+// Idempotency-Key (issue 34): 1..255 visible ASCII characters, bare or as the IETF draft's sf-string (spaces
+// allowed inside the quotes); a batch entry's "request_id" is the same key, a string or null; a single
+// observation's body member "request_id" is not read (the header is the single route's).
+TEST(Request, IdempotencyKeys) {
+  const auto ok = [](std::string_view h) {
+    auto r = ParseIdempotencyKey(h);
+    return std::holds_alternative<std::string>(r) ? std::get<std::string>(r) : std::string("<refused>");
+  };
+  EXPECT_EQ(ok("8e03978e-40d5-43e8-bc93-6894a57f9324"), "8e03978e-40d5-43e8-bc93-6894a57f9324");
+  EXPECT_EQ(ok("\"till 7 scan 42\""), "till 7 scan 42");
+  EXPECT_EQ(ok(std::string(255, 'k')), std::string(255, 'k'));
+  for (const std::string& bad : {std::string(), std::string("\"\""), std::string(256, 'k'), std::string("a b"),
+                                 std::string("caf\xc3\xa9"), std::string("a\"b"), std::string("\"a\\b\""),
+                                 std::string("tab\there")}) {
+    auto r = ParseIdempotencyKey(bad);
+    ASSERT_TRUE(std::holds_alternative<Problem>(r)) << bad;
+    EXPECT_EQ(std::get<Problem>(r).slug, "invalid-idempotency-key") << bad;
+    EXPECT_EQ(std::get<Problem>(r).status, 400u);
+  }
+  auto batch = ParseBatch(R"({"keys":[{"key":"a","request_id":"r-1"},{"key":"b","request_id":null},"c"]})");
+  ASSERT_TRUE(std::holds_alternative<BatchRequest>(batch));
+  EXPECT_EQ(std::get<BatchRequest>(batch).entries[0].idempotency_key, "r-1");
+  EXPECT_EQ(std::get<BatchRequest>(batch).entries[1].idempotency_key, "");
+  EXPECT_EQ(std::get<BatchRequest>(batch).entries[2].idempotency_key, "");
+  Problem p = BatchProblem(R"({"keys":[{"key":"a","request_id":5}]})");
+  EXPECT_EQ(p.slug, "invalid-idempotency-key");
+  EXPECT_NE(p.detail.find("keys[0]"), std::string::npos) << p.detail;
+  EXPECT_EQ(BatchProblem(R"({"keys":[{"key":"a","request_id":"x y"}]})").slug, "invalid-idempotency-key");
+  EXPECT_EQ(BatchProblem(R"({"keys":[{"key":"a","request_id":"x","request_id":"y"}]})").slug, "duplicate-member");
+  auto single = ParseObserve(R"({"key":"a","request_id":"r-1"})");
+  ASSERT_TRUE(std::holds_alternative<Observation>(single));
+  EXPECT_EQ(std::get<Observation>(single).idempotency_key, "");
+}
+
 }  // namespace
 }  // namespace scangate::server

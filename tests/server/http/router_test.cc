@@ -407,7 +407,7 @@ TEST_F(CorsRouterTest, PreflightFromAllowedOrigin) {
   EXPECT_EQ(a.res.result_int(), 204u);
   EXPECT_EQ(a.res[http::field::access_control_allow_origin], kAllowed);
   EXPECT_EQ(a.res[http::field::access_control_allow_methods], "POST, OPTIONS");
-  EXPECT_EQ(a.res[http::field::access_control_allow_headers], "Content-Type, Authorization");
+  EXPECT_EQ(a.res[http::field::access_control_allow_headers], "Content-Type, Authorization, Idempotency-Key");
   EXPECT_EQ(a.res[http::field::access_control_max_age], std::to_string(kCorsMaxAgeSeconds));
   EXPECT_EQ(a.res[http::field::vary], "Origin");
   for (const char* target : {"/observe/batch", "/lookup"}) {

@@ -140,5 +140,18 @@ TEST(KeyReader, MismatchComparesFieldsBothSidesCarry) {
   EXPECT_EQ(KeyReader::Mismatch(a, bare), 0) << "nor does a record without them";
 }
 
+// Idempotency-Key (issue 34): the record depends on the scope, the key and the digester's secret, and no other
+// (scope, key) split of the same bytes gives the same record.
+TEST(KeyReader, RequestIdSeparatesScopeKeyAndSecret) {
+  const KeyReader plain(Digester::Sha256(), KeysMode::kRaw, std::chrono::seconds(0));
+  const KeyReader keyed(Digester::HmacSha256("secret"), KeysMode::kRaw, std::chrono::seconds(0));
+  const storage::RequestId a = plain.RequestIdOf("source:till-1", "r-1");
+  EXPECT_EQ(a, plain.RequestIdOf("source:till-1", "r-1"));
+  EXPECT_NE(a, plain.RequestIdOf("source:till-2", "r-1"));
+  EXPECT_NE(a, plain.RequestIdOf("source:till-1", "r-2"));
+  EXPECT_NE(plain.RequestIdOf("ab", "c"), plain.RequestIdOf("a", "bc"));
+  EXPECT_NE(a, keyed.RequestIdOf("source:till-1", "r-1"));
+}
+
 }  // namespace
 }  // namespace scangate::server

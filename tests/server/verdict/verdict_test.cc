@@ -70,7 +70,7 @@ class Rig {
     if (route == Route::kSingle) {
       for (const auto& k : keys) {
         std::optional<std::string> got;
-        service_->Observe(Observation{k, ""}, ioc_.get_executor(), metrics_.ForThread(0),
+        service_->Observe(Observation{k, "", "", ""}, ioc_.get_executor(), metrics_.ForThread(0),
                           [&](std::variant<Verdict, Problem> r) {
                             EXPECT_FALSE(got) << "answered twice";
                             got = std::visit([](const auto& x) { return Describe(x); }, r);
@@ -81,7 +81,7 @@ class Rig {
       return out;
     }
     BatchRequest batch;
-    for (const auto& k : keys) batch.entries.push_back(Observation{k, ""});
+    for (const auto& k : keys) batch.entries.push_back(Observation{k, "", "", ""});
     std::optional<std::variant<std::vector<Verdict>, Problem>> got;
     service_->ObserveBatch(batch, ioc_.get_executor(), metrics_.ForThread(0),
                            [&](std::variant<std::vector<Verdict>, Problem> r) {
@@ -93,6 +93,22 @@ class Rig {
     if (auto* p = std::get_if<Problem>(&*got)) return std::vector<std::string>(keys.size(), Describe(*p));
     for (const Verdict& v : std::get<std::vector<Verdict>>(*got)) out.push_back(Describe(v));
     return out;
+  }
+
+  // One Observe of `o` (Idempotency-Key: its idempotency_key and scope): its verdict; a failed test and a
+  // default Verdict when it is a problem or no answer.
+  Verdict ObserveOne(const Observation& o) {
+    std::optional<std::variant<Verdict, Problem>> got;
+    service_->Observe(o, ioc_.get_executor(), metrics_.ForThread(0), [&](std::variant<Verdict, Problem> r) {
+      EXPECT_FALSE(got) << "answered twice";
+      got = std::move(r);
+    });
+    Run([&] { return got.has_value(); });
+    if (!got || !std::holds_alternative<Verdict>(*got)) {
+      ADD_FAILURE() << "no verdict";
+      return {};
+    }
+    return std::get<Verdict>(*got);
   }
 
   FakeStore& store() { return store_; }
@@ -250,6 +266,33 @@ TEST(Verdict, Gs1PacksAreDecidedExactlyAndMismatchesFlagged) {
     EXPECT_EQ(rig.Observe({"010036141403000721SN2"}, Route::kSingle).at(0), "400 invalid-gs1");
     EXPECT_EQ(rig.Observe({"010036141403000821SN3", "21SN4"}, Route::kBatchAlone).at(0), "400 invalid-gs1");
     EXPECT_EQ(rig.store().submits, before_bad) << "a refused request decides nothing";
+  }
+}
+
+// Idempotency-Key (issue 34), in both ack modes: the first request with the header is new and decided by the
+// store (in ack=filter too: its record goes with its row, so nothing is written behind); its retry (same scope,
+// same idempotency key) is new again, replayed, from the store (the recent set cannot tell a retry from a
+// repeat); another idempotency key, another scope or no header is a duplicate.
+TEST(Verdict, IdempotentRetryIsReplayedARepeatIsDuplicate) {
+  for (AckMode ack : {AckMode::kCommit, AckMode::kFilter}) {
+    SCOPED_TRACE(ack == AckMode::kCommit ? "ack=commit" : "ack=filter");
+    Case c{.name = "idempotent", .ack = ack, .expected = ""};
+    Rig rig(c);
+    const Verdict first = rig.ObserveOne(Observation{"idem-a", "till-1", "r-1", "source:till-1"});
+    EXPECT_TRUE(first.is_new);
+    EXPECT_FALSE(first.replayed);
+    EXPECT_EQ(rig.store().write_behinds, 0) << "an idempotent key was written behind";
+    const Verdict retry = rig.ObserveOne(Observation{"idem-a", "till-1", "r-1", "source:till-1"});
+    EXPECT_TRUE(retry.is_new);
+    EXPECT_TRUE(retry.replayed);
+    EXPECT_EQ(retry.digest_hex, first.digest_hex);
+    for (const Observation& o : {Observation{"idem-a", "till-1", "r-2", "source:till-1"},
+                                 Observation{"idem-a", "till-2", "r-1", "source:till-2"},
+                                 Observation{"idem-a", "till-1", "", ""}}) {
+      const Verdict v = rig.ObserveOne(o);
+      EXPECT_FALSE(v.is_new) << o.idempotency_key << " " << o.scope;
+      EXPECT_FALSE(v.replayed);
+    }
   }
 }
 

@@ -1,0 +1,198 @@
+// Black-box tests of Idempotency-Key (issue 34): a terminal's retry of a scan whose answer it lost is answered as
+// the first attempt was — 201 `new` with "replayed": true and Idempotent-Replayed: true — while a second scan of
+// the same pack (no header, another idempotency key, another terminal's key) is still `duplicate`:
+// - ack=commit: the retry after the answer, after a kill -9 and restart, at a second instance on the database;
+// - ack=filter with the journal: the key observed with the header is decided in PostgreSQL, its retry replayed,
+//   a key the journal recorded without the header is a duplicate for a request with one;
+// - /observe/batch: a per-entry "request_id", replayed per entry;
+// - the record is in the key's own row (`request`, 16 bytes), NULL without the header; no header means exactly
+//   today's answers; a malformed or repeated header is 400 invalid-idempotency-key.
+#include <stdlib.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "harness.h"
+
+namespace scangate::it {
+namespace {
+
+namespace json = boost::json;
+
+std::string TempDir(const char* tag) {
+  std::string tmpl = std::string("/tmp/scangate-") + tag + ".XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  return tmpl;
+}
+
+HttpResponse ObserveWith(HttpClient& c, const std::string& body, const std::string& idempotency_key) {
+  return c.Request("POST", "/observe", body, "application/json", {{"Idempotency-Key", idempotency_key}});
+}
+
+std::string BodyFrom(const std::string& key, const std::string& source) {
+  return "{\"key\":" + JsonString(key) + ",\"source\":" + JsonString(source) + "}";
+}
+
+bool Replayed(const HttpResponse& r) {
+  const json::object o = r.json();
+  return r.status == 201 && o.contains("replayed") && o.at("replayed") == true &&
+         r.header("idempotent-replayed") == "true";
+}
+
+// octet_length(request) of the key's row: -1 when NULL, -2 when there is no row.
+int RequestBytes(Pg& pg, const std::string& key) {
+  pqxx::nontransaction tx(pg.conn());
+  const auto r = tx.exec_params("SELECT octet_length(request) FROM scan_keys WHERE digest = decode($1, 'hex')",
+                                Sha256Hex(key));
+  if (r.empty()) return -2;
+  return r[0][0].is_null() ? -1 : r[0][0].as<int>();
+}
+
+// The first request with the header is `new`; its retry (same header, same source, same key) is `new` again,
+// marked replayed; any other observation of the key is a duplicate; the scope is the source.
+void RetryIsReplayedRepeatIsDuplicate(HttpClient& c, Pg& pg, const std::string& tag) {
+  const std::string key = UniqueKey(tag);
+  const std::string idem = "till-7-" + RandomHex(8);
+  const HttpResponse first = ObserveWith(c, BodyFrom(key, "till-7"), idem);
+  ASSERT_EQ(first.status, 201) << first;
+  EXPECT_FALSE(first.has_header("idempotent-replayed")) << first;
+  EXPECT_FALSE(first.json().contains("replayed")) << first;
+  EXPECT_EQ(RequestBytes(pg, key), 16) << "the idempotency record is not in the key's row";
+
+  for (int i = 0; i < 2; ++i) {
+    const HttpResponse retry = ObserveWith(c, BodyFrom(key, "till-7"), idem);
+    EXPECT_TRUE(Replayed(retry)) << retry;
+    EXPECT_EQ(retry.json().at("verdict"), "new") << retry;
+    EXPECT_EQ(retry.json().at("digest"), first.json().at("digest")) << retry;
+  }
+  // The quoted form of the IETF draft (sf-string) is the same key.
+  EXPECT_TRUE(Replayed(ObserveWith(c, BodyFrom(key, "till-7"), "\"" + idem + "\"")));
+
+  const HttpResponse other_scan = ObserveWith(c, BodyFrom(key, "till-7"), "till-7-" + RandomHex(8));
+  EXPECT_EQ(other_scan.status, 200) << "a second scan (a fresh idempotency key) must be a duplicate: " << other_scan;
+  EXPECT_EQ(other_scan.json().at("verdict"), "duplicate") << other_scan;
+  const HttpResponse no_header = c.Post("/observe", BodyFrom(key, "till-7"));
+  EXPECT_EQ(no_header.status, 200) << no_header;
+  EXPECT_FALSE(no_header.has_header("idempotent-replayed")) << no_header;
+  const HttpResponse other_terminal = ObserveWith(c, BodyFrom(key, "till-8"), idem);
+  EXPECT_EQ(other_terminal.status, 200) << "another terminal's idempotency key is another key: " << other_terminal;
+  const HttpResponse no_source = ObserveWith(c, ObserveBody(key), idem);
+  EXPECT_EQ(no_source.status, 200) << "without a source the scope is the client address: " << no_source;
+}
+
+TEST(ServiceIdempotency, CommitRetryIsReplayedASecondScanIsDuplicate) {
+  ScangateProcess server({"--ack=commit", "--capacity=1000000"});
+  ASSERT_TRUE(server.Start());
+  HttpClient c(server.port());
+  Pg pg;
+  RetryIsReplayedRepeatIsDuplicate(c, pg, "idem-commit");
+
+  // Without the header nothing changes: no record in the row, the repeat a duplicate.
+  const std::string plain = UniqueKey("idem-plain");
+  EXPECT_EQ(c.Post("/observe", ObserveBody(plain)).status, 201);
+  EXPECT_EQ(RequestBytes(pg, plain), -1);
+  EXPECT_EQ(c.Post("/observe", ObserveBody(plain)).status, 200);
+
+  // A key first recorded without the header: a request with one is a duplicate (it is not that request's retry).
+  const HttpResponse late = ObserveWith(c, ObserveBody(plain), "late-" + RandomHex(8));
+  EXPECT_EQ(late.status, 200) << late;
+
+  const HttpResponse metrics = c.Get("/metrics");
+  EXPECT_NE(metrics.body.find("scangate_idempotent_replays_total 3"), std::string::npos) << metrics.body.substr(0, 3000);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+TEST(ServiceIdempotency, FilterModeRetryIsReplayedThroughPostgreSQL) {
+  const std::string dir = TempDir("idem-journal");
+  ScangateProcess server({"--ack=filter", "--capacity=1000000", "--journal-dir=" + dir + "/j"});
+  ASSERT_TRUE(server.Start());
+  HttpClient c(server.port());
+  Pg pg;
+  RetryIsReplayedRepeatIsDuplicate(c, pg, "idem-filter");
+
+  // A key the journal recorded (a request without the header): a request with one is a duplicate.
+  const std::string journalled = UniqueKey("idem-journalled");
+  EXPECT_EQ(c.Post("/observe", ObserveBody(journalled)).status, 201);
+  const HttpResponse with = ObserveWith(c, ObserveBody(journalled), "j-" + RandomHex(8));
+  EXPECT_EQ(with.status, 200) << with;
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+// The record is in PostgreSQL: a retry after a kill -9 and a restart, or at another instance, is replayed.
+TEST(ServiceIdempotency, RetryAfterKillNineAndAtAnotherInstanceIsReplayed) {
+  const std::string key = UniqueKey("idem-restart");
+  const std::string idem = RandomHex(16);
+  {
+    ScangateProcess first({"--ack=commit", "--capacity=1000000"});
+    ASSERT_TRUE(first.Start());
+    HttpClient c(first.port());
+    ASSERT_EQ(ObserveWith(c, BodyFrom(key, "till-9"), idem).status, 201);
+    first.Kill();
+  }
+  ScangateProcess second({"--ack=commit", "--capacity=1000000"});
+  ASSERT_TRUE(second.Start());
+  ScangateProcess third({"--ack=commit", "--capacity=1000000"});
+  ASSERT_TRUE(third.Start());
+  HttpClient c2(second.port()), c3(third.port());
+  EXPECT_TRUE(Replayed(ObserveWith(c2, BodyFrom(key, "till-9"), idem)));
+  EXPECT_TRUE(Replayed(ObserveWith(c3, BodyFrom(key, "till-9"), idem)));
+  EXPECT_EQ(c3.Post("/observe", BodyFrom(key, "till-9")).status, 200);
+  EXPECT_EQ(second.Stop(), 0);
+  EXPECT_EQ(third.Stop(), 0);
+}
+
+TEST(ServiceIdempotency, BatchEntriesCarryTheirOwnRequestIds) {
+  ScangateProcess server({"--ack=commit", "--capacity=1000000"});
+  ASSERT_TRUE(server.Start());
+  HttpClient c(server.port());
+  const std::string a = UniqueKey("idem-batch"), b = UniqueKey("idem-batch"), plain = UniqueKey("idem-batch");
+  const std::string ra = RandomHex(8), rb = RandomHex(8);
+  const std::string body = "{\"keys\":[{\"key\":" + JsonString(a) + ",\"source\":\"till-3\",\"request_id\":\"" + ra +
+                           "\"},{\"key\":" + JsonString(b) + ",\"source\":\"till-3\",\"request_id\":\"" + rb +
+                           "\"}," + JsonString(plain) + "]}";
+  const HttpResponse first = c.Post("/observe/batch", body);
+  ASSERT_EQ(first.status, 200) << first;
+  const HttpResponse retry = c.Post("/observe/batch", body);
+  ASSERT_EQ(retry.status, 200) << retry;
+  const json::object answer = retry.json();
+  const json::array& results = answer.at("results").as_array();
+  ASSERT_EQ(results.size(), 3u) << retry;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(results[i].at("verdict"), "new") << retry;
+    EXPECT_EQ(results[i].at("replayed"), true) << retry;
+  }
+  EXPECT_EQ(results[2].at("verdict"), "duplicate") << "an entry without request_id is decided as today: " << retry;
+  // A single /observe with the entry's request id as its header is the same request.
+  EXPECT_TRUE(Replayed(ObserveWith(c, BodyFrom(a, "till-3"), ra)));
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+TEST(ServiceIdempotency, MalformedOrRepeatedHeaderIs400) {
+  ScangateProcess server({"--ack=commit", "--capacity=1000000"});
+  ASSERT_TRUE(server.Start());
+  HttpClient c(server.port());
+  const std::string key = UniqueKey("idem-bad");
+  for (const std::string& bad : {std::string(256, 'x'), std::string("two words"), std::string("\"open")}) {
+    const HttpResponse r = ObserveWith(c, ObserveBody(key), bad);
+    EXPECT_EQ(r.status, 400) << bad << ": " << r;
+    EXPECT_NE(r.body.find("invalid-idempotency-key"), std::string::npos) << r;
+  }
+  const std::string body = ObserveBody(key);
+  c.SendRaw("POST /observe HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nIdempotency-Key: a\r\n"
+            "Idempotency-Key: b\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  const HttpResponse twice = c.ReadResponse();
+  EXPECT_EQ(twice.status, 400) << twice;
+  EXPECT_NE(twice.body.find("given twice"), std::string::npos) << twice;
+  const HttpResponse batch = c.Post("/observe/batch", "{\"keys\":[{\"key\":" + JsonString(key) + ",\"request_id\":7}]}");
+  EXPECT_EQ(batch.status, 400) << batch;
+  EXPECT_NE(batch.body.find("invalid-idempotency-key"), std::string::npos) << batch;
+  // Nothing of those was recorded: the key is new now.
+  EXPECT_EQ(c.Post("/observe", ObserveBody(key)).status, 201);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+}  // namespace
+}  // namespace scangate::it
