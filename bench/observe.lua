@@ -5,6 +5,9 @@
 --   "<run id>-<thread>-<counter>", the run id random per wrk invocation, so runs never share keys.
 -- env BENCH_KEYS=gs1: each key is a GS1 DataMatrix element string of one pack (GTIN, expiry, lot, FNC1, serial
 --   "<run id[1..8]><thread>Z<counter>"), the same string for --keys=raw and --keys=gs1 cells (issue 24).
+-- env BENCH_IDEMPOTENCY=1 (issue 34): every request carries an Idempotency-Key of its own ("<run id>-<thread>-i<seq>"),
+--   as a till sends a fresh one per scan (a repeat is a new scan: a new key); the server then decides every key in
+--   PostgreSQL and writes the idempotency record with its row.
 -- COUNT (or env BENCH_COUNT_STATUS; default 1): 1 = count responses per status with response() (wrk then
 --   parses every response in Lua, which costs wrk CPU); 0 = no response() hook (wrk still counts non-2xx/3xx).
 -- done() prints one line "BENCH_SUMMARY {json}" with requests, rps, latency p50/p99/max (us), socket
@@ -13,6 +16,8 @@
 repeat_share = tonumber(os.getenv("BENCH_REPEAT") or "0")  -- global: done() reads it back with thread:get
 local count_status = (os.getenv("BENCH_COUNT_STATUS") or "1") ~= "0"
 local gs1_keys = os.getenv("BENCH_KEYS") == "gs1"
+local idempotency = os.getenv("BENCH_IDEMPOTENCY") == "1"
+local seq = 0
 
 local threads = {}
 run_id = nil     -- global: setup() copies it into each thread's state with thread:set
@@ -56,7 +61,14 @@ function request()
     n = counter
     counter = counter + 1
   end
-  return wrk.format("POST", "/observe", headers, '{"key":"' .. prefix .. n .. '","source":"wrk"}')
+  local body = '{"key":"' .. prefix .. n .. '","source":"wrk"}'
+  if idempotency then
+    seq = seq + 1
+    return wrk.format("POST", "/observe",
+                      { ["Content-Type"] = "application/json", ["Idempotency-Key"] = run_id .. "-" .. thread_id .. "-i" .. seq },
+                      body)
+  end
+  return wrk.format("POST", "/observe", headers, body)
 end
 
 function done(summary, latency, requests)

@@ -25,7 +25,9 @@
 #                              ceiling = fixed-201 Beast server, naive = 1 INSERT per request, commit = ack=commit,
 #                              nofilter = ack=commit --filter=off, filter = ack=filter (journal on),
 #                              filteroff = ack=filter --filter=off (journal on; every key takes the exact path),
-#                              filternj = ack=filter --journal=off (the in-memory write-behind)
+#                              filternj = ack=filter --journal=off (the in-memory write-behind); not in the default
+#                              set: commitidem / filteridem = commit / filter with an Idempotency-Key on every
+#                              request (wrk's BENCH_IDEMPOTENCY=1, issue 34)
 #   BENCH_WORKLOADS ("0 0.10 0.50" = repeat shares)
 #   BENCH_REPS (3; 1 in BENCH_QUICK)  alternating repetitions of every matrix cell; medians reported
 #   BENCH_SERVER_THREADS (2)   --threads of every server;   BENCH_NAIVE_POOL (16) naive_server --pool
@@ -200,7 +202,8 @@ prefill_wal() {
 }
 recycle_wal() { sql postgres "CHECKPOINT" >/dev/null || log "WARNING: CHECKPOINT failed"; }
 
-is_scangate() { [[ $1 == commit || $1 == filter || $1 == filternj || $1 == nofilter || $1 == filteroff ]]; }
+is_scangate() { [[ $1 == commit || $1 == filter || $1 == filternj || $1 == nofilter || $1 == filteroff || $1 == *idem ]]; }
+WRK_IDEM=0  # 1 while measuring a *idem system: wrk sends an Idempotency-Key with every request
 
 # start_server SYSTEM LOGNAME -> sets SRV_PID, SRV_LOG, READY_S; returns non-zero when it never became ready
 start_server() {
@@ -212,8 +215,8 @@ start_server() {
   case $sys in
     ceiling) exec "$CEILING_BIN" --port "$SRV_PORT" --threads "$THREADS" ;;
     naive) exec "$NAIVE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$NAIVE_URL" --pool "$NAIVE_POOL" ;;
-    commit) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack commit --filter on $SG_EXTRA ;;
-    filter) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter on \
+    commit | commitidem) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack commit --filter on $SG_EXTRA ;;
+    filter | filteridem) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter on \
       --journal-dir "$OUT/journal" $SG_EXTRA ;;
     filternj) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter on \
       --journal off $SG_EXTRA ;;
@@ -258,7 +261,7 @@ stop_server() {
 # run_wrk CONNS REPEAT SECONDS NAME [COUNT_STATUS] -> WRK_LINE (BENCH_SUMMARY json), WRK_CPU (s user+sys)
 run_wrk() {
   local conns=$1 rep=$2 dur=$3 name=$4 count=${5:-1}
-  BENCH_COUNT_STATUS=$count /usr/bin/time -f '%U %S' -o "$OUT/logs/$name.time" \
+  BENCH_COUNT_STATUS=$count BENCH_IDEMPOTENCY=$WRK_IDEM /usr/bin/time -f '%U %S' -o "$OUT/logs/$name.time" \
     wrk -t"$WRK_THREADS" -c"$conns" -d"${dur}s" --timeout 5s -s "$LUA" "http://127.0.0.1:$SRV_PORT" -- "$rep" "$count" \
     >"$OUT/logs/$name.wrk" 2>&1
   WRK_LINE=$(grep '^BENCH_SUMMARY ' "$OUT/logs/$name.wrk" | sed 's/^BENCH_SUMMARY //')
@@ -272,6 +275,7 @@ run_wrk() {
 measure() {
   local sys=$1 conns=$2 rep=$3 name=$4 iter=${5:-1} db rows0 rows1 bs0 bc0 bs1 bc1 s0 s1 p0 p1 m0 m1 other ok_rps cs0 cs1 wal0 wal1 walrow
   db=$(db_of "$sys")
+  if [[ $sys == *idem ]]; then WRK_IDEM=1; else WRK_IDEM=0; fi
   [[ $WARM != 0 ]] && run_wrk "$conns" "$rep" "$WARM" "$name.warmup"
   rows0=$(count_rows "$db"); bs0=$(metric scangate_pg_batch_size_sum); bc0=$(metric scangate_pg_batch_size_count)
   cs0=$(metric scangate_pg_commit_seconds_sum); wal0=$(sql "$db" "SELECT pg_current_wal_lsn()" 2>/dev/null)
@@ -491,6 +495,8 @@ label() {
     commit) echo "scangate ack=commit" ;; filter) echo "scangate ack=filter (journal)" ;;
     nofilter) echo "scangate ack=commit --filter=off" ;; filteroff) echo "scangate ack=filter --filter=off (journal)" ;;
     filternj) echo "scangate ack=filter --journal=off" ;;
+    commitidem) echo "scangate ack=commit, Idempotency-Key on every request" ;;
+    filteridem) echo "scangate ack=filter (journal), Idempotency-Key on every request" ;;
     *) echo "$1" ;;
   esac
 }

@@ -37,7 +37,7 @@ constexpr std::string_view kUnavailableDetail =
 constexpr std::string_view kOutcomeUnknownDetail =
     "the connection to PostgreSQL broke while this key's transaction was committing and PostgreSQL could not "
     "tell whether it committed; the key may be recorded: a retry may be answered duplicate with a first_seen "
-    "inside this attempt";
+    "inside this attempt (a retry with this attempt's Idempotency-Key gets its real verdict)";
 // A batch's 503 names the cause of its first failed key (outcome-unknown first), then this.
 constexpr std::string_view kBatchNote =
     " (a key of this batch; keys of this batch that were already recorded stay recorded, so a retry reports "
@@ -48,7 +48,8 @@ constexpr std::string_view kDeadlineQueuedDetail =
     "nothing was recorded; retry after the Retry-After delay";
 constexpr std::string_view kDeadlineInFlightDetail =
     "PostgreSQL did not answer within the request timeout while the key's transaction was in flight: the key "
-    "may have been recorded, and a retry may answer duplicate with a first_seen inside this attempt";
+    "may have been recorded, and a retry may answer duplicate with a first_seen inside this attempt (a retry "
+    "with this attempt's Idempotency-Key gets its real verdict)";
 constexpr std::string_view kBatchDeadlineQueuedDetail =
     "PostgreSQL did not answer within the request timeout; the keys still waiting were withdrawn unwritten; "
     "keys of this batch that were already inserted stay inserted, so a retry reports them as duplicates";

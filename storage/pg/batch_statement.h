@@ -21,7 +21,10 @@
 // Packs (--keys=gs1, issue 24): a batch with PackAttrs (or any batch under StoreOptions::pack_horizons) uses
 // the pack statements instead: three more arrays (lot bytea[], expiry int4[] days, keep_until int8[] µs), a
 // take-over of rows past their own keep_until (else past the retention), and a follow-up SELECT that also
-// returns the row's lot and expiry. A raw batch sends exactly the raw statements above.
+// returns the row's lot and expiry. A raw batch sends exactly the raw statements above. Idempotency records
+// (issue 34, PackAttrs::request, sql/008) ride the pack statements too: a batch with one goes through them (a
+// fourth array; a raw key's lot, expiry and keep_until stay NULL), its follow-up SELECT returns the row's record
+// (a retry recognises its own), and every take-over replaces it — the raw one with NULL.
 // A batch of definitely-new keys (write-behind rows and items the filter called new: Bloom negatives) may
 // go by BeginCopy() / CommitCopy() instead: binary COPY FROM STDIN, which skips ON CONFLICT's probe of the
 // primary key. COPY cannot skip a row that exists, so a conflict aborts it (CopyConflict) and the writer

@@ -4,13 +4,17 @@
 // - ack=commit: the retry after the answer, after a kill -9 and restart, at a second instance on the database;
 // - ack=filter with the journal: the key observed with the header is decided in PostgreSQL, its retry replayed,
 //   a key the journal recorded without the header is a duplicate for a request with one;
+// - a retry sent while the first attempt is still in flight (held by a row lock) waits for it and is replayed,
+//   at the same instance and at another;
 // - /observe/batch: a per-entry "request_id", replayed per entry;
 // - the record is in the key's own row (`request`, 16 bytes), NULL without the header; no header means exactly
 //   today's answers; a malformed or repeated header is 400 invalid-idempotency-key.
 #include <stdlib.h>
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -81,6 +85,14 @@ void RetryIsReplayedRepeatIsDuplicate(HttpClient& c, Pg& pg, const std::string& 
   EXPECT_EQ(other_terminal.status, 200) << "another terminal's idempotency key is another key: " << other_terminal;
   const HttpResponse no_source = ObserveWith(c, ObserveBody(key), idem);
   EXPECT_EQ(no_source.status, 200) << "without a source the scope is the client address: " << no_source;
+
+  // A key first recorded without the header (ack=filter: by the journal) is a duplicate for a request with one:
+  // that request is not the recording one's retry.
+  const std::string plain = UniqueKey(tag);
+  EXPECT_EQ(c.Post("/observe", ObserveBody(plain)).status, 201);
+  EXPECT_EQ(c.Post("/observe", ObserveBody(plain)).status, 200);
+  const HttpResponse late = ObserveWith(c, ObserveBody(plain), "late-" + RandomHex(8));
+  EXPECT_EQ(late.status, 200) << late;
 }
 
 TEST(ServiceIdempotency, CommitRetryIsReplayedASecondScanIsDuplicate) {
@@ -89,16 +101,10 @@ TEST(ServiceIdempotency, CommitRetryIsReplayedASecondScanIsDuplicate) {
   HttpClient c(server.port());
   Pg pg;
   RetryIsReplayedRepeatIsDuplicate(c, pg, "idem-commit");
-
-  // Without the header nothing changes: no record in the row, the repeat a duplicate.
+  // Without the header the row holds no record.
   const std::string plain = UniqueKey("idem-plain");
   EXPECT_EQ(c.Post("/observe", ObserveBody(plain)).status, 201);
   EXPECT_EQ(RequestBytes(pg, plain), -1);
-  EXPECT_EQ(c.Post("/observe", ObserveBody(plain)).status, 200);
-
-  // A key first recorded without the header: a request with one is a duplicate (it is not that request's retry).
-  const HttpResponse late = ObserveWith(c, ObserveBody(plain), "late-" + RandomHex(8));
-  EXPECT_EQ(late.status, 200) << late;
 
   const HttpResponse metrics = c.Get("/metrics");
   EXPECT_NE(metrics.body.find("scangate_idempotent_replays_total 3"), std::string::npos) << metrics.body.substr(0, 3000);
@@ -112,12 +118,6 @@ TEST(ServiceIdempotency, FilterModeRetryIsReplayedThroughPostgreSQL) {
   HttpClient c(server.port());
   Pg pg;
   RetryIsReplayedRepeatIsDuplicate(c, pg, "idem-filter");
-
-  // A key the journal recorded (a request without the header): a request with one is a duplicate.
-  const std::string journalled = UniqueKey("idem-journalled");
-  EXPECT_EQ(c.Post("/observe", ObserveBody(journalled)).status, 201);
-  const HttpResponse with = ObserveWith(c, ObserveBody(journalled), "j-" + RandomHex(8));
-  EXPECT_EQ(with.status, 200) << with;
   EXPECT_EQ(server.Stop(), 0);
 }
 
@@ -142,6 +142,43 @@ TEST(ServiceIdempotency, RetryAfterKillNineAndAtAnotherInstanceIsReplayed) {
   EXPECT_EQ(c3.Post("/observe", BodyFrom(key, "till-9")).status, 200);
   EXPECT_EQ(second.Stop(), 0);
   EXPECT_EQ(third.Stop(), 0);
+}
+
+// The first attempt is held in PostgreSQL (another transaction holds the key's row lock); two retries — one at the
+// same instance, one at another — are sent meanwhile. None is answered early; once the lock goes, all three are
+// 201 and exactly one of them is the first (not replayed).
+TEST(ServiceIdempotency, RetryWhileTheFirstIsInFlightWaitsForItsVerdict) {
+  ScangateProcess a({"--ack=commit", "--capacity=1000000"});
+  ASSERT_TRUE(a.Start());
+  ScangateProcess b({"--ack=commit", "--capacity=1000000"});
+  ASSERT_TRUE(b.Start());
+  const std::string key = UniqueKey("idem-inflight");
+  const std::string idem = RandomHex(8);
+  Pg pg;
+  RowBlocker blocker({key});
+  std::vector<HttpResponse> answers(3);
+  std::vector<std::thread> clients;
+  const std::uint16_t ports[3] = {a.port(), a.port(), b.port()};
+  for (int i = 0; i < 3; ++i) {
+    clients.emplace_back([&, i] {
+      HttpClient c(ports[i]);
+      answers[i] = ObserveWith(c, BodyFrom(key, "till-5"), idem);
+    });
+    if (i == 0) {
+      EXPECT_TRUE(pg.WaitForLockWaiter()) << "the first attempt never reached the locked row";
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the retries reach their queue / the lock
+  blocker.Release();
+  for (auto& t : clients) t.join();
+  int first = 0;
+  for (const HttpResponse& r : answers) {
+    EXPECT_EQ(r.status, 201) << r;
+    if (r.status == 201 && !r.has_header("idempotent-replayed")) ++first;
+  }
+  EXPECT_EQ(first, 1) << "exactly one answer is the first attempt's";
+  EXPECT_EQ(a.Stop(), 0);
+  EXPECT_EQ(b.Stop(), 0);
 }
 
 TEST(ServiceIdempotency, BatchEntriesCarryTheirOwnRequestIds) {
