@@ -195,5 +195,43 @@ TEST_F(PartitionsTest, AMovedPartitionIsFollowedFromTheMap) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
+// Idempotency-Key (issue 34) with --partitions: the record lives in the key's row on the key's partition; a retry
+// (after a restart, in both ack modes) is replayed, a second scan is a duplicate.
+TEST_F(PartitionsTest, ARetryIsReplayedFromTheKeysPartition) {
+  for (const char* ack : {"commit", "filter"}) {
+    SCOPED_TRACE(ack);
+    std::vector<std::string> keys = KeysOf(0, 3), more = KeysOf(1, 3);
+    keys.insert(keys.end(), more.begin(), more.end());
+    std::vector<std::string> ids;
+    const auto observe = [](HttpClient& c, const std::string& key, const std::string& id) {
+      return c.Request("POST", "/observe", "{\"key\":" + JsonString(key) + ",\"source\":\"till-4\"}",
+                       "application/json", {{"Idempotency-Key", id}});
+    };
+    {
+      ScangateProcess server(Flags({std::string("--ack=") + ack, "--journal=off"}));
+      ASSERT_TRUE(server.Start());
+      HttpClient c(server.port());
+      for (const auto& key : keys) {
+        ids.push_back(RandomHex(8));
+        EXPECT_EQ(observe(c, key, ids.back()).status, 201);
+      }
+      EXPECT_EQ(server.Stop(), 0);
+    }
+    ScangateProcess server(Flags({std::string("--ack=") + ack, "--journal=off"}));
+    ASSERT_TRUE(server.Start());
+    HttpClient c(server.port());
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      const unsigned p = PartitionOfKey(keys[i], 2);
+      const HttpResponse retry = observe(c, keys[i], ids[i]);
+      EXPECT_EQ(retry.status, 201) << retry;
+      EXPECT_EQ(retry.header("idempotent-replayed"), "true") << retry;
+      EXPECT_EQ(observe(c, keys[i], RandomHex(8)).status, 200) << "a second scan";
+      EXPECT_EQ(CountIn(parts_[p], Sha256Hex(keys[i])), 1) << "partition " << p;
+      EXPECT_EQ(CountIn(parts_[1 - p], Sha256Hex(keys[i])), 0) << "partition " << 1 - p;
+    }
+    EXPECT_EQ(server.Stop(), 0);
+  }
+}
+
 }  // namespace
 }  // namespace scangate::it
