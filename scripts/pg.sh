@@ -53,12 +53,23 @@ effective_cache_size = 8GB
 random_page_cost = 1.1
 log_min_messages = warning
 logging_collector = off
+wal_level = logical
+max_replication_slots = 64
+max_wal_senders = 64
 CONF
     fi
     if as_pg "$PGBIN/pg_ctl" -D "$datadir" status >/dev/null 2>&1; then
       :
     else
       as_pg "$PGBIN/pg_ctl" -D "$datadir" -o "-p $port" -l "$datadir/server.log" -w -t 60 start >/dev/null
+    fi
+    # --ack=filter's follower (issue 32) decodes the WAL: a cluster made by an older pg.sh is moved to
+    # wal_level=logical once (one restart).
+    if [[ $(as_pg "$PGBIN/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -tAc "SHOW wal_level") != logical ]]; then
+      as_pg "$PGBIN/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -q \
+        -c "ALTER SYSTEM SET wal_level = 'logical'" -c "ALTER SYSTEM SET max_replication_slots = 64" \
+        -c "ALTER SYSTEM SET max_wal_senders = 64" >/dev/null
+      as_pg "$PGBIN/pg_ctl" -D "$datadir" -o "-p $port" -l "$datadir/server.log" -w -t 60 restart >/dev/null
     fi
     if ! as_pg "$PGBIN/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -tAc \
         "SELECT 1 FROM pg_database WHERE datname='scangate'" | grep -q 1; then

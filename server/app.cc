@@ -136,6 +136,10 @@ int App::Run() {
   WaitForSignal();
   if (auto exit = StartStore()) return *exit;
   if (stop_requested_.load()) return 0;
+  if (auto exit = StartFollowers()) {
+    store_->Shutdown();
+    return *exit;
+  }
   if (auto exit = OpenJournal()) return *exit;
   if (stop_requested_.load()) {
     store_->Shutdown();
@@ -219,6 +223,7 @@ std::optional<int> App::StartStore() {
             // A moved partition: its readers follow its writers (the store has retargeted those already).
             store_->OnRetarget([this](unsigned p, const std::string& conninfo) {
               if (StorageReaders* r = retarget_readers_.load()) r->Retarget(p, conninfo);
+              if (auto* f = retarget_followers_.load(); f != nullptr && p < f->size()) (*f)[p]->Retarget(conninfo);
             });
             store_->Start();
             return true;
@@ -308,7 +313,11 @@ void App::StartReaders() {
   readers_ = std::make_unique<StorageReaders>(*store_, std::move(ro));
   retarget_readers_.store(readers_.get());
   readers_->Start();
-  service_->AttachStorageStats([this](MetricsSnapshot& s) { readers_->Fill(s); });
+  AttachFollowers();
+  service_->AttachStorageStats([this](MetricsSnapshot& s) {
+    readers_->Fill(s);
+    for (const auto& f : followers_) s.followers.emplace_back(f->label(), f->Stats());
+  });
 }
 
 std::optional<int> App::Listen() {
@@ -354,10 +363,7 @@ void App::StartWarmLoad() {
           if (stop_requested_.load()) return true;  // abandoned at shutdown
           const auto t0 = std::chrono::steady_clock::now();
           try {
-            // Rows past the horizon count as absent: not loaded (they would only send their keys to PostgreSQL).
-            const auto window = config_.retention.count() > 0 ? std::min(config_.window, config_.retention)
-                                                              : config_.window;
-            const std::uint64_t keys = store_->WarmLoad(window, [this](std::span<const Digest> chunk) {
+            const std::uint64_t keys = store_->WarmLoad(WarmWindow(), [this](std::span<const Digest> chunk) {
               if (stop_requested_.load()) throw WarmAborted{};
               filter_->InsertBatchConcurrently(chunk);
               filter_->PublishPendingInserts();  // a stream thread's pending counts die with it otherwise
@@ -423,6 +429,7 @@ void App::Shutdown() {
   if (!drained) Log(LogLevel::kWarn, "shutdown", {{"phase", "drain deadline passed; closing remaining connections"}});
   stop_requested_.store(true);
   warm_.join();
+  StopFollowers();
   if (journal_) journal_->StopAppends();  // flushes the last group, hands it to the store
   store_->Shutdown();
   if (journal_) journal_->Close();  // final checkpoint: what the store committed

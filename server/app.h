@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -27,6 +28,7 @@
 #include "core/filter.h"
 #include "server/config.h"
 #include "server/systemd_notify.h"
+#include "storage/follow/follower.h"
 #include "storage/partitioned_store.h"
 
 namespace scangate::storage {
@@ -65,6 +67,14 @@ class App {
   void StartReaders();
   std::optional<int> Listen();
   void StartWarmLoad();
+  // --follow (server/app_follow.cc): one follower per database, started before the warm start reads the window
+  // (exit code when a database's settings refuse it: wal_level, the role); the Service's freshness check and
+  // the metrics' samples; stopped before the store.
+  std::optional<int> StartFollowers();
+  void AttachFollowers();
+  void StopFollowers();
+  // The window the warm start and the followers' reloads read: --window, capped by --retention.
+  std::chrono::seconds WarmWindow() const;
   void ScheduleMaintenance();
   // systemd: the watchdog ping, READY=1 once ready, STATUS= at each readiness change. Main thread.
   void ReportReadiness();
@@ -98,6 +108,10 @@ class App {
   // partition moved at any time reaches them (StorageReaders::Retarget before Start is a no-op; Start reads the
   // new string). Outlived by the watcher: the store stops it before the readers are shut down.
   std::atomic<StorageReaders*> retarget_readers_{nullptr};
+  // --follow: one per partition (index = partition), fixed once started; published for the retarget listener
+  // like retarget_readers_ (set once all are started, cleared before they stop).
+  std::vector<std::unique_ptr<storage::Follower>> followers_;
+  std::atomic<std::vector<std::unique_ptr<storage::Follower>>*> retarget_followers_{nullptr};
   std::unique_ptr<Router> router_;
   std::unique_ptr<HttpServer> server_;
   std::unique_ptr<FilterRotationLog> rotation_log_;

@@ -190,7 +190,14 @@ po::options_description Options() {
                                         "database. Default: $STATE_DIRECTORY/journal when set (systemd "
                                         "StateDirectory=), else required")
       ("journal-max-bytes", n(d.journal_max_bytes), "journal bytes not yet committed in PostgreSQL; beyond it "
-                                                    "requests wait (bounded), then 503");
+                                                    "requests wait (bounded), then 503")
+      ("follow", on_off(d.follow), "on|off (ack=filter): follow every digest committed to PostgreSQL by any "
+                                   "instance (logical decoding: wal_level=logical, a replication role), so a key "
+                                   "new at one instance is a duplicate at the others; off = this filter knows only "
+                                   "this instance's keys and its warm start")
+      ("follow-max-lag", s(FormatMillis(d.follow_max_lag)), "ack=filter with --follow: past this staleness the "
+                                                              "filter's 'definitely new' is not trusted and "
+                                                              "PostgreSQL decides; ms s, 10ms..60s");
   po::options_description security("Security");
   security.add_options()
       ("tls-cert", s(d.tls_cert),
@@ -411,6 +418,12 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   if (c.journal_dir.empty() && c.ack == AckMode::kFilter && c.journal) c.journal_dir = DefaultJournalDir();
   c.journal_max_bytes =
       ParseUnsigned<std::uint64_t>(str("journal-max-bytes"), "journal-max-bytes", 1u << 16, std::uint64_t{1} << 40);
+  c.follow = ParseOnOff(str("follow"), "follow");
+  const auto follow_lag = ParseDuration(str("follow-max-lag"), {"ms", "s"}, "follow-max-lag");
+  if (follow_lag < std::chrono::milliseconds(10) || follow_lag > std::chrono::seconds(60)) {
+    throw ConfigError("--follow-max-lag: must be in 10ms..60s, got '" + str("follow-max-lag") + "'");
+  }
+  c.follow_max_lag = std::chrono::duration_cast<std::chrono::milliseconds>(follow_lag);
   c.admin_listen = str("admin-listen");
   if (c.admin_split()) ParseAdminListen(c);
   c.admin_tls = ParseOnOff(str("admin-tls"), "admin-tls");

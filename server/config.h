@@ -136,6 +136,12 @@ struct Config {
   // directory, which two instances (or two databases) run from one folder would share.
   std::string journal_dir;
   std::uint64_t journal_max_bytes = 64ull << 20;  // beyond it requests wait (bounded), then 503
+  // The follower (issue 32, storage/follow/follower.h; ack=filter): every digest committed to PostgreSQL — by
+  // any instance — is set in this filter within about a probe interval, and a definitely-new is trusted only
+  // while that holds to within follow_max_lag (else PostgreSQL decides the key). --follow on|off.
+  bool follow = true;
+  std::chrono::milliseconds follow_max_lag{1000};  // --follow-max-lag
+  bool following() const { return follow && filter && ack == AckMode::kFilter; }
   bool tls() const { return !tls_cert.empty(); }
   bool mtls() const { return !tls_client_ca.empty(); }
   bool admin_split() const { return !admin_listen.empty(); }

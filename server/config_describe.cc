@@ -64,6 +64,8 @@ boost::json::object Describe(const Config& c) {
   o["journal"] = c.ack == AckMode::kFilter ? (c.journal ? "on" : "off") : "unused";
   o["journal_dir"] = c.journal_dir;
   o["journal_max_bytes"] = c.journal_max_bytes;
+  o["follow"] = c.following() ? "on" : (c.ack == AckMode::kFilter ? "off" : "unused");
+  o["follow_max_lag_ms"] = c.follow_max_lag.count();
   return o;
 }
 

@@ -95,6 +95,11 @@ class PartitionedStore final : public ExactStore, public WriteBehindTarget {
   // Every partition's Store::WarmLoad in parallel, one thread each (so `sink` IS CALLED CONCURRENTLY: it must
   // be thread-safe); the sum. The first exception of any partition is rethrown after all have finished.
   std::uint64_t WarmLoad(std::chrono::seconds window, const std::function<void(std::span<const Digest>)>& sink);
+  // Partition p's Store::WarmLoad alone (a follower's reload after it reconnected). Safe to call concurrently.
+  std::uint64_t WarmLoadPartition(unsigned p, std::chrono::seconds window,
+                                  const std::function<void(std::span<const Digest>)>& sink) {
+    return stores_.at(p)->WarmLoad(window, sink);
+  }
 
   // The watcher stops first; then every partition's Shutdown in parallel. Idempotent.
   void Shutdown();

@@ -39,11 +39,15 @@ Router::Answer Router::AdminAnswer(Route route, const Header& h) {
     case Route::kReadyz:
     {
       // An unusable journal leaves the instance ready (new keys are decided in PostgreSQL) but is named.
+      // So does a stale follower (--follow: its database's new keys are decided in PostgreSQL meanwhile).
       const std::string journal = service_.JournalState();
+      const std::string follower = service_.FollowerState();
       if (service_.ready()) {
-        if (journal.empty()) return Ok(http::status::ok, R"({"status":"ready"})", kJson, route, &h);
-        return Ok(http::status::ok, boost::json::serialize(boost::json::object{{"status", "ready"}, {"journal", journal}}), kJson,
-                  route, &h);
+        if (journal.empty() && follower.empty()) return Ok(http::status::ok, R"({"status":"ready"})", kJson, route, &h);
+        boost::json::object body{{"status", "ready"}};
+        if (!journal.empty()) body["journal"] = journal;
+        if (!follower.empty()) body["follower"] = follower;
+        return Ok(http::status::ok, boost::json::serialize(body), kJson, route, &h);
       }
       std::string detail = !service_.warm() ? "warm start from PostgreSQL still running" : "PostgreSQL is unavailable";
       if (!journal.empty()) detail += "; the local journal is " + journal;

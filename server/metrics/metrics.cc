@@ -10,6 +10,7 @@
 #include "server/metrics/filter_telemetry.h"
 #include "server/metrics/prom_writer.h"
 #include "server/metrics/access_metrics.h"
+#include "server/metrics/follower_metrics.h"
 #include "server/metrics/table_metrics.h"
 
 namespace scangate::server {
@@ -64,6 +65,7 @@ void Metrics::Collect(MetricsSnapshot& out) const {
     out.untrusted_negatives += b->untrusted_negatives.Get();
     out.recent_hits += b->recent_hits.Get();
     out.idempotent_replays += b->idempotent_replays.Get();
+    out.follower_fallbacks += b->follower_fallbacks.Get();
     out.mismatch_lot += b->mismatch_lot.Get();
     out.mismatch_expiry += b->mismatch_expiry.Get();
     out.queue_waits += b->queue_waits.Get();
@@ -210,6 +212,7 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   WriteTableMetrics(w, s);
   WritePartitionMetrics(w, s);
   WriteAccessMetrics(w, s);
+  WriteFollowerMetrics(w, s);
   w.Header("scangate_pg_batch_size", "histogram", "Keys per PostgreSQL transaction.");
   w.Histogram("scangate_pg_batch_size", "", s.store.batch_size_buckets, s.store.batch_size_sum,
               s.store.batch_size_count);
@@ -362,6 +365,7 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
   AddTableStats(o, s);
   AddPartitionStats(o, s);
   AddAccessStats(o, s);
+  AddFollowerStats(o, s);
   if (s.journal) {
     const storage::JournalDrainStats& j = *s.journal;
     o["journal"] = json::object{

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/filter.h"
@@ -19,6 +20,7 @@
 #include "server/metrics/partition_metrics.h"
 #include "storage/brin_summarizer.h"
 #include "storage/expiry.h"
+#include "storage/follow/follower_stats.h"
 #include "storage/journal/journal_drain.h"
 #include "storage/store.h"
 
@@ -63,6 +65,7 @@ struct alignas(64) ThreadCounters {
   SingleWriterCounter untrusted_negatives;  // filter said "definitely new" but its shard forgot within the window
   SingleWriterCounter recent_hits;          // answered "duplicate" from the recent set (no PostgreSQL round trip)
   SingleWriterCounter idempotent_replays;   // Idempotency-Key: a retry answered its first request's "new" again
+  SingleWriterCounter follower_fallbacks;   // --follow: a "definitely new" decided in PostgreSQL, the follower stale
   SingleWriterCounter mismatch_lot, mismatch_expiry;  // --keys=gs1: duplicates whose lot / expiry contradict the record
   SingleWriterCounter queue_waits;          // keys that found the write queue full and waited for room
   SingleWriterCounter queue_wait_timeouts;  // of those, answered 503 because --queue-wait passed
@@ -81,6 +84,10 @@ struct MetricsSnapshot {
   // The recent set (core/recent_set.h): hits (also counted in duplicate_via_exact), entries held now, bound.
   std::uint64_t recent_hits = 0, recent_keys = 0, recent_capacity = 0;
   std::uint64_t idempotent_replays = 0;  // also counted in new_via_exact
+  // --follow (issue 32): one sample per followed database ("" for one database, "p<i>" per partition), and the
+  // definitely-new keys decided in PostgreSQL because their database's follower was stale.
+  std::vector<std::pair<std::string, storage::FollowerStats>> followers;
+  std::uint64_t follower_fallbacks = 0;
   std::uint64_t mismatch_lot = 0, mismatch_expiry = 0;
   std::uint64_t queue_waits = 0, queue_wait_timeouts = 0;
   std::vector<ShardStats> shards;

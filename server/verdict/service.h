@@ -94,6 +94,17 @@ class Service {
   // on the scraping thread and must be thread-safe.
   void AttachStorageStats(std::function<void(MetricsSnapshot&)> fill) { storage_stats_ = std::move(fill); }
 
+  // --follow (issue 32, ack=filter): `fresh(d)` is true while the follower of d's database holds every digest
+  // committed there more than --follow-max-lag ago; a definitely-new is the verdict only then (else PostgreSQL
+  // decides it: counted as a follower fallback). `state` names the stale followers for /readyz ("" when none).
+  // Call before serving; both run on I/O threads and must be thread-safe.
+  void AttachFollowers(std::function<bool(const Digest&)> fresh, std::function<std::string()> state) {
+    fresh_ = std::move(fresh);
+    follower_state_ = std::move(state);
+  }
+  // "" without followers or while every one is fresh, else e.g. "stale: p1 (connection refused...)".
+  std::string FollowerState() const { return follower_state_ ? follower_state_() : std::string(); }
+
   // Every counter now; the filter's per-shard figures from the latest RefreshTelemetry() (age reported).
   MetricsSnapshot Snapshot() const;
   // Re-samples the filter for Snapshot(). Call from the maintenance timer (one thread), every
@@ -222,6 +233,8 @@ class Service {
   RecentSet recent_;
   storage::JournalDrain* const journal_;
   std::function<void(MetricsSnapshot&)> storage_stats_;  // set before serving, read-only afterwards
+  std::function<bool(const Digest&)> fresh_;              // --follow; set before serving, read-only afterwards
+  std::function<std::string()> follower_state_;           // --follow; as fresh_
   const std::uint64_t instance_id_;  // tells this Service's thread-local group apart from an earlier one's
   Mutex groups_mu_;             // taken once per I/O thread (its first journalled or stored request)
   std::vector<std::unique_ptr<JournalGroupSlot>> groups_ ABSL_GUARDED_BY(groups_mu_);

@@ -379,7 +379,7 @@ TEST(Config, Help) {
                      "admin-listen"}},
       {"PostgreSQL", {"database-url", "writers", "batch-limit", "queue-limit", "queue-wait", "request-timeout"}},
       {"Filter", {"capacity", "fp-target", "window", "retention", "shards", "filter", "recent-keys"}},
-      {"Acknowledgement", {"ack", "flush-interval", "journal", "journal-dir", "journal-max-bytes"}},
+      {"Acknowledgement", {"ack", "flush-interval", "journal", "journal-dir", "journal-max-bytes", "follow", "follow-max-lag"}},
       {"Security", {"tls-cert", "tls-key", "admin-tls", "tls-client-ca", "tls-crl", "tls-client-routes", "tokens-file", "rate-limit", "rate-burst", "cors-origins", "allowed-hosts",
                     "proxy-protocol-from", "insecure", "digest-secret-file"}},
       {"Operations", {"access-log", "help", "version"}},

@@ -570,9 +570,11 @@ bool Pg::WaitForLockWaiter() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {
     pqxx::nontransaction tx(*conn_);
-    // This database's waiters only: other tests share the cluster (fixture "pg"), each in a database of its own.
+    // This database's waiters only: other tests share the cluster (fixture "pg"), each in a database of its own;
+    // and client backends only: a follower's walsender creating its slot waits for running transactions too.
     if (tx.exec1("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-                 "WHERE NOT l.granted AND a.datname = current_database()")[0].as<int>() > 0) {
+                 "WHERE NOT l.granted AND a.datname = current_database() AND a.backend_type = 'client backend'")[0]
+            .as<int>() > 0) {
       return true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -1,0 +1,77 @@
+// App's followers (issue 32, server/app.h; storage/follow/follower.h): with --ack=filter and --follow one per
+// database — one per partition with --partitions — each setting in the filter every digest committed to its
+// database by anyone, so that a key new at one instance is a duplicate at the others; the Service trusts a
+// definitely-new only while the follower of its database is fresh. Apart from app.cc, which owns start-up order.
+#include <algorithm>
+#include <string>
+
+#include "server/app.h"
+#include "server/log.h"
+#include "server/verdict/service.h"
+#include "storage/partition_map.h"
+
+namespace scangate::server {
+
+std::chrono::seconds App::WarmWindow() const {
+  // Rows past the horizon count as absent: not loaded (they would only send their keys to PostgreSQL).
+  return config_.retention.count() > 0 ? std::min(config_.window, config_.retention) : config_.window;
+}
+
+std::optional<int> App::StartFollowers() {
+  if (!config_.following()) return std::nullopt;
+  const unsigned n = static_cast<unsigned>(store_->partitions());
+  for (unsigned p = 0; p < n; ++p) {
+    storage::FollowerOptions fo;
+    fo.conninfo = store_->conninfo(p);
+    fo.label = config_.partitioned() ? "p" + std::to_string(p) : "";
+    fo.max_lag = config_.follow_max_lag;
+    fo.log = store_options_.log;
+    auto apply = [this](std::span<const Digest> digests) {
+      filter_->InsertBatchConcurrently(digests);
+      filter_->PublishPendingInserts();  // the follower's counts reach the shards' capacity accounting now
+    };
+    auto reload = [this, p](const storage::Follower::Apply& sink) {
+      return store_->WarmLoadPartition(p, WarmWindow(), sink);
+    };
+    followers_.push_back(std::make_unique<storage::Follower>(std::move(fo), std::move(apply), std::move(reload)));
+  }
+  for (auto& f : followers_) {
+    if (f->Start()) continue;
+    if (const std::string why = f->SetupError(); !why.empty()) {
+      Log(LogLevel::kError, "startup_failed", {{"error", why}, {"partition", f->label()}, {"exit_code", kExitStartup}});
+      StopFollowers();
+      return kExitStartup;
+    }
+    // A connection or a slot still waiting: the follower goes on trying; until it is fresh, PostgreSQL decides.
+  }
+  retarget_followers_.store(&followers_);
+  return std::nullopt;
+}
+
+void App::AttachFollowers() {
+  if (followers_.empty()) return;
+  auto fresh = [this](const Digest& d) {
+    return followers_.size() == 1 ? followers_[0]->Fresh() : followers_[storage::PartitionOf(d, followers_.size())]->Fresh();
+  };
+  auto state = [this] {
+    std::string stale;
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& f : followers_) {
+      if (f->Fresh(now)) continue;
+      if (!stale.empty()) stale += "; ";
+      stale += (f->label().empty() ? std::string("database") : f->label());
+      const std::string error = f->Stats().error;
+      if (!error.empty()) stale += " (" + error + ")";
+    }
+    return stale.empty() ? stale
+                         : "stale: " + stale + ": new keys are decided in PostgreSQL until it catches up";
+  };
+  service_->AttachFollowers(std::move(fresh), std::move(state));
+}
+
+void App::StopFollowers() {
+  retarget_followers_.store(nullptr);
+  for (auto& f : followers_) f->Stop();
+}
+
+}  // namespace scangate::server

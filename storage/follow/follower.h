@@ -1,0 +1,114 @@
+// Follower (issue 32): keeps one instance's filter in step with every digest committed to one database's
+// scan_keys by anyone — another instance, this instance's own write-behind, a restore, a batch — by logical
+// decoding: the pgoutput plugin over a replication connection, on a TEMPORARY slot (PostgreSQL drops it when the
+// connection ends: nothing to leak after a kill -9, nothing to carry through a failover), publication
+// scangate_follow (sql/009: the digest column of inserts and updates).
+// Invariant: Fresh(now) is true only while every transaction acknowledged to its client before now - max_lag has
+// been applied: every probe_interval the follower reads pg_current_wal_flush_lsn() (time t) on a second
+// connection, and once the stream has passed that position the follower is fresh as of t. No gap: on every
+// (re)connection the slot is created before the window is read again (`reload`), so what committed before the
+// slot is in the reload's snapshot and what committed after it is in the stream (an overlap only sets bits twice).
+// Use: one per database (one per partition with --partitions), Start() once the Store is up and before the warm
+// start reads the window; the verdict logic trusts the filter's "definitely new" only while Fresh().
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <thread>
+
+#include <absl/base/thread_annotations.h>
+
+#include "core/digest.h"
+#include "core/mutex.h"
+#include "storage/follow/follower_stats.h"
+#include "storage/log_sink.h"
+
+namespace scangate::storage {
+
+struct FollowerOptions {
+  std::string conninfo;  // the database's connection string (URL or key=value); replication=database is added
+  std::string label;     // the partition's ("p0"), or "" for one database: in log lines and metrics
+  // The staleness past which the filter is not trusted (--follow-max-lag): a key committed elsewhere more than
+  // this long ago is in the filter, or the instance decides its new keys in PostgreSQL.
+  std::chrono::milliseconds max_lag{1000};
+  // How often the server's flush position is read and the stream asked to report its own (one query and one
+  // status update each; 20 a second cost ~0.1 CPU-ms/s on either side, bench/RESULTS.md "Issue 32").
+  std::chrono::milliseconds probe_interval{50};
+  std::chrono::milliseconds reconnect_delay{500};
+  std::shared_ptr<LogSink> log;  // empty: StderrLogSink()
+};
+
+
+class Follower {
+ public:
+  // `apply` sets digests in the filter (called on the follower's thread, also by `reload`). `reload` reads the
+  // window's digests of this database into `apply` and returns their count (Store::WarmLoad): it runs after
+  // every (re)connection but the first, which App's warm start covers.
+  using Apply = std::function<void(std::span<const Digest>)>;
+  using Reload = std::function<std::uint64_t(const Apply&)>;
+  Follower(FollowerOptions options, Apply apply, Reload reload);
+  ~Follower();  // Stop()
+  Follower(const Follower&) = delete;
+  Follower& operator=(const Follower&) = delete;
+
+  // Connects and creates the slot on the calling thread (bounded by libpq's connect_timeout), then starts the
+  // follower's thread. Returns true when the slot exists (commits from now on are followed; the caller's warm
+  // start then leaves no gap); false when it could not be created: the thread retries, and reloads the window
+  // once it succeeds. Never throws. Call once.
+  bool Start();
+  // Ends the thread and the connections (the slot goes with them). Idempotent. Any thread but the follower's.
+  void Stop();
+  // The database moved (--partitions' map): reconnect there (and reload). Any thread.
+  void Retarget(std::string conninfo);
+
+  // True while the filter holds every digest committed before now - max_lag (see the invariant). Lock-free;
+  // any thread (the I/O threads ask it per definitely-new key).
+  bool Fresh(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) const {
+    // relaxed: a timestamp read alone; a value one probe old only makes the answer more conservative.
+    const auto as_of = fresh_as_of_ns_.load(std::memory_order_relaxed);
+    return as_of != 0 && now.time_since_epoch().count() - as_of <= max_lag_ns_;
+  }
+  FollowerStats Stats() const;
+  // After Start() returned false: the setting that stops the follower for good (wal_level below logical, a role
+  // without REPLICATION), "" when the cause may pass (a connection, a slot still waiting). Any thread.
+  std::string SetupError() const {
+    MutexLock lock(&mu_);
+    return setup_error_;
+  }
+  const std::string& label() const { return options_.label; }
+
+ private:
+  struct Connections;
+  // The thread: sessions until Stop(), `first` (Start()'s connection, or null) the first one's.
+  void Run(std::unique_ptr<Connections> first, bool reload);
+  // One connection's life: connect and create the slot (unless `c` has them), reload the window when asked,
+  // stream until an error, a retarget or Stop(). Throws on errors.
+  void Session(std::unique_ptr<Connections> c, bool reload);
+  // Opens both connections and the TEMPORARY slot. Throws FollowError (retried) or, for an operator's setting
+  // (wal_level, the role), std::runtime_error naming it.
+  void Connect(Connections& c);
+  void Stream(Connections& c);
+  void Fail(const std::string& what);
+
+  FollowerOptions options_;
+  Apply apply_;
+  Reload reload_;
+  const std::int64_t max_lag_ns_;
+  std::atomic<std::int64_t> fresh_as_of_ns_{0};  // steady clock ns of the last probe the stream passed; 0 = never
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> retarget_{false};
+  std::atomic<bool> connected_{false};
+  std::atomic<std::uint64_t> keys_{0}, transactions_{0}, reconnects_{0}, reloads_{0};
+  mutable Mutex mu_;
+  std::string conninfo_ ABSL_GUARDED_BY(mu_);
+  std::string error_ ABSL_GUARDED_BY(mu_);
+  std::string setup_error_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace scangate::storage
