@@ -27,7 +27,10 @@
 #                              filteroff = ack=filter --filter=off (journal on; every key takes the exact path),
 #                              filternj = ack=filter --journal=off (the in-memory write-behind); not in the default
 #                              set: commitidem / filteridem = commit / filter with an Idempotency-Key on every
-#                              request (wrk's BENCH_IDEMPOTENCY=1, issue 34)
+#                              request (wrk's BENCH_IDEMPOTENCY=1, issue 34); filternf = filter --follow=off (issue 32)
+#   BENCH_PEER (0)             1 = every ack=filter cell also runs an idle second scangate on the same database
+#                              (its own journal; its follower decodes the measured one's writes), as two instances
+#                              behind a balancer would: its CPU is in the cell's "other" column
 #   BENCH_WORKLOADS ("0 0.10 0.50" = repeat shares)
 #   BENCH_REPS (3; 1 in BENCH_QUICK)  alternating repetitions of every matrix cell; medians reported
 #   BENCH_SERVER_THREADS (2)   --threads of every server;   BENCH_NAIVE_POOL (16) naive_server --pool
@@ -202,7 +205,8 @@ prefill_wal() {
 }
 recycle_wal() { sql postgres "CHECKPOINT" >/dev/null || log "WARNING: CHECKPOINT failed"; }
 
-is_scangate() { [[ $1 == commit || $1 == filter || $1 == filternj || $1 == nofilter || $1 == filteroff || $1 == *idem ]]; }
+is_scangate() { [[ $1 == commit || $1 == filter || $1 == filternj || $1 == nofilter || $1 == filteroff || $1 == *idem || $1 == filternf ]]; }
+PEER_PID=""
 WRK_IDEM=0  # 1 while measuring a *idem system: wrk sends an Idempotency-Key with every request
 
 # start_server SYSTEM LOGNAME -> sets SRV_PID, SRV_LOG, READY_S; returns non-zero when it never became ready
@@ -220,11 +224,20 @@ start_server() {
       --journal-dir "$OUT/journal" $SG_EXTRA ;;
     filternj) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter on \
       --journal off $SG_EXTRA ;;
+    filternf) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter on \
+      --journal-dir "$OUT/journal" --follow off $SG_EXTRA ;;
     nofilter) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack commit --filter off $SG_EXTRA ;;
     filteroff) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter off \
       --journal-dir "$OUT/journal" $SG_EXTRA ;;
   esac >"$SRV_LOG" 2>&1 &
   SRV_PID=$!
+  if [[ ${BENCH_PEER:-0} == 1 && ( $sys == filter || $sys == filternf || $sys == filteridem ) ]]; then
+    local follow=on
+    [[ $sys == filternf ]] && follow=off
+    "$SCANGATE_BIN" --port "$(free_port)" --threads 1 --database-url "$SG_URL" --ack filter --filter on \
+      --journal-dir "$OUT/journal-peer" --follow "$follow" $SG_EXTRA >"$OUT/logs/$name.peer.log" 2>&1 &
+    PEER_PID=$!
+  fi
   t0=$(date +%s.%N)
   for ((i = 0; i < READY_TIMEOUT_S * 20; i++)); do
     if ! kill -0 "$SRV_PID" 2>/dev/null; then
@@ -246,6 +259,7 @@ start_server() {
 }
 
 stop_server() {
+  if [[ -n $PEER_PID ]]; then kill -TERM "$PEER_PID" 2>/dev/null; wait "$PEER_PID" 2>/dev/null; PEER_PID=""; fi
   [[ -n $SRV_PID ]] || return 0
   kill -TERM "$SRV_PID" 2>/dev/null
   for ((i = 0; i < STOP_TIMEOUT_S * 10; i++)); do kill -0 "$SRV_PID" 2>/dev/null || break; sleep 0.1; done
@@ -497,6 +511,7 @@ label() {
     filternj) echo "scangate ack=filter --journal=off" ;;
     commitidem) echo "scangate ack=commit, Idempotency-Key on every request" ;;
     filteridem) echo "scangate ack=filter (journal), Idempotency-Key on every request" ;;
+    filternf) echo "scangate ack=filter (journal) --follow=off" ;;
     *) echo "$1" ;;
   esac
 }
