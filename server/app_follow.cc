@@ -51,7 +51,7 @@ std::optional<int> App::StartFollowers() {
 void App::AttachFollowers() {
   if (followers_.empty()) return;
   auto fresh = [this](const Digest& d) {
-    return followers_.size() == 1 ? followers_[0]->Fresh() : followers_[storage::PartitionOf(d, followers_.size())]->Fresh();
+    return followers_[storage::PartitionOf(d, followers_.size())]->Fresh();  // one database: partition 0
   };
   auto state = [this] {
     std::string stale;

@@ -155,11 +155,11 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
   const bool idempotent = e.attrs.request.has_value();
   // --follow: a definitely-new is a verdict only while the follower of the digest's database is fresh (it holds
   // every digest committed there, by any instance, up to --follow-max-lag ago); stale, PostgreSQL decides.
-  if (ack_ == AckMode::kFilter && filter_said_new && !idempotent && fresh_ && !fresh_(d)) {
-    call->counters.follower_fallbacks.Inc();
-    return ExactPath(call, i, route, d, source);
-  }
   if (ack_ == AckMode::kFilter && filter_said_new && !idempotent) {
+    if (fresh_ && !fresh_(d)) {
+      call->counters.follower_fallbacks.Inc();
+      return ExactPath(call, i, route, d, source);
+    }
     // first_seen of the journal record / write-behind row and the set
     const std::int64_t now_us = KeyReader::SystemNowUs();
     if (journal_ != nullptr) {
