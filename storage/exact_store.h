@@ -27,9 +27,10 @@ class ExactStore {
                       std::shared_ptr<Ticket> ticket = nullptr, Expect expect = Expect::kUnknown,
                       PackAttrs attrs = {}) = 0;
   // `first_seen_us` (µs since the epoch; 0 = PostgreSQL's now() at insert): the time the caller already
-  // answers with (the server's recent set), so the row's first_seen equals it.
-  virtual bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source,
-                                 std::int64_t first_seen_us) = 0;
+  // answers with (the server's recent set), so the row's first_seen equals it. `request`: the observing
+  // request's idempotency record (issue 34), written with the row; none = no header.
+  virtual bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source, std::int64_t first_seen_us,
+                                 const std::optional<RequestId>& request) = 0;
   virtual bool up() const = 0;
   // True while the accepted, unfinished items fill the queue bound: a refused Submit is then "full", not
   // "down", and may succeed once a writer finishes a batch (the server waits for room, --queue-wait).

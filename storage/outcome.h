@@ -61,6 +61,7 @@ struct WriteBehindRow {
   std::int64_t first_seen_us = 0;  // as SubmitWriteBehind's
   std::uint64_t tag = 0;           // the submitter's (the journal drain: the record's LSN); handed back
   bool flag = false;               // the submitter's (the journal drain: recovered at start); handed back
+  std::optional<RequestId> request;  // written with the row (issue 34): the observing request's record
 };
 
 // What became of one row of a group: kInserted/kDuplicate once the transaction holding it committed,

@@ -179,9 +179,9 @@ bool PartitionedStore::Submit(std::uint32_t route, const Digest& d, std::string 
 }
 
 bool PartitionedStore::SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source,
-                                         std::int64_t first_seen_us) {
+                                         std::int64_t first_seen_us, const std::optional<RequestId>& request) {
   if (!accepting_.load()) return false;
-  return StoreOf(d).SubmitWriteBehind(route, d, std::move(source), first_seen_us);
+  return StoreOf(d).SubmitWriteBehind(route, d, std::move(source), first_seen_us, request);
 }
 
 std::size_t PartitionedStore::SubmitWriteBehindGroup(std::span<const WriteBehindRow> rows, WriteBehindSink& sink) {

@@ -77,8 +77,8 @@ class PartitionedStore final : public ExactStore, public WriteBehindTarget {
   bool Submit(std::uint32_t route, const Digest& d, std::string source, Completion done,
               std::shared_ptr<Ticket> ticket = nullptr, Expect expect = Expect::kUnknown,
               PackAttrs attrs = {}) override;
-  bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source,
-                         std::int64_t first_seen_us) override;
+  bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source, std::int64_t first_seen_us,
+                         const std::optional<RequestId>& request) override;
   // Store::SubmitWriteBehindGroup's contract over all partitions: room is reserved per involved partition (in
   // index order); the accepted rows are the prefix up to the first row whose partition ran out of room; the
   // excess is released and each partition gets its rows of the prefix, in order. Safe to call concurrently.

@@ -105,9 +105,11 @@ bool Store::Submit(std::uint32_t route, const Digest& d, std::string source, Com
 }
 
 bool Store::SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source, Completion done,
-                              std::int64_t first_seen_us) {
+                              std::int64_t first_seen_us, const std::optional<RequestId>& request) {
+  PackAttrs attrs;
+  attrs.request = request;
   return Enqueue(route, d, std::move(source), std::move(done), true, nullptr, first_seen_us, Expect::kUnknown,
-                 PackAttrs{});
+                 attrs);
 }
 
 std::size_t Store::SubmitWriteBehindGroup(std::span<const WriteBehindRow> rows, WriteBehindSink& sink) {
@@ -156,9 +158,11 @@ bool Store::SubmitWriteBehindGroupReserved(std::span<const WriteBehindRow> rows,
     for (std::size_t i = 0; i < n; ++i) {
       const WriteBehindRow& row = rows[i];
       std::string source = ValidUtf8NoNul(row.source) ? std::string(row.source) : std::string();
+      PackAttrs attrs;
+      attrs.request = row.request;
       writers_[row.route % nw]->queue().PushLocked(QueuedItem{row.digest, std::move(source), Completion{}, true, now,
                                                               row.first_seen_us, nullptr, Expect::kUnknown, 0,
-                                                              &sink, row.tag, row.flag, PackAttrs{}});
+                                                              &sink, row.tag, row.flag, attrs});
     }
   }
   for (std::size_t k = 0; k < nw; ++k) {

@@ -67,17 +67,18 @@ class Store final : public ExactStore, public WriteBehindTarget {
   bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source) {
     return SubmitWriteBehind(route, d, std::move(source), Completion{}, 0);
   }
-  // The same with the row's first_seen given (ExactStore: the server's recent set answers with it).
-  bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source,
-                         std::int64_t first_seen_us) override {
-    return SubmitWriteBehind(route, d, std::move(source), Completion{}, first_seen_us);
+  // The same with the row's first_seen given (ExactStore: the server's recent set answers with it) and the
+  // observing request's idempotency record written with the row (issue 34; none = no header).
+  bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source, std::int64_t first_seen_us,
+                         const std::optional<RequestId>& request) override {
+    return SubmitWriteBehind(route, d, std::move(source), Completion{}, first_seen_us, request);
   }
   // `done` (optional) runs once on a writer thread: kInserted/kDuplicate after the transaction holding the
   // row committed, or kUnavailable if it is dead-lettered or given up at Shutdown().
   // `first_seen_us` (µs since the epoch, 0 = now() at insert): the journal's time of the first observation,
   // so a replayed row keeps it and PostgreSQL's first_seen equals what the journal already answered.
   bool SubmitWriteBehind(std::uint32_t route, const Digest& d, std::string source, Completion done,
-                         std::int64_t first_seen_us);
+                         std::int64_t first_seen_us, const std::optional<RequestId>& request = std::nullopt);
   // The same for a group of rows whose outcomes go to `sink` (which must outlive Shutdown()): routed as
   // SubmitWriteBehind routes each row, but each writer's lock is taken once per group and each writer woken
   // at most once. Returns how many rows were accepted — always a prefix of `rows`, in order; the rest were

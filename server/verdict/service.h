@@ -184,14 +184,14 @@ class Service {
 
   // Journal hooks (service_journal.cc), called by DecideProbed under the digest's stripe lock in ack=filter.
   // JournalKnown: the digest is journalled and not yet in PostgreSQL -> key i is a "duplicate" (now, or once
-  // its record is durable): kAnswered; a durable record older than the horizon: kExpired (the caller takes
-  // the exact path, behind the record's row); not pending: kAbsent. JournalNew: journals a definitely-new digest first seen at `time_us`;
+  // its record is durable; a replayed "new" when the record holds key i's request record): kAnswered; a durable record older than the horizon: kExpired (the caller takes
+  // the exact path, behind the record's row); not pending: kAbsent. JournalNew: journals a definitely-new digest first seen at `time_us` (with key i's request record);
   // key i is "new" once durable, when the digest also enters the recent set with that time; false (nothing
   // recorded, key i untouched) when the journal refused it for being unusable: the caller takes the exact path.
   enum class Journalled : std::uint8_t { kAbsent, kAnswered, kExpired };
   Journalled JournalKnown(const CallPtr& call, std::size_t i, const Digest& d);
   bool JournalNew(const CallPtr& call, std::size_t i, const Digest& d, const std::string& source,
-                  std::int64_t time_us);
+                  std::int64_t time_us, const std::optional<storage::RequestId>& request);
   // Key i's journal record (or the record it follows) reached `fate`: durable -> its verdict, else 503.
   static void OnJournal(Call& call, std::size_t i, bool is_new, storage::JournalFate fate);
   // One per I/O thread: its executor (journal waiter batches) and the inbox of its Store completions.

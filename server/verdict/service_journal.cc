@@ -67,22 +67,28 @@ Service::Journalled Service::JournalKnown(const CallPtr& call, std::size_t i, co
   });
   if (r.state == storage::JournalDrain::LookupResult::kAbsent) return Journalled::kAbsent;
   if (r.state == storage::JournalDrain::LookupResult::kExpired) return Journalled::kExpired;
-  // A duplicate of the journalled record; a follower's waiter runs later, on this thread (posted to `ex`).
-  e.verdict.first_seen = r.first_seen;
+  // A duplicate of the journalled record — or, when the record holds this request's idempotency record, a retry
+  // of the request that journalled it (replayed `new`); a follower's waiter runs later, on this thread (posted to
+  // `ex`), after this sets the entry.
+  if (e.attrs.request && r.request == e.attrs.request) {
+    e.verdict.replayed = true;
+  } else {
+    e.verdict.first_seen = r.first_seen;
+  }
   e.in_journal = true;
   if (r.state == storage::JournalDrain::LookupResult::kDurable) OnJournal(*call, i, false, storage::JournalFate::kDurable);
   return Journalled::kAnswered;
 }
 
 bool Service::JournalNew(const CallPtr& call, std::size_t i, const Digest& d, const std::string& source,
-                         std::int64_t time_us) {
+                         std::int64_t time_us, const std::optional<storage::RequestId>& request) {
   auto waiter = [this, call, i, d, time_us](storage::JournalFate fate) {
     // Durable: recorded. The journal's pending set answers repeats until PostgreSQL commits the row (with this
     // same time); the recent set answers them after that.
     if (fate == storage::JournalFate::kDurable) recent_.InsertConcurrently(d, time_us, ExpiredBeforeUs());
     OnJournal(*call, i, /*is_new=*/true, fate);
   };
-  if (journal_->Append(d, source, JournalGroup(call->ex), std::move(waiter), time_us)) {
+  if (journal_->Append(d, source, JournalGroup(call->ex), std::move(waiter), time_us, request)) {
     call->at(i).in_journal = true;  // its waiter runs later, on this thread (posted to `ex`)
     return true;
   }
@@ -95,6 +101,12 @@ void Service::OnJournal(Call& call, std::size_t i, bool is_new, storage::Journal
   Call::Entry& e = call.at(i);
   e.in_journal = false;
   if (fate != storage::JournalFate::kDurable) return call.Fail(JournalProblem(fate));
+  if (e.verdict.replayed) {  // a retry of the request whose record this is (JournalKnown): its verdict again
+    e.verdict.is_new = true;
+    e.verdict.via_filter = false;
+    call.counters.idempotent_replays.Inc();
+    return call.Finish();
+  }
   e.verdict.is_new = is_new;
   e.verdict.via_filter = is_new;
   call.Finish();

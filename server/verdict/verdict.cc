@@ -8,10 +8,11 @@
 //   3. not a trusted "definitely new", and in the recent set            -> duplicate, no round trip
 //   4. otherwise the exact path: PostgreSQL decides (insert-if-absent), waiting for room in a full queue
 //      up to --queue-wait; a Store that is down -> 503 unavailable
-// Idempotency-Key (issue 34): a key observed with one skips steps 2 and 3 — its idempotency record must be
-// written with its row, and a recent-set entry cannot tell whether this request's first attempt made it — and
-// PostgreSQL decides: a duplicate whose row holds this request's record is a retry of the request that recorded
-// it, answered `new` again (replayed). Step 1 stays: a journalled key was recorded by a request without one.
+// Idempotency-Key (issue 34): a key observed with one carries its request's idempotency record wherever it is
+// recorded (step 2: the journal record, the pending set and the write-behind row; step 4: the row), and a
+// duplicate whose record is this request's is a retry of the request that recorded it, answered `new` again
+// (replayed): from the pending set in step 1, from PostgreSQL's row in step 4. It skips step 3 — a recent-set
+// entry holds no request record, so it cannot tell a retry from a second scan.
 // Invariants: a filter positive always reaches step 1, 3 or 4 (never a "duplicate" from the filter); in
 // ack=filter steps 1-4 run under the digest's stripe lock, so a concurrent observer of the digest finds
 // either nothing (and queues behind its write-behind row: same Store route, FIFO) or the record.
@@ -152,10 +153,9 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
   // 2. ack=filter: a trusted "definitely new" is recorded by this instance (filter_said_new implies the
   // filter is on). An untrusted negative goes on to the exact path: queued behind any write-behind row of
   // this digest (same route, FIFO), so a key the filter forgot within the window is answered duplicate.
-  const bool idempotent = e.attrs.request.has_value();
   // --follow: a definitely-new is a verdict only while the follower of the digest's database is fresh (it holds
   // every digest committed there, by any instance, up to --follow-max-lag ago); stale, PostgreSQL decides.
-  if (ack_ == AckMode::kFilter && filter_said_new && !idempotent) {
+  if (ack_ == AckMode::kFilter && filter_said_new) {
     if (fresh_ && !fresh_(d)) {
       call->counters.follower_fallbacks.Inc();
       return ExactPath(call, i, route, d, source);
@@ -163,13 +163,13 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
     // first_seen of the journal record / write-behind row and the set
     const std::int64_t now_us = KeyReader::SystemNowUs();
     if (journal_ != nullptr) {
-      if (journal_->usable() && JournalNew(call, i, d, source, now_us)) return;
+      if (journal_->usable() && JournalNew(call, i, d, source, now_us, e.attrs.request)) return;
       // The journal is unusable (a fault; it heals by itself): PostgreSQL decides, as with --ack=commit.
       return ExactPath(call, i, route, d, source);
     }
-    if (!OthersWaitForRoom() && store_.SubmitWriteBehind(route, d, source, now_us)) {
-      // Recorded (written behind with this first_seen). Inserted under the stripe lock, so a concurrent
-      // observer of the digest finds either nothing yet (and queues behind the row) or this entry.
+    if (!OthersWaitForRoom() && store_.SubmitWriteBehind(route, d, source, now_us, e.attrs.request)) {
+      // Recorded (written behind with this first_seen and request record). Inserted under the stripe lock, so a
+      // concurrent observer of the digest finds either nothing yet (and queues behind the row) or this entry.
       recent_.InsertConcurrently(d, now_us, ExpiredBeforeUs(now_us));
       e.verdict.is_new = true;
       e.verdict.via_filter = true;
@@ -183,6 +183,7 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
   }
   // 3. A recorded repeat: no PostgreSQL round trip. A trusted "definitely new" skips the set (ack=commit:
   // PostgreSQL decides it anyway; no lookup per new key).
+  const bool idempotent = e.attrs.request.has_value();
   if (!filter_said_new && !idempotent && RecentKnown(e.recent_digest, e.attrs.keep_until_us, e.verdict, call->counters)) {
     return call->Finish();
   }

@@ -31,14 +31,15 @@ using namespace journal_files;  // NOLINT: the journal's own file plumbing
 
 static_assert(std::endian::native == std::endian::little, "the journal format is little endian");
 
-constexpr std::size_t kMaxPayload = kFixedPayload + kMaxJournalSource;
+constexpr std::size_t kMaxPayload = kFixedPayload + kMaxJournalSource + kRequestBytes;
 // How often a usable journal checks that its directory is still the one it opened (besides after every
 // group's fdatasync): a removed directory is noticed within this, even while idle.
 constexpr auto kFolderCheckInterval = std::chrono::milliseconds(500);
 
 // Bytes `r` takes in the log once encoded (a longer source is cut to kMaxJournalSource).
 std::size_t EncodedSize(const JournalRecord& r) {
-  return kRecordHeader + kFixedPayload + std::min(r.source.size(), kMaxJournalSource);
+  return kRecordHeader + kFixedPayload + std::min(r.source.size(), kMaxJournalSource) +
+         (r.request ? kRequestBytes : 0);
 }
 
 // Group sizes (records per fdatasync) and fsync latency buckets for /metrics.
@@ -141,7 +142,8 @@ void Journal::Start() {
 
 void Journal::EncodeLocked(JournalRecord&& record) {
   if (record.source.size() > kMaxJournalSource) record.source.resize(kMaxJournalSource);
-  const auto len = static_cast<std::uint32_t>(kFixedPayload + record.source.size());
+  const auto len =
+      static_cast<std::uint32_t>(kFixedPayload + record.source.size() + (record.request ? kRequestBytes : 0));
   const std::size_t at = buffer_.size();
   Put(buffer_, len);
   Put(buffer_, std::uint32_t{0});  // CRC, filled below
@@ -149,6 +151,7 @@ void Journal::EncodeLocked(JournalRecord&& record) {
   Put(buffer_, record.time_us);
   buffer_.push_back(static_cast<char>(record.source.size()));
   buffer_.append(record.source);
+  if (record.request) buffer_.append(reinterpret_cast<const char*>(record.request->data()), kRequestBytes);
   Crc32cAlgo crc;
   crc.process_bytes(buffer_.data() + at, 4);
   crc.process_bytes(buffer_.data() + at + kRecordHeader, len);

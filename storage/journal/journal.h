@@ -46,6 +46,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -59,6 +60,7 @@
 #include "core/digest.h"
 #include "core/mutex.h"
 #include "storage/log_sink.h"
+#include "storage/outcome.h"
 
 namespace scangate::storage {
 
@@ -66,6 +68,7 @@ struct JournalRecord {
   Digest digest{};
   std::int64_t time_us = 0;  // first observation, µs since the Unix epoch (UTC)
   std::string source;        // at most kMaxJournalSource bytes (longer is cut)
+  std::optional<RequestId> request;  // the observing request's idempotency record (issue 34); none = no header
 };
 
 inline constexpr std::size_t kMaxJournalSource = 255;

@@ -38,7 +38,7 @@ std::uint32_t RouteOf(const Digest& d) {
 // The Store's view of a durable record: its LSN and whether it was recovered come back in Done().
 WriteBehindRow RowOf(const JournalEntry& e, bool recovered) {
   return WriteBehindRow{RouteOf(e.record.digest), e.record.digest, e.record.source, e.record.time_us, e.lsn,
-                        recovered};
+                        recovered, e.record.request};
 }
 
 constexpr const char* kIdentitySql =
@@ -96,6 +96,7 @@ void JournalDrain::Start(const std::function<void(std::span<const Digest>)>& rec
     p.time_us = e.record.time_us;
     p.lsn = e.lsn;
     p.durable = true;
+    p.request = e.record.request;
   }
   if (!digests.empty() && recovered) recovered(digests);
   retry_ = std::thread([this] {
@@ -107,7 +108,7 @@ void JournalDrain::Start(const std::function<void(std::span<const Digest>)>& rec
 }
 
 bool JournalDrain::Append(const Digest& d, std::string source, WaiterGroup& group, Waiter done,
-                          std::int64_t time_us) {
+                          std::int64_t time_us, const std::optional<RequestId>& request) {
   const std::int64_t now = time_us != 0 ? time_us : NowUs();
   Shard& s = ShardOf(d);
   {
@@ -115,9 +116,10 @@ bool JournalDrain::Append(const Digest& d, std::string source, WaiterGroup& grou
     Pending& p = s.map[d];
     p.time_us = now;
     p.durable = false;
+    p.request = request;
     p.waiters.emplace_back(&group, std::move(done));
   }
-  if (journal_->Append(JournalRecord{d, now, std::move(source)})) return true;
+  if (journal_->Append(JournalRecord{d, now, std::move(source), request})) return true;
   const MutexLock lk(&s.mu);
   s.map.erase(d);
   return false;
@@ -136,6 +138,7 @@ JournalDrain::LookupResult JournalDrain::Lookup(const Digest& d, WaiterGroup& gr
   const auto it = s.map.find(d);
   if (it == s.map.end()) return r;
   r.first_seen = FormatTimeUs(it->second.time_us);
+  r.request = it->second.request;
   if (it->second.durable && options_.retention.count() > 0 &&
       it->second.time_us < NowUs() - std::chrono::duration_cast<std::chrono::microseconds>(options_.retention).count()) {
     r.state = LookupResult::kExpired;

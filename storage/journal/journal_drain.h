@@ -16,6 +16,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -70,6 +71,7 @@ class JournalDrain final : private WriteBehindSink {
     // behind that record's row (never journalled again while this one is pending).
     enum State : std::uint8_t { kAbsent, kDurable, kFollowing, kExpired } state = kAbsent;
     std::string first_seen;  // RFC 3339 UTC with microseconds, for kDurable and kFollowing
+    std::optional<RequestId> request;  // the record's idempotency record (issue 34), for kDurable and kFollowing
   };
 
   // `store` must outlive the drain and be started. Opens nothing yet.
@@ -88,8 +90,10 @@ class JournalDrain final : private WriteBehindSink {
   // and queues it for the next group commit; `done` runs once on `group`'s executor. Returns false (nothing
   // recorded, `done` never runs) when the journal is unusable or stopping. Call Lookup() first: `d` must not be
   // pending. A caller that passes its own `time_us` (the server's recent set) answers with the same time as
-  // the record, Lookup() and the PostgreSQL row.
-  bool Append(const Digest& d, std::string source, WaiterGroup& group, Waiter done, std::int64_t time_us = 0);
+  // the record, Lookup() and the PostgreSQL row. `request`: the observing request's idempotency record (issue 34),
+  // journalled, reported by Lookup() and written with the row, so a retry of that request is told it recorded it.
+  bool Append(const Digest& d, std::string source, WaiterGroup& group, Waiter done, std::int64_t time_us = 0,
+              const std::optional<RequestId>& request = std::nullopt);
 
   // Under the caller's per-digest lock. kAbsent: not pending, ask PostgreSQL. kDurable: durable record,
   // answer "duplicate" with first_seen now. kExpired: a durable record past the horizon: decide in PostgreSQL. kFollowing: being journalled; `done` runs on `group`'s executor
@@ -126,6 +130,7 @@ class JournalDrain final : private WriteBehindSink {
     std::int64_t time_us = 0;
     std::uint64_t lsn = 0;    // valid once durable
     bool durable = false;
+    std::optional<RequestId> request;  // the record's (issue 34)
     // Empty once durable. Almost always one waiter (the appender): kept inline, no allocation per key.
     absl::InlinedVector<std::pair<WaiterGroup*, Waiter>, 1> waiters;
   };

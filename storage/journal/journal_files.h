@@ -20,6 +20,7 @@ inline constexpr std::string_view kSegmentMagic = "SGJNL001";
 inline constexpr std::size_t kSegmentHeader = 16;         // magic + base LSN
 inline constexpr std::size_t kRecordHeader = 8;           // u32 length + u32 CRC32C
 inline constexpr std::size_t kFixedPayload = 32 + 8 + 1;  // digest, time, source length
+inline constexpr std::size_t kRequestBytes = 16;          // the optional idempotency record after the source
 inline constexpr std::string_view kMetaHeader = "scangate-journal 1\n";
 inline constexpr std::size_t kCheckpointBytes = 12;  // u64 LSN + u32 CRC32C
 inline constexpr const char* kSpareName = "spare.tmp";  // the next segment, being zero-filled

@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 using namespace journal_files;  // NOLINT: the journal's own file plumbing
 
 namespace {
-constexpr std::size_t kMaxPayload = kFixedPayload + kMaxJournalSource;
+constexpr std::size_t kMaxPayload = kFixedPayload + kMaxJournalSource + kRequestBytes;
 
 bool Exists(int dir_fd, const char* name) { return ::faccessat(dir_fd, name, F_OK, 0) == 0; }
 }  // namespace
@@ -107,8 +107,10 @@ void Journal::Recover() {
         Crc32cAlgo crc;
         crc.process_bytes(data.data() + pos, 4);
         crc.process_bytes(data.data() + pos + kRecordHeader, len);
+        // The source length leaves room for nothing or exactly an idempotency record.
+        const std::size_t head = kFixedPayload + static_cast<unsigned char>(data[pos + kRecordHeader + 40]);
         good = crc.checksum() == Load<std::uint32_t>(data.data() + pos + 4) &&
-               kFixedPayload + static_cast<unsigned char>(data[pos + kRecordHeader + 40]) == len;
+               (head == len || head + kRequestBytes == len);
       }
       if (!good) {
         if (!last) {
@@ -133,6 +135,10 @@ void Journal::Recover() {
         std::memcpy(e.record.digest.data(), p, 32);
         e.record.time_us = Load<std::int64_t>(p + 32);
         e.record.source.assign(p + kFixedPayload, static_cast<unsigned char>(p[40]));
+        if (kFixedPayload + e.record.source.size() < len) {
+          e.record.request.emplace();
+          std::memcpy(e.record.request->data(), p + kFixedPayload + e.record.source.size(), kRequestBytes);
+        }
         e.lsn = lsn;
         recovered_.push_back(std::move(e));  // outstanding too: inserted below, under mu_
       }

@@ -54,11 +54,18 @@ class FakeStore final : public storage::ExactStore {
     done(r);
     return true;
   }
-  bool SubmitWriteBehind(std::uint32_t, const Digest& d, std::string source, std::int64_t) override {
+  bool SubmitWriteBehind(std::uint32_t, const Digest& d, std::string source, std::int64_t first_seen_us,
+                         const std::optional<storage::RequestId>& request) override {
     const std::lock_guard lock(mu_);
     ++write_behinds;
     if (down || refuse_write_behind || Refuse()) return false;
-    rows.try_emplace(ToHex(d), std::move(source));
+    auto [it, inserted] = rows.try_emplace(ToHex(d), std::move(source));
+    if (inserted) {  // the row as PostgreSQL writes it: the given first_seen and the request's record
+      first_seen_us_.try_emplace(it->first, first_seen_us != 0 ? first_seen_us : NowUs());
+      storage::PackAttrs attrs;
+      attrs.request = request;
+      attrs_.try_emplace(it->first, attrs);
+    }
     return true;
   }
   bool up() const override { return !down; }

@@ -2,8 +2,10 @@
 // the first attempt was — 201 `new` with "replayed": true and Idempotent-Replayed: true — while a second scan of
 // the same pack (no header, another idempotency key, another terminal's key) is still `duplicate`:
 // - ack=commit: the retry after the answer, after a kill -9 and restart, at a second instance on the database;
-// - ack=filter with the journal: the key observed with the header is decided in PostgreSQL, its retry replayed,
-//   a key the journal recorded without the header is a duplicate for a request with one;
+// - ack=filter with the journal: the key observed with the header is `new` from the filter, journalled with its
+//   request record; its retry is replayed from the journal's pending set and, once the row is committed, from
+//   PostgreSQL; after a kill -9 the recovered record (restart, same journal) still replays it; a key the journal
+//   recorded without the header is a duplicate for a request with one;
 // - a retry sent while the first attempt is still in flight (held by a row lock) waits for it and is replayed,
 //   at the same instance and at another;
 // - /observe/batch: a per-entry "request_id", replayed per entry;
@@ -55,6 +57,16 @@ int RequestBytes(Pg& pg, const std::string& key) {
   return r[0][0].is_null() ? -1 : r[0][0].as<int>();
 }
 
+// RequestBytes once it equals `want` (ack=filter writes the row behind), or its last value after 10 s.
+int WaitRequestBytes(Pg& pg, const std::string& key, int want) {
+  int got = RequestBytes(pg, key);
+  for (int i = 0; i < 1000 && got != want; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    got = RequestBytes(pg, key);
+  }
+  return got;
+}
+
 // The first request with the header is `new`; its retry (same header, same source, same key) is `new` again,
 // marked replayed; any other observation of the key is a duplicate; the scope is the source.
 void RetryIsReplayedRepeatIsDuplicate(HttpClient& c, Pg& pg, const std::string& tag) {
@@ -62,11 +74,15 @@ void RetryIsReplayedRepeatIsDuplicate(HttpClient& c, Pg& pg, const std::string& 
   const std::string idem = "till-7-" + RandomHex(8);
   const HttpResponse first = ObserveWith(c, BodyFrom(key, "till-7"), idem);
   ASSERT_EQ(first.status, 201) << first;
+  EXPECT_EQ(first.json().at("via"), "filter") << first;  // ack=commit: the filter said new, PostgreSQL confirmed
   EXPECT_FALSE(first.has_header("idempotent-replayed")) << first;
   EXPECT_FALSE(first.json().contains("replayed")) << first;
-  EXPECT_EQ(RequestBytes(pg, key), 16) << "the idempotency record is not in the key's row";
+  // At once (ack=filter: the record is still pending in the journal, or just committed).
+  const HttpResponse early = ObserveWith(c, BodyFrom(key, "till-7"), idem);
+  EXPECT_TRUE(Replayed(early)) << early;
+  EXPECT_EQ(WaitRequestBytes(pg, key, 16), 16) << "the idempotency record is not in the key's row";
 
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < 2; ++i) {  // from the row
     const HttpResponse retry = ObserveWith(c, BodyFrom(key, "till-7"), idem);
     EXPECT_TRUE(Replayed(retry)) << retry;
     EXPECT_EQ(retry.json().at("verdict"), "new") << retry;
@@ -107,7 +123,7 @@ TEST(ServiceIdempotency, CommitRetryIsReplayedASecondScanIsDuplicate) {
   EXPECT_EQ(RequestBytes(pg, plain), -1);
 
   const HttpResponse metrics = c.Get("/metrics");
-  EXPECT_NE(metrics.body.find("scangate_idempotent_replays_total 3"), std::string::npos) << metrics.body.substr(0, 3000);
+  EXPECT_NE(metrics.body.find("scangate_idempotent_replays_total 4"), std::string::npos) << metrics.body.substr(0, 3000);
   EXPECT_EQ(server.Stop(), 0);
 }
 
@@ -119,6 +135,45 @@ TEST(ServiceIdempotency, FilterModeRetryIsReplayedThroughPostgreSQL) {
   Pg pg;
   RetryIsReplayedRepeatIsDuplicate(c, pg, "idem-filter");
   EXPECT_EQ(server.Stop(), 0);
+}
+
+// ack=filter, kill -9 right after the answers: each key's record is in the journal (durable before its 201) and
+// maybe not yet in PostgreSQL; after a restart on the same journal every retry is replayed, a second scan is a
+// duplicate, and every row holds its request's record.
+TEST(ServiceIdempotency, FilterModeRetryAfterKillNineIsReplayedFromTheJournal) {
+  const std::string dir = TempDir("idem-journal-kill");
+  const std::vector<std::string> args = {"--ack=filter", "--capacity=1000000", "--journal-dir=" + dir + "/j",
+                                         "--flush-interval=1s"};  // the rows wait in the journal
+  std::vector<std::string> keys, idems;
+  for (int i = 0; i < 50; ++i) {
+    keys.push_back(UniqueKey("idem-jkill"));
+    idems.push_back(RandomHex(12));
+  }
+  {
+    ScangateProcess first(args);
+    ASSERT_TRUE(first.Start());
+    HttpClient c(first.port());
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      const HttpResponse r = ObserveWith(c, BodyFrom(keys[i], "till-4"), idems[i]);
+      ASSERT_EQ(r.status, 201) << r;
+    }
+    // Every one of them was journalled (the fast path), none decided in PostgreSQL.
+    const HttpResponse metrics = c.Get("/metrics");
+    EXPECT_NE(metrics.body.find("scangate_journal_records_total 50\n"), std::string::npos) << metrics.body.substr(0, 4000);
+    first.Kill();
+  }
+  ScangateProcess again(args);
+  ASSERT_TRUE(again.Start());
+  HttpClient c(again.port());
+  int replayed = 0;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (Replayed(ObserveWith(c, BodyFrom(keys[i], "till-4"), idems[i]))) ++replayed;
+  }
+  EXPECT_EQ(replayed, 50) << "a retry after the crash was not answered its first verdict";
+  EXPECT_EQ(c.Post("/observe", BodyFrom(keys[0], "till-4")).status, 200) << "a second scan is a duplicate";
+  Pg pg;
+  for (const auto& k : keys) EXPECT_EQ(WaitRequestBytes(pg, k, 16), 16) << "the replayed row lost its record";
+  EXPECT_EQ(again.Stop(), 0);
 }
 
 // The record is in PostgreSQL: a retry after a kill -9 and a restart, or at another instance, is replayed.

@@ -212,7 +212,7 @@ TEST_F(PartitionedStoreTest, GroupAcceptsAPrefixUpToAFullPartition) {
   ASSERT_TRUE(Eventually([&] { return !store.up(); }));
   const std::vector<Digest> blocked = DigestsOf(2, kLimit);
   std::vector<WriteBehindRow> fill;
-  for (const auto& d : blocked) fill.push_back(WriteBehindRow{RouteOf(d), d, "fill", 0, 1, false});
+  for (const auto& d : blocked) fill.push_back(WriteBehindRow{RouteOf(d), d, "fill", 0, 1, false, std::nullopt});
   ASSERT_EQ(store.SubmitWriteBehindGroup(fill, sink), kLimit);
   EXPECT_TRUE(store.full());
   EXPECT_TRUE(store.serving());
@@ -227,7 +227,7 @@ TEST_F(PartitionedStoreTest, GroupAcceptsAPrefixUpToAFullPartition) {
   for (const unsigned p : {0u, 3u}) group.push_back(DigestsOf(p, 1).front());
   std::vector<WriteBehindRow> rows;
   for (std::size_t i = 0; i < group.size(); ++i) {
-    rows.push_back(WriteBehindRow{RouteOf(group[i]), group[i], "group", 0, 100 + i, false});
+    rows.push_back(WriteBehindRow{RouteOf(group[i]), group[i], "group", 0, 100 + i, false, std::nullopt});
   }
   EXPECT_EQ(store.SubmitWriteBehindGroup(rows, sink), cut);
   ASSERT_TRUE(Eventually([&] { return sink.size() == cut; }));

@@ -1559,7 +1559,7 @@ struct RecordingSink final : WriteBehindSink {
 std::vector<WriteBehindRow> GroupRows(const std::vector<Digest>& ds) {
   std::vector<WriteBehindRow> rows;
   for (std::size_t i = 0; i < ds.size(); ++i) {
-    rows.push_back(WriteBehindRow{RouteOf(ds[i]), ds[i], "group", 0, i, i % 2 == 1});
+    rows.push_back(WriteBehindRow{RouteOf(ds[i]), ds[i], "group", 0, i, i % 2 == 1, std::nullopt});
   }
   return rows;
 }

@@ -269,10 +269,10 @@ TEST(Verdict, Gs1PacksAreDecidedExactlyAndMismatchesFlagged) {
   }
 }
 
-// Idempotency-Key (issue 34), in both ack modes: the first request with the header is new and decided by the
-// store (in ack=filter too: its record goes with its row, so nothing is written behind); its retry (same scope,
-// same idempotency key) is new again, replayed, from the store (the recent set cannot tell a retry from a
-// repeat); another idempotency key, another scope or no header is a duplicate.
+// Idempotency-Key (issue 34), in both ack modes: the first request with the header is new — decided by the store
+// in ack=commit, by the filter in ack=filter (written behind with its request record); its retry (same scope,
+// same idempotency key) is new again, replayed, from the store's row (the recent set cannot tell a retry from a
+// repeat, so the retry skips it); another idempotency key, another scope or no header is a duplicate.
 TEST(Verdict, IdempotentRetryIsReplayedARepeatIsDuplicate) {
   for (AckMode ack : {AckMode::kCommit, AckMode::kFilter}) {
     SCOPED_TRACE(ack == AckMode::kCommit ? "ack=commit" : "ack=filter");
@@ -281,11 +281,14 @@ TEST(Verdict, IdempotentRetryIsReplayedARepeatIsDuplicate) {
     const Verdict first = rig.ObserveOne(Observation{"idem-a", "till-1", "r-1", "source:till-1"});
     EXPECT_TRUE(first.is_new);
     EXPECT_FALSE(first.replayed);
-    EXPECT_EQ(rig.store().write_behinds, 0) << "an idempotent key was written behind";
+    EXPECT_TRUE(first.via_filter);  // ack=filter: the verdict; ack=commit: confirmed by the store
+    EXPECT_EQ(rig.store().write_behinds, ack == AckMode::kFilter ? 1 : 0);
+    const int submits = rig.store().submits;
     const Verdict retry = rig.ObserveOne(Observation{"idem-a", "till-1", "r-1", "source:till-1"});
     EXPECT_TRUE(retry.is_new);
     EXPECT_TRUE(retry.replayed);
     EXPECT_EQ(retry.digest_hex, first.digest_hex);
+    EXPECT_EQ(rig.store().submits, submits + 1) << "the retry is decided by the row (it skips the recent set)";
     for (const Observation& o : {Observation{"idem-a", "till-1", "r-2", "source:till-1"},
                                  Observation{"idem-a", "till-2", "r-1", "source:till-2"},
                                  Observation{"idem-a", "till-1", "", ""}}) {

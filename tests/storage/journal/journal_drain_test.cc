@@ -232,10 +232,10 @@ TEST_F(JournalDrainTest, ExpiredRecordsAreSkippedAtRecovery) {
   std::vector<JournalRecord> records;
   std::vector<std::int64_t> fresh_times;
   for (std::size_t i = 0; i < expired.size(); ++i) {
-    records.push_back(JournalRecord{expired[i], UsAgo(2h + std::chrono::seconds(i)), "old"});
+    records.push_back(JournalRecord{expired[i], UsAgo(2h + std::chrono::seconds(i)), "old", std::nullopt});
     if (i < fresh.size()) {
       fresh_times.push_back(UsAgo(10min + std::chrono::seconds(i)));
-      records.push_back(JournalRecord{fresh[i], fresh_times.back(), "young"});
+      records.push_back(JournalRecord{fresh[i], fresh_times.back(), "young", std::nullopt});
     }
   }
   WriteUnapplied(*this, records);
@@ -333,7 +333,7 @@ TEST_F(JournalDrainTest, PendingRecordPastTheHorizonIsExpired) {
 TEST_F(JournalDrainTest, WithoutAHorizonOldRecordsAreReplayed) {
   const auto ds = RandomDigests(15);
   std::vector<JournalRecord> records;
-  for (const auto& d : ds) records.push_back(JournalRecord{d, UsAgo(std::chrono::hours(24 * 400)), "ancient"});
+  for (const auto& d : ds) records.push_back(JournalRecord{d, UsAgo(std::chrono::hours(24 * 400)), "ancient", std::nullopt});
   WriteUnapplied(*this, records);
   {
     Store store(StoreOpts(Url()));

@@ -118,6 +118,41 @@ TEST_F(JournalFiles, AppendRecoverRoundTrip) {
   ExpectRecords(j.TakeRecovered(), 0, 500);
 }
 
+// Idempotency records (issue 34): a record may carry the 16-byte request record after its source — also with a
+// source of the longest length — and records without one (the format before issue 34) are read beside them.
+TEST_F(JournalFiles, RequestRecordsRoundTripBesideRecordsWithout) {
+  auto with_request = [](int i) {
+    JournalRecord r = Rec(i);
+    if (i % 2 == 1) {
+      r.request.emplace();
+      for (std::size_t b = 0; b < r.request->size(); ++b) r.request->at(b) = static_cast<std::uint8_t>(i + 7 * b);
+    }
+    if (i % 5 == 0) r.source.assign(kMaxJournalSource, 's');
+    return r;
+  };
+  {
+    Journal j(Options());
+    j.Start();
+    for (int i = 0; i < 40; ++i) ASSERT_TRUE(j.Append(with_request(i)));
+    ASSERT_TRUE(sink.Wait(40));
+    ASSERT_EQ(sink.durable.size(), 40u);
+  }
+  Journal j(Options());
+  const std::vector<JournalEntry> got = j.TakeRecovered();
+  ASSERT_EQ(got.size(), 40u);
+  for (int i = 0; i < 40; ++i) {
+    const JournalRecord want = with_request(i);
+    const JournalRecord& r = got[static_cast<std::size_t>(i)].record;
+    EXPECT_EQ(r.digest, want.digest) << i;
+    EXPECT_EQ(r.source, want.source) << i;
+    EXPECT_EQ(r.request, want.request) << i;
+    if (i > 0) {  // 8-byte header + 41 fixed + source (+ 16 with a request)
+      const JournalEntry& prev = got[static_cast<std::size_t>(i - 1)];
+      EXPECT_EQ(got[static_cast<std::size_t>(i)].lsn - prev.lsn, 8 + 41 + prev.record.source.size() + (prev.record.request ? 16 : 0));
+    }
+  }
+}
+
 // Pre-zeroed segments: after the first rotation the active segment is a zero-filled file of segment_bytes
 // (the spare), records overwrite its zeros, and a copy of the directory taken while running (a crash image:
 // nothing truncated) recovers every durable record, the zero tails read as clean ends (the last segment's,
