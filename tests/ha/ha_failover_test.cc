@@ -104,6 +104,98 @@ std::string AccountOutcomeUnknown(const std::vector<Event>& events, const std::v
          std::to_string(unresolved);
 }
 
+// Sum of the scangate_verdicts_total{verdict="new",...} samples of a /metrics text.
+long NewVerdicts(const std::string& metrics) {
+  long sum = 0;
+  std::istringstream in(metrics);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("scangate_verdicts_total{verdict=\"new\"", 0) == 0) {
+      sum += std::atol(line.substr(line.rfind(' ') + 1).c_str());
+    }
+  }
+  return sum;
+}
+
+// Sends every key once from `threads` threads to `port` (with `idems[i]` as key i's Idempotency-Key when
+// given); returns {201s, 200s, others, 201s marked Idempotent-Replayed}.
+std::array<std::uint64_t, 4> SendOnce(const std::vector<std::string>& keys, std::uint16_t port, int threads,
+                                      const std::vector<std::string>* idems = nullptr) {
+  std::atomic<std::uint64_t> n201{0}, n200{0}, other{0}, replayed{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t) {
+    ts.emplace_back([&, t] {
+      std::unique_ptr<it::HttpClient> c;
+      for (std::size_t i = static_cast<std::size_t>(t); i < keys.size(); i += static_cast<std::size_t>(threads)) {
+        try {
+          if (!c) c = std::make_unique<it::HttpClient>(port);
+          const auto r = idems == nullptr
+                             ? c->Post("/observe", it::ObserveBody(keys[i]))
+                             : c->Request("POST", "/observe", it::ObserveBody(keys[i]), "application/json",
+                                          {{"Idempotency-Key", (*idems)[i]}});
+          (r.status == 201 ? n201 : r.status == 200 ? n200 : other) += 1;
+          if (r.status == 201 && r.header("idempotent-replayed") == "true") ++replayed;
+          if (!r.keep_alive) c.reset();
+        } catch (const std::exception&) {
+          ++other;
+          c.reset();
+        }
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  return {n201.load(), n200.load(), other.load(), replayed.load()};
+}
+
+// /stats of the instance at `port`, parsed ({} when it does not answer).
+boost::json::object Stats(std::uint16_t port) {
+  try {
+    it::HttpClient c(port);
+    const auto r = c.Get("/stats");
+    if (r.status == 200) return boost::json::parse(r.body).as_object();
+  } catch (const std::exception&) {
+  }
+  return {};
+}
+
+// Every instance at `ports` has committed its journal (backlog 0) and every follower of it is connected and fresh:
+// what each of them answered `new` is in PostgreSQL and known to the others. Waits up to `timeout`.
+bool WaitSettled(const std::vector<std::uint16_t>& ports, std::chrono::seconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    bool settled = true;
+    for (const std::uint16_t port : ports) {
+      const boost::json::object o = Stats(port);
+      if (o.empty() || !o.contains("journal") || o.at("journal").at("backlog").to_number<std::int64_t>() != 0) {
+        settled = false;
+        break;
+      }
+      for (const auto& db : o.at("follower").at("databases").as_array()) {
+        if (!db.at("fresh").as_bool()) settled = false;
+      }
+    }
+    if (settled) {
+      std::this_thread::sleep_for(200ms);  // past the followers' probe of the last commits
+      return true;
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  return false;
+}
+
+// "fallbacks F, reconnects R, reloads L" of the followers of the instance at `port`.
+std::string FollowerLine(std::uint16_t port) {
+  const boost::json::object o = Stats(port);
+  if (o.empty()) return "no /stats";
+  std::int64_t reconnects = 0, reloads = 0;
+  for (const auto& db : o.at("follower").at("databases").as_array()) {
+    reconnects += db.at("reconnects").to_number<std::int64_t>();
+    reloads += db.at("reloads").to_number<std::int64_t>();
+  }
+  return "fallbacks " + std::to_string(o.at("follower").at("fallbacks").to_number<std::int64_t>()) + ", reconnects " +
+         std::to_string(reconnects) + ", reloads " + std::to_string(reloads);
+}
+
 enum class Leader { kSame, kOther };  // who is primary once answers flow again
 
 struct Scenario {
@@ -112,6 +204,9 @@ struct Scenario {
   Leader leader;
   std::function<void(const std::string& leader)> disrupt;
   std::function<void(const std::string& leader)> heal;  // under load, after answers flow again
+  // Issue 32: two --ack=filter instances with their followers (key affinity, as behind deploy/haproxy.cfg's
+  // filter frontend) instead of one --ack=commit; afterwards every answered key is sent to both instances.
+  bool followers = false;
 };
 
 void CheckLedger(const std::string& name, const Ledger& ledger, std::size_t left) {
@@ -127,16 +222,53 @@ void CheckLedger(const std::string& name, const Ledger& ledger, std::size_t left
   EXPECT_EQ(left, 0u) << "retransmissions did not all get a verdict";
 }
 
+// After a followers scenario: once both instances have committed their journals and their followers are
+// fresh, every answered key is sent to both instances and recorded (instances 1 and 2): the one its traffic went
+// to answers from its own record, the other from what its follower learned through the disruption — a `new`
+// at either is a key new twice in the ledger.
+void CrossCheck(const std::string& name, Ledger& ledger, const std::vector<std::uint16_t>& ports) {
+  EXPECT_TRUE(WaitSettled(ports, 120s)) << "journals not committed or followers not fresh after " << name;
+  const std::vector<std::string> keys = ledger.AnsweredKeys();
+  std::atomic<std::uint64_t> fresh_answers{0};
+  std::vector<std::thread> ts;
+  constexpr int kThreads = 8;
+  for (int t = 0; t < kThreads; ++t) {
+    ts.emplace_back([&, t] {
+      for (std::size_t p = 0; p < ports.size(); ++p) {
+        it::HttpClient c(ports[p]);
+        for (std::size_t i = static_cast<std::size_t>(t); i < keys.size(); i += kThreads) {
+          const auto start = Clock::now();
+          const auto r = c.Post("/observe", it::ObserveBody(keys[i]));
+          ledger.Record(keys[i], &r, start, Clock::now(), static_cast<int>(p) + 1);
+          if (r.status == 201) ++fresh_answers;
+        }
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  Report(name + ": afterwards " + std::to_string(keys.size()) + " answered keys sent to both instances: " +
+         std::to_string(fresh_answers.load()) + " answered new (each a key new twice); followers: A " +
+         FollowerLine(ports[0]) + "; B " + FollowerLine(ports[1]));
+}
+
 void RunScenario(const Scenario& s) {
   ASSERT_EQ(Cluster("wait-sync 180"), "") << "the cluster is not in sync before " << s.name;
-  it::ScangateProcess sg({"--ack=commit", "--writers=2"});
-  ASSERT_TRUE(sg.Start());
+  std::vector<std::unique_ptr<it::ScangateProcess>> sg;
+  std::vector<std::uint16_t> ports;
+  for (int i = 0; i < (s.followers ? 2 : 1); ++i) {
+    sg.push_back(std::make_unique<it::ScangateProcess>(
+        s.followers ? std::vector<std::string>{"--ack=filter", "--writers=2"}
+                    : std::vector<std::string>{"--ack=commit", "--writers=2"}));
+    ASSERT_TRUE(sg.back()->Start());
+    ports.push_back(sg.back()->port());
+  }
   Ledger ledger;
   Timeline tl;
-  ReadyProbe probe({sg.port()});
+  ReadyProbe probe({ports[0]});
   HaLoadOptions options;
   options.key_tag = s.name;
-  HaLoad load(ledger, tl, options, {sg.port()});
+  options.key_affinity = s.followers;
+  HaLoad load(ledger, tl, options, ports);
   load.Start();
   ASSERT_TRUE(load.WaitVerdicts(kWarmupVerdicts, 60s)) << "no steady load before the event";
   const std::string leader = Cluster("leader");
@@ -213,6 +345,7 @@ void RunScenario(const Scenario& s) {
   Report(s.name + ": " + ou);
   EXPECT_EQ(gap.other, 0u) << "a status other than 2xx/503 during the event";
   EXPECT_EQ(unresolved, 0u);
+  if (s.followers) CrossCheck(s.name, ledger, ports);
   CheckLedger(s.name, ledger, left);
 }
 
@@ -221,6 +354,15 @@ TEST(HaPostgres, Switchover) {
   RunScenario({"switchover", "answers again within 5 s", Leader::kOther,
        [](const std::string&) { Cluster("switchover"); },
        [](const std::string&) { Cluster("wait-sync 180"); }});
+}
+
+// Issue 32: the same switchover under two --ack=filter instances whose followers stream from the primary: their
+// walsenders end with it, each follower is stale (new keys decided in PostgreSQL) until it has reconnected to the
+// new primary (a new TEMPORARY slot there) and read the window again; no key is new twice, at either instance.
+TEST(HaPostgres, SwitchoverWithFollowers) {
+  RunScenario({"switchover-followers", "answers again within 5 s; 0 keys new twice across the instances",
+               Leader::kOther, [](const std::string&) { Cluster("switchover"); },
+               [](const std::string&) { Cluster("wait-sync 180"); }, true});
 }
 
 // (b) The primary's postmaster dies alone (kill -9); its Patroni restarts it in place.
@@ -239,6 +381,18 @@ TEST(HaPostgres, PrimaryHostLoss) {
          Cluster("node-start " + leader);
          Cluster("wait-sync 240");
        }});
+}
+
+// Issue 32: host loss under two --ack=filter instances with followers (failover: the slots die with the host; the
+// followers follow the promoted standby).
+TEST(HaPostgres, PrimaryHostLossWithFollowers) {
+  RunScenario({"host-loss-followers", "503s for new keys while stale; 0 keys new twice across the instances",
+               Leader::kOther, [](const std::string& leader) { Cluster("kill-host " + leader); },
+               [](const std::string& leader) {
+                 Cluster("node-start " + leader);
+                 Cluster("wait-sync 240");
+               },
+               true});
 }
 
 // (d) The synchronous standby's host is lost. With synchronous_mode_strict off, Patroni on the primary
@@ -423,47 +577,12 @@ TEST(HaHaproxy, InstanceDyingMidRequestIsOutcomeUnknown) {
   Cluster("haproxy-stop", false);
 }
 
-// Sum of the scangate_verdicts_total{verdict="new",...} samples of a /metrics text.
-long NewVerdicts(const std::string& metrics) {
-  long sum = 0;
-  std::istringstream in(metrics);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("scangate_verdicts_total{verdict=\"new\"", 0) == 0) {
-      sum += std::atol(line.substr(line.rfind(' ') + 1).c_str());
-    }
-  }
-  return sum;
-}
-
-// Sends every key once from `threads` threads to `port`; returns {201s, 200s, others}.
-std::array<std::uint64_t, 3> SendOnce(const std::vector<std::string>& keys, std::uint16_t port, int threads) {
-  std::atomic<std::uint64_t> n201{0}, n200{0}, other{0};
-  std::vector<std::thread> ts;
-  for (int t = 0; t < threads; ++t) {
-    ts.emplace_back([&, t] {
-      std::unique_ptr<it::HttpClient> c;
-      for (std::size_t i = static_cast<std::size_t>(t); i < keys.size(); i += static_cast<std::size_t>(threads)) {
-        try {
-          if (!c) c = std::make_unique<it::HttpClient>(port);
-          const auto r = c->Post("/observe", it::ObserveBody(keys[i]));
-          (r.status == 201 ? n201 : r.status == 200 ? n200 : other) += 1;
-          if (!r.keep_alive) c.reset();
-        } catch (const std::exception&) {
-          ++other;
-          c.reset();
-        }
-      }
-    });
-  }
-  for (auto& t : ts) t.join();
-  return {n201.load(), n200.load(), other.load()};
-}
-
 // Three --ack=filter instances behind HAProxy hashing the body's key (consistent hashing): a repeat meets
 // the filter that saw the key, so no key is new twice; a batch cannot be routed by key and is refused
-// (421); when an instance dies, its keys move to instances whose filters never saw them: each re-observed
-// key the dead instance had answered is answered new again (the measured double count).
+// (421). When an instance dies, its keys move to the other instances, whose followers (issue 32) learned every
+// key it committed: a key is new again only if the dead instance's journal still held it uncommitted at the
+// kill (counted; its restart replays it). Keys scanned with an Idempotency-Key (issue 34) before the kill are
+// retried after it through HAProxy: each retry lands on another instance and is replayed `new`.
 TEST(HaHaproxy, FilterKeyAffinity) {
   ASSERT_EQ(Cluster("wait-sync 180"), "");
   std::vector<std::unique_ptr<it::ScangateProcess>> sg;
@@ -478,6 +597,16 @@ TEST(HaHaproxy, FilterKeyAffinity) {
   constexpr int kKeys = 3000;
   std::vector<std::string> keys;
   for (int i = 0; i < kKeys; ++i) keys.push_back(it::UniqueKey("lb-filter"));
+
+  constexpr int kIdemKeys = 300;
+  std::vector<std::string> idem_keys, idems;
+  for (int i = 0; i < kIdemKeys; ++i) {
+    idem_keys.push_back(it::UniqueKey("lb-filter-idem"));
+    idems.push_back(it::RandomHex(16));
+  }
+  const auto idem_first = SendOnce(idem_keys, port, 6, &idems);
+  EXPECT_EQ(idem_first[0], static_cast<std::uint64_t>(kIdemKeys));
+  EXPECT_EQ(idem_first[3], 0u);
 
   const auto first = SendOnce(keys, port, 6);
   const auto second = SendOnce(keys, port, 6);  // every repeat must meet the filter that saw the key
@@ -515,19 +644,35 @@ TEST(HaHaproxy, FilterKeyAffinity) {
     EXPECT_EQ(ProblemSlug(dup.body), "duplicate-member");
   }
 
-  sg[0]->Kill();
-  ASSERT_TRUE(WaitHaproxyUp("sg_filter", 2, 10s));
-  const auto third = SendOnce(keys, port, 6);
+  // The kill comes right after the passes (no wait): what instance 1's journal had not committed yet is counted.
   it::Pg pg;
   std::vector<std::string> hexes;
   for (const auto& k : keys) hexes.push_back(it::Sha256Hex(k));
+  sg[0]->Kill();
+  const auto rows_at_kill = pg.CountDigests(hexes);
+  ASSERT_TRUE(WaitHaproxyUp("sg_filter", 2, 10s));
+  const auto third = SendOnce(keys, port, 6);
   const auto rows = pg.CountDigests(hexes);
   Report("lb-filter: after SIGKILL of instance 1 (out of HAProxy), the same keys again: 201/200/other " +
          std::to_string(third[0]) + "/" + std::to_string(third[1]) + "/" + std::to_string(third[2]) +
          " -> double counts " + std::to_string(third[0]) + " = " +
          std::to_string(100.0 * static_cast<double>(third[0]) / kKeys).substr(0, 4) +
-         " % of the keys; rows in PostgreSQL " + std::to_string(rows) + " of " + std::to_string(kKeys));
+         " % of the keys (keys not yet in PostgreSQL right after the kill: " +
+         std::to_string(kKeys - rows_at_kill) + "); rows in PostgreSQL " + std::to_string(rows) + " of " +
+         std::to_string(kKeys));
   EXPECT_EQ(rows, kKeys) << "a key answered new is missing (write-behind lost)";
+  EXPECT_LE(third[0], static_cast<std::uint64_t>(kKeys - rows_at_kill))
+      << "a key committed before the kill was answered new again (the followers missed it)";
+  const auto idem_retry = SendOnce(idem_keys, port, 6, &idems);
+  const auto idem_second = SendOnce(idem_keys, port, 6);
+  Report("lb-filter: " + std::to_string(kIdemKeys) + " keys scanned with an Idempotency-Key before the kill, retried "
+         "after it with the same one: 201/200/other " + std::to_string(idem_retry[0]) + "/" +
+         std::to_string(idem_retry[1]) + "/" + std::to_string(idem_retry[2]) + " (replayed " +
+         std::to_string(idem_retry[3]) + "); then scanned again without one: 201/200/other " +
+         std::to_string(idem_second[0]) + "/" + std::to_string(idem_second[1]) + "/" + std::to_string(idem_second[2]));
+  EXPECT_EQ(idem_retry[0], static_cast<std::uint64_t>(kIdemKeys)) << "a retry was not answered its first verdict";
+  EXPECT_EQ(idem_retry[3], static_cast<std::uint64_t>(kIdemKeys));
+  EXPECT_EQ(idem_second[1], static_cast<std::uint64_t>(kIdemKeys)) << "a second scan must be a duplicate";
   Cluster("haproxy-stop", false);
 }
 
