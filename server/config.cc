@@ -197,7 +197,10 @@ po::options_description Options() {
                                    "this instance's keys and its warm start")
       ("follow-max-lag", s(FormatMillis(d.follow_max_lag)), "ack=filter with --follow: past this staleness the "
                                                               "filter's 'definitely new' is not trusted and "
-                                                              "PostgreSQL decides; ms s, 10ms..60s");
+                                                              "PostgreSQL decides; ms s, 10ms..60s")
+      ("max-commit-lag", s(FormatMillis(d.max_commit_lag)), "ack=filter with --follow and the journal: while a key "
+                                                            "answered 'new' has waited longer for its commit, new "
+                                                            "keys are decided in PostgreSQL; 0 = unbounded");
   po::options_description security("Security");
   security.add_options()
       ("tls-cert", s(d.tls_cert),
@@ -419,11 +422,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   c.journal_max_bytes =
       ParseUnsigned<std::uint64_t>(str("journal-max-bytes"), "journal-max-bytes", 1u << 16, std::uint64_t{1} << 40);
   c.follow = ParseOnOff(str("follow"), "follow");
-  const auto follow_lag = ParseDuration(str("follow-max-lag"), {"ms", "s"}, "follow-max-lag");
-  if (follow_lag < std::chrono::milliseconds(10) || follow_lag > std::chrono::seconds(60)) {
-    throw ConfigError("--follow-max-lag: must be in 10ms..60s, got '" + str("follow-max-lag") + "'");
-  }
-  c.follow_max_lag = std::chrono::duration_cast<std::chrono::milliseconds>(follow_lag);
+  ParseFollowLags(str("follow-max-lag"), str("max-commit-lag"), c);  // server/config_follow.cc
   c.admin_listen = str("admin-listen");
   if (c.admin_split()) ParseAdminListen(c);
   c.admin_tls = ParseOnOff(str("admin-tls"), "admin-tls");

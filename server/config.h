@@ -141,6 +141,10 @@ struct Config {
   // while that holds to within follow_max_lag (else PostgreSQL decides the key). --follow on|off.
   bool follow = true;
   std::chrono::milliseconds follow_max_lag{1000};  // --follow-max-lag
+  // --max-commit-lag (issue 32; following with the journal): while a key this instance answered `new` has waited
+  // longer than this for its PostgreSQL commit (so other instances cannot know it yet), new keys are decided in
+  // PostgreSQL instead of by the filter, until the journal's oldest uncommitted record is younger. 0 = unbounded.
+  std::chrono::milliseconds max_commit_lag{1000};
   bool following() const { return follow && filter && ack == AckMode::kFilter; }
   bool tls() const { return !tls_cert.empty(); }
   bool mtls() const { return !tls_client_ca.empty(); }
@@ -176,6 +180,10 @@ std::string RedactDatabaseUrl(std::string_view url);
 // --retention when only that is given; both given with window < retention throws ConfigError (the filter would
 // forget keys PostgreSQL still counts as seen, and --ack=filter would answer them `new`). server/config_horizon.cc.
 void ParseHorizon(std::string_view window, bool window_given, std::string_view retention, Config& c);
+
+// Sets c.follow_max_lag (--follow-max-lag, 10ms..60s) and c.max_commit_lag (--max-commit-lag, 0 or 10ms..60s).
+// Throws ConfigError naming the option. server/config_follow.cc.
+void ParseFollowLags(std::string_view max_lag, std::string_view max_commit_lag, Config& c);
 
 // Sets c.keys (--keys: raw | gs1) and c.expiry_grace (--expiry-grace: a duration, s m h d, 0..2192d). Throws
 // ConfigError. server/config_horizon.cc.

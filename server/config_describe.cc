@@ -66,6 +66,7 @@ boost::json::object Describe(const Config& c) {
   o["journal_max_bytes"] = c.journal_max_bytes;
   o["follow"] = c.following() ? "on" : (c.ack == AckMode::kFilter ? "off" : "unused");
   o["follow_max_lag_ms"] = c.follow_max_lag.count();
+  o["max_commit_lag_ms"] = c.max_commit_lag.count();
   return o;
 }
 

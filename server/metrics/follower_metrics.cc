@@ -34,6 +34,10 @@ void WriteFollowerMetrics(PromWriter& w, const MetricsSnapshot& s) {
   w.Single("scangate_follower_fallbacks_total", "counter",
            "Definitely-new keys decided in PostgreSQL because their database's follower was stale.",
            s.follower_fallbacks);
+  w.Single("scangate_commit_lag_fallbacks_total", "counter",
+           "Definitely-new keys decided in PostgreSQL because a key this instance answered new had waited longer "
+           "than --max-commit-lag for its commit (other instances could not know it yet).",
+           s.commit_lag_fallbacks);
 }
 
 void AddFollowerStats(boost::json::object& o, const MetricsSnapshot& s) {
@@ -50,7 +54,9 @@ void AddFollowerStats(boost::json::object& o, const MetricsSnapshot& s) {
                                       {"reloads", f.reloads},
                                       {"error", f.error}});
   }
-  o["follower"] = boost::json::object{{"fallbacks", s.follower_fallbacks}, {"databases", std::move(dbs)}};
+  o["follower"] = boost::json::object{{"fallbacks", s.follower_fallbacks},
+                                      {"commit_lag_fallbacks", s.commit_lag_fallbacks},
+                                      {"databases", std::move(dbs)}};
 }
 
 }  // namespace scangate::server

@@ -66,6 +66,7 @@ void Metrics::Collect(MetricsSnapshot& out) const {
     out.recent_hits += b->recent_hits.Get();
     out.idempotent_replays += b->idempotent_replays.Get();
     out.follower_fallbacks += b->follower_fallbacks.Get();
+    out.commit_lag_fallbacks += b->commit_lag_fallbacks.Get();
     out.mismatch_lot += b->mismatch_lot.Get();
     out.mismatch_expiry += b->mismatch_expiry.Get();
     out.queue_waits += b->queue_waits.Get();

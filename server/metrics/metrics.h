@@ -66,6 +66,8 @@ struct alignas(64) ThreadCounters {
   SingleWriterCounter recent_hits;          // answered "duplicate" from the recent set (no PostgreSQL round trip)
   SingleWriterCounter idempotent_replays;   // Idempotency-Key: a retry answered its first request's "new" again
   SingleWriterCounter follower_fallbacks;   // --follow: a "definitely new" decided in PostgreSQL, the follower stale
+  SingleWriterCounter commit_lag_fallbacks;  // --max-commit-lag: a "definitely new" decided in PostgreSQL, the
+                                             // journal's oldest uncommitted record too old
   SingleWriterCounter mismatch_lot, mismatch_expiry;  // --keys=gs1: duplicates whose lot / expiry contradict the record
   SingleWriterCounter queue_waits;          // keys that found the write queue full and waited for room
   SingleWriterCounter queue_wait_timeouts;  // of those, answered 503 because --queue-wait passed
@@ -88,6 +90,7 @@ struct MetricsSnapshot {
   // definitely-new keys decided in PostgreSQL because their database's follower was stale.
   std::vector<std::pair<std::string, storage::FollowerStats>> followers;
   std::uint64_t follower_fallbacks = 0;
+  std::uint64_t commit_lag_fallbacks = 0;  // --max-commit-lag (issue 32)
   std::uint64_t mismatch_lot = 0, mismatch_expiry = 0;
   std::uint64_t queue_waits = 0, queue_wait_timeouts = 0;
   std::vector<ShardStats> shards;

@@ -234,6 +234,8 @@ class Service {
   storage::JournalDrain* const journal_;
   std::function<void(MetricsSnapshot&)> storage_stats_;  // set before serving, read-only afterwards
   std::function<bool(const Digest&)> fresh_;              // --follow; set before serving, read-only afterwards
+  // --max-commit-lag in µs while following with the journal (else 0: unbounded).
+  const std::int64_t max_commit_lag_us_;
   std::function<std::string()> follower_state_;           // --follow; as fresh_
   const std::uint64_t instance_id_;  // tells this Service's thread-local group apart from an earlier one's
   Mutex groups_mu_;             // taken once per I/O thread (its first journalled or stored request)

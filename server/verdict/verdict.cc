@@ -3,8 +3,9 @@
 // steps. The rule, for a key whose digest the filter has just probed:
 //   1. journalled and not yet in PostgreSQL (ack=filter, --journal=on)  -> duplicate, from the journal
 //   2. ack=filter and a trusted "definitely new"                        -> new, once journalled (durable) or
-//      written behind; a journal that is unusable (disk full, I/O error, folder removed) or a write-behind
-//      queue that is full sends it to the exact path instead (step 4)
+//      written behind; a journal that is unusable (disk full, I/O error, folder removed), a write-behind
+//      queue that is full, a stale follower (--follow-max-lag) or a journal whose oldest uncommitted record
+//      is older than --max-commit-lag sends it to the exact path instead (step 4)
 //   3. not a trusted "definitely new", and in the recent set            -> duplicate, no round trip
 //   4. otherwise the exact path: PostgreSQL decides (insert-if-absent), waiting for room in a full queue
 //      up to --queue-wait; a Store that is down -> 503 unavailable
@@ -162,6 +163,17 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
     }
     // first_seen of the journal record / write-behind row and the set
     const std::int64_t now_us = KeyReader::SystemNowUs();
+    // --max-commit-lag: a key this instance answered `new` is unknown to the other instances until PostgreSQL
+    // commits it; while the oldest such key has waited longer than the bound (PostgreSQL behind this instance's
+    // rate), new keys are decided in PostgreSQL — which adds nothing to the journal's backlog — until it is
+    // younger. So the cross-instance window stays bounded under any load.
+    if (max_commit_lag_us_ > 0) {
+      const std::int64_t oldest = journal_->oldest_uncommitted_us();
+      if (oldest != 0 && now_us - oldest > max_commit_lag_us_) {
+        call->counters.commit_lag_fallbacks.Inc();
+        return ExactPath(call, i, route, d, source);
+      }
+    }
     if (journal_ != nullptr) {
       if (journal_->usable() && JournalNew(call, i, d, source, now_us, e.attrs.request)) return;
       // The journal is unusable (a fault; it heals by itself): PostgreSQL decides, as with --ack=commit.

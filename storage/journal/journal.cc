@@ -157,7 +157,8 @@ void Journal::EncodeLocked(JournalRecord&& record) {
   crc.process_bytes(buffer_.data() + at + kRecordHeader, len);
   const std::uint32_t sum = crc.checksum();
   std::memcpy(buffer_.data() + at + 4, &sum, 4);
-  outstanding_.insert(outstanding_.end(), next_lsn_);  // the largest yet: hint at the end
+  outstanding_.emplace_hint(outstanding_.end(), next_lsn_, record.time_us);  // the largest yet: hint at the end
+  if (outstanding_.size() == 1) NoteOldestLocked();
   buffered_.push_back(JournalEntry{std::move(record), next_lsn_});
   next_lsn_ += kRecordHeader + len;
 }
@@ -185,6 +186,7 @@ void Journal::Applied(std::span<const std::uint64_t> lsns) {
   {
     const MutexLock lk(&mu_);
     for (const std::uint64_t lsn : lsns) outstanding_.erase(lsn);
+    NoteOldestLocked();
     // Records wait for room: the flusher checkpoints now and admits them, instead of at its next tick.
     wake = !parked_.empty();
     if (wake) applied_moved_ = true;
@@ -193,7 +195,12 @@ void Journal::Applied(std::span<const std::uint64_t> lsns) {
 }
 
 std::uint64_t Journal::AppliedPosition() const {
-  return outstanding_.empty() ? durable_lsn_ : std::min(*outstanding_.begin(), durable_lsn_);
+  return outstanding_.empty() ? durable_lsn_ : std::min(outstanding_.begin()->first, durable_lsn_);
+}
+
+void Journal::NoteOldestLocked() {
+  oldest_outstanding_us_.store(outstanding_.empty() ? 0 : outstanding_.begin()->second,
+                               std::memory_order_relaxed);  // relaxed: read as a hint (oldest_uncommitted_us)
 }
 
 void Journal::RunFlusher() {
@@ -236,6 +243,7 @@ void Journal::RunFlusher() {
           outstanding_.erase(e.lsn);
           rejected.push_back(std::move(e));
         }
+        NoteOldestLocked();
         group.clear();
         bytes.clear();
       }
@@ -262,6 +270,7 @@ void Journal::RunFlusher() {
           durable_lsn_ = group_end;
         } else {
           for (const auto& e : group) outstanding_.erase(e.lsn);
+          NoteOldestLocked();
         }
       }
       if (!ok) MarkUnusable(fault);

@@ -55,7 +55,7 @@
 #include <vector>
 
 #include <absl/base/thread_annotations.h>
-#include <absl/container/btree_set.h>
+#include <absl/container/btree_map.h>
 
 #include "core/digest.h"
 #include "core/mutex.h"
@@ -171,6 +171,12 @@ class Journal {
   // concurrently.
   std::string unusable_cause() const;
   const std::string& dir() const { return options_.dir; }
+  // The time (µs since the epoch) of the oldest record not yet Applied — appended or recovered, so not yet known
+  // to PostgreSQL — or 0 when every record is. One atomic load, for the hot path (the server bounds how long a key
+  // it answered stays unknown to other instances, --max-commit-lag). Safe to call concurrently.
+  std::int64_t oldest_uncommitted_us() const {
+    return oldest_outstanding_us_.load(std::memory_order_relaxed);  // relaxed: a bound checked per key, no data behind it
+  }
 
  private:
   struct Parked {
@@ -244,9 +250,13 @@ class Journal {
   std::uint64_t next_lsn_ ABSL_GUARDED_BY(mu_) = 0;        // LSN of the next appended record
   std::uint64_t durable_lsn_ ABSL_GUARDED_BY(mu_) = 0;     // end of the last durable group
   std::uint64_t checkpoint_lsn_ ABSL_GUARDED_BY(mu_) = 0;  // last written checkpoint
-  // LSNs appended/recovered, not yet Applied. A B-tree: inserted in ascending order, erased roughly so, one
-  // node per many LSNs instead of std::set's allocation (and rebalancing) per record.
-  absl::btree_set<std::uint64_t> outstanding_ ABSL_GUARDED_BY(mu_);
+  // LSNs appended/recovered, not yet Applied, with their records' time (µs since the epoch). A B-tree: inserted
+  // in ascending order, erased roughly so, one node per many LSNs instead of std::map's allocation (and
+  // rebalancing) per record.
+  absl::btree_map<std::uint64_t, std::int64_t> outstanding_ ABSL_GUARDED_BY(mu_);
+  // The time of the lowest outstanding LSN's record (0 = none), for oldest_uncommitted_us() without the lock.
+  std::atomic<std::int64_t> oldest_outstanding_us_{0};
+  void NoteOldestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   // Applied() moved while records were parked: wake the flusher to checkpoint and admit them.
   bool applied_moved_ ABSL_GUARDED_BY(mu_) = false;

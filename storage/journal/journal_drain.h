@@ -113,6 +113,10 @@ class JournalDrain final : private WriteBehindSink {
   // Why it is unusable ("" while usable), for /readyz and /stats. Safe to call concurrently.
   std::string unusable_cause() const { return journal_ != nullptr ? journal_->unusable_cause() : std::string(); }
 
+  // The time (µs since the epoch) of the oldest record not yet committed in PostgreSQL (Journal::
+  // oldest_uncommitted_us), 0 when none or before Start(). One atomic load. Safe to call concurrently.
+  std::int64_t oldest_uncommitted_us() const { return journal_ != nullptr ? journal_->oldest_uncommitted_us() : 0; }
+
   // Flushes queued appends and stops the journal's flusher; later Append() calls fail. Idempotent.
   void StopAppends();
   // After Store::Shutdown(): final checkpoint. Idempotent.

@@ -156,6 +156,33 @@ TEST(Config, FlushIntervalFollowsTheJournal) {
             std::string::npos);
 }
 
+// --follow and its two bounds (issue 32): following needs ack=filter and the filter; --follow-max-lag 10ms..60s;
+// --max-commit-lag 0 (unbounded) or 10ms..60s, 1s by default.
+TEST(Config, FollowAndItsBounds) {
+  const char* j = "--journal-dir=/tmp/j";
+  const Config d = ParseOk({"--database-url", kUrl, "--ack", "filter", j});
+  EXPECT_TRUE(d.following());
+  EXPECT_EQ(d.follow_max_lag, 1000ms);
+  EXPECT_EQ(d.max_commit_lag, 1000ms);
+  EXPECT_FALSE(ParseOk({"--database-url", kUrl, "--ack", "commit"}).following());
+  EXPECT_FALSE(ParseOk({"--database-url", kUrl, "--ack", "filter", j, "--follow", "off"}).following());
+  EXPECT_FALSE(ParseOk({"--database-url", kUrl, "--ack", "filter", j, "--filter", "off"}).following());
+  const Config set = ParseOk({"--database-url", kUrl, "--ack", "filter", j, "--follow-max-lag", "250ms",
+                              "--max-commit-lag", "2s"});
+  EXPECT_EQ(set.follow_max_lag, 250ms);
+  EXPECT_EQ(set.max_commit_lag, 2000ms);
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--ack", "filter", j, "--max-commit-lag", "0"}).max_commit_lag, 0ms);
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--ack", "filter", j, "--max-commit-lag", "0ms"}).max_commit_lag, 0ms);
+  for (const char* bad : {"5ms", "61s", "1m", "soon"}) {
+    EXPECT_NE(ParseError({"--database-url", kUrl, "--max-commit-lag", bad}).find("--max-commit-lag"), std::string::npos)
+        << bad;
+  }
+  for (const char* bad : {"0", "0ms", "5ms", "61s"}) {
+    EXPECT_NE(ParseError({"--database-url", kUrl, "--follow-max-lag", bad}).find("--follow-max-lag"), std::string::npos)
+        << bad;
+  }
+}
+
 // Every option parses from the command line, both "--x v" and "--x=v".
 TEST(Config, CommandLine) {
   Config c = ParseOk({"--database-url=" + std::string(kUrl), "--listen", "127.0.0.1", "--port", "0", "--threads", "3",
@@ -379,7 +406,8 @@ TEST(Config, Help) {
                      "admin-listen"}},
       {"PostgreSQL", {"database-url", "writers", "batch-limit", "queue-limit", "queue-wait", "request-timeout"}},
       {"Filter", {"capacity", "fp-target", "window", "retention", "shards", "filter", "recent-keys"}},
-      {"Acknowledgement", {"ack", "flush-interval", "journal", "journal-dir", "journal-max-bytes", "follow", "follow-max-lag"}},
+      {"Acknowledgement", {"ack", "flush-interval", "journal", "journal-dir", "journal-max-bytes", "follow", "follow-max-lag",
+                           "max-commit-lag"}},
       {"Security", {"tls-cert", "tls-key", "admin-tls", "tls-client-ca", "tls-crl", "tls-client-routes", "tokens-file", "rate-limit", "rate-burst", "cors-origins", "allowed-hosts",
                     "proxy-protocol-from", "insecure", "digest-secret-file"}},
       {"Operations", {"access-log", "help", "version"}},

@@ -6,7 +6,9 @@
 // - a follower whose connection the server terminates (pg_terminate_backend) reconnects by itself, reads again
 //   what committed meanwhile, and those keys are duplicates too;
 // - a follower that cannot keep within --follow-max-lag leaves the filter's "definitely new" untrusted: new keys
-//   are decided in PostgreSQL (counted as fallbacks) and are still answered new exactly once.
+//   are decided in PostgreSQL (counted as fallbacks) and are still answered new exactly once;
+// - --max-commit-lag: while a key A answered new waits for its commit (its row is locked by another transaction)
+//   longer than the bound, A's new keys are decided in PostgreSQL; once it commits, the filter answers again.
 #include <stdlib.h>
 
 #include <chrono>
@@ -199,6 +201,55 @@ TEST(ServiceFollow, StaleFollowerSendsNewKeysToPostgreSQL) {
   const HttpResponse metrics = c.Get("/metrics");
   EXPECT_GT(MetricValue(metrics.body, "scangate_follower_fallbacks_total").value_or(0), 0.0)
       << metrics.body.substr(0, 2000);
+  EXPECT_EQ(a.Stop(), 0);
+}
+
+// The Store writer a key's write-behind row and exact insert go to (server: first four digest bytes, little
+// endian, modulo --writers): with 2 writers, the low bit of the digest's first byte.
+int WriterOf(const std::string& key) { return std::stoi(Sha256Hex(key).substr(0, 2), nullptr, 16) & 1; }
+
+TEST(ServiceFollow, CommitLagPastTheBoundSendsNewKeysToPostgreSQL) {
+  const std::string dir = TempDir("follow-commit-lag");
+  ScangateProcess a(FilterFlags(dir + "/a", {"--max-commit-lag=100ms", "--writers=2"}));
+  ASSERT_TRUE(a.Start());
+  HttpClient c(a.port());
+  ASSERT_TRUE(WaitFresh(c));
+  Pg pg;
+  const std::string held = UniqueKey("follow-lag-held");
+  RowBlocker blocker({held});
+  const HttpResponse first = c.Post("/observe", ObserveBody(held));
+  ASSERT_EQ(first.status, 201) << first;
+  EXPECT_EQ(first.json().at("via"), "filter") << first;
+  ASSERT_TRUE(pg.WaitForLockWaiter()) << "the key's write-behind row never reached the locked row";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past the bound
+  std::vector<std::string> others;  // keys of the other writer, which is not stuck behind the lock
+  while (others.size() < 20) {
+    std::string k = UniqueKey("follow-lag");
+    if (WriterOf(k) != WriterOf(held)) others.push_back(std::move(k));
+  }
+  // Decided in PostgreSQL, not journalled (their answer's "via" says "filter" either way: the filter said new).
+  auto journalled = [&c] { return MetricValue(c.Get("/metrics").body, "scangate_journal_records_total").value_or(-1); };
+  const double before = journalled();
+  for (const auto& k : others) {
+    const HttpResponse r = c.Post("/observe", ObserveBody(k));
+    EXPECT_EQ(r.status, 201) << r;
+  }
+  EXPECT_EQ(journalled(), before) << "a key was answered new from the journal while a key waited past the bound";
+  EXPECT_GE(MetricValue(c.Get("/metrics").body, "scangate_commit_lag_fallbacks_total").value_or(0), 20.0);
+  EXPECT_EQ(pg.CountDigests([&] {
+              std::vector<std::string> hexes;
+              for (const auto& k : others) hexes.push_back(Sha256Hex(k));
+              return hexes;
+            }()),
+            20)
+      << "their rows are committed before their answer";
+  blocker.Release();
+  ASSERT_TRUE(WaitDrained(c));
+  const HttpResponse after = c.Post("/observe", ObserveBody(UniqueKey("follow-lag-after")));
+  EXPECT_EQ(after.status, 201) << after;
+  EXPECT_EQ(journalled(), before + 1) << "the journal did not answer again once the backlog committed";
+  for (const auto& k : others) EXPECT_EQ(c.Post("/observe", ObserveBody(k)).status, 200);
+  EXPECT_EQ(c.Post("/observe", ObserveBody(held)).status, 200);
   EXPECT_EQ(a.Stop(), 0);
 }
 

@@ -143,7 +143,7 @@ TEST(ServiceIdempotency, FilterModeRetryIsReplayedThroughPostgreSQL) {
 TEST(ServiceIdempotency, FilterModeRetryAfterKillNineIsReplayedFromTheJournal) {
   const std::string dir = TempDir("idem-journal-kill");
   const std::vector<std::string> args = {"--ack=filter", "--capacity=1000000", "--journal-dir=" + dir + "/j",
-                                         "--flush-interval=1s"};  // the rows wait in the journal
+                                         "--flush-interval=1s", "--max-commit-lag=0"};  // the rows wait in the journal
   std::vector<std::string> keys, idems;
   for (int i = 0; i < 50; ++i) {
     keys.push_back(UniqueKey("idem-jkill"));

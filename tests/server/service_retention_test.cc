@@ -523,7 +523,7 @@ TEST(RetentionJournal, ReplaySkipsExpiredRecords) {
   Pg pg;
   {
     ScangateProcess first({"--ack=filter", "--capacity=1000000", "--retention=8s", "--flush-interval=10s",
-                           "--journal-dir=" + dir + "/j"});
+                           "--max-commit-lag=0", "--journal-dir=" + dir + "/j"});  // rows held in the journal
     ASSERT_TRUE(first.Start());
     HttpClient c(first.port());
     std::int64_t expired_oldest_us = 0;

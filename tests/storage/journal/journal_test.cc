@@ -153,6 +153,32 @@ TEST_F(JournalFiles, RequestRecordsRoundTripBesideRecordsWithout) {
   }
 }
 
+// oldest_uncommitted_us: the time of the lowest-LSN record not yet Applied (0 with none) — after appends, after
+// Applied of the oldest (the next one's), of one in the middle (unchanged), of all (0), and after a reopen (the
+// recovered records are uncommitted again).
+TEST_F(JournalFiles, OldestUncommittedFollowsApplied) {
+  {
+    Journal j(Options());
+    EXPECT_EQ(j.oldest_uncommitted_us(), 0);
+    j.Start();
+    Write(j, 0, 4);
+    ASSERT_EQ(sink.durable.size(), 4u);
+    EXPECT_EQ(j.oldest_uncommitted_us(), Rec(0).time_us);
+    j.Applied(sink.durable[0].lsn);
+    EXPECT_EQ(j.oldest_uncommitted_us(), Rec(1).time_us);
+    j.Applied(sink.durable[2].lsn);
+    EXPECT_EQ(j.oldest_uncommitted_us(), Rec(1).time_us);
+    j.Applied(sink.durable[1].lsn);
+    EXPECT_EQ(j.oldest_uncommitted_us(), Rec(3).time_us);
+  }
+  Journal j(Options());
+  EXPECT_EQ(j.oldest_uncommitted_us(), Rec(3).time_us) << "the recovered record is uncommitted";
+  const auto recovered = j.TakeRecovered();
+  ASSERT_EQ(recovered.size(), 1u);
+  j.Applied(recovered[0].lsn);
+  EXPECT_EQ(j.oldest_uncommitted_us(), 0);
+}
+
 // Pre-zeroed segments: after the first rotation the active segment is a zero-filled file of segment_bytes
 // (the spare), records overwrite its zeros, and a copy of the directory taken while running (a crash image:
 // nothing truncated) recovers every durable record, the zero tails read as clean ends (the last segment's,

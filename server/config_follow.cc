@@ -1,0 +1,32 @@
+// The follower's two bounds (issue 32, server/config.h ParseFollowLags): how stale a follower may be before its
+// filter's definitely-new stops being a verdict (--follow-max-lag), and how long a key this instance answered
+// `new` may wait for its commit — the time other instances cannot know it — before new keys are decided in
+// PostgreSQL (--max-commit-lag).
+#include <chrono>
+#include <string>
+#include <string_view>
+
+#include "server/config.h"
+
+namespace scangate::server {
+namespace {
+constexpr auto kMinLag = std::chrono::milliseconds(10);
+constexpr auto kMaxLag = std::chrono::seconds(60);
+
+std::chrono::milliseconds ParseLag(std::string_view text, const char* option, bool zero_allowed) {
+  if (zero_allowed && text == "0") return std::chrono::milliseconds(0);
+  const auto d = ParseDuration(text, {"ms", "s"}, option);
+  if ((d == std::chrono::nanoseconds(0) && zero_allowed) || (d >= kMinLag && d <= kMaxLag)) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d);
+  }
+  throw ConfigError("--" + std::string(option) + ": must be in " + (zero_allowed ? "0 or " : "") + "10ms..60s, got '" +
+                    std::string(text) + "'");
+}
+}  // namespace
+
+void ParseFollowLags(std::string_view max_lag, std::string_view max_commit_lag, Config& c) {
+  c.follow_max_lag = ParseLag(max_lag, "follow-max-lag", false);
+  c.max_commit_lag = ParseLag(max_commit_lag, "max-commit-lag", true);
+}
+
+}  // namespace scangate::server
