@@ -2,6 +2,7 @@
 # bench/follow/run.sh — the follower's window and lag (issue 32), two --ack=filter instances on one throwaway
 # PostgreSQL: bench/follow/window.py idle, then again while wrk loads instance A with all-new keys (256
 # connections, BENCH_LOAD_S seconds). Prints window.py's lines for both. Needs build/release/server/scangate.
+# BENCH_MAX_COMMIT_LAG: both instances' --max-commit-lag (default 1s; 0 = unbounded, the behaviour before it).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${SCANGATE_BIN:-$root/build/release/server/scangate}
@@ -21,7 +22,8 @@ bash "$root/scripts/pg.sh" start "$dir/pg" "$pg_port"
 url=$(bash "$root/scripts/pg.sh" url "$dir/pg" "$pg_port")
 for who in a b; do
   p=$a_port; [[ $who == b ]] && p=$b_port
-  "$bin" --port "$p" --threads 2 --database-url "$url" --ack filter --journal-dir "$dir/j-$who" >"$dir/$who.log" 2>&1 &
+  "$bin" --port "$p" --threads 2 --database-url "$url" --ack filter --journal-dir "$dir/j-$who" \
+    --max-commit-lag "${BENCH_MAX_COMMIT_LAG:-1s}" >"$dir/$who.log" 2>&1 &
   pids+=($!)
 done
 for p in $a_port $b_port; do
@@ -37,3 +39,11 @@ sleep 2
 python3 "$root/bench/follow/window.py" "$a_port" "$b_port" "${BENCH_KEYS:-100}"
 wait "$wrk_pid" || true
 grep '^BENCH_SUMMARY' "$dir/wrk.log" | sed 's/^/wrk: /'
+# A's side of the window: its new keys decided in PostgreSQL because its journal's oldest uncommitted record was
+# older than --max-commit-lag, and its journal records (the fast path).
+curl -fs "127.0.0.1:$a_port/stats" | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+print("A: journal records %d, commit_lag_fallbacks %d, follower fallbacks %d" % (
+    s["journal"]["records"], s["follower"]["commit_lag_fallbacks"], s["follower"]["fallbacks"]))'
+

@@ -22,6 +22,11 @@ constexpr const char* kPublication = "scangate_follow";  // sql/009
 // the thread goes on trying and reloads the window once the slot exists.
 constexpr auto kStartWait = std::chrono::seconds(2);
 constexpr auto kPollSlice = std::chrono::milliseconds(10);  // the stream's poll timeout: bounds Stop()'s wait
+// After a round that read messages, the stream is left to gather for this long before the next read: the walsender
+// sends one message per change, and a reader woken for each pays a poll + recv + wakeup per key (measured: the
+// idle peer's follower took ~2 µs of CPU per key at 55 k keys/s; bench/RESULTS.md "Issue 32"). Adds at most this
+// to the lag.
+constexpr auto kGather = std::chrono::milliseconds(5);
 
 std::int64_t SteadyNs(std::chrono::steady_clock::time_point t) { return t.time_since_epoch().count(); }
 std::int64_t UnixUs() {
@@ -264,26 +269,34 @@ void Follower::Stream(Connections& c) {
     if (::poll(&pfd, 1, static_cast<int>(std::max<std::int64_t>(wait.count(), 0))) < 0 && errno != EINTR) {
       throw FollowError("poll failed");
     }
-    if (PQconsumeInput(c.repl.get()) != 1) throw FollowError("stream: " + ErrorSummary(PQerrorMessage(c.repl.get())));
-    for (;;) {
-      char* buf = nullptr;
-      const int n = PQgetCopyData(c.repl.get(), &buf, /*async=*/1);
-      if (n == 0) break;
-      if (n < 0) throw FollowError("stream ended: " + ErrorSummary(PQerrorMessage(c.repl.get())));
-      const std::string_view msg(buf, static_cast<std::size_t>(n));
-      std::optional<std::string> bad = reader.Read(msg, ev);
-      PQfreemem(buf);
-      if (bad) throw FollowError("stream: " + *bad);
-      if (ev.kind == StreamEvent::Kind::kCommit) {
-        if (!ev.digests.empty()) {
-          apply_(ev.digests);
-          keys_.fetch_add(ev.digests.size());
+    // Everything the socket holds is read before the gathering pause: one PQconsumeInput reads at most what
+    // libpq's buffer takes, so it is called again while it yields messages (bounded: the probes go on).
+    bool read_any = false;
+    bool more = true;
+    for (int round = 0; more && round < 64; ++round) {
+      if (PQconsumeInput(c.repl.get()) != 1) throw FollowError("stream: " + ErrorSummary(PQerrorMessage(c.repl.get())));
+      more = false;
+      for (;;) {
+        char* buf = nullptr;
+        const int n = PQgetCopyData(c.repl.get(), &buf, /*async=*/1);
+        if (n == 0) break;
+        read_any = more = true;
+        if (n < 0) throw FollowError("stream ended: " + ErrorSummary(PQerrorMessage(c.repl.get())));
+        const std::string_view msg(buf, static_cast<std::size_t>(n));
+        std::optional<std::string> bad = reader.Read(msg, ev);
+        PQfreemem(buf);
+        if (bad) throw FollowError("stream: " + *bad);
+        if (ev.kind == StreamEvent::Kind::kCommit) {
+          if (!ev.digests.empty()) {
+            apply_(ev.digests);
+            keys_.fetch_add(ev.digests.size());
+          }
+          transactions_.fetch_add(1);
+          progress = std::max(progress, ev.lsn);
+        } else if (ev.kind == StreamEvent::Kind::kKeepalive) {
+          progress = std::max(progress, ev.lsn);
+          if (ev.reply_requested) send(StandbyStatusUpdate(progress, UnixUs(), false));
         }
-        transactions_.fetch_add(1);
-        progress = std::max(progress, ev.lsn);
-      } else if (ev.kind == StreamEvent::Kind::kKeepalive) {
-        progress = std::max(progress, ev.lsn);
-        if (ev.reply_requested) send(StandbyStatusUpdate(progress, UnixUs(), false));
       }
     }
     while (!probes.empty() && progress >= probes.front().lsn) {
@@ -291,6 +304,7 @@ void Follower::Stream(Connections& c) {
       fresh_as_of_ns_.store(probes.front().taken_ns, std::memory_order_relaxed);
       probes.pop_front();
     }
+    if (read_any) std::this_thread::sleep_for(kGather);
   }
   connected_.store(false);
   if (retarget_.load()) throw FollowError("the partition moved: reconnecting to its new server");
