@@ -24,6 +24,7 @@
 #include <set>
 #include <sstream>
 
+#include "follower_check.h"
 #include "ha_load.h"
 
 namespace scangate::ha {
@@ -147,55 +148,6 @@ std::array<std::uint64_t, 4> SendOnce(const std::vector<std::string>& keys, std:
   return {n201.load(), n200.load(), other.load(), replayed.load()};
 }
 
-// /stats of the instance at `port`, parsed ({} when it does not answer).
-boost::json::object Stats(std::uint16_t port) {
-  try {
-    it::HttpClient c(port);
-    const auto r = c.Get("/stats");
-    if (r.status == 200) return boost::json::parse(r.body).as_object();
-  } catch (const std::exception&) {
-  }
-  return {};
-}
-
-// Every instance at `ports` has committed its journal (backlog 0) and every follower of it is connected and fresh:
-// what each of them answered `new` is in PostgreSQL and known to the others. Waits up to `timeout`.
-bool WaitSettled(const std::vector<std::uint16_t>& ports, std::chrono::seconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    bool settled = true;
-    for (const std::uint16_t port : ports) {
-      const boost::json::object o = Stats(port);
-      if (o.empty() || !o.contains("journal") || o.at("journal").at("backlog").to_number<std::int64_t>() != 0) {
-        settled = false;
-        break;
-      }
-      for (const auto& db : o.at("follower").at("databases").as_array()) {
-        if (!db.at("fresh").as_bool()) settled = false;
-      }
-    }
-    if (settled) {
-      std::this_thread::sleep_for(200ms);  // past the followers' probe of the last commits
-      return true;
-    }
-    std::this_thread::sleep_for(100ms);
-  }
-  return false;
-}
-
-// "fallbacks F, reconnects R, reloads L" of the followers of the instance at `port`.
-std::string FollowerLine(std::uint16_t port) {
-  const boost::json::object o = Stats(port);
-  if (o.empty()) return "no /stats";
-  std::int64_t reconnects = 0, reloads = 0;
-  for (const auto& db : o.at("follower").at("databases").as_array()) {
-    reconnects += db.at("reconnects").to_number<std::int64_t>();
-    reloads += db.at("reloads").to_number<std::int64_t>();
-  }
-  return "fallbacks " + std::to_string(o.at("follower").at("fallbacks").to_number<std::int64_t>()) + ", reconnects " +
-         std::to_string(reconnects) + ", reloads " + std::to_string(reloads);
-}
-
 enum class Leader { kSame, kOther };  // who is primary once answers flow again
 
 struct Scenario {
@@ -222,33 +174,11 @@ void CheckLedger(const std::string& name, const Ledger& ledger, std::size_t left
   EXPECT_EQ(left, 0u) << "retransmissions did not all get a verdict";
 }
 
-// After a followers scenario: once both instances have committed their journals and their followers are
-// fresh, every answered key is sent to both instances and recorded (instances 1 and 2): the one its traffic went
-// to answers from its own record, the other from what its follower learned through the disruption — a `new`
-// at either is a key new twice in the ledger.
+// After a followers scenario: every answered key sent to both instances (follower_check.h); a `new` at either is
+// a key new twice in the ledger.
 void CrossCheck(const std::string& name, Ledger& ledger, const std::vector<std::uint16_t>& ports) {
   EXPECT_TRUE(WaitSettled(ports, 120s)) << "journals not committed or followers not fresh after " << name;
-  const std::vector<std::string> keys = ledger.AnsweredKeys();
-  std::atomic<std::uint64_t> fresh_answers{0};
-  std::vector<std::thread> ts;
-  constexpr int kThreads = 8;
-  for (int t = 0; t < kThreads; ++t) {
-    ts.emplace_back([&, t] {
-      for (std::size_t p = 0; p < ports.size(); ++p) {
-        it::HttpClient c(ports[p]);
-        for (std::size_t i = static_cast<std::size_t>(t); i < keys.size(); i += kThreads) {
-          const auto start = Clock::now();
-          const auto r = c.Post("/observe", it::ObserveBody(keys[i]));
-          ledger.Record(keys[i], &r, start, Clock::now(), static_cast<int>(p) + 1);
-          if (r.status == 201) ++fresh_answers;
-        }
-      }
-    });
-  }
-  for (auto& t : ts) t.join();
-  Report(name + ": afterwards " + std::to_string(keys.size()) + " answered keys sent to both instances: " +
-         std::to_string(fresh_answers.load()) + " answered new (each a key new twice); followers: A " +
-         FollowerLine(ports[0]) + "; B " + FollowerLine(ports[1]));
+  Report(name + ": afterwards " + SendAnsweredToAll(ledger, ports));
 }
 
 void RunScenario(const Scenario& s) {

@@ -8,8 +8,9 @@
 // 4..7, & (P - 1)), no key new twice, no false duplicate; then in SQL: no row on a partition its
 // scangate_partition_hash does not name, no digest on two partitions, and the rows added equal the keys that
 // got a verdict. --ack=commit sends a key's repeats to either instance (PostgreSQL decides); --ack=filter
-// routes by key, as the README requires (each instance trusts its own filter: an unrouted pair answers new
-// twice by design, see "Several instances behind a load balancer").
+// routes by key, as the README requires (the window before a key's commit: "Several instances behind a load
+// balancer"); afterwards every answered key is sent to both instances, whose followers (one per partition) must
+// know it.
 //
 // KillOnePartitionServer SIGKILLs the postmaster of partition server 1 mid-run: only keys of the partitions
 // it hosts may get 503s (unavailable / outcome-unknown, with Retry-After); keys of the other partitions keep
@@ -28,6 +29,7 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "follower_check.h"
 #include "ha_load.h"
 
 namespace scangate::partitions {
@@ -297,7 +299,7 @@ class PartitionFault : public ::testing::TestWithParam<std::string> {
 
   // Drains the retransmissions, lets --ack=filter's journals reach the partitions, stops both instances and
   // checks the ledger and the placement of every row.
-  void DrainAndCheck(const std::string& name, const std::vector<ha::HaLoad*>& loads, const Ledger& ledger,
+  void DrainAndCheck(const std::string& name, const std::vector<ha::HaLoad*>& loads, Ledger& ledger,
                      Clock::time_point started) {
     std::size_t left = 0;
     std::uint64_t requests = 0, verdicts = 0;
@@ -318,6 +320,12 @@ class PartitionFault : public ::testing::TestWithParam<std::string> {
       Report(name + ": journal backlog 0 on both instances " +
              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - from).count()) +
              " ms after the drain");
+      // Issue 32: one follower per partition in each instance. Once all are fresh, every answered key goes to
+      // both instances (recorded): the one that does not own it answers from what its followers learned.
+      EXPECT_TRUE(ha::WaitSettled(Ports(), kBacklogBound)) << "a partition's follower did not become fresh";
+      std::uint64_t twice = 0;
+      Report(name + ": afterwards " + ha::SendAnsweredToAll(ledger, Ports(), &twice));
+      EXPECT_EQ(twice, 0u) << "a key was answered new again at the instance that does not own it";
     }
     for (auto& s : sg_) EXPECT_EQ(s->Stop(), 0);
 
