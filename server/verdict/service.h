@@ -147,6 +147,12 @@ class Service {
                    const std::string& source);
   // The Store's outcome of key i, on the call's thread.
   void OnStored(Call& call, std::size_t i, const storage::Result& r) const;
+  // --max-commit-lag: the journal's oldest record not yet in PostgreSQL is older than the bound at `now_us`
+  // (always false when the bound is 0, i.e. unbounded or not following with the journal).
+  bool CommitLagPastBound(std::int64_t now_us) const;
+  // Idempotency-Key: `v` answers a retry of the request that recorded its key — `new` again, marked replayed
+  // (counted). Decide (from the row) and OnJournal (from the journal's record) share it.
+  static void Replay(Verdict& v, ThreadCounters& counters);
   // Verdict of a committed Store outcome (counts false positives and stale negatives).
   // --keys=gs1: a duplicate whose `scan` attributes contradict the recorded ones carries the mismatch (counted,
   // logged with the digest only).
@@ -184,10 +190,12 @@ class Service {
 
   // Journal hooks (service_journal.cc), called by DecideProbed under the digest's stripe lock in ack=filter.
   // JournalKnown: the digest is journalled and not yet in PostgreSQL -> key i is a "duplicate" (now, or once
-  // its record is durable; a replayed "new" when the record holds key i's request record): kAnswered; a durable record older than the horizon: kExpired (the caller takes
-  // the exact path, behind the record's row); not pending: kAbsent. JournalNew: journals a definitely-new digest first seen at `time_us` (with key i's request record);
-  // key i is "new" once durable, when the digest also enters the recent set with that time; false (nothing
-  // recorded, key i untouched) when the journal refused it for being unusable: the caller takes the exact path.
+  // its record is durable; a replayed "new" when the record holds key i's request record): kAnswered; a durable
+  // record older than the horizon: kExpired (the caller takes the exact path, behind the record's row); not
+  // pending: kAbsent. JournalNew: journals a definitely-new digest first seen at `time_us` (with key i's request
+  // record); key i is "new" once durable, when the digest also enters the recent set with that time; false
+  // (nothing recorded, key i untouched) when the journal refused it for being unusable: the caller takes the
+  // exact path.
   enum class Journalled : std::uint8_t { kAbsent, kAnswered, kExpired };
   Journalled JournalKnown(const CallPtr& call, std::size_t i, const Digest& d);
   bool JournalNew(const CallPtr& call, std::size_t i, const Digest& d, const std::string& source,

@@ -102,9 +102,7 @@ void Service::OnJournal(Call& call, std::size_t i, bool is_new, storage::Journal
   e.in_journal = false;
   if (fate != storage::JournalFate::kDurable) return call.Fail(JournalProblem(fate));
   if (e.verdict.replayed) {  // a retry of the request whose record this is (JournalKnown): its verdict again
-    e.verdict.is_new = true;
-    e.verdict.via_filter = false;
-    call.counters.idempotent_replays.Inc();
+    Replay(e.verdict, call.counters);
     return call.Finish();
   }
   e.verdict.is_new = is_new;

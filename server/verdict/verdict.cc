@@ -167,12 +167,9 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
     // commits it; while the oldest such key has waited longer than the bound (PostgreSQL behind this instance's
     // rate), new keys are decided in PostgreSQL — which adds nothing to the journal's backlog — until it is
     // younger. So the cross-instance window stays bounded under any load.
-    if (max_commit_lag_us_ > 0) {
-      const std::int64_t oldest = journal_->oldest_uncommitted_us();
-      if (oldest != 0 && now_us - oldest > max_commit_lag_us_) {
-        call->counters.commit_lag_fallbacks.Inc();
-        return ExactPath(call, i, route, d, source);
-      }
+    if (CommitLagPastBound(now_us)) {
+      call->counters.commit_lag_fallbacks.Inc();
+      return ExactPath(call, i, route, d, source);
     }
     if (journal_ != nullptr) {
       if (journal_->usable() && JournalNew(call, i, d, source, now_us, e.attrs.request)) return;
@@ -249,6 +246,19 @@ void Service::OnStored(Call& call, std::size_t i, const storage::Result& r) cons
   call.Finish();
 }
 
+bool Service::CommitLagPastBound(std::int64_t now_us) const {
+  if (max_commit_lag_us_ == 0) return false;  // unbounded, or not following with the journal (no journal_)
+  const std::int64_t oldest = journal_->oldest_uncommitted_us();
+  return oldest != 0 && now_us - oldest > max_commit_lag_us_;
+}
+
+void Service::Replay(Verdict& v, ThreadCounters& counters) {
+  v.is_new = true;
+  v.via_filter = false;
+  v.replayed = true;
+  counters.idempotent_replays.Inc();
+}
+
 void Service::Decide(const Probed& p, const storage::PackAttrs& scan, const storage::Result& r,
                      ThreadCounters& counters, Verdict& v) const {
   const bool filter_said_new = p.filter_said_new();
@@ -260,10 +270,7 @@ void Service::Decide(const Probed& p, const storage::PackAttrs& scan, const stor
   } else if (scan.request && r.recorded.request == scan.request) {
     // The row holds this request's idempotency record: a retry of the request that recorded the key (its first
     // answer lost), answered as that one was.
-    v.is_new = true;
-    v.via_filter = false;
-    v.replayed = true;
-    counters.idempotent_replays.Inc();
+    Replay(v, counters);
   } else {
     v.is_new = false;
     v.via_filter = false;
