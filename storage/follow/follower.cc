@@ -250,6 +250,32 @@ void Follower::Stream(Connections& c) {
       throw FollowError("status update: " + ErrorSummary(PQerrorMessage(c.repl.get())));
     }
   };
+  // Applies every complete message libpq holds; whether there was any.
+  const auto read_buffered = [&] {
+    bool any = false;
+    for (;;) {
+      char* buf = nullptr;
+      const int n = PQgetCopyData(c.repl.get(), &buf, /*async=*/1);
+      if (n == 0) return any;
+      if (n < 0) throw FollowError("stream ended: " + ErrorSummary(PQerrorMessage(c.repl.get())));
+      any = true;
+      const std::string_view msg(buf, static_cast<std::size_t>(n));
+      std::optional<std::string> bad = reader.Read(msg, ev);
+      PQfreemem(buf);
+      if (bad) throw FollowError("stream: " + *bad);
+      if (ev.kind == StreamEvent::Kind::kCommit) {
+        if (!ev.digests.empty()) {
+          apply_(ev.digests);
+          keys_.fetch_add(ev.digests.size());
+        }
+        transactions_.fetch_add(1);
+        progress = std::max(progress, ev.lsn);
+      } else if (ev.kind == StreamEvent::Kind::kKeepalive) {
+        progress = std::max(progress, ev.lsn);
+        if (ev.reply_requested) send(StandbyStatusUpdate(progress, UnixUs(), false));
+      }
+    }
+  };
   while (!stop_.load() && !retarget_.load()) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_probe) {
@@ -272,32 +298,10 @@ void Follower::Stream(Connections& c) {
     // Everything the socket holds is read before the gathering pause: one PQconsumeInput reads at most what
     // libpq's buffer takes, so it is called again while it yields messages (bounded: the probes go on).
     bool read_any = false;
-    bool more = true;
-    for (int round = 0; more && round < 64; ++round) {
+    for (int round = 0; round < 64; ++round) {
       if (PQconsumeInput(c.repl.get()) != 1) throw FollowError("stream: " + ErrorSummary(PQerrorMessage(c.repl.get())));
-      more = false;
-      for (;;) {
-        char* buf = nullptr;
-        const int n = PQgetCopyData(c.repl.get(), &buf, /*async=*/1);
-        if (n == 0) break;
-        read_any = more = true;
-        if (n < 0) throw FollowError("stream ended: " + ErrorSummary(PQerrorMessage(c.repl.get())));
-        const std::string_view msg(buf, static_cast<std::size_t>(n));
-        std::optional<std::string> bad = reader.Read(msg, ev);
-        PQfreemem(buf);
-        if (bad) throw FollowError("stream: " + *bad);
-        if (ev.kind == StreamEvent::Kind::kCommit) {
-          if (!ev.digests.empty()) {
-            apply_(ev.digests);
-            keys_.fetch_add(ev.digests.size());
-          }
-          transactions_.fetch_add(1);
-          progress = std::max(progress, ev.lsn);
-        } else if (ev.kind == StreamEvent::Kind::kKeepalive) {
-          progress = std::max(progress, ev.lsn);
-          if (ev.reply_requested) send(StandbyStatusUpdate(progress, UnixUs(), false));
-        }
-      }
+      if (!read_buffered()) break;
+      read_any = true;
     }
     while (!probes.empty() && progress >= probes.front().lsn) {
       // relaxed: the stamp is the datum; the filter's bits were set (seq_cst) before it.
