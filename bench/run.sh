@@ -27,7 +27,10 @@
 #                              filteroff = ack=filter --filter=off (journal on; every key takes the exact path),
 #                              filternj = ack=filter --journal=off (the in-memory write-behind); not in the default
 #                              set: commitidem / filteridem = commit / filter with an Idempotency-Key on every
-#                              request (wrk's BENCH_IDEMPOTENCY=1, issue 34); filternf = filter --follow=off (issue 32)
+#                              request (wrk's BENCH_IDEMPOTENCY=1, issue 34); filternf = filter --follow=off (issue 32);
+#                              filterpoll = filter --follow=poll (its peer too); filternx = filternf on the schema
+#                              without sql/010's commit_xid index and default (dropped for the cell, then put back:
+#                              the write path's cost of the polling design)
 #   BENCH_PEER (0)             1 = every ack=filter cell also runs an idle second scangate on the same database
 #                              (its own journal; its follower decodes the measured one's writes), as two instances
 #                              behind a balancer would: its CPU is in the cell's "other" column
@@ -205,7 +208,17 @@ prefill_wal() {
 }
 recycle_wal() { sql postgres "CHECKPOINT" >/dev/null || log "WARNING: CHECKPOINT failed"; }
 
-is_scangate() { [[ $1 == commit || $1 == filter || $1 == filternj || $1 == nofilter || $1 == filteroff || $1 == *idem || $1 == filternf ]]; }
+is_scangate() { [[ $1 == commit || $1 == filter* || $1 == nofilter || $1 == *idem ]]; }
+# filternx's schema: without the polling follower's index and stamp (sql/010), and back (an empty table: both quick).
+drop_commit_xid() {
+  sql scangate "DROP INDEX IF EXISTS scan_keys_commit_xid; ALTER TABLE scan_keys ALTER COLUMN commit_xid DROP DEFAULT" \
+    >/dev/null || log "WARNING: dropping the commit_xid index failed"
+}
+restore_commit_xid() {
+  sql scangate "ALTER TABLE scan_keys ALTER COLUMN commit_xid SET DEFAULT pg_current_xact_id();
+    CREATE INDEX IF NOT EXISTS scan_keys_commit_xid ON scan_keys (commit_xid) WHERE commit_xid IS NOT NULL" \
+    >/dev/null || log "WARNING: restoring the commit_xid index failed"
+}
 PEER_PID=""
 WRK_IDEM=0  # 1 while measuring a *idem system: wrk sends an Idempotency-Key with every request
 
@@ -224,16 +237,19 @@ start_server() {
       --journal-dir "$OUT/journal" $SG_EXTRA ;;
     filternj) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter on \
       --journal off $SG_EXTRA ;;
-    filternf) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter on \
+    filternf | filternx) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter on \
       --journal-dir "$OUT/journal" --follow off $SG_EXTRA ;;
+    filterpoll) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter on \
+      --journal-dir "$OUT/journal" --follow poll $SG_EXTRA ;;
     nofilter) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack commit --filter off $SG_EXTRA ;;
     filteroff) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter off \
       --journal-dir "$OUT/journal" $SG_EXTRA ;;
   esac >"$SRV_LOG" 2>&1 &
   SRV_PID=$!
-  if [[ ${BENCH_PEER:-0} == 1 && ( $sys == filter || $sys == filternf || $sys == filteridem ) ]]; then
+  if [[ ${BENCH_PEER:-0} == 1 && ( $sys == filter || $sys == filternf || $sys == filternx || $sys == filterpoll || $sys == filteridem ) ]]; then
     local follow=on
-    [[ $sys == filternf ]] && follow=off
+    [[ $sys == filternf || $sys == filternx ]] && follow=off
+    [[ $sys == filterpoll ]] && follow=poll
     "$SCANGATE_BIN" --port "$(free_port)" --threads 1 --database-url "$SG_URL" --ack filter --filter on \
       --journal-dir "$OUT/journal-peer" --follow "$follow" $SG_EXTRA >"$OUT/logs/$name.peer.log" 2>&1 &
     PEER_PID=$!
@@ -368,11 +384,14 @@ if ! skipped matrix; then
           name="$sys-r$rep-c$conns-n$iter"
           log "cell $name"
           truncate_keys "$(db_of "$sys")"
+          [[ $sys == filternx ]] && drop_commit_xid
           recycle_wal
           if start_server "$sys" "$name"; then
             measure "$sys" "$conns" "$rep" "$name" "$iter"
             stop_server
+            [[ $sys == filternx ]] && restore_commit_xid
           else
+            [[ $sys == filternx ]] && restore_commit_xid
             printf '%s\t%s\t%s\tFAILED\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t%s\n' "$sys" "$rep" "$conns" "$iter" >>"$TSV"
           fi
         done
@@ -512,6 +531,8 @@ label() {
     commitidem) echo "scangate ack=commit, Idempotency-Key on every request" ;;
     filteridem) echo "scangate ack=filter (journal), Idempotency-Key on every request" ;;
     filternf) echo "scangate ack=filter (journal) --follow=off" ;;
+    filterpoll) echo "scangate ack=filter (journal) --follow=poll" ;;
+    filternx) echo "scangate ack=filter (journal) --follow=off, without the commit_xid index" ;;
     *) echo "$1" ;;
   esac
 }

@@ -22,6 +22,7 @@ std::optional<int> App::StartFollowers() {
   const unsigned n = static_cast<unsigned>(store_->partitions());
   for (unsigned p = 0; p < n; ++p) {
     storage::FollowerOptions fo;
+    fo.method = config_.follow_method;
     fo.conninfo = store_->conninfo(p);
     fo.label = config_.partitioned() ? "p" + std::to_string(p) : "";
     fo.max_lag = config_.follow_max_lag;

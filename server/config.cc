@@ -191,10 +191,11 @@ po::options_description Options() {
                                         "StateDirectory=), else required")
       ("journal-max-bytes", n(d.journal_max_bytes), "journal bytes not yet committed in PostgreSQL; beyond it "
                                                     "requests wait (bounded), then 503")
-      ("follow", on_off(d.follow), "on|off (ack=filter): follow every digest committed to PostgreSQL by any "
-                                   "instance (logical decoding: wal_level=logical, a replication role), so a key "
-                                   "new at one instance is a duplicate at the others; off = this filter knows only "
-                                   "this instance's keys and its warm start")
+      ("follow", on_off(d.follow), "on|off|logical|poll (ack=filter): follow every digest committed to PostgreSQL "
+                                   "by any instance, so a key new at one instance is a duplicate at the others; "
+                                   "logical = logical decoding (wal_level=logical, a replication role), poll = a "
+                                   "query per interval (nothing to configure), on = logical; off = this filter "
+                                   "knows only this instance's keys and its warm start")
       ("follow-max-lag", s(FormatMillis(d.follow_max_lag)), "ack=filter with --follow: past this staleness the "
                                                               "filter's 'definitely new' is not trusted and "
                                                               "PostgreSQL decides; ms s, 10ms..60s")
@@ -421,8 +422,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   if (c.journal_dir.empty() && c.ack == AckMode::kFilter && c.journal) c.journal_dir = DefaultJournalDir();
   c.journal_max_bytes =
       ParseUnsigned<std::uint64_t>(str("journal-max-bytes"), "journal-max-bytes", 1u << 16, std::uint64_t{1} << 40);
-  c.follow = ParseOnOff(str("follow"), "follow");
-  ParseFollowLags(str("follow-max-lag"), str("max-commit-lag"), c);  // server/config_follow.cc
+  ParseFollow(str("follow"), str("follow-max-lag"), str("max-commit-lag"), c);  // server/config_follow.cc
   c.admin_listen = str("admin-listen");
   if (c.admin_split()) ParseAdminListen(c);
   c.admin_tls = ParseOnOff(str("admin-tls"), "admin-tls");

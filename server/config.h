@@ -18,6 +18,7 @@
 #include <boost/json/object.hpp>
 
 #include "server/http/auth.h"
+#include "storage/follow/follow_method.h"
 #include "storage/store_options.h"
 
 namespace scangate::server {
@@ -138,8 +139,10 @@ struct Config {
   std::uint64_t journal_max_bytes = 64ull << 20;  // beyond it requests wait (bounded), then 503
   // The follower (issue 32, storage/follow/follower.h; ack=filter): every digest committed to PostgreSQL — by
   // any instance — is set in this filter within about a probe interval, and a definitely-new is trusted only
-  // while that holds to within follow_max_lag (else PostgreSQL decides the key). --follow on|off.
+  // while that holds to within follow_max_lag (else PostgreSQL decides the key). --follow on|off|logical|poll
+  // (on = follow_method's default).
   bool follow = true;
+  storage::FollowMethod follow_method = storage::FollowMethod::kLogical;
   std::chrono::milliseconds follow_max_lag{1000};  // --follow-max-lag
   // --max-commit-lag (issue 32; following with the journal): while a key this instance answered `new` has waited
   // longer than this for its PostgreSQL commit (so other instances cannot know it yet), new keys are decided in
@@ -181,9 +184,10 @@ std::string RedactDatabaseUrl(std::string_view url);
 // forget keys PostgreSQL still counts as seen, and --ack=filter would answer them `new`). server/config_horizon.cc.
 void ParseHorizon(std::string_view window, bool window_given, std::string_view retention, Config& c);
 
-// Sets c.follow_max_lag (--follow-max-lag, 10ms..60s) and c.max_commit_lag (--max-commit-lag, 0 or 10ms..60s).
-// Throws ConfigError naming the option. server/config_follow.cc.
-void ParseFollowLags(std::string_view max_lag, std::string_view max_commit_lag, Config& c);
+// Sets c.follow and c.follow_method (--follow: on | off | logical | poll), c.follow_max_lag (--follow-max-lag,
+// 10ms..60s) and c.max_commit_lag (--max-commit-lag, 0 or 10ms..60s). Throws ConfigError naming the option.
+// server/config_follow.cc.
+void ParseFollow(std::string_view follow, std::string_view max_lag, std::string_view max_commit_lag, Config& c);
 
 // Sets c.keys (--keys: raw | gs1) and c.expiry_grace (--expiry-grace: a duration, s m h d, 0..2192d). Throws
 // ConfigError. server/config_horizon.cc.

@@ -64,7 +64,7 @@ boost::json::object Describe(const Config& c) {
   o["journal"] = c.ack == AckMode::kFilter ? (c.journal ? "on" : "off") : "unused";
   o["journal_dir"] = c.journal_dir;
   o["journal_max_bytes"] = c.journal_max_bytes;
-  o["follow"] = c.following() ? "on" : (c.ack == AckMode::kFilter ? "off" : "unused");
+  o["follow"] = c.following() ? storage::FollowMethodName(c.follow_method) : (c.ack == AckMode::kFilter ? "off" : "unused");
   o["follow_max_lag_ms"] = c.follow_max_lag.count();
   o["max_commit_lag_ms"] = c.max_commit_lag.count();
   return o;

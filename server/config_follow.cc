@@ -1,4 +1,4 @@
-// The follower's two bounds (issue 32, server/config.h ParseFollowLags): how stale a follower may be before its
+// The follower's settings (issue 32, server/config.h ParseFollow): whether and how it follows, how stale a follower may be before its
 // filter's definitely-new stops being a verdict (--follow-max-lag), and how long a key this instance answered
 // `new` may wait for its commit — the time other instances cannot know it — before new keys are decided in
 // PostgreSQL (--max-commit-lag).
@@ -24,7 +24,15 @@ std::chrono::milliseconds ParseLag(std::string_view text, const char* option, bo
 }
 }  // namespace
 
-void ParseFollowLags(std::string_view max_lag, std::string_view max_commit_lag, Config& c) {
+void ParseFollow(std::string_view follow, std::string_view max_lag, std::string_view max_commit_lag, Config& c) {
+  c.follow = follow != "off";
+  if (follow == "poll") {
+    c.follow_method = storage::FollowMethod::kPoll;
+  } else if (follow == "logical" || follow == "on") {
+    c.follow_method = storage::FollowMethod::kLogical;
+  } else if (follow != "off") {
+    throw ConfigError("--follow: expected on, off, logical or poll, got '" + std::string(follow) + "'");
+  }
   c.follow_max_lag = ParseLag(max_lag, "follow-max-lag", false);
   c.max_commit_lag = ParseLag(max_commit_lag, "max-commit-lag", true);
 }

@@ -1,13 +1,20 @@
 // Follower (issue 32): keeps one instance's filter in step with every digest committed to one database's
-// scan_keys by anyone — another instance, this instance's own write-behind, a restore, a batch — by logical
-// decoding: the pgoutput plugin over a replication connection, on a TEMPORARY slot (PostgreSQL drops it when the
-// connection ends: nothing to leak after a kill -9, nothing to carry through a failover), publication
-// scangate_follow (sql/009: the digest column of inserts and updates).
+// scan_keys by anyone — another instance, this instance's own write-behind, a restore, a batch. Two ways
+// (FollowMethod), measured side by side in bench/RESULTS.md "Issue 32: logical decoding or polling":
+//   logical — the pgoutput plugin over a replication connection, on a TEMPORARY slot (PostgreSQL drops it when the
+//             connection ends: nothing to leak after a kill -9, nothing to carry through a failover), publication
+//             scangate_follow (sql/009). Needs wal_level=logical and a role with REPLICATION.
+//   poll    — every probe_interval one statement reads the rows whose commit_xid (sql/010: the inserting
+//             transaction's top-level xid8) was not yet visible in the previous poll's snapshot but is in its
+//             own, and returns that snapshot for the next poll: out-of-order commits are neither missed nor read
+//             twice. Needs nothing of the operator but the migration.
 // Invariant: Fresh(now) is true only while every transaction acknowledged to its client before now - max_lag has
-// been applied: every probe_interval the follower reads pg_current_wal_flush_lsn() (time t) on a second
-// connection, and once the stream has passed that position the follower is fresh as of t. No gap: on every
-// (re)connection the slot is created before the window is read again (`reload`), so what committed before the
-// slot is in the reload's snapshot and what committed after it is in the stream (an overlap only sets bits twice).
+// been applied: logical — every probe_interval the follower reads pg_current_wal_flush_lsn() (time t) on a second
+// connection, and once the stream has passed that position the follower is fresh as of t; poll — a poll sent at
+// t reads a snapshot taken after t, in which every commit acknowledged before t is visible. No gap: on every
+// (re)connection the slot (or the first snapshot) is taken before the window is read again (`reload`), so what
+// committed before it is in the reload's snapshot and what committed after it is followed (an overlap only sets
+// bits twice).
 // Use: one per database (one per partition with --partitions), Start() once the Store is up and before the warm
 // start reads the window; the verdict logic trusts the filter's "definitely new" only while Fresh().
 #pragma once
@@ -25,20 +32,22 @@
 
 #include "core/digest.h"
 #include "core/mutex.h"
+#include "storage/follow/follow_method.h"
 #include "storage/follow/follower_stats.h"
 #include "storage/log_sink.h"
 
 namespace scangate::storage {
 
 struct FollowerOptions {
-  std::string conninfo;  // the database's connection string (URL or key=value); replication=database is added
+  FollowMethod method = FollowMethod::kLogical;
+  std::string conninfo;  // the database's connection string (URL or key=value); logical adds replication=database
   std::string label;     // the partition's ("p0"), or "" for one database: in log lines and metrics
   // The staleness past which the filter is not trusted (--follow-max-lag): a key committed elsewhere more than
   // this long ago is in the filter, or the instance decides its new keys in PostgreSQL.
   std::chrono::milliseconds max_lag{1000};
-  // How often the server's flush position is read and the stream asked to report its own (one query and one
-  // status update each). 50 ms → follower lag p99 0.05 s idle, 0.12 s under 56 k keys/s (bench/RESULTS.md
-  // "Issue 32"); the probes' own CPU cost is not measured yet.
+  // logical: how often the server's flush position is read and the stream asked to report its own (one query and
+  // one status update each). 50 ms → follower lag p99 0.05 s idle, 0.05 s under 56 k keys/s (bench/RESULTS.md
+  // "Issue 32"). poll: the interval between polls' starts (one statement each).
   std::chrono::milliseconds probe_interval{50};
   std::chrono::milliseconds reconnect_delay{500};
   std::shared_ptr<LogSink> log;  // empty: StderrLogSink()
@@ -57,10 +66,10 @@ class Follower {
   Follower(const Follower&) = delete;
   Follower& operator=(const Follower&) = delete;
 
-  // Connects and creates the slot on the calling thread (bounded by libpq's connect_timeout), then starts the
-  // follower's thread. Returns true when the slot exists (commits from now on are followed; the caller's warm
-  // start then leaves no gap); false when it could not be created: the thread retries, and reloads the window
-  // once it succeeds. Never throws. Call once.
+  // Starts the follower's thread, which connects and creates the slot (logical) or takes the first snapshot
+  // (poll), and waits for that up to 2 s. Returns true when it is in place in time (commits from now on are
+  // followed; the caller's warm start then leaves no gap); false otherwise: the thread goes on trying, and reloads
+  // the window once it succeeds. Never throws. Call once.
   bool Start();
   // Ends the thread and the connections (the slot goes with them). Idempotent. Any thread but the follower's.
   void Stop();
@@ -76,7 +85,7 @@ class Follower {
   }
   FollowerStats Stats() const;
   // After Start() returned false: the setting that stops the follower for good (wal_level below logical, a role
-  // without REPLICATION), "" when the cause may pass (a connection, a slot still waiting). Any thread.
+  // without REPLICATION, a schema without commit_xid), "" when the cause may pass (a connection, a slot still waiting). Any thread.
   std::string SetupError() const {
     MutexLock lock(&mu_);
     return setup_error_;
@@ -90,10 +99,17 @@ class Follower {
   // One connection's life: connect and create the slot (unless `c` has them), reload the window when asked,
   // stream until an error, a retarget or Stop(). Throws on errors.
   void Session(std::unique_ptr<Connections> c, bool reload);
-  // Opens both connections and the TEMPORARY slot. Throws FollowError (retried) or, for an operator's setting
-  // (wal_level, the role), std::runtime_error naming it.
+  // Opens the method's connections: logical — both connections and the TEMPORARY slot (follower_logical.cc);
+  // poll — one connection and its first snapshot (follower_poll.cc). Throws FollowError (retried) or, for an
+  // operator's setting (wal_level, the role, a schema without sql/010), std::runtime_error naming it.
   void Connect(Connections& c);
+  void ConnectLogical(Connections& c, const std::string& conninfo);
+  void ConnectPoll(Connections& c, const std::string& conninfo);
+  // Follows until an error (throws FollowError), a retarget or Stop().
   void Stream(Connections& c);
+  void StreamLogical(Connections& c);
+  void Poll(Connections& c);
+  void Up(const std::string& what);  // connected: clears the error, logs the follower's state
   void Fail(const std::string& what);
 
   FollowerOptions options_;

@@ -12,7 +12,7 @@ struct FollowerStats {
   bool fresh = false;          // Fresh() now
   double lag_seconds = -1;     // how stale the filter may be now (since the last passed probe); -1 = never fresh
   std::uint64_t keys = 0;      // digests applied to the filter (repeats included)
-  std::uint64_t transactions = 0;
+  std::uint64_t transactions = 0;  // logical: transactions decoded; poll: polls
   std::uint64_t reconnects = 0;  // connections lost or refused after the first
   std::uint64_t reloads = 0;     // windows read again after a (re)connection
   std::string error;             // the last connection error ("" while streaming)

@@ -167,6 +167,14 @@ TEST(Config, FollowAndItsBounds) {
   EXPECT_FALSE(ParseOk({"--database-url", kUrl, "--ack", "commit"}).following());
   EXPECT_FALSE(ParseOk({"--database-url", kUrl, "--ack", "filter", j, "--follow", "off"}).following());
   EXPECT_FALSE(ParseOk({"--database-url", kUrl, "--ack", "filter", j, "--filter", "off"}).following());
+  EXPECT_EQ(d.follow_method, scangate::storage::FollowMethod::kLogical);  // on = logical
+  const Config poll = ParseOk({"--database-url", kUrl, "--ack", "filter", j, "--follow", "poll"});
+  EXPECT_TRUE(poll.following());
+  EXPECT_EQ(poll.follow_method, scangate::storage::FollowMethod::kPoll);
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--ack", "filter", j, "--follow", "logical"}).follow_method,
+            scangate::storage::FollowMethod::kLogical);
+  EXPECT_NE(ParseError({"--database-url", kUrl, "--follow", "sometimes"}).find("--follow: expected on, off, logical or poll"),
+            std::string::npos);
   const Config set = ParseOk({"--database-url", kUrl, "--ack", "filter", j, "--follow-max-lag", "250ms",
                               "--max-commit-lag", "2s"});
   EXPECT_EQ(set.follow_max_lag, 250ms);

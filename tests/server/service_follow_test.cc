@@ -1,10 +1,14 @@
-// Black-box tests of the follower (issue 32, --follow with --ack=filter): two instances on one database, each with
-// its own journal, learn each other's keys —
+// Black-box tests of the follower (issue 32, --follow with --ack=filter), the first five for both methods
+// (--follow=logical and --follow=poll): two instances on one database, each with its own journal, learn each
+// other's keys —
 // - 300 keys new at A are duplicates at B a moment later, and the other way round;
 // - after a kill -9 of A (its journal drained into PostgreSQL first) its keys are duplicates at B, and A's
-//   temporary slot is gone (pg_replication_slots);
+//   follower connection — and with logical its temporary slot (pg_replication_slots) — is gone;
 // - a follower whose connection the server terminates (pg_terminate_backend) reconnects by itself, reads again
 //   what committed meanwhile, and those keys are duplicates too;
+// - transactions that commit in another order than they started (the older one held open across several polls)
+//   are both followed;
+// - a database without what the method needs (poll: sql/010's column) stops the start with the setting named;
 // - a follower that cannot keep within --follow-max-lag leaves the filter's "definitely new" untrusted: new keys
 //   are decided in PostgreSQL (counted as fallbacks) and are still answered new exactly once;
 // - --max-commit-lag: while a key A answered new waits for its commit (its row is locked by another transaction)
@@ -84,6 +88,21 @@ std::int64_t WaitSlots(Pg& pg, std::int64_t want) {
   return slots;
 }
 
+// This database's follower connections (both methods name theirs scangate-follower), once their count is `want`.
+std::int64_t WaitFollowerConnections(Pg& pg, std::int64_t want) {
+  const auto deadline = Clock::now() + kBound;
+  std::int64_t n = -1;
+  while (Clock::now() < deadline) {
+    pqxx::nontransaction tx(pg.conn());
+    n = tx.exec1("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'scangate-follower' "
+                 "AND datname = current_database()")[0]
+            .as<std::int64_t>();
+    if (n == want) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return n;
+}
+
 std::vector<std::string> Keys(int n, const char* tag) {
   std::vector<std::string> keys;
   for (int i = 0; i < n; ++i) keys.push_back(UniqueKey(tag));
@@ -97,11 +116,20 @@ std::map<int, int> ObserveAll(HttpClient& c, const std::vector<std::string>& key
   return by_status;
 }
 
+// The method under test: --follow=logical or --follow=poll.
+class ServiceFollowBy : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::vector<std::string> Flags(const std::string& journal_dir, std::vector<std::string> more = {}) const {
+    more.push_back("--follow=" + GetParam());
+    return FilterFlags(journal_dir, std::move(more));
+  }
+};
+
 // Keys committed at one instance are in the other's filter within about a probe interval (the followers are
 // fresh, so the definitely-new path is taken and still answers duplicate).
-TEST(ServiceFollow, TwoInstancesLearnEachOthersKeysBothWays) {
+TEST_P(ServiceFollowBy, TwoInstancesLearnEachOthersKeysBothWays) {
   const std::string dir = TempDir("follow-two");
-  ScangateProcess a(FilterFlags(dir + "/a")), b(FilterFlags(dir + "/b"));
+  ScangateProcess a(Flags(dir + "/a")), b(Flags(dir + "/b"));
   ASSERT_TRUE(a.Start());
   ASSERT_TRUE(b.Start());
   HttpClient ca(a.port()), cb(b.port());
@@ -128,19 +156,21 @@ TEST(ServiceFollow, TwoInstancesLearnEachOthersKeysBothWays) {
   EXPECT_EQ(b.Stop(), 0);
 }
 
-// A kill -9 of A: its committed keys stay duplicates at B, and no replication slot is left behind.
-TEST(ServiceFollow, KillNineLeavesNoSlotAndItsKeysDuplicates) {
+// A kill -9 of A: its committed keys stay duplicates at B, and neither its connection nor (logical) its
+// replication slot is left behind.
+TEST_P(ServiceFollowBy, KillNineLeavesNoSlotAndItsKeysDuplicates) {
   const std::string dir = TempDir("follow-kill");
-  ScangateProcess b(FilterFlags(dir + "/b"));
+  ScangateProcess b(Flags(dir + "/b"));
   ASSERT_TRUE(b.Start());
   HttpClient cb(b.port());
   ASSERT_TRUE(WaitFresh(cb));
   const auto keys = Keys(300, "follow-kill");
   Pg pg;
   {
-    ScangateProcess a(FilterFlags(dir + "/a"));
+    ScangateProcess a(Flags(dir + "/a"));
     ASSERT_TRUE(a.Start());
     HttpClient ca(a.port());
+    ASSERT_EQ(WaitFollowerConnections(pg, 2), 2);
     EXPECT_EQ(ObserveAll(ca, keys)[201], 300);
     ASSERT_TRUE(WaitDrained(ca));
     a.Kill();
@@ -148,17 +178,20 @@ TEST(ServiceFollow, KillNineLeavesNoSlotAndItsKeysDuplicates) {
   std::this_thread::sleep_for(std::chrono::seconds(2));
   const auto at_b = ObserveAll(cb, keys);
   EXPECT_EQ(at_b.count(201), 0u) << "a dead instance's committed keys were new again";
-  // A's temporary slot went with its connection; B's is the only one left, and none once B stopped.
-  EXPECT_EQ(WaitSlots(pg, 1), 1) << "a killed instance's slot was left behind";
+  // A's connection (and temporary slot) went with its process; B's is the only one left, and none once B stopped.
+  const std::int64_t slots = GetParam() == "logical" ? 1 : 0;
+  EXPECT_EQ(WaitFollowerConnections(pg, 1), 1) << "a killed instance's follower connection was left behind";
+  EXPECT_EQ(WaitSlots(pg, slots), slots) << "a killed instance's slot was left behind";
   EXPECT_EQ(b.Stop(), 0);
   EXPECT_EQ(WaitSlots(pg, 0), 0) << "a stopped instance's slot was left behind";
+  EXPECT_EQ(WaitFollowerConnections(pg, 0), 0);
 }
 
 // The server ends B's follower connection; A (not following) records keys meanwhile. B reconnects by itself,
 // reads the window again, and A's keys are duplicates at B.
-TEST(ServiceFollow, TerminatedFollowerReconnectsAndCatchesUpWithoutAGap) {
+TEST_P(ServiceFollowBy, TerminatedFollowerReconnectsAndCatchesUpWithoutAGap) {
   const std::string dir = TempDir("follow-term");
-  ScangateProcess a(FilterFlags(dir + "/a", {"--follow=off"})), b(FilterFlags(dir + "/b"));
+  ScangateProcess a(FilterFlags(dir + "/a", {"--follow=off"})), b(Flags(dir + "/b"));
   ASSERT_TRUE(a.Start());
   ASSERT_TRUE(b.Start());
   HttpClient ca(a.port()), cb(b.port());
@@ -166,9 +199,9 @@ TEST(ServiceFollow, TerminatedFollowerReconnectsAndCatchesUpWithoutAGap) {
   Pg pg;
   {
     pqxx::nontransaction tx(pg.conn());
-    const auto r = tx.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'walsender' "
-                           "AND datname = current_database()");
-    ASSERT_EQ(r.size(), 1u) << "B's follower is not the one walsender of this database";
+    const auto r = tx.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = "
+                           "'scangate-follower' AND datname = current_database()");
+    ASSERT_EQ(r.size(), 1u) << "B's follower is not the one follower connection of this database";
   }
   const auto keys = Keys(200, "follow-gap");
   EXPECT_EQ(ObserveAll(ca, keys)[201], 200);
@@ -185,6 +218,67 @@ TEST(ServiceFollow, TerminatedFollowerReconnectsAndCatchesUpWithoutAGap) {
   EXPECT_EQ(at_b.count(201), 0u) << "keys committed while the follower was away were new again";
   EXPECT_EQ(a.Stop(), 0);
   EXPECT_EQ(b.Stop(), 0);
+}
+
+// Two transactions commit in the other order than they took their xids: the older one is held open across
+// several of B's polls (its xid is in their snapshots' running list) and commits after the younger one was
+// followed. Both keys are then duplicates at B — a follower that read "everything past the last xid it saw"
+// would have skipped the older one, and B would have answered it new from its filter.
+TEST_P(ServiceFollowBy, TransactionsCommittingOutOfOrderAreBothFollowed) {
+  const std::string dir = TempDir("follow-order");
+  ScangateProcess b(Flags(dir + "/b"));
+  ASSERT_TRUE(b.Start());
+  HttpClient cb(b.port());
+  ASSERT_TRUE(WaitFresh(cb));
+  const std::string older = UniqueKey("follow-older"), younger = UniqueKey("follow-younger");
+  const char* kInsert = "INSERT INTO scan_keys (digest) VALUES (decode($1, 'hex'))";
+  Pg held_pg, pg;
+  pqxx::work held(held_pg.conn());
+  held.exec_params(kInsert, Sha256Hex(older));
+  {
+    pqxx::work tx(pg.conn());
+    tx.exec_params(kInsert, Sha256Hex(younger));
+    tx.commit();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // several polls (probes) pass
+  const HttpResponse y = cb.Post("/observe", ObserveBody(younger));
+  EXPECT_EQ(y.status, 200) << y;
+  held.commit();
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  ASSERT_TRUE(WaitFresh(cb));
+  const HttpResponse o = cb.Post("/observe", ObserveBody(older));
+  EXPECT_EQ(o.status, 200) << "a transaction that committed after a younger one was not followed: " << o;
+  EXPECT_EQ(b.Stop(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Methods, ServiceFollowBy, ::testing::Values("logical", "poll"),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+// A database scangate did not migrate to sql/010 (its commit_xid column dropped here): --follow=poll refuses to
+// start and names what is missing, instead of never following.
+TEST(ServiceFollow, PollWithoutTheCommitXidColumnRefusesToStart) {
+  const std::string dir = TempDir("follow-nocolumn");
+  {
+    ScangateProcess migrate(FilterFlags(dir + "/m", {"--follow=off"}));  // this database has scan_keys from here on
+    ASSERT_TRUE(migrate.Start());
+    ASSERT_EQ(migrate.Stop(), 0);
+  }
+  Pg pg;
+  {
+    pqxx::nontransaction tx(pg.conn());
+    tx.exec("ALTER TABLE scan_keys DROP COLUMN commit_xid");
+  }
+  ScangateProcess a(FilterFlags(dir + "/a", {"--follow=poll"}));
+  const bool started = a.Start();
+  {
+    pqxx::nontransaction tx(pg.conn());  // put it back as sql/010 made it, for the tests after this one
+    tx.exec("ALTER TABLE scan_keys ADD COLUMN commit_xid xid8");
+    tx.exec("ALTER TABLE scan_keys ALTER COLUMN commit_xid SET DEFAULT pg_current_xact_id()");
+    tx.exec("CREATE INDEX scan_keys_commit_xid ON scan_keys (commit_xid) WHERE commit_xid IS NOT NULL");
+  }
+  EXPECT_FALSE(started);
+  EXPECT_NE(a.Stop(), 0);
+  EXPECT_NE(a.Log().find("commit_xid"), std::string::npos) << a.Log();
 }
 
 // --follow-max-lag below what the probes can reach: the follower is never fresh for long, so the filter's

@@ -1,0 +1,156 @@
+// The logical-decoding follower (--follow=logical; storage/follow/follower.h): a replication connection with a
+// TEMPORARY pgoutput slot on publication scangate_follow (sql/009), and a probe connection that reads the server's
+// flush position every probe_interval, so freshness is "the stream has passed the position read at t".
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <optional>
+#include <string>
+
+#include "storage/follow/follower.h"
+#include "storage/follow/follower_connection.h"
+#include "storage/follow/pgoutput.h"
+#include "storage/pg/error_summary.h"
+
+namespace scangate::storage {
+namespace {
+
+using follow_detail::FollowError;
+using follow_detail::Open;
+using follow_detail::ResultPtr;
+using follow_detail::SteadyNs;
+
+constexpr const char* kPublication = "scangate_follow";  // sql/009
+constexpr auto kPollSlice = std::chrono::milliseconds(10);  // the stream's poll timeout: bounds Stop()'s wait
+// After a round that read messages, the stream is left to gather for this long before the next read: the walsender
+// sends one message per change, and a reader woken for each pays a poll + recv + wakeup per key (measured: the
+// idle peer's follower took ~2 µs of CPU per key at 55 k keys/s; bench/RESULTS.md "Issue 32"). Adds at most this
+// to the lag.
+constexpr auto kGather = std::chrono::milliseconds(5);
+
+std::int64_t UnixUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string SlotName() {
+  static std::atomic<unsigned> next{0};
+  return "scangate_follow_" + std::to_string(::getpid()) + "_" + std::to_string(next.fetch_add(1));
+}
+
+}  // namespace
+
+void Follower::ConnectLogical(Connections& c, const std::string& conninfo) {
+  c.repl = Open(conninfo, "scangate-follower", /*replication=*/true, "replication connection");
+  c.probe = Open(conninfo, "scangate-follower-probe", /*replication=*/false, "probe connection");
+  c.slot = SlotName();
+  // TEMPORARY: dropped by PostgreSQL with this connection. NOEXPORT_SNAPSHOT: the reload reads its own snapshot,
+  // taken after this point, so nothing committed in between is missed.
+  const std::string sql = "CREATE_REPLICATION_SLOT " + c.slot + " TEMPORARY LOGICAL pgoutput NOEXPORT_SNAPSHOT";
+  ResultPtr r(PQexec(c.repl.get(), sql.c_str()));
+  if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) {
+    const char* state = PQresultErrorField(r.get(), PG_DIAG_SQLSTATE);
+    const std::string what = ErrorSummary(PQerrorMessage(c.repl.get()));
+    // wal_level below logical (55000) or a role without REPLICATION (42501): an operator's setting, named.
+    if (state != nullptr && (std::string_view(state) == "55000" || std::string_view(state) == "42501")) {
+      throw std::runtime_error("cannot follow: " + what +
+                               " (the follower needs wal_level=logical, a free replication slot and wal sender, and a "
+                               "role with REPLICATION; README 'Several instances'; --follow=poll needs none of them, --follow=off turns following off)");
+    }
+    throw FollowError("create slot: " + what);
+  }
+}
+
+void Follower::StreamLogical(Connections& c) {
+  const std::string start = "START_REPLICATION SLOT " + c.slot + " LOGICAL 0/0 (proto_version '1', publication_names '" +
+                            kPublication + "')";
+  {
+    ResultPtr r(PQexec(c.repl.get(), start.c_str()));
+    if (PQresultStatus(r.get()) != PGRES_COPY_BOTH) {
+      throw FollowError("start replication: " + ErrorSummary(PQerrorMessage(c.repl.get())));
+    }
+  }
+  Up(c.slot);
+
+  StreamReader reader;
+  StreamEvent ev;
+  std::uint64_t progress = 0;  // everything at or before it is applied
+  struct Probe {
+    std::uint64_t lsn;
+    std::int64_t taken_ns;
+  };
+  std::deque<Probe> probes;
+  auto next_probe = std::chrono::steady_clock::now();
+  const auto send = [&](const std::string& msg) {
+    if (PQputCopyData(c.repl.get(), msg.data(), static_cast<int>(msg.size())) != 1 || PQflush(c.repl.get()) != 0) {
+      throw FollowError("status update: " + ErrorSummary(PQerrorMessage(c.repl.get())));
+    }
+  };
+  // Applies every complete message libpq holds; whether there was any.
+  const auto read_buffered = [&] {
+    bool any = false;
+    for (;;) {
+      char* buf = nullptr;
+      const int n = PQgetCopyData(c.repl.get(), &buf, /*async=*/1);
+      if (n == 0) return any;
+      if (n < 0) throw FollowError("stream ended: " + ErrorSummary(PQerrorMessage(c.repl.get())));
+      any = true;
+      const std::string_view msg(buf, static_cast<std::size_t>(n));
+      std::optional<std::string> bad = reader.Read(msg, ev);
+      PQfreemem(buf);
+      if (bad) throw FollowError("stream: " + *bad);
+      if (ev.kind == StreamEvent::Kind::kCommit) {
+        if (!ev.digests.empty()) {
+          apply_(ev.digests);
+          keys_.fetch_add(ev.digests.size());
+        }
+        transactions_.fetch_add(1);
+        progress = std::max(progress, ev.lsn);
+      } else if (ev.kind == StreamEvent::Kind::kKeepalive) {
+        progress = std::max(progress, ev.lsn);
+        if (ev.reply_requested) send(StandbyStatusUpdate(progress, UnixUs(), false));
+      }
+    }
+  };
+  while (!stop_.load() && !retarget_.load()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_probe) {
+      // The server's flush position now: every commit acknowledged before `now` is at or before it.
+      ResultPtr r(PQexec(c.probe.get(), "SELECT pg_current_wal_flush_lsn()"));
+      if (PQresultStatus(r.get()) != PGRES_TUPLES_OK || PQntuples(r.get()) != 1) {
+        throw FollowError("probe: " + ErrorSummary(PQerrorMessage(c.probe.get())));
+      }
+      const auto lsn = ParseLsn(PQgetvalue(r.get(), 0, 0));
+      if (!lsn) throw FollowError("probe: malformed LSN");
+      if (probes.size() < 64) probes.push_back({*lsn, SteadyNs(now)});
+      send(StandbyStatusUpdate(progress, UnixUs(), /*reply=*/true));  // the server answers with its position
+      next_probe = now + options_.probe_interval;
+    }
+    pollfd pfd{PQsocket(c.repl.get()), POLLIN, 0};
+    const auto wait = std::min(std::chrono::duration_cast<std::chrono::milliseconds>(next_probe - now), kPollSlice);
+    if (::poll(&pfd, 1, static_cast<int>(std::max<std::int64_t>(wait.count(), 0))) < 0 && errno != EINTR) {
+      throw FollowError("poll failed");
+    }
+    // Everything the socket holds is read before the gathering pause: one PQconsumeInput reads at most what
+    // libpq's buffer takes, so it is called again while it yields messages (bounded: the probes go on).
+    bool read_any = false;
+    for (int round = 0; round < 64; ++round) {
+      if (PQconsumeInput(c.repl.get()) != 1) throw FollowError("stream: " + ErrorSummary(PQerrorMessage(c.repl.get())));
+      if (!read_buffered()) break;
+      read_any = true;
+    }
+    while (!probes.empty() && progress >= probes.front().lsn) {
+      // relaxed: the stamp is the datum; the filter's bits were set (seq_cst) before it.
+      fresh_as_of_ns_.store(probes.front().taken_ns, std::memory_order_relaxed);
+      probes.pop_front();
+    }
+    if (read_any) std::this_thread::sleep_for(kGather);
+  }
+  connected_.store(false);
+  if (retarget_.load()) throw FollowError("the partition moved: reconnecting to its new server");
+}
+
+}  // namespace scangate::storage

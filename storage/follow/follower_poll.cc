@@ -1,0 +1,118 @@
+// The polling follower (--follow=poll; storage/follow/follower.h): one ordinary connection and, every
+// probe_interval, one statement that returns the digests committed since the previous poll's snapshot and its own
+// snapshot. No replication connection, slot, wal_level=logical or REPLICATION role: only sql/010's commit_xid
+// (the inserting — or taking-over — transaction's top-level xid8) and its index.
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "storage/follow/follower.h"
+#include "storage/follow/follower_connection.h"
+#include "storage/pg/error_summary.h"
+
+namespace scangate::storage {
+namespace {
+
+using follow_detail::FollowError;
+using follow_detail::Open;
+using follow_detail::ResultPtr;
+using follow_detail::SteadyNs;
+
+constexpr auto kSleepSlice = std::chrono::milliseconds(10);  // bounds Stop()'s wait between polls
+
+// The first snapshot, and that the schema has the column (sql/010; a database scangate did not migrate may not).
+constexpr const char* kStartSql =
+    "SELECT pg_current_snapshot()::text, EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'scan_keys'::regclass "
+    "AND attname = 'commit_xid' AND NOT attisdropped)";
+
+// One poll. $1 = the previous poll's snapshot P; the statement's own snapshot S (pg_current_snapshot() is the
+// statement's active snapshot, the one its scans read with) is returned in the row whose digest is NULL. A row
+// is returned when its transaction was not visible in P — its xid is at or past P's xmax, or in P's list of
+// running ones — and is visible in S (the scans see only what S sees). Every transaction is visible in exactly
+// one poll's S and not in the one before it, whatever order transactions commit in: none missed, none read
+// twice. xids at or past S's xmax cannot be visible in S; the bound keeps rows stamped with a foreign cluster's
+// xids (a restore that carried the column) from being read at every poll. Each branch is an index range (or
+// point) scan of sql/010's partial index; unprepared, so each poll is planned with its own bounds.
+constexpr const char* kPollSql = R"sql(
+SELECT pg_current_snapshot()::text, NULL::bytea
+UNION ALL
+SELECT NULL, digest FROM scan_keys
+ WHERE commit_xid >= pg_snapshot_xmax($1::pg_snapshot) AND commit_xid < pg_snapshot_xmax(pg_current_snapshot())
+UNION ALL
+SELECT NULL, digest FROM scan_keys
+ WHERE commit_xid = ANY (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot)))
+)sql";
+
+// A snapshot's text as PostgreSQL prints it: xmin:xmax:xip,xip,... (digits, colons and commas only).
+bool WellFormedSnapshot(std::string_view s) {
+  return !s.empty() && s.find_first_not_of("0123456789:,") == std::string_view::npos &&
+         s.find(':') != std::string_view::npos;
+}
+
+}  // namespace
+
+void Follower::ConnectPoll(Connections& c, const std::string& conninfo) {
+  c.poll = Open(conninfo, "scangate-follower", /*replication=*/false, "follower connection");
+  ResultPtr r(PQexec(c.poll.get(), kStartSql));
+  if (PQresultStatus(r.get()) != PGRES_TUPLES_OK || PQntuples(r.get()) != 1) {
+    throw FollowError("first snapshot: " + ErrorSummary(PQerrorMessage(c.poll.get())));
+  }
+  if (std::string_view(PQgetvalue(r.get(), 0, 1)) != "t") {
+    throw std::runtime_error(
+        "cannot follow: scan_keys has no commit_xid column (sql/010_scan_keys_commit_xid.sql; scangate applies it "
+        "at start to every database it writes to); --follow=logical does not need it, --follow=off turns following "
+        "off");
+  }
+  c.snapshot = PQgetvalue(r.get(), 0, 0);
+  if (!WellFormedSnapshot(c.snapshot)) throw FollowError("first snapshot: malformed '" + c.snapshot + "'");
+}
+
+void Follower::Poll(Connections& c) {
+  Up("poll");
+  std::vector<Digest> digests;
+  while (!stop_.load() && !retarget_.load()) {
+    const auto sent = std::chrono::steady_clock::now();
+    const char* params[] = {c.snapshot.c_str()};
+    ResultPtr r(PQexecParams(c.poll.get(), kPollSql, 1, nullptr, params, nullptr, nullptr, /*resultFormat=*/1));
+    if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) {
+      throw FollowError("poll: " + ErrorSummary(PQerrorMessage(c.poll.get())));
+    }
+    digests.clear();
+    std::string next;
+    const int rows = PQntuples(r.get());
+    digests.reserve(static_cast<std::size_t>(rows));
+    for (int i = 0; i < rows; ++i) {
+      if (!PQgetisnull(r.get(), i, 0)) {  // binary text: the snapshot's characters
+        next.assign(PQgetvalue(r.get(), i, 0), static_cast<std::size_t>(PQgetlength(r.get(), i, 0)));
+        continue;
+      }
+      if (PQgetisnull(r.get(), i, 1) || PQgetlength(r.get(), i, 1) != static_cast<int>(sizeof(Digest))) {
+        throw FollowError("poll: a row whose digest is not 32 bytes");  // the CHECK of sql/001 makes it impossible
+      }
+      Digest& d = digests.emplace_back();
+      std::memcpy(d.data(), PQgetvalue(r.get(), i, 1), d.size());
+    }
+    if (!WellFormedSnapshot(next)) throw FollowError("poll: no well-formed snapshot in its answer");
+    r.reset();
+    if (!digests.empty()) {
+      apply_(digests);
+      keys_.fetch_add(digests.size());
+    }
+    transactions_.fetch_add(1);  // with --follow=poll: polls
+    c.snapshot = std::move(next);
+    // relaxed: the stamp is the datum; the filter's bits were set (seq_cst) before it. Every commit acknowledged
+    // before `sent` is visible in the snapshot this poll read.
+    fresh_as_of_ns_.store(SteadyNs(sent), std::memory_order_relaxed);
+    const auto next_poll = sent + options_.probe_interval;
+    while (!stop_.load() && !retarget_.load() && std::chrono::steady_clock::now() < next_poll) {
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+          kSleepSlice, next_poll - std::chrono::steady_clock::now()));
+    }
+  }
+  connected_.store(false);
+  if (retarget_.load()) throw FollowError("the partition moved: reconnecting to its new server");
+}
+
+}  // namespace scangate::storage
