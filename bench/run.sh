@@ -28,7 +28,8 @@
 #                              filternj = ack=filter --journal=off (the in-memory write-behind); not in the default
 #                              set: commitidem / filteridem = commit / filter with an Idempotency-Key on every
 #                              request (wrk's BENCH_IDEMPOTENCY=1, issue 34); filternf = filter --follow=off (issue 32);
-#                              filterpoll = filter --follow=poll (its peer too); filternx = filternf on the schema
+#                              filterlogical = filter --follow=logical (its peer too; filter follows by the default,
+#                              poll); filternx = filternf on the schema
 #                              without sql/010's commit_xid index and default (dropped for the cell, then put back:
 #                              the write path's cost of the polling design)
 #   BENCH_PEER (0)             1 = every ack=filter cell also runs an idle second scangate on the same database
@@ -239,17 +240,17 @@ start_server() {
       --journal off $SG_EXTRA ;;
     filternf | filternx) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter on \
       --journal-dir "$OUT/journal" --follow off $SG_EXTRA ;;
-    filterpoll) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter on \
-      --journal-dir "$OUT/journal" --follow poll $SG_EXTRA ;;
+    filterlogical) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter on \
+      --journal-dir "$OUT/journal" --follow logical $SG_EXTRA ;;
     nofilter) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack commit --filter off $SG_EXTRA ;;
     filteroff) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter off \
       --journal-dir "$OUT/journal" $SG_EXTRA ;;
   esac >"$SRV_LOG" 2>&1 &
   SRV_PID=$!
-  if [[ ${BENCH_PEER:-0} == 1 && ( $sys == filter || $sys == filternf || $sys == filternx || $sys == filterpoll || $sys == filteridem ) ]]; then
+  if [[ ${BENCH_PEER:-0} == 1 && ( $sys == filter || $sys == filternf || $sys == filternx || $sys == filterlogical || $sys == filteridem ) ]]; then
     local follow=on
     [[ $sys == filternf || $sys == filternx ]] && follow=off
-    [[ $sys == filterpoll ]] && follow=poll
+    [[ $sys == filterlogical ]] && follow=logical
     "$SCANGATE_BIN" --port "$(free_port)" --threads 1 --database-url "$SG_URL" --ack filter --filter on \
       --journal-dir "$OUT/journal-peer" --follow "$follow" $SG_EXTRA >"$OUT/logs/$name.peer.log" 2>&1 &
     PEER_PID=$!
@@ -531,7 +532,7 @@ label() {
     commitidem) echo "scangate ack=commit, Idempotency-Key on every request" ;;
     filteridem) echo "scangate ack=filter (journal), Idempotency-Key on every request" ;;
     filternf) echo "scangate ack=filter (journal) --follow=off" ;;
-    filterpoll) echo "scangate ack=filter (journal) --follow=poll" ;;
+    filterlogical) echo "scangate ack=filter (journal) --follow=logical" ;;
     filternx) echo "scangate ack=filter (journal) --follow=off, without the commit_xid index" ;;
     *) echo "$1" ;;
   esac

@@ -194,7 +194,7 @@ po::options_description Options() {
       ("follow", on_off(d.follow), "on|off|logical|poll (ack=filter): follow every digest committed to PostgreSQL "
                                    "by any instance, so a key new at one instance is a duplicate at the others; "
                                    "logical = logical decoding (wal_level=logical, a replication role), poll = a "
-                                   "query per interval (nothing to configure), on = logical; off = this filter "
+                                   "query per interval (nothing to configure), on = poll; off = this filter "
                                    "knows only this instance's keys and its warm start")
       ("follow-max-lag", s(FormatMillis(d.follow_max_lag)), "ack=filter with --follow: past this staleness the "
                                                               "filter's 'definitely new' is not trusted and "

@@ -142,7 +142,7 @@ struct Config {
   // while that holds to within follow_max_lag (else PostgreSQL decides the key). --follow on|off|logical|poll
   // (on = follow_method's default).
   bool follow = true;
-  storage::FollowMethod follow_method = storage::FollowMethod::kLogical;
+  storage::FollowMethod follow_method = storage::FollowMethod::kPoll;
   std::chrono::milliseconds follow_max_lag{1000};  // --follow-max-lag
   // --max-commit-lag (issue 32; following with the journal): while a key this instance answered `new` has waited
   // longer than this for its PostgreSQL commit (so other instances cannot know it yet), new keys are decided in

@@ -26,9 +26,9 @@ std::chrono::milliseconds ParseLag(std::string_view text, const char* option, bo
 
 void ParseFollow(std::string_view follow, std::string_view max_lag, std::string_view max_commit_lag, Config& c) {
   c.follow = follow != "off";
-  if (follow == "poll") {
+  if (follow == "poll" || follow == "on") {  // on: polling, the cheaper of the two (bench/RESULTS.md "Issue 32")
     c.follow_method = storage::FollowMethod::kPoll;
-  } else if (follow == "logical" || follow == "on") {
+  } else if (follow == "logical") {
     c.follow_method = storage::FollowMethod::kLogical;
   } else if (follow != "off") {
     throw ConfigError("--follow: expected on, off, logical or poll, got '" + std::string(follow) + "'");

@@ -3,6 +3,7 @@
 # PostgreSQL: bench/follow/window.py idle, then again while wrk loads instance A with all-new keys (256
 # connections, BENCH_LOAD_S seconds). Prints window.py's lines for both. Needs build/release/server/scangate.
 # BENCH_MAX_COMMIT_LAG: both instances' --max-commit-lag (default 1s; 0 = unbounded, the behaviour before it).
+# BENCH_FOLLOW: both instances' --follow (default on = poll; logical).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${SCANGATE_BIN:-$root/build/release/server/scangate}
@@ -23,7 +24,7 @@ url=$(bash "$root/scripts/pg.sh" url "$dir/pg" "$pg_port")
 for who in a b; do
   p=$a_port; [[ $who == b ]] && p=$b_port
   "$bin" --port "$p" --threads 2 --database-url "$url" --ack filter --journal-dir "$dir/j-$who" \
-    --max-commit-lag "${BENCH_MAX_COMMIT_LAG:-1s}" >"$dir/$who.log" 2>&1 &
+    --max-commit-lag "${BENCH_MAX_COMMIT_LAG:-1s}" --follow "${BENCH_FOLLOW:-on}" >"$dir/$who.log" 2>&1 &
   pids+=($!)
 done
 for p in $a_port $b_port; do

@@ -167,7 +167,7 @@ TEST(Config, FollowAndItsBounds) {
   EXPECT_FALSE(ParseOk({"--database-url", kUrl, "--ack", "commit"}).following());
   EXPECT_FALSE(ParseOk({"--database-url", kUrl, "--ack", "filter", j, "--follow", "off"}).following());
   EXPECT_FALSE(ParseOk({"--database-url", kUrl, "--ack", "filter", j, "--filter", "off"}).following());
-  EXPECT_EQ(d.follow_method, scangate::storage::FollowMethod::kLogical);  // on = logical
+  EXPECT_EQ(d.follow_method, scangate::storage::FollowMethod::kPoll);  // on = poll
   const Config poll = ParseOk({"--database-url", kUrl, "--ack", "filter", j, "--follow", "poll"});
   EXPECT_TRUE(poll.following());
   EXPECT_EQ(poll.follow_method, scangate::storage::FollowMethod::kPoll);
