@@ -261,6 +261,7 @@ std::optional<int> App::OpenJournal() {
     jo.dir = config_.journal_dir;
     jo.max_bytes = config_.journal_max_bytes;
     jo.retention = config_.retention;  // recovered records past the horizon are skipped
+    jo.partitions = static_cast<unsigned>(store_->partitions());  // --max-commit-lag per partition
     jo.log = store_options_.log;  // one log stream
     // The identity of the database the journal belongs to; PostgreSQL answered Store::Start() a moment ago,
     // so a failure here is retried like the start itself.

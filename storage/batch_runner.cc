@@ -74,7 +74,10 @@ struct BatchRunner::Attempt {
   // so an in-doubt COMMIT settled as committed can deliver them.
   void Note(BatchAnswer&& answer) {
     results = std::move(answer.results);
-    commit.xid = answer.xid;
+    // A batch that inserted (or took over) nothing holds its outcomes whether or not its COMMIT ran: settled
+    // without asking, even when it was given an xid (sql/010's commit_xid default assigns one as soon as it is
+    // evaluated for a proposed row, a duplicate's included).
+    commit.xid = answer.any_inserted ? answer.xid : std::nullopt;
     commit.xid_trusted = commit.xid.has_value() || !answer.any_inserted;
   }
 };

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/follow/window.py A_PORT B_PORT [KEYS] — the follower's window (issue 32), measured from outside.
 
-For each delay D in 0, 10, 25, 50, 100, 200 ms: KEYS fresh keys are each sent to instance A (answered new), then,
+For each delay D in 0, 10, 25, 50, 100, 200 ms (and 500, 1000, 2000 ms with at most 10 keys each: the promise,
+--max-commit-lag + --follow-max-lag, is 2 s): KEYS fresh keys are each sent to instance A (answered new), then,
 D ms later, to instance B. A key B answers `new` too was not yet in B's filter (nor in PostgreSQL) D ms after A
 answered it: the share of such keys per D is the window. Meanwhile B's /stats follower lag is sampled. Prints one
 line per delay and one summary line of the lag samples (p50 / p99 / max, seconds)."""
@@ -44,15 +45,16 @@ t = threading.Thread(target=sample)
 t.start()
 ca, cb = client(a_port), client(b_port)
 run = uuid.uuid4().hex[:12]
-for delay_ms in (0, 10, 25, 50, 100, 200):
+for delay_ms in (0, 10, 25, 50, 100, 200, 500, 1000, 2000):
     new_at_b = 0
-    for i in range(keys_per_delay):
+    n = keys_per_delay if delay_ms < 500 else min(keys_per_delay, 10)
+    for i in range(n):
         key = f"window-{run}-{delay_ms}-{i}"
         if observe(ca, key) != 201:
             raise SystemExit(f"A did not answer 201 for a fresh key")
         time.sleep(delay_ms / 1000)
         new_at_b += observe(cb, key) == 201
-    print(f"delay {delay_ms:3d} ms: {new_at_b}/{keys_per_delay} new again at B")
+    print(f"delay {delay_ms:4d} ms: {new_at_b}/{n} new again at B")
 stop = True
 t.join()
 lags.sort()

@@ -147,9 +147,9 @@ class Service {
                    const std::string& source);
   // The Store's outcome of key i, on the call's thread.
   void OnStored(Call& call, std::size_t i, const storage::Result& r) const;
-  // --max-commit-lag: the journal's oldest record not yet in PostgreSQL is older than the bound at `now_us`
-  // (always false when the bound is 0, i.e. unbounded or not following with the journal).
-  bool CommitLagPastBound(std::int64_t now_us) const;
+  // --max-commit-lag: the journal's oldest record of d's partition not yet in PostgreSQL is older than the bound
+  // at `now_us` (always false when the bound is 0, i.e. unbounded or not following with the journal).
+  bool CommitLagPastBound(std::int64_t now_us, const Digest& d) const;
   // Idempotency-Key: `v` answers a retry of the request that recorded its key — `new` again, marked replayed
   // (counted). Decide (from the row) and OnJournal (from the journal's record) share it.
   static void Replay(Verdict& v, ThreadCounters& counters);

@@ -166,8 +166,9 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
     // --max-commit-lag: a key this instance answered `new` is unknown to the other instances until PostgreSQL
     // commits it; while the oldest such key has waited longer than the bound (PostgreSQL behind this instance's
     // rate), new keys are decided in PostgreSQL — which adds nothing to the journal's backlog — until it is
-    // younger. So the cross-instance window stays bounded under any load.
-    if (CommitLagPastBound(now_us)) {
+    // younger. So the cross-instance window stays bounded under any load. Per partition (the journal keeps the
+    // oldest per partition): one partition's outage does not send the others' new keys to PostgreSQL.
+    if (CommitLagPastBound(now_us, d)) {
       call->counters.commit_lag_fallbacks.Inc();
       return ExactPath(call, i, route, d, source);
     }
@@ -246,9 +247,9 @@ void Service::OnStored(Call& call, std::size_t i, const storage::Result& r) cons
   call.Finish();
 }
 
-bool Service::CommitLagPastBound(std::int64_t now_us) const {
+bool Service::CommitLagPastBound(std::int64_t now_us, const Digest& d) const {
   if (max_commit_lag_us_ == 0) return false;  // unbounded, or not following with the journal (no journal_)
-  const std::int64_t oldest = journal_->oldest_uncommitted_us();
+  const std::int64_t oldest = journal_->oldest_uncommitted_us(d);  // of d's partition
   return oldest != 0 && now_us - oldest > max_commit_lag_us_;
 }
 

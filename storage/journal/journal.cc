@@ -73,6 +73,14 @@ Journal::Journal(JournalOptions options)
       preallocate_(options_.preallocate),
       counters_(std::make_unique<Counters>()) {
   if (options_.dir.empty()) throw JournalError("journal: no directory given (--journal-dir)");
+  if (options_.partitions == 0 || (options_.partitions & (options_.partitions - 1)) != 0) {
+    throw JournalError("journal: the partition count must be a power of two");
+  }
+  oldest_us_ = std::make_unique<std::atomic<std::int64_t>[]>(options_.partitions);  // C++20: zeroed
+  {
+    const MutexLock lk(&mu_);
+    if (options_.partitions > 1) outstanding_by_partition_.resize(options_.partitions);
+  }
   if (options_.max_bytes < 2 * kMaxPayload) throw JournalError("journal: max_bytes is too small");
   std::error_code ec;
   fs::create_directories(options_.dir, ec);
@@ -157,8 +165,7 @@ void Journal::EncodeLocked(JournalRecord&& record) {
   crc.process_bytes(buffer_.data() + at + kRecordHeader, len);
   const std::uint32_t sum = crc.checksum();
   std::memcpy(buffer_.data() + at + 4, &sum, 4);
-  outstanding_.emplace_hint(outstanding_.end(), next_lsn_, record.time_us);  // the largest yet: hint at the end
-  if (outstanding_.size() == 1) NoteOldestLocked();
+  AddOutstandingLocked(next_lsn_, record);
   buffered_.push_back(JournalEntry{std::move(record), next_lsn_});
   next_lsn_ += kRecordHeader + len;
 }
@@ -185,7 +192,7 @@ void Journal::Applied(std::span<const std::uint64_t> lsns) {
   bool wake;
   {
     const MutexLock lk(&mu_);
-    for (const std::uint64_t lsn : lsns) outstanding_.erase(lsn);
+    for (const std::uint64_t lsn : lsns) EraseOutstandingLocked(lsn);
     NoteOldestLocked();
     // Records wait for room: the flusher checkpoints now and admits them, instead of at its next tick.
     wake = !parked_.empty();
@@ -198,9 +205,36 @@ std::uint64_t Journal::AppliedPosition() const {
   return outstanding_.empty() ? durable_lsn_ : std::min(outstanding_.begin()->first, durable_lsn_);
 }
 
+void Journal::AddOutstandingLocked(std::uint64_t lsn, const JournalRecord& record) {
+  const unsigned p = options_.partitions == 1 ? 0 : PartitionOf(record.digest, options_.partitions);
+  // Ascending LSNs (appended, or recovered in order): the largest yet, so hinted at the end.
+  outstanding_.emplace_hint(outstanding_.end(), lsn, Outstanding{record.time_us, p});
+  if (options_.partitions == 1) {
+    if (outstanding_.size() == 1) NoteOldestLocked();
+    return;
+  }
+  auto& mine = outstanding_by_partition_[p];
+  mine.emplace_hint(mine.end(), lsn, record.time_us);
+  if (mine.size() == 1) NoteOldestLocked();
+}
+
+void Journal::EraseOutstandingLocked(std::uint64_t lsn) {
+  const auto it = outstanding_.find(lsn);
+  if (it == outstanding_.end()) return;
+  if (options_.partitions > 1) outstanding_by_partition_[it->second.partition].erase(lsn);
+  outstanding_.erase(it);
+}
+
 void Journal::NoteOldestLocked() {
-  oldest_outstanding_us_.store(outstanding_.empty() ? 0 : outstanding_.begin()->second,
-                               std::memory_order_relaxed);  // relaxed: read as a hint (oldest_uncommitted_us)
+  // relaxed: read as a hint (oldest_uncommitted_us)
+  if (options_.partitions == 1) {
+    oldest_us_[0].store(outstanding_.empty() ? 0 : outstanding_.begin()->second.time_us, std::memory_order_relaxed);
+    return;
+  }
+  for (unsigned p = 0; p < options_.partitions; ++p) {
+    const auto& mine = outstanding_by_partition_[p];
+    oldest_us_[p].store(mine.empty() ? 0 : mine.begin()->second, std::memory_order_relaxed);
+  }
 }
 
 void Journal::RunFlusher() {
@@ -240,7 +274,7 @@ void Journal::RunFlusher() {
       unusable = unusable_;
       if (unusable && !group.empty()) {  // appended before the fault: never written, so refused
         for (auto& e : group) {
-          outstanding_.erase(e.lsn);
+          EraseOutstandingLocked(e.lsn);
           rejected.push_back(std::move(e));
         }
         NoteOldestLocked();
@@ -269,7 +303,7 @@ void Journal::RunFlusher() {
         if (ok) {
           durable_lsn_ = group_end;
         } else {
-          for (const auto& e : group) outstanding_.erase(e.lsn);
+          for (const auto& e : group) EraseOutstandingLocked(e.lsn);
           NoteOldestLocked();
         }
       }

@@ -61,6 +61,7 @@
 #include "core/mutex.h"
 #include "storage/log_sink.h"
 #include "storage/outcome.h"
+#include "storage/partition_map.h"
 
 namespace scangate::storage {
 
@@ -104,6 +105,10 @@ struct JournalOptions {
   std::chrono::milliseconds checkpoint_interval{100};  // at most one checkpoint write per interval
   // Zero-fill the next segment ahead (see "Pre-zeroed segments" above); false = segments grow by appending.
   bool preallocate = true;
+  // With --partitions: the partition count (a power of two), so that oldest_uncommitted_us is kept per
+  // partition (storage/partition_map.h PartitionOf of the record's digest) — one partition's outage then bounds
+  // that partition's new keys alone. 1 = one database.
+  unsigned partitions = 1;
   // Runs on the flusher thread after each group with the group's fate (every record of `group` shares it).
   // Must not block long.
   std::function<void(std::vector<JournalEntry>& group, JournalFate fate)> on_commit;
@@ -172,10 +177,12 @@ class Journal {
   std::string unusable_cause() const;
   const std::string& dir() const { return options_.dir; }
   // The time (µs since the epoch) of the oldest record not yet Applied — appended or recovered, so not yet known
-  // to PostgreSQL — or 0 when every record is. One atomic load, for the hot path (the server bounds how long a key
-  // it answered stays unknown to other instances, --max-commit-lag). Safe to call concurrently.
-  std::int64_t oldest_uncommitted_us() const {
-    return oldest_outstanding_us_.load(std::memory_order_relaxed);  // relaxed: a bound checked per key, no data behind it
+  // to PostgreSQL — of the partition `d` belongs to (JournalOptions::partitions; every record with one), or 0 when
+  // every such record is. One atomic load, for the hot path (the server bounds how long a key it answered stays
+  // unknown to other instances, --max-commit-lag). Safe to call concurrently.
+  std::int64_t oldest_uncommitted_us(const Digest& d) const {
+    // relaxed: a bound checked per key, no data behind it
+    return oldest_us_[options_.partitions == 1 ? 0 : PartitionOf(d, options_.partitions)].load(std::memory_order_relaxed);
   }
 
  private:
@@ -253,9 +260,20 @@ class Journal {
   // LSNs appended/recovered, not yet Applied, with their records' time (µs since the epoch). A B-tree: inserted
   // in ascending order, erased roughly so, one node per many LSNs instead of std::map's allocation (and
   // rebalancing) per record.
-  absl::btree_map<std::uint64_t, std::int64_t> outstanding_ ABSL_GUARDED_BY(mu_);
-  // The time of the lowest outstanding LSN's record (0 = none), for oldest_uncommitted_us() without the lock.
-  std::atomic<std::int64_t> oldest_outstanding_us_{0};
+  struct Outstanding {
+    std::int64_t time_us;
+    unsigned partition;  // PartitionOf(digest, options_.partitions); 0 with one database
+  };
+  absl::btree_map<std::uint64_t, Outstanding> outstanding_ ABSL_GUARDED_BY(mu_);
+  // With partitions > 1: each partition's outstanding LSNs and their records' times (outstanding_ split by
+  // partition), so each partition's oldest is its map's first entry. Empty with one database.
+  std::vector<absl::btree_map<std::uint64_t, std::int64_t>> outstanding_by_partition_ ABSL_GUARDED_BY(mu_);
+  // Per partition (one with one database): the time of its lowest outstanding LSN's record (0 = none), for
+  // oldest_uncommitted_us() without the lock.
+  std::unique_ptr<std::atomic<std::int64_t>[]> oldest_us_;
+  // The bookkeeping of records not yet Applied: outstanding_ (and its partition's map), then the oldest figures.
+  void AddOutstandingLocked(std::uint64_t lsn, const JournalRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EraseOutstandingLocked(std::uint64_t lsn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NoteOldestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   // Applied() moved while records were parked: wake the flusher to checkpoint and admit them.

@@ -115,7 +115,9 @@ class JournalDrain final : private WriteBehindSink {
 
   // The time (µs since the epoch) of the oldest record not yet committed in PostgreSQL (Journal::
   // oldest_uncommitted_us), 0 when none or before Start(). One atomic load. Safe to call concurrently.
-  std::int64_t oldest_uncommitted_us() const { return journal_ != nullptr ? journal_->oldest_uncommitted_us() : 0; }
+  std::int64_t oldest_uncommitted_us(const Digest& d) const {
+    return journal_ != nullptr ? journal_->oldest_uncommitted_us(d) : 0;
+  }
 
   // Flushes queued appends and stops the journal's flusher; later Append() calls fail. Idempotent.
   void StopAppends();

@@ -159,9 +159,7 @@ void Journal::Recover() {
   }
   // No other thread exists yet; the lock is for the analysis (and costs one uncontended lock per start).
   const MutexLock lk(&mu_);
-  for (const JournalEntry& e : recovered_) {
-    outstanding_.emplace_hint(outstanding_.end(), e.lsn, e.record.time_us);  // ascending LSNs
-  }
+  for (const JournalEntry& e : recovered_) AddOutstandingLocked(e.lsn, e.record);  // ascending LSNs
   NoteOldestLocked();
   checkpoint_lsn_ = checkpoint;
   next_lsn_ = durable_lsn_ = std::max(end, checkpoint);

@@ -14,9 +14,10 @@ static_assert(kDigestBytes == 32);
 // $1 = the batch's distinct digests (bytea[]), $2 = their sources (text[], NULL = none), $3 = their first_seen
 // in µs since the epoch (int8[], 0 = now(), i.e. the column default) — three binary arrays of equal length.
 // Returns one row (hex digest, NULL, NULL) per digest this statement inserted and one last row (NULL, xid,
-// now_us): txid_current_if_assigned(), the id an in-doubt COMMIT is settled by (no extra round trip; NULL
-// when nothing was inserted — then the outcomes hold whether or not the COMMIT happened, and no xid is
-// assigned just to be noted), and now() — the first_seen of every row inserted with $3 = 0 — in µs.
+// now_us): txid_current_if_assigned(), the id an in-doubt COMMIT is settled by (no extra round trip; unused
+// when nothing was inserted — then the outcomes hold whether or not the COMMIT happened — which is why it may be
+// set then too: sql/010's commit_xid default assigns the xid when it is evaluated for a proposed row, before ON
+// CONFLICT finds the row present), and now() — the first_seen of every row inserted with $3 = 0 — in µs.
 // UNION ALL runs its branches in order, so the xid is read after the inserts; an xid NULL beside an
 // inserted row is distrusted anyway (storage/batch_runner.cc). encode(): independent of the session's bytea_output.
 // Rows are inserted in digest order so that concurrent batches wait on each other without deadlocks.

@@ -3,6 +3,7 @@
 // and directories of another database or of a running instance refused; faults (I/O error, removed folder,
 // full disk on a small tmpfs when root) that make the journal unusable and heal by its probe. No PostgreSQL.
 #include "storage/journal/journal.h"
+#include "storage/partition_map.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -159,24 +160,68 @@ TEST_F(JournalFiles, RequestRecordsRoundTripBesideRecordsWithout) {
 TEST_F(JournalFiles, OldestUncommittedFollowsApplied) {
   {
     Journal j(Options());
-    EXPECT_EQ(j.oldest_uncommitted_us(), 0);
+    EXPECT_EQ(j.oldest_uncommitted_us(Digest{}), 0);
     j.Start();
     Write(j, 0, 4);
     ASSERT_EQ(sink.durable.size(), 4u);
-    EXPECT_EQ(j.oldest_uncommitted_us(), Rec(0).time_us);
+    EXPECT_EQ(j.oldest_uncommitted_us(Digest{}), Rec(0).time_us);
     j.Applied(sink.durable[0].lsn);
-    EXPECT_EQ(j.oldest_uncommitted_us(), Rec(1).time_us);
+    EXPECT_EQ(j.oldest_uncommitted_us(Digest{}), Rec(1).time_us);
     j.Applied(sink.durable[2].lsn);
-    EXPECT_EQ(j.oldest_uncommitted_us(), Rec(1).time_us);
+    EXPECT_EQ(j.oldest_uncommitted_us(Digest{}), Rec(1).time_us);
     j.Applied(sink.durable[1].lsn);
-    EXPECT_EQ(j.oldest_uncommitted_us(), Rec(3).time_us);
+    EXPECT_EQ(j.oldest_uncommitted_us(Digest{}), Rec(3).time_us);
   }
   Journal j(Options());
-  EXPECT_EQ(j.oldest_uncommitted_us(), Rec(3).time_us) << "the recovered record is uncommitted";
+  EXPECT_EQ(j.oldest_uncommitted_us(Digest{}), Rec(3).time_us) << "the recovered record is uncommitted";
   const auto recovered = j.TakeRecovered();
   ASSERT_EQ(recovered.size(), 1u);
   j.Applied(recovered[0].lsn);
-  EXPECT_EQ(j.oldest_uncommitted_us(), 0);
+  EXPECT_EQ(j.oldest_uncommitted_us(Digest{}), 0);
+}
+
+// With partitions (--partitions), each partition's oldest uncommitted record is its own: a partition whose
+// records stay uncommitted (its server down) does not age the others', and recovery sorts recovered records into
+// their partitions too.
+TEST_F(JournalFiles, OldestUncommittedIsPerPartition) {
+  JournalOptions o = Options();
+  o.partitions = 4;
+  auto in = [](unsigned p, int i) {  // record i moved into partition p (bytes 4..7, storage/partition_map.h)
+    JournalRecord r = Rec(i);
+    for (unsigned b = 4; b < 8; ++b) r.digest[b] = 0;
+    r.digest[7] = static_cast<std::uint8_t>(p);
+    EXPECT_EQ(PartitionOf(r.digest, 4), p);
+    return r;
+  };
+  {
+    Journal j(o);
+    j.Start();
+    ASSERT_TRUE(j.Append(in(1, 0)));  // the oldest: partition 1's
+    ASSERT_TRUE(j.Append(in(2, 1)));
+    ASSERT_TRUE(j.Append(in(2, 2)));
+    ASSERT_TRUE(sink.Wait(3));
+    EXPECT_EQ(j.oldest_uncommitted_us(in(1, 9).digest), Rec(0).time_us);
+    EXPECT_EQ(j.oldest_uncommitted_us(in(2, 9).digest), Rec(1).time_us) << "partition 1's record aged partition 2";
+    EXPECT_EQ(j.oldest_uncommitted_us(in(0, 9).digest), 0);
+    j.Applied(sink.durable[1].lsn);
+    EXPECT_EQ(j.oldest_uncommitted_us(in(2, 9).digest), Rec(2).time_us);
+    EXPECT_EQ(j.oldest_uncommitted_us(in(1, 9).digest), Rec(0).time_us);
+    j.Applied(sink.durable[2].lsn);
+    EXPECT_EQ(j.oldest_uncommitted_us(in(2, 9).digest), 0);
+  }
+  Journal j(o);
+  EXPECT_EQ(j.oldest_uncommitted_us(in(1, 9).digest), Rec(0).time_us) << "the recovered record is uncommitted";
+  // Partition 2's records were applied, but the checkpoint cannot pass partition 1's older one: they are
+  // recovered again (their replay is idempotent), into partition 2.
+  EXPECT_EQ(j.oldest_uncommitted_us(in(2, 9).digest), Rec(1).time_us);
+  EXPECT_EQ(j.oldest_uncommitted_us(in(0, 9).digest), 0);
+  o.partitions = 3;
+  try {
+    Journal bad(o);
+    ADD_FAILURE() << "a partition count that is not a power of two was taken";
+  } catch (const JournalError& e) {
+    EXPECT_NE(std::string(e.what()).find("power of two"), std::string::npos) << e.what();
+  }
 }
 
 // Pre-zeroed segments: after the first rotation the active segment is a zero-filled file of segment_bytes
