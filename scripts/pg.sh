@@ -63,7 +63,7 @@ CONF
     else
       as_pg "$PGBIN/pg_ctl" -D "$datadir" -o "-p $port" -l "$datadir/server.log" -w -t 60 start >/dev/null
     fi
-    # --ack=filter's follower (issue 32) decodes the WAL: a cluster made by an older pg.sh is moved to
+    # --follow=logical (issue 32; the default, poll, does not need it) decodes the WAL: a cluster made by an older pg.sh is moved to
     # wal_level=logical once (one restart).
     if [[ $(as_pg "$PGBIN/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -tAc "SHOW wal_level") != logical ]]; then
       as_pg "$PGBIN/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -q \

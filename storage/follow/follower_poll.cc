@@ -22,6 +22,7 @@ using follow_detail::SteadyNs;
 
 constexpr auto kSleepSlice = std::chrono::milliseconds(10);  // bounds Stop()'s wait between polls
 
+constexpr const char* kSessionSql = "SET statement_timeout = '5s'";
 // The first snapshot, and that the schema has the column (sql/010; a database scangate did not migrate may not).
 constexpr const char* kStartSql =
     "SELECT pg_current_snapshot()::text, EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'scan_keys'::regclass "
@@ -55,6 +56,12 @@ bool WellFormedSnapshot(std::string_view s) {
 
 void Follower::ConnectPoll(Connections& c, const std::string& conninfo) {
   c.poll = Open(conninfo, "scangate-follower", /*replication=*/false, "follower connection");
+  // A poll that hangs (a lock, a stuck server) ends with an error, and the follower reconnects; meanwhile it is
+  // stale past --follow-max-lag and PostgreSQL decides new keys. Stop() waits at most this long for a poll.
+  ResultPtr set(PQexec(c.poll.get(), kSessionSql));
+  if (PQresultStatus(set.get()) != PGRES_COMMAND_OK) {
+    throw FollowError("follower connection: " + ErrorSummary(PQerrorMessage(c.poll.get())));
+  }
   ResultPtr r(PQexec(c.poll.get(), kStartSql));
   if (PQresultStatus(r.get()) != PGRES_TUPLES_OK || PQntuples(r.get()) != 1) {
     throw FollowError("first snapshot: " + ErrorSummary(PQerrorMessage(c.poll.get())));

@@ -286,9 +286,10 @@ TEST(HaPostgres, Switchover) {
        [](const std::string&) { Cluster("wait-sync 180"); }});
 }
 
-// Issue 32: the same switchover under two --ack=filter instances whose followers stream from the primary: their
-// walsenders end with it, each follower is stale (new keys decided in PostgreSQL) until it has reconnected to the
-// new primary (a new TEMPORARY slot there) and read the window again; no key is new twice, at either instance.
+// Issue 32: the same switchover under two --ack=filter instances whose followers follow the primary (by the
+// default, poll): their connections end with it, each follower is stale (new keys decided in PostgreSQL) until it
+// has reconnected to the new primary (a new snapshot there; with --follow=logical a new TEMPORARY slot) and read
+// the window again; no key is new twice, at either instance.
 TEST(HaPostgres, SwitchoverWithFollowers) {
   RunScenario({"switchover-followers", "answers again within 5 s; 0 keys new twice across the instances",
                Leader::kOther, [](const std::string&) { Cluster("switchover"); },
@@ -313,8 +314,8 @@ TEST(HaPostgres, PrimaryHostLoss) {
        }});
 }
 
-// Issue 32: host loss under two --ack=filter instances with followers (failover: the slots die with the host; the
-// followers follow the promoted standby).
+// Issue 32: host loss under two --ack=filter instances with followers (failover: their connections — and with
+// --follow=logical their slots — die with the host; the followers follow the promoted standby).
 TEST(HaPostgres, PrimaryHostLossWithFollowers) {
   RunScenario({"host-loss-followers", "503s for new keys while stale; 0 keys new twice across the instances",
                Leader::kOther, [](const std::string& leader) { Cluster("kill-host " + leader); },
