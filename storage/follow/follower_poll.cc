@@ -54,6 +54,9 @@ bool WellFormedSnapshot(std::string_view s) {
 
 }  // namespace
 
+// Every (re)connection starts from a new snapshot, never the last one (the window is reloaded after it): behind
+// a failover the server may be a promoted standby that reuses the xids of transactions the old primary lost,
+// which the old snapshot would count as visible — and their rows would never be read.
 void Follower::ConnectPoll(Connections& c, const std::string& conninfo) {
   c.poll = Open(conninfo, "scangate-follower", /*replication=*/false, "follower connection");
   // A poll that hangs (a lock, a stuck server) ends with an error, and the follower reconnects; meanwhile it is
