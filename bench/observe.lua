@@ -2,7 +2,9 @@
 --   wrk -t2 -c64 -d15s -s bench/observe.lua http://127.0.0.1:8080 -- REPEAT [COUNT]
 -- REPEAT (or env BENCH_REPEAT; default 0): share of requests that re-send a key this thread sent earlier
 --   (uniform over the thread's earlier keys); every other request sends a key never sent before:
---   "<run id>-<thread>-<counter>", the run id random per wrk invocation, so runs never share keys.
+--   "<run id>-<thread>-<counter>", the run id random per wrk invocation, so runs never share keys — unless env
+--   BENCH_RUN_ID sets it: a second run with the same id, thread count and REPEAT 0 re-sends the first run's keys in
+--   order (bench/follow/commit_repeats.py: repeats recorded by another instance).
 -- env BENCH_KEYS=gs1: each key is a GS1 DataMatrix element string of one pack (GTIN, expiry, lot, FNC1, serial
 --   "<run id[1..8]><thread>Z<counter>"), the same string for --keys=raw and --keys=gs1 cells (issue 24).
 -- env BENCH_IDEMPOTENCY=1 (issue 34): every request carries an Idempotency-Key of its own ("<run id>-<thread>-i<seq>"),
@@ -25,7 +27,7 @@ run_id = nil     -- global: setup() copies it into each thread's state with thre
 function setup(thread)
   if run_id == nil then
     math.randomseed(os.time() + math.floor(os.clock() * 1e6))
-    run_id = string.format("%08x%08x", math.random(0, 0x7fffffff), math.random(0, 0x7fffffff))
+    run_id = os.getenv("BENCH_RUN_ID") or string.format("%08x%08x", math.random(0, 0x7fffffff), math.random(0, 0x7fffffff))
   end
   thread:set("thread_id", #threads)
   thread:set("run_id", run_id)
