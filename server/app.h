@@ -112,6 +112,9 @@ class App {
   // like retarget_readers_ (set once all are started, cleared before they stop).
   std::vector<std::unique_ptr<storage::Follower>> followers_;
   std::atomic<std::vector<std::unique_ptr<storage::Follower>>*> retarget_followers_{nullptr};
+  // --ack=commit with --follow: the Service the followers feed (null until AttachFollowers, and after
+  // StopFollowers).
+  std::atomic<Service*> learning_service_{nullptr};
   std::unique_ptr<Router> router_;
   std::unique_ptr<HttpServer> server_;
   std::unique_ptr<FilterRotationLog> rotation_log_;

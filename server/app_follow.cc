@@ -31,6 +31,13 @@ std::optional<int> App::StartFollowers() {
       filter_->InsertBatchConcurrently(digests);
       filter_->PublishPendingInserts();  // the follower's counts reach the shards' capacity accounting now
     };
+    if (config_.follow_commit) {
+      fo.learned = [this](std::span<const Digest> digests, std::span<const std::int64_t> first_seen_us) {
+        // acquire: the Service is built after the followers start; until AttachFollowers publishes it, nothing
+        // is learned (forgetting is always safe: those repeats ask PostgreSQL).
+        if (auto* s = learning_service_.load(std::memory_order_acquire)) s->LearnCommitted(digests, first_seen_us);
+      };
+    }
     auto reload = [this, p](const storage::Follower::Apply& sink) {
       return store_->WarmLoadPartition(p, WarmWindow(), sink);
     };
@@ -51,6 +58,10 @@ std::optional<int> App::StartFollowers() {
 
 void App::AttachFollowers() {
   if (followers_.empty()) return;
+  if (config_.follow_commit) {  // --ack=commit: nothing waits for freshness; the recent set learns from now on
+    learning_service_.store(service_.get(), std::memory_order_release);  // release: the Service is fully built
+    return;
+  }
   auto fresh = [this](const Digest& d) {
     return followers_[storage::PartitionOf(d, followers_.size())]->Fresh();  // one database: partition 0
   };
@@ -72,6 +83,7 @@ void App::AttachFollowers() {
 
 void App::StopFollowers() {
   retarget_followers_.store(nullptr);
+  learning_service_.store(nullptr);
   for (auto& f : followers_) f->Stop();
 }
 

@@ -143,12 +143,16 @@ struct Config {
   // (on = follow_method's default).
   bool follow = true;
   storage::FollowMethod follow_method = storage::FollowMethod::kPoll;
+  // --ack=commit with --follow given (poll): the follower also feeds the recent set with every raw key any
+  // instance commits, so a repeat recorded elsewhere is answered without a round trip (bench/RESULTS.md "Issue 32:
+  // would a follower pay --ack=commit?"). Off unless asked for: it pays behind round robin, not key affinity.
+  bool follow_commit = false;
   std::chrono::milliseconds follow_max_lag{1000};  // --follow-max-lag
   // --max-commit-lag (issue 32; following with the journal): while a key this instance answered `new` has waited
   // longer than this for its PostgreSQL commit (so other instances cannot know it yet), new keys are decided in
   // PostgreSQL instead of by the filter, until the journal's oldest uncommitted record is younger. 0 = unbounded.
   std::chrono::milliseconds max_commit_lag{1000};
-  bool following() const { return follow && filter && ack == AckMode::kFilter; }
+  bool following() const { return follow && filter && (ack == AckMode::kFilter || follow_commit); }
   bool tls() const { return !tls_cert.empty(); }
   bool mtls() const { return !tls_client_ca.empty(); }
   bool admin_split() const { return !admin_listen.empty(); }
@@ -184,10 +188,12 @@ std::string RedactDatabaseUrl(std::string_view url);
 // forget keys PostgreSQL still counts as seen, and --ack=filter would answer them `new`). server/config_horizon.cc.
 void ParseHorizon(std::string_view window, bool window_given, std::string_view retention, Config& c);
 
-// Sets c.follow and c.follow_method (--follow: on | off | logical | poll), c.follow_max_lag (--follow-max-lag,
+// Sets c.follow and c.follow_method (--follow: on | off | logical | poll; with --ack=commit, given = follow_commit,
+// poll only: c.ack must be parsed first), c.follow_max_lag (--follow-max-lag,
 // 10ms..60s) and c.max_commit_lag (--max-commit-lag, 0 or 10ms..60s). Throws ConfigError naming the option.
 // server/config_follow.cc.
-void ParseFollow(std::string_view follow, std::string_view max_lag, std::string_view max_commit_lag, Config& c);
+void ParseFollow(std::string_view follow, bool follow_given, std::string_view max_lag, std::string_view max_commit_lag,
+                 Config& c);
 
 // Sets c.keys (--keys: raw | gs1) and c.expiry_grace (--expiry-grace: a duration, s m h d, 0..2192d). Throws
 // ConfigError. server/config_horizon.cc.

@@ -24,7 +24,8 @@ std::chrono::milliseconds ParseLag(std::string_view text, const char* option, bo
 }
 }  // namespace
 
-void ParseFollow(std::string_view follow, std::string_view max_lag, std::string_view max_commit_lag, Config& c) {
+void ParseFollow(std::string_view follow, bool follow_given, std::string_view max_lag, std::string_view max_commit_lag,
+                 Config& c) {
   c.follow = follow != "off";
   if (follow == "poll" || follow == "on") {  // on: polling, the cheaper of the two (bench/RESULTS.md "Issue 32")
     c.follow_method = storage::FollowMethod::kPoll;
@@ -32,6 +33,11 @@ void ParseFollow(std::string_view follow, std::string_view max_lag, std::string_
     c.follow_method = storage::FollowMethod::kLogical;
   } else if (follow != "off") {
     throw ConfigError("--follow: expected on, off, logical or poll, got '" + std::string(follow) + "'");
+  }
+  c.follow_commit = c.ack == AckMode::kCommit && follow_given && c.follow;
+  if (c.follow_commit && c.follow_method != storage::FollowMethod::kPoll) {
+    // The recent set needs each key's first_seen, which the publication (the digest column) does not carry.
+    throw ConfigError("--follow: with --ack=commit only poll (or on) follows");
   }
   c.follow_max_lag = ParseLag(max_lag, "follow-max-lag", false);
   c.max_commit_lag = ParseLag(max_commit_lag, "max-commit-lag", true);

@@ -9,6 +9,8 @@ no PostgreSQL round trip), the other to B (repeats recorded by another instance:
 B's filter says definitely new, so each is an INSERT ... ON CONFLICT in PostgreSQL answered duplicate). The
 difference per repeat is the most a follower feeding B's filter and recent set with A's commits could save
 (it would add its own cost per key written: bench/RESULTS.md "Issue 32: logical decoding or polling").
+BENCH_FOLLOW=poll: both instances run --follow=poll, which with --ack=commit feeds the recent set with every
+instance's commits — the same phases then show what it saves (B's phase) and costs (the recording phases).
 Prints per phase: 2xx/s, statuses, and CPU-µs per request of the instance, PostgreSQL (all its processes) and
 wrk. Needs build/release/server/scangate and wrk."""
 import json
@@ -26,6 +28,7 @@ BIN = os.environ.get("SCANGATE_BIN", os.path.join(ROOT, "build/release/server/sc
 REPS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 RECORD_S, REPEAT_S = int(os.environ.get("RECORD_S", "10")), int(os.environ.get("REPEAT_S", "4"))
 TICK = os.sysconf("SC_CLK_TCK")
+FOLLOW = os.environ.get("BENCH_FOLLOW", "")  # e.g. poll: both instances --follow poll (the recent set learns)
 
 
 def free_port():
@@ -83,8 +86,10 @@ def main():
     procs = []
     try:
         for port in (a_port, b_port):
+            follow = ["--follow", FOLLOW] if FOLLOW else []
             procs.append(subprocess.Popen([BIN, "--port", str(port), "--threads", "2", "--database-url", url,
-                                           "--ack", "commit"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                                           "--ack", "commit"] + follow, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL))
         for port in (a_port, b_port):
             for _ in range(200):
                 try:

@@ -69,6 +69,14 @@ bool Service::RecentKnown(const Digest& d, std::int64_t keep_until_us, Verdict& 
   return true;
 }
 
+void Service::LearnCommitted(std::span<const Digest> digests, std::span<const std::int64_t> first_seen_us) {
+  if (!recent_.enabled()) return;
+  const std::int64_t expired_before = ExpiredBeforeUs();
+  for (std::size_t i = 0; i < digests.size() && i < first_seen_us.size(); ++i) {
+    recent_.InsertConcurrently(digests[i], first_seen_us[i], expired_before);  // a raw key: its digest is its key
+  }
+}
+
 void Service::RememberStored(const Digest& d, const storage::Result& r) {
   if (!recent_.enabled()) return;
   if (r.outcome != storage::Outcome::kInserted && r.outcome != storage::Outcome::kDuplicate) return;

@@ -29,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <variant>
 #include <vector>
 
@@ -104,6 +105,10 @@ class Service {
   }
   // "" without followers or while every one is fresh, else e.g. "stale: p1 (connection refused...)".
   std::string FollowerState() const { return follower_state_ ? follower_state_() : std::string(); }
+  // --ack=commit with --follow (Config::follow_commit): raw keys any instance committed, with their first_seen,
+  // enter the recent set (they are recorded: PostgreSQL committed them), so their repeats here are answered
+  // duplicate without a round trip — within the horizon, as this instance's own. Follower's thread; thread-safe.
+  void LearnCommitted(std::span<const Digest> digests, std::span<const std::int64_t> first_seen_us);
 
   // Every counter now; the filter's per-shard figures from the latest RefreshTelemetry() (age reported).
   MetricsSnapshot Snapshot() const;

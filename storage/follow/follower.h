@@ -51,6 +51,9 @@ struct FollowerOptions {
   std::chrono::milliseconds probe_interval{50};
   std::chrono::milliseconds reconnect_delay{500};
   std::shared_ptr<LogSink> log;  // empty: StderrLogSink()
+  // poll only, optional (--ack=commit's recent set): called after `apply` with each poll's rows that carry
+  // neither lot nor expiry (raw keys' rows) and their first_seen (µs since the epoch); follower's thread.
+  std::function<void(std::span<const Digest>, std::span<const std::int64_t>)> learned;
 };
 
 

@@ -2,6 +2,7 @@
 // probe_interval, one statement that returns the digests committed since the previous poll's snapshot and its own
 // snapshot. No replication connection, slot, wal_level=logical or REPLICATION role: only sql/010's commit_xid
 // (the inserting — or taking-over — transaction's top-level xid8) and its index.
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -36,15 +37,33 @@ constexpr const char* kStartSql =
 // twice. xids at or past S's xmax cannot be visible in S; the bound keeps rows stamped with a foreign cluster's
 // xids (a restore that carried the column) from being read at every poll. Each branch is an index range (or
 // point) scan of sql/010's partial index; unprepared, so each poll is planned with its own bounds.
+// The third column ({SEEN}): with FollowerOptions::learned, the row's first_seen when it carries neither lot nor
+// expiry (a raw key's row, whose recent-set key is its digest: server/verdict/scan_key.h RecentDigest), else NULL;
+// in binary a timestamptz is int8 µs since 2000-01-01 (no conversion on the server). Without `learned`, NULL.
 constexpr const char* kPollSql = R"sql(
-SELECT pg_current_snapshot()::text, NULL::bytea
+SELECT pg_current_snapshot()::text, NULL::bytea, NULL::timestamptz
 UNION ALL
-SELECT NULL, digest FROM scan_keys
+SELECT NULL, digest, {SEEN} FROM scan_keys
  WHERE commit_xid >= pg_snapshot_xmax($1::pg_snapshot) AND commit_xid < pg_snapshot_xmax(pg_current_snapshot())
 UNION ALL
-SELECT NULL, digest FROM scan_keys
+SELECT NULL, digest, {SEEN} FROM scan_keys
  WHERE commit_xid = ANY (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot)))
 )sql";
+constexpr const char* kSeen = "CASE WHEN lot IS NULL AND expiry IS NULL THEN first_seen END";
+constexpr const char* kNoSeen = "NULL::timestamptz";
+constexpr std::int64_t kPgEpochUnixUs = 946'684'800'000'000;  // 2000-01-01 in µs since the Unix epoch
+
+std::string PollSql(bool seen) {
+  std::string sql = kPollSql;
+  for (std::size_t at; (at = sql.find("{SEEN}")) != std::string::npos;) sql.replace(at, 6, seen ? kSeen : kNoSeen);
+  return sql;
+}
+
+std::int64_t BigEndian64(const char* p) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return static_cast<std::int64_t>(v);
+}
 
 // A snapshot's text as PostgreSQL prints it: xmin:xmax:xip,xip,... (digits, colons and commas only).
 bool WellFormedSnapshot(std::string_view s) {
@@ -81,15 +100,19 @@ void Follower::ConnectPoll(Connections& c, const std::string& conninfo) {
 
 void Follower::Poll(Connections& c) {
   Up("poll");
-  std::vector<Digest> digests;
+  const std::string sql = PollSql(static_cast<bool>(options_.learned));
+  std::vector<Digest> digests, learned;
+  std::vector<std::int64_t> learned_us;
   while (!stop_.load() && !retarget_.load()) {
     const auto sent = std::chrono::steady_clock::now();
     const char* params[] = {c.snapshot.c_str()};
-    ResultPtr r(PQexecParams(c.poll.get(), kPollSql, 1, nullptr, params, nullptr, nullptr, /*resultFormat=*/1));
+    ResultPtr r(PQexecParams(c.poll.get(), sql.c_str(), 1, nullptr, params, nullptr, nullptr, /*resultFormat=*/1));
     if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) {
       throw FollowError("poll: " + ErrorSummary(PQerrorMessage(c.poll.get())));
     }
     digests.clear();
+    learned.clear();
+    learned_us.clear();
     std::string next;
     const int rows = PQntuples(r.get());
     digests.reserve(static_cast<std::size_t>(rows));
@@ -103,6 +126,10 @@ void Follower::Poll(Connections& c) {
       }
       Digest& d = digests.emplace_back();
       std::memcpy(d.data(), PQgetvalue(r.get(), i, 1), d.size());
+      if (options_.learned && !PQgetisnull(r.get(), i, 2) && PQgetlength(r.get(), i, 2) == 8) {
+        learned.push_back(d);
+        learned_us.push_back(BigEndian64(PQgetvalue(r.get(), i, 2)) + kPgEpochUnixUs);
+      }
     }
     if (!WellFormedSnapshot(next)) throw FollowError("poll: no well-formed snapshot in its answer");
     r.reset();
@@ -110,6 +137,7 @@ void Follower::Poll(Connections& c) {
       apply_(digests);
       keys_.fetch_add(digests.size());
     }
+    if (!learned.empty()) options_.learned(learned, learned_us);
     transactions_.fetch_add(1);  // with --follow=poll: polls
     c.snapshot = std::move(next);
     // relaxed: the stamp is the datum; the filter's bits were set (seq_cst) before it. Every commit acknowledged

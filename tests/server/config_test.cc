@@ -175,6 +175,16 @@ TEST(Config, FollowAndItsBounds) {
             scangate::storage::FollowMethod::kLogical);
   EXPECT_NE(ParseError({"--database-url", kUrl, "--follow", "sometimes"}).find("--follow: expected on, off, logical or poll"),
             std::string::npos);
+  // --ack=commit follows only when asked (the recent set learns other instances' keys), and only by poll.
+  EXPECT_FALSE(ParseOk({"--database-url", kUrl, "--ack", "commit"}).following());
+  EXPECT_FALSE(ParseOk({"--database-url", kUrl, "--ack", "commit", "--follow", "off"}).following());
+  const Config commit_poll = ParseOk({"--database-url", kUrl, "--ack", "commit", "--follow", "poll"});
+  EXPECT_TRUE(commit_poll.following());
+  EXPECT_TRUE(commit_poll.follow_commit);
+  EXPECT_TRUE(ParseOk({"--database-url", kUrl, "--ack", "commit", "--follow", "on"}).follow_commit);
+  EXPECT_FALSE(d.follow_commit);
+  EXPECT_NE(ParseError({"--database-url", kUrl, "--ack", "commit", "--follow", "logical"}).find("only poll"),
+            std::string::npos);
   const Config set = ParseOk({"--database-url", kUrl, "--ack", "filter", j, "--follow-max-lag", "250ms",
                               "--max-commit-lag", "2s"});
   EXPECT_EQ(set.follow_max_lag, 250ms);

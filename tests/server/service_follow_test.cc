@@ -9,6 +9,7 @@
 // - transactions that commit in another order than they started (the older one held open across several polls)
 //   are both followed;
 // - a database without what the method needs (poll: sql/010's column) stops the start with the setting named;
+// - --ack=commit with --follow=poll: repeats of keys another instance recorded are answered from the recent set;
 // - a follower that cannot keep within --follow-max-lag leaves the filter's "definitely new" untrusted: new keys
 //   are decided in PostgreSQL (counted as fallbacks) and are still answered new exactly once;
 // - --max-commit-lag: while a key A answered new waits for its commit (its row is locked by another transaction)
@@ -279,6 +280,41 @@ TEST(ServiceFollow, PollWithoutTheCommitXidColumnRefusesToStart) {
   EXPECT_FALSE(started);
   EXPECT_NE(a.Stop(), 0);
   EXPECT_NE(a.Log().find("commit_xid"), std::string::npos) << a.Log();
+}
+
+// --ack=commit with --follow=poll (Config::follow_commit): B's follower feeds its recent set with the raw keys A
+// commits, so B answers their repeats duplicate — with A's first_seen — from memory (recent-set hits), where
+// its twin C without --follow asks PostgreSQL for each one.
+TEST(ServiceFollow, CommitModeLearnsOtherInstancesKeysIntoItsRecentSet) {
+  ScangateProcess a({"--ack=commit", "--follow=off"}), b({"--ack=commit", "--follow=poll"}), c({"--ack=commit"});
+  ASSERT_TRUE(a.Start());
+  ASSERT_TRUE(b.Start());
+  ASSERT_TRUE(c.Start());
+  HttpClient ca(a.port()), cb(b.port()), cc(c.port());
+  const auto keys = Keys(200, "follow-commit");
+  const HttpResponse first = ca.Post("/observe", ObserveBody(keys[0]));
+  ASSERT_EQ(first.status, 201) << first;
+  EXPECT_EQ(ObserveAll(ca, std::vector<std::string>(keys.begin() + 1, keys.end()))[201], 199);
+  const auto deadline = Clock::now() + kBound;
+  while (Clock::now() < deadline) {
+    const json::object f = FollowerOf(cb);
+    if (f.contains("keys") && f.at("keys").to_number<std::uint64_t>() >= 200) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  auto hits = [](HttpClient& h) { return MetricValue(h.Get("/metrics").body, "scangate_recent_hits_total").value_or(-1); };
+  const double b_before = hits(cb), c_before = hits(cc);
+  const HttpResponse again = cb.Post("/observe", ObserveBody(keys[0]));
+  ASSERT_EQ(again.status, 200) << again;
+  EXPECT_EQ(ObserveAll(cb, std::vector<std::string>(keys.begin() + 1, keys.end()))[200], 199);
+  EXPECT_EQ(hits(cb) - b_before, 200.0) << "B asked PostgreSQL for keys its follower had learned";
+  const HttpResponse from_pg = cc.Post("/observe", ObserveBody(keys[0]));
+  ASSERT_EQ(from_pg.status, 200) << from_pg;
+  EXPECT_EQ(again.json().at("first_seen"), from_pg.json().at("first_seen")) << "B's first_seen is not the row's";
+  EXPECT_EQ(ObserveAll(cc, std::vector<std::string>(keys.begin() + 1, keys.end()))[200], 199);
+  EXPECT_EQ(hits(cc) - c_before, 0.0) << "without --follow a repeat recorded elsewhere cannot be in the recent set";
+  EXPECT_EQ(a.Stop(), 0);
+  EXPECT_EQ(b.Stop(), 0);
+  EXPECT_EQ(c.Stop(), 0);
 }
 
 // --follow-max-lag below what the probes can reach: the follower is never fresh for long, so the filter's
