@@ -195,8 +195,8 @@ po::options_description Options() {
                                    "by any instance, so a key new at one instance is a duplicate at the others; "
                                    "logical = logical decoding (wal_level=logical, a replication role), poll = a "
                                    "query per interval (nothing to configure), on = poll; off = this filter "
-                                   "knows only this instance's keys and its warm start; with --ack=commit, "
-                                   "given: poll feeds the recent set (round robin)")
+                                   "knows only this instance's keys and its warm start; with --ack=commit "
+                                   "only poll follows: it feeds the recent set (round robin)")
       ("follow-max-lag", s(FormatMillis(d.follow_max_lag)), "ack=filter with --follow: past this staleness the "
                                                               "filter's 'definitely new' is not trusted and "
                                                               "PostgreSQL decides; ms s, 10ms..60s")
@@ -423,8 +423,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   if (c.journal_dir.empty() && c.ack == AckMode::kFilter && c.journal) c.journal_dir = DefaultJournalDir();
   c.journal_max_bytes =
       ParseUnsigned<std::uint64_t>(str("journal-max-bytes"), "journal-max-bytes", 1u << 16, std::uint64_t{1} << 40);
-  ParseFollow(str("follow"), !vm["follow"].defaulted(), str("follow-max-lag"), str("max-commit-lag"),
-              c);  // server/config_follow.cc
+  ParseFollow(str("follow"), str("follow-max-lag"), str("max-commit-lag"), c);  // server/config_follow.cc
   c.admin_listen = str("admin-listen");
   if (c.admin_split()) ParseAdminListen(c);
   c.admin_tls = ParseOnOff(str("admin-tls"), "admin-tls");

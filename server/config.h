@@ -143,7 +143,7 @@ struct Config {
   // (on = follow_method's default).
   bool follow = true;
   storage::FollowMethod follow_method = storage::FollowMethod::kPoll;
-  // --ack=commit with --follow given (poll): the follower also feeds the recent set with every raw key any
+  // --ack=commit with --follow=poll: the follower also feeds the recent set with every raw key any
   // instance commits, so a repeat recorded elsewhere is answered without a round trip (bench/RESULTS.md "Issue 32:
   // would a follower pay --ack=commit?"). Off unless asked for: it pays behind round robin, not key affinity.
   bool follow_commit = false;
@@ -188,12 +188,11 @@ std::string RedactDatabaseUrl(std::string_view url);
 // forget keys PostgreSQL still counts as seen, and --ack=filter would answer them `new`). server/config_horizon.cc.
 void ParseHorizon(std::string_view window, bool window_given, std::string_view retention, Config& c);
 
-// Sets c.follow and c.follow_method (--follow: on | off | logical | poll; with --ack=commit, given = follow_commit,
-// poll only: c.ack must be parsed first), c.follow_max_lag (--follow-max-lag,
+// Sets c.follow and c.follow_method (--follow: on | off | logical | poll; with --ack=commit, poll = follow_commit
+// and logical is refused: c.ack must be parsed first), c.follow_max_lag (--follow-max-lag,
 // 10ms..60s) and c.max_commit_lag (--max-commit-lag, 0 or 10ms..60s). Throws ConfigError naming the option.
 // server/config_follow.cc.
-void ParseFollow(std::string_view follow, bool follow_given, std::string_view max_lag, std::string_view max_commit_lag,
-                 Config& c);
+void ParseFollow(std::string_view follow, std::string_view max_lag, std::string_view max_commit_lag, Config& c);
 
 // Sets c.keys (--keys: raw | gs1) and c.expiry_grace (--expiry-grace: a duration, s m h d, 0..2192d). Throws
 // ConfigError. server/config_horizon.cc.

@@ -24,8 +24,7 @@ std::chrono::milliseconds ParseLag(std::string_view text, const char* option, bo
 }
 }  // namespace
 
-void ParseFollow(std::string_view follow, bool follow_given, std::string_view max_lag, std::string_view max_commit_lag,
-                 Config& c) {
+void ParseFollow(std::string_view follow, std::string_view max_lag, std::string_view max_commit_lag, Config& c) {
   c.follow = follow != "off";
   if (follow == "poll" || follow == "on") {  // on: polling, the cheaper of the two (bench/RESULTS.md "Issue 32")
     c.follow_method = storage::FollowMethod::kPoll;
@@ -34,10 +33,11 @@ void ParseFollow(std::string_view follow, bool follow_given, std::string_view ma
   } else if (follow != "off") {
     throw ConfigError("--follow: expected on, off, logical or poll, got '" + std::string(follow) + "'");
   }
-  c.follow_commit = c.ack == AckMode::kCommit && follow_given && c.follow;
-  if (c.follow_commit && c.follow_method != storage::FollowMethod::kPoll) {
+  // --ack=commit follows only when named (`on`, the default, leaves it off there: it pays behind round robin only).
+  c.follow_commit = c.ack == AckMode::kCommit && follow == "poll";
+  if (c.ack == AckMode::kCommit && follow == "logical") {
     // The recent set needs each key's first_seen, which the publication (the digest column) does not carry.
-    throw ConfigError("--follow: with --ack=commit only poll (or on) follows");
+    throw ConfigError("--follow: with --ack=commit only poll follows (the recent set needs first_seen)");
   }
   c.follow_max_lag = ParseLag(max_lag, "follow-max-lag", false);
   c.max_commit_lag = ParseLag(max_commit_lag, "max-commit-lag", true);

@@ -175,13 +175,13 @@ TEST(Config, FollowAndItsBounds) {
             scangate::storage::FollowMethod::kLogical);
   EXPECT_NE(ParseError({"--database-url", kUrl, "--follow", "sometimes"}).find("--follow: expected on, off, logical or poll"),
             std::string::npos);
-  // --ack=commit follows only when asked (the recent set learns other instances' keys), and only by poll.
+  // --ack=commit follows only when poll is named (the recent set learns other instances' keys); on is its default.
   EXPECT_FALSE(ParseOk({"--database-url", kUrl, "--ack", "commit"}).following());
   EXPECT_FALSE(ParseOk({"--database-url", kUrl, "--ack", "commit", "--follow", "off"}).following());
   const Config commit_poll = ParseOk({"--database-url", kUrl, "--ack", "commit", "--follow", "poll"});
   EXPECT_TRUE(commit_poll.following());
   EXPECT_TRUE(commit_poll.follow_commit);
-  EXPECT_TRUE(ParseOk({"--database-url", kUrl, "--ack", "commit", "--follow", "on"}).follow_commit);
+  EXPECT_FALSE(ParseOk({"--database-url", kUrl, "--ack", "commit", "--follow", "on"}).follow_commit);
   EXPECT_FALSE(d.follow_commit);
   EXPECT_NE(ParseError({"--database-url", kUrl, "--ack", "commit", "--follow", "logical"}).find("only poll"),
             std::string::npos);
