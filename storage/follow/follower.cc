@@ -23,13 +23,13 @@ ConnPtr Open(const std::string& conninfo, const char* application_name, bool rep
 namespace {
 
 using follow_detail::FollowError;
+using follow_detail::kStopSlice;
 using follow_detail::SteadyNs;
 
 // How long Start() waits for the first connection: creating a logical slot waits for the transactions running at
 // that moment to end (the snapshot builder), and a long one (anywhere on the cluster) must not hold the instance's
 // start; past this the thread goes on trying and reloads the window once it is connected.
 constexpr auto kStartWait = std::chrono::seconds(2);
-constexpr auto kSleepSlice = std::chrono::milliseconds(10);  // bounds Stop()'s wait during the reconnect delay
 
 }  // namespace
 
@@ -162,8 +162,8 @@ void Follower::Run(std::unique_ptr<Connections> first, bool reload) {
       reconnects_.fetch_add(1);
       Fail(e.what());
       for (auto waited = std::chrono::milliseconds(0); waited < options_.reconnect_delay && !stop_.load();
-           waited += kSleepSlice) {
-        std::this_thread::sleep_for(kSleepSlice);
+           waited += kStopSlice) {
+        std::this_thread::sleep_for(kStopSlice);
       }
     }
     first = nullptr;
@@ -182,7 +182,9 @@ void Follower::Session(std::unique_ptr<Connections> c, bool reload) {
     const std::uint64_t n = reload_(apply_);
     keys_.fetch_add(n);
   }
-  Stream(*c);
+  Stream(*c);  // returns on Stop() or a retarget
+  connected_.store(false);
+  if (retarget_.load()) throw FollowError("the partition moved: reconnecting to its new server");
 }
 
 FollowerStats Follower::Stats() const {

@@ -88,7 +88,8 @@ class Follower {
   }
   FollowerStats Stats() const;
   // After Start() returned false: the setting that stops the follower for good (wal_level below logical, a role
-  // without REPLICATION, a schema without commit_xid), "" when the cause may pass (a connection, a slot still waiting). Any thread.
+  // without REPLICATION, a schema without commit_xid), "" when the cause may pass (a connection, a slot still
+  // waiting). Any thread.
   std::string SetupError() const {
     MutexLock lock(&mu_);
     return setup_error_;
@@ -108,7 +109,7 @@ class Follower {
   void Connect(Connections& c);
   void ConnectLogical(Connections& c, const std::string& conninfo);
   void ConnectPoll(Connections& c, const std::string& conninfo);
-  // Follows until an error (throws FollowError), a retarget or Stop().
+  // Follows until an error (throws FollowError), a retarget or Stop() (returns; Session handles both).
   void Stream(Connections& c);
   void StreamLogical(Connections& c);
   void Poll(Connections& c);

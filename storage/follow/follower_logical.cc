@@ -19,12 +19,12 @@ namespace scangate::storage {
 namespace {
 
 using follow_detail::FollowError;
+using follow_detail::kStopSlice;
 using follow_detail::Open;
 using follow_detail::ResultPtr;
 using follow_detail::SteadyNs;
 
 constexpr const char* kPublication = "scangate_follow";  // sql/009
-constexpr auto kPollSlice = std::chrono::milliseconds(10);  // the stream's poll timeout: bounds Stop()'s wait
 // After a round that read messages, the stream is left to gather for this long before the next read: the walsender
 // sends one message per change, and a reader woken for each pays a poll + recv + wakeup per key (measured: the
 // idle peer's follower took ~2 µs of CPU per key at 55 k keys/s; bench/RESULTS.md "Issue 32"). Adds at most this
@@ -58,7 +58,8 @@ void Follower::ConnectLogical(Connections& c, const std::string& conninfo) {
     if (state != nullptr && (std::string_view(state) == "55000" || std::string_view(state) == "42501")) {
       throw std::runtime_error("cannot follow: " + what +
                                " (the follower needs wal_level=logical, a free replication slot and wal sender, and a "
-                               "role with REPLICATION; README 'Several instances'; --follow=poll needs none of them, --follow=off turns following off)");
+                               "role with REPLICATION; README 'Several instances'; --follow=poll needs none of them, "
+                               "--follow=off turns following off)");
     }
     throw FollowError("create slot: " + what);
   }
@@ -130,7 +131,7 @@ void Follower::StreamLogical(Connections& c) {
       next_probe = now + options_.probe_interval;
     }
     pollfd pfd{PQsocket(c.repl.get()), POLLIN, 0};
-    const auto wait = std::min(std::chrono::duration_cast<std::chrono::milliseconds>(next_probe - now), kPollSlice);
+    const auto wait = std::min(std::chrono::duration_cast<std::chrono::milliseconds>(next_probe - now), kStopSlice);
     if (::poll(&pfd, 1, static_cast<int>(std::max<std::int64_t>(wait.count(), 0))) < 0 && errno != EINTR) {
       throw FollowError("poll failed");
     }
@@ -149,8 +150,6 @@ void Follower::StreamLogical(Connections& c) {
     }
     if (read_any) std::this_thread::sleep_for(kGather);
   }
-  connected_.store(false);
-  if (retarget_.load()) throw FollowError("the partition moved: reconnecting to its new server");
 }
 
 }  // namespace scangate::storage

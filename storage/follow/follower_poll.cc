@@ -12,16 +12,16 @@
 #include "storage/follow/follower.h"
 #include "storage/follow/follower_connection.h"
 #include "storage/pg/error_summary.h"
+#include "storage/pg/pg_binary.h"
 
 namespace scangate::storage {
 namespace {
 
 using follow_detail::FollowError;
+using follow_detail::kStopSlice;
 using follow_detail::Open;
 using follow_detail::ResultPtr;
 using follow_detail::SteadyNs;
-
-constexpr auto kSleepSlice = std::chrono::milliseconds(10);  // bounds Stop()'s wait between polls
 
 constexpr const char* kSessionSql = "SET statement_timeout = '5s'";
 // The first snapshot, and that the schema has the column (sql/010; a database scangate did not migrate may not).
@@ -51,18 +51,11 @@ SELECT NULL, digest, {SEEN} FROM scan_keys
 )sql";
 constexpr const char* kSeen = "CASE WHEN lot IS NULL AND expiry IS NULL THEN first_seen END";
 constexpr const char* kNoSeen = "NULL::timestamptz";
-constexpr std::int64_t kPgEpochUnixUs = 946'684'800'000'000;  // 2000-01-01 in µs since the Unix epoch
 
 std::string PollSql(bool seen) {
   std::string sql = kPollSql;
   for (std::size_t at; (at = sql.find("{SEEN}")) != std::string::npos;) sql.replace(at, 6, seen ? kSeen : kNoSeen);
   return sql;
-}
-
-std::int64_t BigEndian64(const char* p) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return static_cast<std::int64_t>(v);
 }
 
 // A snapshot's text as PostgreSQL prints it: xmin:xmax:xip,xip,... (digits, colons and commas only).
@@ -128,7 +121,7 @@ void Follower::Poll(Connections& c) {
       std::memcpy(d.data(), PQgetvalue(r.get(), i, 1), d.size());
       if (options_.learned && !PQgetisnull(r.get(), i, 2) && PQgetlength(r.get(), i, 2) == 8) {
         learned.push_back(d);
-        learned_us.push_back(BigEndian64(PQgetvalue(r.get(), i, 2)) + kPgEpochUnixUs);
+        learned_us.push_back(static_cast<std::int64_t>(LoadBe64(PQgetvalue(r.get(), i, 2))) + kPgEpochUs);
       }
     }
     if (!WellFormedSnapshot(next)) throw FollowError("poll: no well-formed snapshot in its answer");
@@ -146,11 +139,9 @@ void Follower::Poll(Connections& c) {
     const auto next_poll = sent + options_.probe_interval;
     while (!stop_.load() && !retarget_.load() && std::chrono::steady_clock::now() < next_poll) {
       std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
-          kSleepSlice, next_poll - std::chrono::steady_clock::now()));
+          kStopSlice, next_poll - std::chrono::steady_clock::now()));
     }
   }
-  connected_.store(false);
-  if (retarget_.load()) throw FollowError("the partition moved: reconnecting to its new server");
 }
 
 }  // namespace scangate::storage

@@ -2,11 +2,10 @@
 
 #include <charconv>
 
+#include "storage/pg/pg_binary.h"
+
 namespace scangate::storage {
 namespace {
-
-// PostgreSQL's epoch (2000-01-01) in µs since the Unix epoch: the stream's timestamps count from it.
-constexpr std::int64_t kPgEpochUs = 946'684'800'000'000;
 
 // Big-endian readers over a message; false when it is too short.
 bool Take(std::string_view& m, std::size_t n, std::string_view& out) {

@@ -215,7 +215,9 @@ void Journal::AddOutstandingLocked(std::uint64_t lsn, const JournalRecord& recor
   }
   auto& mine = outstanding_by_partition_[p];
   mine.emplace_hint(mine.end(), lsn, record.time_us);
-  if (mine.size() == 1) NoteOldestLocked();
+  // Its partition's first outstanding record is its oldest; the other partitions' are unchanged. relaxed: as in
+  // NoteOldestLocked.
+  if (mine.size() == 1) oldest_us_[p].store(record.time_us, std::memory_order_relaxed);
 }
 
 void Journal::EraseOutstandingLocked(std::uint64_t lsn) {

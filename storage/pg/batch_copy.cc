@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "core/time_format.h"
+#include "storage/pg/pg_binary.h"
 #include "storage/pg/batch_statement.h"
 
 namespace scangate::storage {
@@ -29,8 +30,6 @@ constexpr const char* kCopySql =
     "COPY scan_keys (digest, source, first_seen) FROM STDIN (FORMAT binary); "
     "COMMIT";
 constexpr std::string_view kCopyHeader{"PGCOPY\n\377\r\n\0" "\0\0\0\0" "\0\0\0\0", 19};  // signature, flags, ext
-// timestamptz on the wire: µs since 2000-01-01T00:00:00Z.
-constexpr std::int64_t kPgEpochUs = 946'684'800'000'000;
 constexpr const char* kUniqueViolation = "23505";
 // The pack COPY (a batch with PackAttrs): the same query with the pack columns and the idempotency record
 // (sql/008); NULL where an item has none.
