@@ -27,7 +27,7 @@
 #   DIR/map         one line per partition: "partition server port conninfo" (the map, as last set here)
 # Every cluster gets scripts/pg.sh's settings with shared_buffers PG_SHARED_MB (default 128 here: several
 # clusters share the machine). Every partition database gets the scangate migrations (sql/NNN_*.sql) exactly as
-# storage/migrations.cc applies them, so the proxy path works before any scangate ran and scangate finds them
+# storage/start/migrations.cc applies them, so the proxy path works before any scangate ran and scangate finds them
 # applied. Needs postgresql-15 and postgresql-15-plproxy (scripts/deps.sh build partitions, run by `start`).
 set -euo pipefail
 
@@ -35,7 +35,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 export PG_SHARED_MB=${PG_SHARED_MB:-128}
-MIGRATION_LOCK=101882705870849  # storage/migrations.cc kMigrationLockKey (0x5ca96a7e0001)
+MIGRATION_LOCK=101882705870849  # storage/start/migrations.cc kMigrationLockKey (0x5ca96a7e0001)
 
 log() { echo "partitions.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -86,7 +86,7 @@ sys.exit("no free block of %d ports" % n)
 PY
 }
 
-# The scangate migrations, as storage/migrations.cc applies them: one transaction holding the advisory lock,
+# The scangate migrations, as storage/start/migrations.cc applies them: one transaction holding the advisory lock,
 # schema_migrations created if absent, each sql/NNN_name.sql not recorded there run and then recorded.
 apply_migrations() {  # PORT DB
   local script f base version name

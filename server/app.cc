@@ -24,7 +24,7 @@
 #include "server/verdict/service.h"
 #include "storage/journal/journal_drain.h"
 #include "storage/pg/conninfo.h"
-#include "storage/startup.h"
+#include "storage/start/startup.h"
 
 namespace scangate::server {
 namespace {
@@ -36,7 +36,7 @@ constexpr auto kMaintenancePeriod = std::chrono::seconds(1);  // filter rotation
 static_assert(kMaintenancePeriod == FilterTelemetry::kRefreshPeriod, "/stats promises this staleness bound");
 constexpr auto kWarmRetryDelay = std::chrono::seconds(1);  // after a failed warm load
 // Start-up retry of a transient cause (PostgreSQL down or starting, database missing), under the one
-// start-up retry policy (storage/startup.h): one attempt, one log line, then wait 250 ms, 500 ms, ... up to 8 s (a cluster restart takes seconds; 8 s caps the extra
+// start-up retry policy (storage/start/startup.h): one attempt, one log line, then wait 250 ms, 500 ms, ... up to 8 s (a cluster restart takes seconds; 8 s caps the extra
 // wait after it is back). A permanent cause (StartError::permanent) exits kExitStartup at once.
 constexpr auto kStartBackoffMin = std::chrono::milliseconds(250);
 constexpr auto kStartBackoffMax = std::chrono::seconds(8);

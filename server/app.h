@@ -26,10 +26,10 @@
 
 #include "core/digest.h"
 #include "core/filter.h"
-#include "server/config.h"
+#include "server/config/config.h"
 #include "server/systemd_notify.h"
 #include "storage/follow/follower.h"
-#include "storage/partitioned_store.h"
+#include "storage/partitions/partitioned_store.h"
 
 namespace scangate::storage {
 class JournalDrain;
@@ -98,7 +98,7 @@ class App {
 
   std::unique_ptr<ShardedFilter> filter_;
   std::optional<Digester> digester_;
-  // The exact store: one partition on --database-url, or the partitions of --partitions' map (storage/partitioned_store.h).
+  // The exact store: one partition on --database-url, or the partitions of --partitions' map (storage/partitions/partitioned_store.h).
   std::unique_ptr<storage::PartitionedStore> store_;
   std::unique_ptr<storage::JournalDrain> journal_;
   std::unique_ptr<Metrics> metrics_;

@@ -8,7 +8,7 @@
 #include "server/app.h"
 #include "server/log.h"
 #include "server/verdict/service.h"
-#include "storage/partition_map.h"
+#include "storage/partitions/partition_map.h"
 
 namespace scangate::server {
 

@@ -1,11 +1,11 @@
-// scangate: the HTTP service binary. main() parses the command line (server/config.h) and hands over to the
+// scangate: the HTTP service binary. main() parses the command line (server/config/config.h) and hands over to the
 // App (server/app.h), which owns start-up order and shutdown. Exit codes: 0 (stopped by SIGTERM/SIGINT, or
 // --help/--version), 1 (start-up failed), 2 (configuration).
 #include <iostream>
 #include <utility>
 
 #include "server/app.h"
-#include "server/config.h"
+#include "server/config/config.h"
 
 int main(int argc, char** argv) {
   using namespace scangate::server;

@@ -38,7 +38,7 @@ void StorageReaders::Start() {
     bo.conninfo = MaintenanceConninfo(conninfo, "scangate-brin");
     bo.log = options_.log;
     brin_.push_back(std::make_unique<storage::BrinSummarizer>(std::move(bo)));
-    // The horizon's expiry (storage/expiry.h); with --retention=off it only reads the table's vital signs.
+    // The horizon's expiry (storage/horizon/expiry.h); with --retention=off it only reads the table's vital signs.
     storage::ExpiryOptions eo;
     eo.conninfo = MaintenanceConninfo(conninfo, "scangate-expiry");
     eo.retention = options_.retention;

@@ -14,10 +14,10 @@
 
 #include "core/mutex.h"
 #include "server/metrics/metrics.h"
-#include "storage/brin_summarizer.h"
-#include "storage/expiry.h"
-#include "storage/partitioned_reader.h"
-#include "storage/partitioned_store.h"
+#include "storage/horizon/brin_summarizer.h"
+#include "storage/horizon/expiry.h"
+#include "storage/partitions/partitioned_reader.h"
+#include "storage/partitions/partitioned_store.h"
 #include "storage/pg/conninfo.h"
 
 namespace scangate::server {

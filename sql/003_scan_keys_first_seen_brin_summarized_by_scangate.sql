@@ -1,4 +1,4 @@
--- The first_seen BRIN index (002) is summarized by scangate itself (storage/brin_summarizer.h), not by
+-- The first_seen BRIN index (002) is summarized by scangate itself (storage/horizon/brin_summarizer.h), not by
 -- autosummarize. autosummarize queues one autovacuum work item per filled block range; that queue holds 256
 -- items for the whole cluster and is drained only when an autovacuum worker visits the database (every
 -- autovacuum_naptime, 60 s by default), so at scangate's insert rates (one 32-page range per ~3 000 rows:

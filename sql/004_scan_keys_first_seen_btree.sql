@@ -1,5 +1,5 @@
 -- The de-duplication horizon (--retention, issue 22) deletes rows older than it in bounded slices, oldest
--- first (storage/expiry.h): `... WHERE first_seen < now() - R ORDER BY first_seen LIMIT n`. That needs an
+-- first (storage/horizon/expiry.h): `... WHERE first_seen < now() - R ORDER BY first_seen LIMIT n`. That needs an
 -- index that stays selective while the heap reuses the space of deleted rows. The BRIN index (002) cannot:
 -- a reused block range mixes old and new first_seen, its summary widens to cover both, and the expiry then
 -- reads nearly every range at every pass. A btree on first_seen is appended at its right edge (first_seen is

@@ -11,8 +11,8 @@ ALTER TABLE scan_keys
   ADD COLUMN expiry date,
   ADD COLUMN keep_until timestamptz,
   ADD CONSTRAINT scan_keys_lot_check CHECK (octet_length(lot) = 32) NOT VALID;
--- The expiry's second slice (storage/expiry.h): `... WHERE keep_until < now() ORDER BY keep_until LIMIT n`, and the
--- earliest keep_until (a vital sign) in one descent. Partial: raw rows (NULL) take no entry and no cost.
+-- The expiry's second slice (storage/horizon/expiry.h): `... WHERE keep_until < now() ORDER BY keep_until LIMIT n`, and
+-- the earliest keep_until (a vital sign) in one descent. Partial: raw rows (NULL) take no entry and no cost.
 CREATE INDEX scan_keys_keep_until ON scan_keys (keep_until) WHERE keep_until IS NOT NULL;
 -- The first_seen slice deletes `WHERE keep_until IS NULL AND first_seen < now() - R ORDER BY first_seen`. On 004's
 -- btree over every row it would step, pass after pass, over the pinned rows (packs kept for months or years past

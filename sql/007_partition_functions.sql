@@ -1,11 +1,11 @@
 -- Partitions (issue 23): the functions a partition database answers for the PL/Proxy path (sql/proxy/: the
 -- proxy database's functions of the same names run them on the partition a digest's hash names). scangate's
 -- own writers do not call them: they send their batch statements to the partition directly
--- (storage/partitioned_store.h). Applied to every database scangate writes to, the single one included (where
--- they are simply unused), so every partition answers the operators' path with the writers' semantics.
+-- (storage/partitions/partitioned_store.h). Applied to every database scangate writes to, the single one included
+-- (where they are simply unused), so every partition answers the operators' path with the writers' semantics.
 
 -- The partition of a digest: its bytes 4..7 as a big-endian int4, which PL/Proxy's `RUN ON` reduces with
--- `& (partition count - 1)`. storage/partition_map.h's PartitionOf is the same function (a test compares
+-- `& (partition count - 1)`. storage/partitions/partition_map.h's PartitionOf is the same function (a test compares
 -- them). Bytes 4..7, not 0..3: the writers' route within a partition (server/verdict RouteOfDigest) uses 0..3.
 -- `<<` on int4 does not check overflow, so a byte >= 128 at position 4 gives a negative hash, as intended.
 CREATE FUNCTION scangate_partition_hash(d bytea) RETURNS int4

@@ -1,8 +1,8 @@
 // ConnTarget<T>: where a unit that owns connections connects (a connection string, or the Store's pair of them),
-// replaceable from another thread by Retarget (a partition moved: storage/partitioned_store.h). Every Set() bumps a
-// generation; each owner remembers the generation its connection follows and drops that connection at its next use
-// once Changed() says the generation moved on. Serves one owner (Lookup, Expiry, BrinSummarizer) or several (a
-// Store's writers, storage/writer_context.h) alike.
+// replaceable from another thread by Retarget (a partition moved: storage/partitions/partitioned_store.h). Every Set()
+// bumps a generation; each owner remembers the generation its connection follows and drops that connection at its next
+// use once Changed() says the generation moved on. Serves one owner (Lookup, Expiry, BrinSummarizer) or several (a
+// Store's writers, storage/write/writer_context.h) alike.
 // Invariant: after Set() returns, every owner's next Changed() is true, and its Get() then returns the new value (or
 // a later one). Costs an owner one atomic load per use otherwise.
 // Use: Set() from any thread; Changed() with the owner's own `seen`, from that owner's thread only.

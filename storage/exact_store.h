@@ -14,7 +14,7 @@
 
 namespace scangate::storage {
 
-struct StoreStats;  // storage/store_metrics.h
+struct StoreStats;  // storage/write/store_metrics.h
 
 class ExactStore {
  public:

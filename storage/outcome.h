@@ -97,8 +97,8 @@ class Ticket {
     return state_.compare_exchange_strong(expected, kCancelled, std::memory_order_relaxed);  // see Take
   }
 
-  // The writer's side (storage/writer_queue.cc, storage/completions.cc): true when the item may be written /
-  // completed. Relaxed: the state is the only datum the two sides exchange (the item itself is published by
+  // The writer's side (storage/write/writer_queue.cc, storage/write/completions.cc): true when the item may be written
+  // / completed. Relaxed: the state is the only datum the two sides exchange (the item itself is published by
   // the queue mutex), and the CAS alone decides the winner. Safe to call concurrently with Cancel().
   bool Take() {
     std::uint8_t expected = kQueued;

@@ -7,9 +7,9 @@
 
 #include "core/utf8.h"
 #include "storage/pg/conninfo.h"
-#include "storage/startup.h"
-#include "storage/writer.h"
-#include "storage/writer_context.h"
+#include "storage/start/startup.h"
+#include "storage/write/writer.h"
+#include "storage/write/writer_context.h"
 
 namespace scangate::storage {
 namespace {

@@ -1,16 +1,16 @@
 // Store: the exact authority — PostgreSQL table scan_keys behind a pool of group-commit writers. This is the
 // facade: it routes items to writers and owns start-up, shutdown and the counters; the design lives in the
 // units it wires together (storage/README.md has the reasoning and the figures):
-//   storage/writer_queue.h  per-writer FIFO + priority lane, tickets, the pending bound
-//   storage/writer.h        the writer loop: take a batch, run it, go down / reconnect with backoff
-//   storage/batch_runner.h  one batch: statement shape (COPY or ON CONFLICT), bisection, dead letters
-//   storage/in_doubt.h      a COMMIT whose answer was lost, settled by txid_status()
-//   storage/completions.h   every item's one delivery;  storage/store_metrics.h  the counters
-//   storage/startup.h       the start-up retry policy and migrations;  storage/pg/  the PostgreSQL plumbing
+//   storage/write/writer_queue.h  per-writer FIFO + priority lane, tickets, the pending bound
+//   storage/write/writer.h        the writer loop: take a batch, run it, go down / reconnect with backoff
+//   storage/write/batch_runner.h  one batch: statement shape (COPY or ON CONFLICT), bisection, dead letters
+//   storage/write/in_doubt.h      a COMMIT whose answer was lost, settled by txid_status()
+//   storage/write/completions.h   every item's one delivery;  storage/write/store_metrics.h  the counters
+//   storage/start/startup.h       the start-up retry policy and migrations;  storage/pg/  the PostgreSQL plumbing
 // Invariant: an outcome kInserted/kDuplicate is delivered only after the transaction that decided it
 // committed; of all observations of one digest (any thread, any Store, any process) exactly one ever
 // gets kInserted. Outages yield kUnavailable or a refused Submit, never a guessed verdict.
-// Use one Store per process (or one per partition, under storage/partitioned_store.h); the server posts
+// Use one Store per process (or one per partition, under storage/partitions/partitioned_store.h); the server posts
 // completions back to its own executors.
 #pragma once
 
@@ -27,8 +27,8 @@
 #include "core/digest.h"
 #include "storage/exact_store.h"
 #include "storage/outcome.h"
-#include "storage/start_error.h"
-#include "storage/store_metrics.h"
+#include "storage/start/start_error.h"
+#include "storage/write/store_metrics.h"
 #include "storage/store_options.h"
 #include "storage/write_behind_target.h"
 
@@ -86,7 +86,7 @@ class Store final : public ExactStore, public WriteBehindTarget {
   std::size_t SubmitWriteBehindGroup(std::span<const WriteBehindRow> rows, WriteBehindSink& sink) override;
 
   // SubmitWriteBehindGroup in two phases, for a caller that must keep the prefix contract over several Stores
-  // (storage/partitioned_store.h): ReserveWriteBehind takes room for up to `n` rows in the queue bound and
+  // (storage/partitions/partitioned_store.h): ReserveWriteBehind takes room for up to `n` rows in the queue bound and
   // returns how many it got (0 when full or not accepting); ReleaseReserved gives back room not used;
   // SubmitWriteBehindGroupReserved queues `rows` (exactly as many as reserved and not released) as
   // SubmitWriteBehindGroup does — all of them, or none (false: shutting down; their reservation released).
@@ -95,8 +95,8 @@ class Store final : public ExactStore, public WriteBehindTarget {
   void ReleaseReserved(std::size_t n);
   bool SubmitWriteBehindGroupReserved(std::span<const WriteBehindRow> rows, WriteBehindSink& sink);
 
-  // Points the store at another database (a partition moved: storage/partitioned_store.h): every writer drops
-  // its connection before its next batch (an idle one within ~250 ms) and connects to `url`; WarmLoad uses
+  // Points the store at another database (a partition moved: storage/partitions/partitioned_store.h): every writer
+  // drops its connection before its next batch (an idle one within ~250 ms) and connects to `url`; WarmLoad uses
   // `url` from its next call. An in-doubt COMMIT is still settled on the database that received it. The new
   // database must already hold the schema (a moved partition is a copy; no migrations are applied here: a
   // writer that cannot prepare its statements there goes down and logs why). Throws
@@ -115,7 +115,7 @@ class Store final : public ExactStore, public WriteBehindTarget {
   // CONCURRENTLY from up to warm_streams threads (not the caller's): it must be thread-safe (the
   // server passes ShardedFilter::InsertBatchConcurrently). An exception thrown by the sink stops all
   // streams and is rethrown here unchanged. Throws pqxx / std::runtime_error on database errors.
-  // Safe to call concurrently. (storage/warm_load.cc)
+  // Safe to call concurrently. (storage/read/warm_load.cc)
   std::uint64_t WarmLoad(std::chrono::seconds window,
                          const std::function<void(std::span<const Digest>)>& sink);
 

@@ -1,5 +1,5 @@
 // StoreOptions: how storage::Store (storage/store.h) is sized and connected, and the test-only fault hook
-// (StoreFault). Each default is written here once: the server's Config (server/config.h) and its --help take
+// (StoreFault). Each default is written here once: the server's Config (server/config/config.h) and its --help take
 // the store's defaults from these constants. Invariant: a default-constructed StoreOptions (with a url) is a
 // valid configuration; Store's constructor rejects zero writers, batch_limit or queue_limit.
 #pragma once
@@ -19,7 +19,7 @@ namespace scangate::storage {
 inline constexpr unsigned kDefaultWriters = 2;
 inline constexpr std::size_t kDefaultBatchLimit = 1024;
 inline constexpr std::size_t kDefaultQueueLimit = 65536;
-// Without the journal the write-behind lag is what a crash loses: kept short (server/config.cc has the
+// Without the journal the write-behind lag is what a crash loses: kept short (server/config/config.cc has the
 // journal's longer auto value and its measurements).
 inline constexpr std::chrono::microseconds kDefaultFlushInterval{2000};
 
@@ -29,7 +29,7 @@ inline constexpr std::chrono::microseconds kDefaultFlushInterval{2000};
 // a misclassified momentary error at the cost of two extra single-row transactions per bad row.
 inline constexpr int kMaxRowAttempts = 3;
 // How long a writer tries to settle an in-doubt COMMIT (reconnect, then poll txid_status while "in
-// progress") before answering kUnknown — every connection attempt and query included (storage/in_doubt.h).
+// progress") before answering kUnknown — every connection attempt and query included (storage/write/in_doubt.h).
 // Below common HTTP client timeouts (5-10 s) so the client still gets an answer; long enough for a
 // connection blip or a fast PostgreSQL restart.
 inline constexpr std::chrono::milliseconds kInDoubtResolveFor{3000};
@@ -55,7 +55,7 @@ struct StoreOptions {
   // The de-duplication horizon (--retention). 0 = off: a row answers `duplicate` for ever. Otherwise a row whose
   // first_seen is older than this (by PostgreSQL's clock) counts as absent: the batch INSERT takes its place
   // (`new`, first_seen and source replaced: storage/pg/batch_statement.h), whether or not the expiry
-  // (storage/expiry.h) has deleted it yet.
+  // (storage/horizon/expiry.h) has deleted it yet.
   std::chrono::seconds retention{0};
   // --keys=gs1 (issue 24): rows may carry their own horizon (PackAttrs::keep_until_us). Every batch then goes
   // through the pack statements, which take over a row past its keep_until even with retention off (a row
@@ -64,7 +64,7 @@ struct StoreOptions {
   bool pack_horizons = false;
   // How long Shutdown() keeps retrying queued write-behind items while the database is down.
   std::chrono::milliseconds shutdown_retry{30000};
-  // How long Start() retries the first connection before throwing (storage/startup.h); 0 = one attempt.
+  // How long Start() retries the first connection before throwing (storage/start/startup.h); 0 = one attempt.
   std::chrono::milliseconds start_timeout{30000};
   // Connection safety (storage/pg/conninfo.h), applied unless the URL sets them. statement_timeout bounds a
   // writer's statements: the server sets it a little above --request-timeout, so a statement outliving
@@ -86,8 +86,9 @@ struct StoreOptions {
   // StderrLogSink(). The server passes an adapter to server::Log (one writer, one format).
   std::shared_ptr<LogSink> log;
   // The store's name in its log lines: when non-empty, every line it writes (pg_state, commit_in_doubt,
-  // dead_letter, row_rejected, write_behind_lost) carries it as a "partition" field (storage/partitioned_store.h
-  // names its partitions "p0", "p1", ...). Empty (a single database): no such field.
+  // dead_letter, row_rejected, write_behind_lost) carries it as a "partition" field
+  // (storage/partitions/partitioned_store.h names its partitions "p0", "p1", ...). Empty (a single database): no such
+  // field.
   std::string label;
   // TESTS ONLY. Called on the writer thread once per batch transaction, just before COMMIT; its answer
   // injects a fault (see StoreFault). Empty (the default) costs one branch per batch.

@@ -50,12 +50,12 @@
 
 #include "storage/pg/pg_array.h"
 #include "storage/store.h"
-#include "storage/store_metrics.h"
+#include "storage/write/store_metrics.h"
 // storage::PartitionedStore (issue 23) where the tree has it: the direct mode then runs scangate's own router;
 // before it landed, the same thing by hand (one Store per partition, PartitionOf below). The output's
 // `router=` says which.
-#if __has_include("storage/partitioned_store.h")
-#include "storage/partitioned_store.h"
+#if __has_include("storage/partitions/partitioned_store.h")
+#include "storage/partitions/partitioned_store.h"
 #define PARTITION_BENCH_HAS_PARTITIONED_STORE 1
 #endif
 

@@ -1,4 +1,4 @@
-#include "server/config.h"
+#include "server/config/config.h"
 
 #include <algorithm>
 #include <cctype>
@@ -15,7 +15,7 @@
 #include <boost/program_options.hpp>
 
 #include "core/filter.h"  // kMaxShards: one limit for the filter and the --shards check
-#include "server/config_file.h"
+#include "server/config/config_file.h"
 #include "server/version.h"
 #include "storage/pg/conninfo.h"
 
@@ -115,7 +115,7 @@ std::string FormatFraction(double v) {
 // The options, in the groups `scangate --help` prints, in that order. A new flag goes into the group an
 // operator would look in first.
 po::options_description Options() {
-  // Every default is Config's own (server/config.h; the PostgreSQL ones are storage/store_options.h's), shown
+  // Every default is Config's own (server/config/config.h; the PostgreSQL ones are storage/store_options.h's), shown
   // here in the syntax the option takes, so --help and a default-constructed Config cannot disagree.
   const Config d;
   auto s = [](std::string def) { return po::value<std::string>()->default_value(std::move(def)); };
@@ -408,7 +408,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   c.filter = ParseOnOff(str("filter"), "filter");
   c.recent_keys = ParseUnsigned<std::uint64_t>(str("recent-keys"), "recent-keys", 0, kMaxRecentKeys);
   c.access_log = ParseOnOff(str("access-log"), "access-log");
-  ParseAccess(str("tokens-file"), str("rate-limit"), str("rate-burst"), c);  // server/config_access.cc
+  ParseAccess(str("tokens-file"), str("rate-limit"), str("rate-burst"), c);  // server/config/config_access.cc
   c.journal = ParseOnOff(str("journal"), "journal");
   if (str("flush-interval") == "auto") {
     c.flush_interval = c.ack == AckMode::kFilter && c.journal ? kJournalFlushInterval : kMemoryFlushInterval;
@@ -423,12 +423,12 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   if (c.journal_dir.empty() && c.ack == AckMode::kFilter && c.journal) c.journal_dir = DefaultJournalDir();
   c.journal_max_bytes =
       ParseUnsigned<std::uint64_t>(str("journal-max-bytes"), "journal-max-bytes", 1u << 16, std::uint64_t{1} << 40);
-  ParseFollow(str("follow"), str("follow-max-lag"), str("max-commit-lag"), c);  // server/config_follow.cc
+  ParseFollow(str("follow"), str("follow-max-lag"), str("max-commit-lag"), c);  // server/config/config_follow.cc
   c.admin_listen = str("admin-listen");
   if (c.admin_split()) ParseAdminListen(c);
   c.admin_tls = ParseOnOff(str("admin-tls"), "admin-tls");
   ParseTls({str("tls-cert"), str("tls-key"), str("tls-client-ca"), str("tls-crl"), str("tls-client-routes")},
-           c);  // server/config_tls.cc
+           c);  // server/config/config_tls.cc
   c.cors_origins = ParseCorsOrigins(str("cors-origins"));
   c.allowed_hosts = ParseAllowedHosts(str("allowed-hosts"));
   c.proxy_protocol_from = ParseProxyProtocolFrom(str("proxy-protocol-from"));

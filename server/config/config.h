@@ -1,10 +1,10 @@
 // Configuration of the scangate binary: command line (Boost.Program_options), environment SCANGATE_<NAME>
-// (dashes -> underscores, upper case), the --config file (server/config_file.h); precedence command line >
+// (dashes -> underscores, upper case), the --config file (server/config/config_file.h); precedence command line >
 // environment > file > defaults; validation and duration parsing.
 // Invariant: a Config returned by ParseConfig is fully validated; secrets never appear in Describe().
 // Each default is written once: here (the PostgreSQL writers' in storage/store_options.h); --help prints
-// these values (server/config.cc). Pure apart from reading the process environment, the config file and the
-// secret file; unit-tested in tests/server/config_test.cc (the file: tests/server/config_file_test.cc).
+// these values (server/config/config.cc). Pure apart from reading the process environment, the config file and the
+// secret file; unit-tested in tests/server/config/config_test.cc (the file: tests/server/config/config_file_test.cc).
 #pragma once
 
 #include <chrono>
@@ -27,7 +27,7 @@ enum class AckMode : std::uint8_t { kCommit, kFilter };
 // --keys: raw = the string as sent is the key; gs1 = a GS1 pack (server/verdict/scan_key.h).
 enum class KeysMode : std::uint8_t { kRaw, kGs1 };
 
-// --partitions: writers per partition unless --writers is given (server/config.cc: measured).
+// --partitions: writers per partition unless --writers is given (server/config/config.cc: measured).
 inline constexpr unsigned kPartitionWriters = 1;
 
 struct Config {
@@ -51,7 +51,7 @@ struct Config {
   std::string port_file;                   // written once listening: "<port>\n"
   unsigned threads = 0;                    // resolved: never 0 after ParseConfig
   std::string database_url;
-  // Partitions (issue 23, storage/partitioned_store.h): the libpq URL of the PL/Proxy proxy database whose
+  // Partitions (issue 23, storage/partitions/partitioned_store.h): the libpq URL of the PL/Proxy proxy database whose
   // cluster `partition_cluster` maps the digests' logical partitions to databases; "" = off (one PostgreSQL at
   // database_url). With it, database_url is optional (the proxy's URL stands in: the journal's identity).
   std::string partitions_url;
@@ -74,7 +74,7 @@ struct Config {
   // The PostgreSQL writers' defaults are the store's own (storage/store_options.h).
   unsigned writers = storage::kDefaultWriters;
   std::size_t batch_limit = storage::kDefaultBatchLimit;
-  // --flush-interval; auto (the default): 20 ms with the journal (server/config.cc), else the store's 2 ms.
+  // --flush-interval; auto (the default): 20 ms with the journal (server/config/config.cc), else the store's 2 ms.
   std::chrono::microseconds flush_interval = storage::kDefaultFlushInterval;
   std::size_t queue_limit = storage::kDefaultQueueLimit;
   // A request waiting for PostgreSQL longer than this gets 503 (unavailable if its key was still queued
@@ -82,8 +82,8 @@ struct Config {
   // statement_timeout (this + 2 s) and tcp_user_timeout (server/main.cc).
   std::chrono::milliseconds request_timeout{5000};
   // Backpressure: a request that finds the write queue full (--queue-limit) waits up to this long for room
-  // (capped by request_timeout: never past its request deadline), then gets 503 unavailable. 0 = 503 at once. A down PostgreSQL
-  // answers 503 at once either way.
+  // (capped by request_timeout: never past its request deadline), then gets 503 unavailable. 0 = 503 at once. A down
+  // PostgreSQL answers 503 at once either way.
   std::chrono::milliseconds queue_wait{1000};
   std::string digest_secret_file;
   std::string digest_secret;               // file bytes, one trailing newline stripped; never printed
@@ -185,17 +185,18 @@ std::string RedactDatabaseUrl(std::string_view url);
 // Sets c.window and c.retention from --window (`window_given`: set by the user, not defaulted) and
 // --retention ("window" = the default: follow --window; "off"; or a duration, s m h d). --window follows
 // --retention when only that is given; both given with window < retention throws ConfigError (the filter would
-// forget keys PostgreSQL still counts as seen, and --ack=filter would answer them `new`). server/config_horizon.cc.
+// forget keys PostgreSQL still counts as seen, and --ack=filter would answer them `new`).
+// server/config/config_horizon.cc.
 void ParseHorizon(std::string_view window, bool window_given, std::string_view retention, Config& c);
 
 // Sets c.follow and c.follow_method (--follow: on | off | logical | poll; with --ack=commit, poll = follow_commit
 // and logical is refused: c.ack must be parsed first), c.follow_max_lag (--follow-max-lag,
 // 10ms..60s) and c.max_commit_lag (--max-commit-lag, 0 or 10ms..60s). Throws ConfigError naming the option.
-// server/config_follow.cc.
+// server/config/config_follow.cc.
 void ParseFollow(std::string_view follow, std::string_view max_lag, std::string_view max_commit_lag, Config& c);
 
 // Sets c.keys (--keys: raw | gs1) and c.expiry_grace (--expiry-grace: a duration, s m h d, 0..2192d). Throws
-// ConfigError. server/config_horizon.cc.
+// ConfigError. server/config/config_horizon.cc.
 void ParseKeys(std::string_view keys, std::string_view grace, Config& c);
 // The TLS options as given (--tls-cert, --tls-key, --tls-client-ca, --tls-crl, --tls-client-routes).
 struct TlsFlags {
@@ -204,18 +205,18 @@ struct TlsFlags {
 // Sets c.tls_cert, tls_key, tls_client_ca, tls_crl, tls_client_routes: both or neither of cert and
 // key, every file readable now (its PEM is checked by HttpServer), --admin-tls/--tls-client-ca need --tls-cert,
 // --tls-crl needs --tls-client-ca, --tls-client-routes needs --tls-client-ca and no --tokens-file. Call after
-// ParseAccess, ParseAdminListen and c.admin_tls. Throws ConfigError naming the option. server/config_tls.cc.
+// ParseAccess, ParseAdminListen and c.admin_tls. Throws ConfigError naming the option. server/config/config_tls.cc.
 void ParseTls(const TlsFlags& f, Config& c);
 // Sets c.tokens_file and c.terminals (reading --tokens-file), c.rate_limit and c.rate_burst (--rate-burst "rate"
-// = the rate). Throws ConfigError naming the option. server/config_access.cc.
+// = the rate). Throws ConfigError naming the option. server/config/config_access.cc.
 void ParseAccess(const std::string& tokens_file, std::string_view rate_limit, std::string_view rate_burst, Config& c);
-// --cors-origins and --allowed-hosts: their lists, lower-cased and checked (server/config_access.cc).
+// --cors-origins and --allowed-hosts: their lists, lower-cased and checked (server/config/config_access.cc).
 std::vector<std::string> ParseCorsOrigins(const std::string& list);
 std::vector<std::string> ParseAllowedHosts(const std::string& list);
-// --proxy-protocol-from: its addresses and CIDR networks, checked (server/config_access.cc).
+// --proxy-protocol-from: its addresses and CIDR networks, checked (server/config/config_access.cc).
 std::vector<std::string> ParseProxyProtocolFrom(const std::string& list);
 // Protected mode: resolves c.listen ("auto") and c.protected_mode from the tokens file, the digest secret and
-// --insecure, or throws ConfigError for a non-loopback address without them (server/config_access.cc).
+// --insecure, or throws ConfigError for a non-loopback address without them (server/config/config_access.cc).
 void ResolveListen(Config& c);
 
 // Effective configuration for the start-up log line (password redacted, secret only as "set"/"unset").

@@ -1,6 +1,6 @@
 // --tokens-file, --rate-limit and --rate-burst: who may call the client routes and how often (ParseAccess);
 // --cors-origins, --allowed-hosts and protected mode (--listen=auto, --insecure): from where (ParseCorsOrigins,
-// ParseAllowedHosts, ResolveListen). Kept apart from config.cc, which owns the option table (server/config.h).
+// ParseAllowedHosts, ResolveListen). Kept apart from config.cc, which owns the option table (server/config/config.h).
 #include <charconv>
 #include <cctype>
 #include <cstdint>
@@ -11,7 +11,7 @@
 
 #include <boost/asio/ip/address.hpp>
 
-#include "server/config.h"
+#include "server/config/config.h"
 #include "server/http/proxy_protocol.h"
 #include "server/http/token_store.h"
 

@@ -1,9 +1,9 @@
-// Describe(): the effective configuration as the start-up `config` log line shows it (server/config.h). Its own
-// unit so that the option table and its parsing (server/config.cc) keep one job. Invariant: no secret is ever
+// Describe(): the effective configuration as the start-up `config` log line shows it (server/config/config.h). Its own
+// unit so that the option table and its parsing (server/config/config.cc) keep one job. Invariant: no secret is ever
 // written — the database password redacted, the digest secret and the tokens only as "set" / a count.
 #include <boost/json/array.hpp>
 
-#include "server/config.h"
+#include "server/config/config.h"
 #include "server/version.h"
 #include "storage/pg/conninfo.h"
 

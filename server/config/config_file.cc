@@ -1,6 +1,6 @@
 // The --config file: a line-numbered check of the file, then Boost.Program_options' own parser for the values
-// (server/config_file.h).
-#include "server/config_file.h"
+// (server/config/config_file.h).
+#include "server/config/config_file.h"
 
 #include <cstddef>
 #include <filesystem>
@@ -14,7 +14,7 @@
 
 #include <boost/program_options/parsers.hpp>
 
-#include "server/config.h"
+#include "server/config/config.h"
 
 namespace scangate::server {
 namespace po = boost::program_options;

@@ -1,4 +1,4 @@
-// The follower's settings (issue 32, server/config.h ParseFollow): whether and how it follows, how stale a
+// The follower's settings (issue 32, server/config/config.h ParseFollow): whether and how it follows, how stale a
 // follower may be before its filter's definitely-new stops being a verdict (--follow-max-lag), and how long a key
 // this instance answered `new` may wait for its commit — the time other instances cannot know it — before new
 // keys are decided in PostgreSQL (--max-commit-lag).
@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "server/config.h"
+#include "server/config/config.h"
 
 namespace scangate::server {
 namespace {

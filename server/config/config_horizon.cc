@@ -1,11 +1,11 @@
 // --window and --retention: the filter's memory and the de-duplication horizon, parsed together because
-// each defaults to the other and one bounds the other (server/config.h, ParseHorizon); and --keys with
+// each defaults to the other and one bounds the other (server/config/config.h, ParseHorizon); and --keys with
 // --expiry-grace, a GS1 pack's own horizon (ParseKeys).
 #include <chrono>
 #include <string>
 #include <string_view>
 
-#include "server/config.h"
+#include "server/config/config.h"
 
 namespace scangate::server {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "server/config.h"
+#include "server/config/config.h"
 #include "server/http/auth.h"
 
 namespace scangate::server {

@@ -23,7 +23,7 @@
 #include <memory>
 #include <vector>
 
-#include "server/config.h"
+#include "server/config/config.h"
 #include "server/metrics/metrics.h"
 #include "server/http/router.h"
 

@@ -28,11 +28,11 @@
 #include "server/http/origin.h"
 #include "server/http/rate_limit.h"
 #include "server/http/token_store.h"
-#include "server/config.h"
+#include "server/config/config.h"
 #include "server/metrics/metrics.h"
 #include "server/http/request.h"
 #include "server/verdict/service.h"
-#include "storage/lookup.h"
+#include "storage/read/lookup.h"
 
 namespace scangate::server {
 

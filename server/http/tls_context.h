@@ -9,7 +9,7 @@
 
 #include <boost/asio/ssl/context.hpp>
 
-#include "server/config.h"
+#include "server/config/config.h"
 
 namespace scangate::server {
 

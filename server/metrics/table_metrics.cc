@@ -13,7 +13,7 @@ void WriteTableMetrics(PromWriter& w, const MetricsSnapshot& s) {
   if (s.expiry) {
     const storage::ExpiryStats& e = *s.expiry;
     w.Header("scangate_expiry_rows_total", "counter",
-             "Rows of scan_keys older than the horizon deleted by this instance's expiry (storage/expiry.h).");
+             "Rows of scan_keys older than the horizon deleted by this instance's expiry (storage/horizon/expiry.h).");
     w.Sample("scangate_expiry_rows_total", "", e.rows_expired);
     w.Header("scangate_expiry_pack_rows_total", "counter",
              "--keys=gs1: of scangate_expiry_rows_total, rows deleted past their own horizon (a pack's expiry month "
@@ -58,7 +58,7 @@ void WriteTableMetrics(PromWriter& w, const MetricsSnapshot& s) {
   }
   if (s.brin) {
     w.Header("scangate_brin_summarized_ranges_total", "counter",
-             "Block ranges of the first_seen BRIN index summarized by scangate (storage/brin_summarizer.h).");
+             "Block ranges of the first_seen BRIN index summarized by scangate (storage/horizon/brin_summarizer.h).");
     w.Sample("scangate_brin_summarized_ranges_total", "", s.brin->ranges);
     w.Header("scangate_brin_summarize_failures_total", "counter",
              "BRIN summarize passes that failed (connection, lock timeout behind a VACUUM, any error).");

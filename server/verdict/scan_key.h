@@ -15,7 +15,7 @@
 #include <variant>
 
 #include "core/digest.h"
-#include "server/config.h"
+#include "server/config/config.h"
 #include "server/http/answer_body.h"
 #include "server/http/request.h"
 #include "storage/outcome.h"

@@ -17,7 +17,7 @@
 -- The pN strings are libpq connection strings without passwords: libpq's ~/.pgpass (of the proxy cluster's
 -- postgres user) or PGPASSWORD supply them, for PL/Proxy as for scangate, which reads the same map.
 -- Partition count: a power of two. PL/Proxy's RUN ON <int4> sends a call to partition `hash & (count - 1)`,
--- exactly storage/partition_map.h's PartitionOf.
+-- exactly storage/partitions/partition_map.h's PartitionOf.
 --
 -- Writes through the proxy: scangate_observe here splits one batch by partition and runs the parts in
 -- parallel, each as ONE AUTOCOMMITTED call on its partition. A caller that loses its connection mid-call

@@ -1,5 +1,5 @@
 // How a follower (storage/follow/follower.h) learns what other writers commit: --follow=logical|poll. Its own
-// header so that configuration (server/config.h) names it without the follower's libpq dependencies.
+// header so that configuration (server/config/config.h) names it without the follower's libpq dependencies.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "storage/brin_summarizer.h"
+#include "storage/horizon/brin_summarizer.h"
 
 #include <exception>
 #include <utility>

@@ -59,7 +59,7 @@ class BrinSummarizer {
   // Stops and joins the thread (a pass in progress finishes first). Idempotent.
   void Shutdown();
   // Connects to `conninfo` (defaults already applied, as options.conninfo) from the next pass on; the current connection is
-  // dropped then (a partition moved: storage/partitioned_store.h). Thread-safe.
+  // dropped then (a partition moved: storage/partitions/partitioned_store.h). Thread-safe.
   void Retarget(std::string conninfo) { target_.Set(std::move(conninfo)); }
 
   // Counters so far. Safe to call concurrently.

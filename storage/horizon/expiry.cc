@@ -1,4 +1,4 @@
-#include "storage/expiry.h"
+#include "storage/horizon/expiry.h"
 
 #include <algorithm>
 #include <exception>

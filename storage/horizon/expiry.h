@@ -86,7 +86,7 @@ class Expiry {
   // Stops and joins the thread (a slice in progress finishes first). Idempotent.
   void Shutdown();
   // Connects to `conninfo` (defaults already applied, as options.conninfo) from the next pass on; the current connection is
-  // dropped then (a partition moved: storage/partitioned_store.h). Thread-safe.
+  // dropped then (a partition moved: storage/partitions/partitioned_store.h). Thread-safe.
   void Retarget(std::string conninfo) { target_.Set(std::move(conninfo)); }
 
   // The interval actually used (options.interval, or derived from the horizon).

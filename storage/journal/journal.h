@@ -61,7 +61,7 @@
 #include "core/mutex.h"
 #include "storage/log_sink.h"
 #include "storage/outcome.h"
-#include "storage/partition_map.h"
+#include "storage/partitions/partition_map.h"
 
 namespace scangate::storage {
 
@@ -106,8 +106,8 @@ struct JournalOptions {
   // Zero-fill the next segment ahead (see "Pre-zeroed segments" above); false = segments grow by appending.
   bool preallocate = true;
   // With --partitions: the partition count (a power of two), so that oldest_uncommitted_us is kept per
-  // partition (storage/partition_map.h PartitionOf of the record's digest) — one partition's outage then bounds
-  // that partition's new keys alone. 1 = one database.
+  // partition (storage/partitions/partition_map.h PartitionOf of the record's digest) — one partition's outage then
+  // bounds that partition's new keys alone. 1 = one database.
   unsigned partitions = 1;
   // Runs on the flusher thread after each group with the group's fate (every record of `group` shares it).
   // Must not block long.

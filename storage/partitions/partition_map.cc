@@ -1,4 +1,4 @@
-#include "storage/partition_map.h"
+#include "storage/partitions/partition_map.h"
 
 #include <libpq-fe.h>
 

@@ -5,7 +5,8 @@
 // Invariant: PartitionOf agrees bit for bit with `scangate_partition_hash(d) & (count - 1)` in SQL, so
 // scangate's direct writes and the PL/Proxy functions put a digest on the same partition; a map is valid only
 // with every pN for N < count present and count a power of two. Nothing here logs a password.
-// Use: storage/partitioned_store.h reads the map at start and on every poll; tools and tests use PartitionOf.
+// Use: storage/partitions/partitioned_store.h reads the map at start and on every poll; tools and tests use
+// PartitionOf.
 #pragma once
 
 #include <cstddef>

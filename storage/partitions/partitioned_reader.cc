@@ -1,9 +1,9 @@
-#include "storage/partitioned_reader.h"
+#include "storage/partitions/partitioned_reader.h"
 
 #include <stdexcept>
 #include <utility>
 
-#include "storage/partition_map.h"
+#include "storage/partitions/partition_map.h"
 
 namespace scangate::storage {
 

@@ -1,5 +1,5 @@
-// PartitionedReader: POST /lookup's reader over a partitioned exact store (storage/partitioned_store.h) — one
-// Lookup (storage/lookup.h) per logical partition, each on its partition's database, and Find routed to the
+// PartitionedReader: POST /lookup's reader over a partitioned exact store (storage/partitions/partitioned_store.h) —
+// one Lookup (storage/read/lookup.h) per logical partition, each on its partition's database, and Find routed to the
 // one that PartitionOf(digest) names.
 // Invariant: a digest is read only on the partition its writes go to (the same PartitionOf and map), so a
 // Lookup answer means what it means for one database; a partition that is down refuses (503) its own
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/digest.h"
-#include "storage/lookup.h"
+#include "storage/read/lookup.h"
 
 namespace scangate::storage {
 

@@ -1,4 +1,4 @@
-#include "storage/partitioned_store.h"
+#include "storage/partitions/partitioned_store.h"
 
 #include <absl/container/inlined_vector.h>
 
@@ -15,8 +15,8 @@
 
 #include "storage/pg/conninfo.h"
 #include "storage/pg/error_summary.h"
-#include "storage/start_error.h"
-#include "storage/startup.h"
+#include "storage/start/start_error.h"
+#include "storage/start/startup.h"
 
 namespace scangate::storage {
 namespace {

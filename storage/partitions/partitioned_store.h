@@ -1,6 +1,6 @@
 // PartitionedStore: the exact authority spread over 2^k logical partitions, one PostgreSQL database each
 // (issue 23). The map — which connection string each partition lives at — is PL/Proxy's cluster definition
-// in the proxy database (storage/partition_map.h), read at Start() and every map_poll; scangate writes
+// in the proxy database (storage/partitions/partition_map.h), read at Start() and every map_poll; scangate writes
 // DIRECTLY: one storage::Store per partition (its writers, COPY path, in-doubt settlement by the partition's
 // own xid, migrations), and every item goes to the Store of PartitionOf(digest).
 // Invariant: a digest's every observation goes to the one partition its hash names, so each single-database
@@ -31,7 +31,7 @@
 #include "storage/background_loop.h"
 #include "storage/exact_store.h"
 #include "storage/outcome.h"
-#include "storage/partition_map.h"
+#include "storage/partitions/partition_map.h"
 #include "storage/store.h"
 #include "storage/write_behind_target.h"
 

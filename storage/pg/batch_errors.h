@@ -1,4 +1,4 @@
-// Failure classification for the batch runner (storage/batch_runner.h, storage/in_doubt.h): which
+// Failure classification for the batch runner (storage/write/batch_runner.h, storage/write/in_doubt.h): which
 // statement errors are data errors (one row PostgreSQL rejects — bisect, dead-letter) rather than outages
 // (retry the batch forever), and how an in-doubt COMMIT is settled from the transaction id (txid_status()).
 // Invariant: only PostgreSQL's own answer turns an in-doubt COMMIT into "committed" or "aborted";

@@ -19,8 +19,8 @@ static_assert(kDigestBytes == 32);
 // set then too: sql/010's commit_xid default assigns the xid when it is evaluated for a proposed row, before ON
 // CONFLICT finds the row present), and now() — the first_seen of every row inserted with $3 = 0 — in µs.
 // UNION ALL runs its branches in order, so the xid is read after the inserts; an xid NULL beside an
-// inserted row is distrusted anyway (storage/batch_runner.cc). encode(): independent of the session's bytea_output.
-// Rows are inserted in digest order so that concurrent batches wait on each other without deadlocks.
+// inserted row is distrusted anyway (storage/write/batch_runner.cc). encode(): independent of the session's
+// bytea_output. Rows are inserted in digest order so that concurrent batches wait on each other without deadlocks.
 // extract(epoch ...) is numeric since PostgreSQL 14, so * 1000000 is exact (timestamptz holds whole µs).
 constexpr const char* kInsertName = "scangate_insert_batch";
 constexpr const char* kInsertHead = R"sql(
@@ -77,8 +77,8 @@ JOIN scan_keys k ON k.digest = u.d
 // The pack INSERT (--keys=gs1, issue 24; and any batch with an idempotency record, issue 34): the raw one with
 // four more arrays — $4 lot digests (bytea[], NULL = none), $5 expiry in days since 1970-01-01 (int4[], NULL =
 // none), $6 keep_until in µs since the epoch (int8[], 0 = none: the row follows the retention), $7 the request's
-// idempotency record (bytea[] of 16 bytes, NULL = none; sql/008). A row's keep_until is the pack's, but never before first_seen + R
-// when the retention R is on ({KEEP}). The answer is the raw INSERT's (kInsertTail).
+// idempotency record (bytea[] of 16 bytes, NULL = none; sql/008). A row's keep_until is the pack's, but never before
+// first_seen + R when the retention R is on ({KEEP}). The answer is the raw INSERT's (kInsertTail).
 // Take-over ({EXPIRED}): a present row is expired when its keep_until has passed, or — without one — when it is
 // older than R (never with R off). An expired row is taken over with everything the new item carries (first_seen,
 // source, lot, expiry, keep_until, request) and RETURNed as inserted. Exact with any number of writers as the raw

@@ -1,5 +1,5 @@
 // BatchStatement: the statements of one group-commit batch transaction and the mapping of their answer to
-// one Result per item. The batch runner (storage/batch_runner.h) owns the transaction, retries, COMMIT and
+// one Result per item. The batch runner (storage/write/batch_runner.h) owns the transaction, retries, COMMIT and
 // the in-doubt resolution; this unit owns the SQL, the parameter encoding and the result mapping.
 // Invariant: an item gets kInserted only if it is the first item of its digest in the batch AND the batch's
 // INSERT inserted that digest; every other item gets kDuplicate with the first_seen PostgreSQL holds (read

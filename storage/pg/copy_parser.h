@@ -1,5 +1,5 @@
 // CopyDigestParser: incremental parser of a PostgreSQL binary COPY stream (`COPY ... TO STDOUT (FORMAT
-// binary)`) whose rows are exactly one 32-byte bytea — a digest. Store::WarmLoad (storage/warm_load.cc)
+// binary)`) whose rows are exactly one 32-byte bytea — a digest. Store::WarmLoad (storage/read/warm_load.cc)
 // feeds it the CopyData messages libpq returns; rows need not align with messages.
 // Invariant: only complete, well-formed rows reach the sink; a bad signature, a row of another shape, a
 // field that is not 32 bytes (NULL included) or a stream that ends before its trailer throws

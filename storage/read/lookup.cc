@@ -1,4 +1,4 @@
-#include "storage/lookup.h"
+#include "storage/read/lookup.h"
 
 #include <stdexcept>
 #include <string_view>
@@ -16,7 +16,7 @@ constexpr auto kBackoffMin = std::chrono::milliseconds(50);
 constexpr const char* kLookupName = "scangate_lookup";
 // One digest's row; first_seen in the same RFC 3339 shape as the writers' verdicts; the pack columns (lot hex,
 // expiry in days since 1970-01-01, keep_until in µs; NULL when none). An expired row — the next observation of
-// the key is `new` — is not reported, whether or not the expiry (storage/expiry.h) has deleted it yet: one past
+// the key is `new` — is not reported, whether or not the expiry (storage/horizon/expiry.h) has deleted it yet: one past
 // its keep_until, or without one, older than $2 = the horizon in µs (0 = off: never).
 constexpr const char* kLookupSql = R"sql(
 SELECT to_char(first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), source,

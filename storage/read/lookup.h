@@ -70,7 +70,7 @@ class Lookup final : public DigestReader {
   void Shutdown();
   bool up() const { return up_.load(std::memory_order_acquire); }  // acquire: pairs with the thread's store
   // Reads go to `url` from the next one on; the current connection is dropped then (a partition moved:
-  // storage/partitioned_store.h). Thread-safe.
+  // storage/partitions/partitioned_store.h). Thread-safe.
   void Retarget(std::string url);
 
  private:

@@ -1,7 +1,7 @@
 // Store::WarmLoad (declared in storage/store.h): the digests of the recent window, streamed from
 // scan_keys by binary COPY over plain libpq connections — one, or N reading one exported snapshot in
-// ctid ranges — and parsed by storage/pg/copy_parser.h. The batch writers live in storage/writer.h and
-// storage/batch_runner.h.
+// ctid ranges — and parsed by storage/pg/copy_parser.h. The batch writers live in storage/write/writer.h and
+// storage/write/batch_runner.h.
 #include <libpq-fe.h>
 
 #include <algorithm>
@@ -21,7 +21,7 @@
 #include "storage/pg/copy_parser.h"
 #include "storage/pg/error_summary.h"
 #include "storage/store.h"
-#include "storage/writer_context.h"
+#include "storage/write/writer_context.h"
 
 namespace scangate::storage {
 namespace {

@@ -1,4 +1,4 @@
-#include "storage/migrations.h"
+#include "storage/start/migrations.h"
 
 #include <pqxx/pqxx>
 #include <set>

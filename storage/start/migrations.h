@@ -1,4 +1,4 @@
-// Schema migrations: the numbered sql/NNN_name.sql files, embedded at build time (storage/embed_sql.cmake)
+// Schema migrations: the numbered sql/NNN_name.sql files, embedded at build time (storage/start/embed_sql.cmake)
 // and applied in order, each exactly once per database, recorded in schema_migrations.
 // Invariant: concurrent starters serialise on a transaction-scoped advisory lock, so a migration never
 // runs twice and a half-applied set is never committed. Used by Store::Start(); tests call it directly.

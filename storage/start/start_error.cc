@@ -1,4 +1,4 @@
-#include "storage/start_error.h"
+#include "storage/start/start_error.h"
 
 #include <string>
 #include <string_view>

@@ -1,4 +1,4 @@
-#include "storage/startup.h"
+#include "storage/start/startup.h"
 
 #include <algorithm>
 #include <exception>
@@ -6,8 +6,8 @@
 
 #include <pqxx/pqxx>
 
-#include "storage/migrations.h"
-#include "storage/start_error.h"
+#include "storage/start/migrations.h"
+#include "storage/start/start_error.h"
 
 namespace scangate::storage {
 

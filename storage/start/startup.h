@@ -32,8 +32,8 @@ bool RetryWithBackoff(const RetryPolicy& policy,
 // `wait` for RetryWithBackoff when nothing can interrupt it: sleeps, returns true.
 bool SleepFor(std::chrono::milliseconds pause);
 
-// Connects on `conninfo` and applies the embedded migrations (storage/migrations.h), retrying a connection
-// failure that may heal under `policy`. Throws StartError (storage/start_error.h): at once when it is
+// Connects on `conninfo` and applies the embedded migrations (storage/start/migrations.h), retrying a connection
+// failure that may heal under `policy`. Throws StartError (storage/start/start_error.h): at once when it is
 // permanent or not a connection failure, else the last one once the policy's deadline passed.
 void MigrateWithRetry(const std::string& conninfo, const RetryPolicy& policy);
 

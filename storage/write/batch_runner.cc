@@ -1,4 +1,4 @@
-#include "storage/batch_runner.h"
+#include "storage/write/batch_runner.h"
 
 #include <sys/socket.h>
 
@@ -14,8 +14,8 @@
 #include <boost/json/object.hpp>
 #include <pqxx/pqxx>
 
-#include "storage/completions.h"
-#include "storage/in_doubt.h"
+#include "storage/write/completions.h"
+#include "storage/write/in_doubt.h"
 #include "storage/pg/batch_errors.h"
 #include "storage/pg/batch_statement.h"
 #include "storage/pg/error_summary.h"

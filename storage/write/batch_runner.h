@@ -2,9 +2,9 @@
 // (binary COPY for a batch of Bloom negatives, with a back-off after COPYs a present row aborted; else INSERT ...
 // ON CONFLICT), retries deadlocks, applies the test fault hook at COMMIT, bisects a batch around a row
 // PostgreSQL rejects and dead-letters such a write-behind row, and hands an in-doubt COMMIT to
-// storage/in_doubt.h. Invariant: an item is delivered kInserted/kDuplicate only once its transaction
+// storage/write/in_doubt.h. Invariant: an item is delivered kInserted/kDuplicate only once its transaction
 // committed (or was settled committed); a batch part is run again only when nothing of it can have committed.
-// Use: one per writer, on its thread (storage/writer.h); an outage is returned, not handled here.
+// Use: one per writer, on its thread (storage/write/writer.h); an outage is returned, not handled here.
 #pragma once
 
 #include <cstdint>
@@ -13,8 +13,8 @@
 
 #include <absl/functional/function_ref.h>
 
-#include "storage/writer_context.h"
-#include "storage/writer_queue.h"
+#include "storage/write/writer_context.h"
+#include "storage/write/writer_queue.h"
 
 namespace scangate::storage {
 

@@ -1,4 +1,4 @@
-#include "storage/completions.h"
+#include "storage/write/completions.h"
 
 namespace scangate::storage {
 namespace {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "storage/outcome.h"
-#include "storage/writer_context.h"
-#include "storage/writer_queue.h"
+#include "storage/write/writer_context.h"
+#include "storage/write/writer_queue.h"
 
 namespace scangate::storage {
 

@@ -1,4 +1,4 @@
-#include "storage/in_doubt.h"
+#include "storage/write/in_doubt.h"
 
 #include <algorithm>
 #include <chrono>

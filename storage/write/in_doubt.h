@@ -10,8 +10,8 @@
 #include <optional>
 #include <string>
 
-#include "storage/store_metrics.h"
-#include "storage/writer_context.h"
+#include "storage/write/store_metrics.h"
+#include "storage/write/writer_context.h"
 
 namespace scangate::storage {
 

@@ -1,4 +1,4 @@
-#include "storage/store_metrics.h"
+#include "storage/write/store_metrics.h"
 
 #include "storage/histogram.h"
 

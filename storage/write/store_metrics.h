@@ -43,7 +43,7 @@ struct StoreStats {
   std::uint64_t copy_batches, copy_fallbacks;
 };
 
-// How an in-doubt COMMIT was settled (storage/in_doubt.h).
+// How an in-doubt COMMIT was settled (storage/write/in_doubt.h).
 enum class InDoubt : std::uint8_t { kCommitted, kAborted, kUnknown };
 
 class StoreMetrics {

@@ -1,11 +1,11 @@
-#include "storage/writer.h"
+#include "storage/write/writer.h"
 
 #include <algorithm>
 #include <chrono>
 #include <exception>
 
 #include "core/thread_name.h"
-#include "storage/completions.h"
+#include "storage/write/completions.h"
 
 namespace scangate::storage {
 namespace {

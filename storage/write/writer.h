@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "storage/batch_runner.h"
-#include "storage/writer_context.h"
+#include "storage/write/batch_runner.h"
+#include "storage/write/writer_context.h"
 
 namespace scangate::storage {
 

@@ -1,4 +1,4 @@
-#include "storage/writer_context.h"
+#include "storage/write/writer_context.h"
 
 #include <exception>
 #include <utility>

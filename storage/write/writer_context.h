@@ -1,9 +1,9 @@
 // What a writer thread works with: StoreShared — what every writer shares with the Store facade (options,
 // connection string, metrics, log, the pending bound) — and WriterState — one writer's own queue, connection
-// and COPY back-off. Split out so the writer loop (storage/writer.h), the batch runner (storage/batch_runner.h),
-// in-doubt settlement (storage/in_doubt.h) and completions (storage/completions.h) see the same state without
-// seeing each other. Invariant: WriterState's non-queue members are touched by its writer thread only (and by
-// Store::Start() before that thread exists).
+// and COPY back-off. Split out so the writer loop (storage/write/writer.h), the batch runner
+// (storage/write/batch_runner.h), in-doubt settlement (storage/write/in_doubt.h) and completions
+// (storage/write/completions.h) see the same state without seeing each other. Invariant: WriterState's non-queue
+// members are touched by its writer thread only (and by Store::Start() before that thread exists).
 #pragma once
 
 #include <atomic>
@@ -17,9 +17,9 @@
 #include "storage/log_sink.h"
 #include "storage/outcome.h"
 #include "storage/pg/pg_connection.h"
-#include "storage/store_metrics.h"
+#include "storage/write/store_metrics.h"
 #include "storage/store_options.h"
-#include "storage/writer_queue.h"
+#include "storage/write/writer_queue.h"
 
 namespace scangate::storage {
 
@@ -52,7 +52,7 @@ struct WriterState {
   WriterQueue queue;
   std::unique_ptr<PgConnection> conn;      // writer thread only
   std::vector<WriteBehindDone> sink_rows;  // writer thread only: Deliver's batch for a WriteBehindSink
-  unsigned copy_pause = 0;  // writer thread only: the COPY back-off (kMaxCopyPause, storage/batch_runner.cc)
+  unsigned copy_pause = 0;  // writer thread only: the COPY back-off (kMaxCopyPause, storage/write/batch_runner.cc)
   unsigned copy_skip = 0;   // writer thread only: COPY-eligible batches still to write through ON CONFLICT
 };
 

@@ -1,4 +1,4 @@
-#include "storage/writer_queue.h"
+#include "storage/write/writer_queue.h"
 
 #include <algorithm>
 #include <utility>

@@ -4,7 +4,7 @@
 // Invariants: items of one digest leave in the order they came (a Submit never overtakes a pending
 // write-behind row of its digest: never "new" twice); a cancelled Ticket's item is never handed out; while the
 // writer is down (up() false) the queue refuses waiting (Submit) items and holds no waiting item.
-// Use: the Store facade pushes (any thread), the writer thread (storage/writer.h) takes and settles.
+// Use: the Store facade pushes (any thread), the writer thread (storage/write/writer.h) takes and settles.
 #pragma once
 
 #include <atomic>

@@ -116,7 +116,7 @@ std::vector<Partition> ReadMap() {
 }
 
 // The partition a digest names: big-endian uint32 of SHA-256 bytes 4..7 (hex chars 8..15), & (count - 1).
-// Written here from the design's definition, independent of storage/partition_map.cc.
+// Written here from the design's definition, independent of storage/partitions/partition_map.cc.
 unsigned PartitionOfHex(const std::string& hex, std::size_t count) {
   const auto h = static_cast<std::uint32_t>(std::stoul(hex.substr(8, 8), nullptr, 16));
   return static_cast<unsigned>(h & static_cast<std::uint32_t>(count - 1));

@@ -17,7 +17,7 @@
 #include <pqxx/pqxx>
 
 #include "core/digest.h"
-#include "storage/migrations.h"
+#include "storage/start/migrations.h"
 
 namespace scangate::storage {
 

@@ -1,4 +1,4 @@
-// Tests storage/store.h and storage/migrations.h against a real PostgreSQL (CTest fixture "pg").
+// Tests storage/store.h and storage/start/migrations.h against a real PostgreSQL (CTest fixture "pg").
 // Digests are random, so reruns against the same cluster never collide.
 #include "storage/store.h"
 
@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "storage/migrations.h"
+#include "storage/start/migrations.h"
 #include "tests/answer_within.h"
 #include "tests/storage/event_log.h"
 #include "tests/storage/pg_test_db.h"

@@ -1,8 +1,8 @@
-// Tests server/config_file.h through ParseConfig: file values apply, SCANGATE_* environment overrides the file
+// Tests server/config/config_file.h through ParseConfig: file values apply, SCANGATE_* environment overrides the file
 // and the command line overrides both, comments and blank lines, on/off options, errors (unknown key with file and
 // line, bad line, unreadable file) that never quote a value, the password redacted, and deploy/scangate.conf
 // naming every flag of --help with its default.
-#include "server/config_file.h"
+#include "server/config/config_file.h"
 
 #include <gtest/gtest.h>
 
@@ -18,8 +18,8 @@
 
 #include <boost/json/serialize.hpp>
 
-#include "server/config.h"
-#include "tests/server/config_test_util.h"
+#include "server/config/config.h"
+#include "tests/server/config/config_test_util.h"
 
 namespace scangate::server {
 namespace {

@@ -1,7 +1,7 @@
-// Tests server/config.h: defaults, durations, environment mapping (command line wins), validation errors,
+// Tests server/config/config.h: defaults, durations, environment mapping (command line wins), validation errors,
 // secret-file handling and redaction of the start-up description.
-#include "server/config.h"
-#include "tests/server/config_test_util.h"
+#include "server/config/config.h"
+#include "tests/server/config/config_test_util.h"
 
 #include "core/filter.h"
 

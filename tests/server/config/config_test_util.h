@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "server/config.h"
+#include "server/config/config.h"
 
 namespace scangate::server::test_support {
 

@@ -1,7 +1,7 @@
-// Tests storage/brin_summarizer.h against the throwaway PostgreSQL of fixture "pg": migration 003 turns
+// Tests storage/horizon/brin_summarizer.h against the throwaway PostgreSQL of fixture "pg": migration 003 turns
 // autosummarize off, a pass summarizes every range left (a second summarize then finds nothing), the thread
 // runs passes by itself, and a role that does not own the index stops it for good (one failure, no retries).
-#include "storage/brin_summarizer.h"
+#include "storage/horizon/brin_summarizer.h"
 
 #include <gtest/gtest.h>
 

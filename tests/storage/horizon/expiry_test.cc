@@ -1,4 +1,4 @@
-// Tests storage/expiry.h against the throwaway PostgreSQL of fixture "pg": a pass deletes exactly the rows
+// Tests storage/horizon/expiry.h against the throwaway PostgreSQL of fixture "pg": a pass deletes exactly the rows
 // older than the horizon (across many slices), leaves younger ones, skips a row another transaction holds
 // locked (without waiting for it) and deletes it at a later pass; the vital signs (oldest row's age, lag, table
 // and index bytes); a falling-behind episode (oldest row older than 1.5x the horizon) is counted and logged
@@ -7,7 +7,7 @@
 // keep_until, never by the retention; their vital signs and behind state.
 // Every test starts from an empty scan_keys (TRUNCATE): the expiry looks at the whole table, and the pg tests
 // never run concurrently (RESOURCE_LOCK pg).
-#include "storage/expiry.h"
+#include "storage/horizon/expiry.h"
 
 #include <gtest/gtest.h>
 

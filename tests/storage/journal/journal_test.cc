@@ -3,7 +3,7 @@
 // and directories of another database or of a running instance refused; faults (I/O error, removed folder,
 // full disk on a small tmpfs when root) that make the journal unusable and heal by its probe. No PostgreSQL.
 #include "storage/journal/journal.h"
-#include "storage/partition_map.h"
+#include "storage/partitions/partition_map.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -186,7 +186,7 @@ TEST_F(JournalFiles, OldestUncommittedFollowsApplied) {
 TEST_F(JournalFiles, OldestUncommittedIsPerPartition) {
   JournalOptions o = Options();
   o.partitions = 4;
-  auto in = [](unsigned p, int i) {  // record i moved into partition p (bytes 4..7, storage/partition_map.h)
+  auto in = [](unsigned p, int i) {  // record i moved into partition p (bytes 4..7, storage/partitions/partition_map.h)
     JournalRecord r = Rec(i);
     for (unsigned b = 4; b < 8; ++b) r.digest[b] = 0;
     r.digest[7] = static_cast<std::uint8_t>(p);

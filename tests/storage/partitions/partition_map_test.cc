@@ -1,7 +1,7 @@
-// Tests storage/partition_map.h: parsing PL/Proxy's cluster options, PartitionOf against sql/007's
+// Tests storage/partitions/partition_map.h: parsing PL/Proxy's cluster options, PartitionOf against sql/007's
 // scangate_partition_hash on the fixture's PostgreSQL (bit for bit), and ReadPartitionMap against a real
 // plproxy foreign server in a scratch database.
-#include "storage/partition_map.h"
+#include "storage/partitions/partition_map.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// Tests storage/partitioned_store.h (and storage/partitioned_reader.h) on the fixture's PostgreSQL: 4 partition
-// databases and a proxy database holding the PL/Proxy cluster "scangate", all created per test with unique
-// names and dropped afterwards. Digests are random: every expectation is computed from PartitionOf.
-#include "storage/partitioned_store.h"
+// Tests storage/partitions/partitioned_store.h (and storage/partitions/partitioned_reader.h) on the fixture's
+// PostgreSQL: 4 partition databases and a proxy database holding the PL/Proxy cluster "scangate", all created per test
+// with unique names and dropped afterwards. Digests are random: every expectation is computed from PartitionOf.
+#include "storage/partitions/partitioned_store.h"
 
 #include <gtest/gtest.h>
 
@@ -17,8 +17,8 @@
 
 #include <pqxx/pqxx>
 
-#include "storage/migrations.h"
-#include "storage/partitioned_reader.h"
+#include "storage/start/migrations.h"
+#include "storage/partitions/partitioned_reader.h"
 #include "tests/answer_within.h"
 #include "tests/storage/event_log.h"
 #include "tests/storage/pg_test_db.h"

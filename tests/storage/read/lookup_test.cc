@@ -1,7 +1,7 @@
-// Tests storage/lookup.h against the throwaway PostgreSQL of fixture "pg": found (first_seen and source
+// Tests storage/read/lookup.h against the throwaway PostgreSQL of fixture "pg": found (first_seen and source
 // as the writers recorded them), not found, a row past the horizon not found, a pack row's lot/expiry/keep_until
 // and its own horizon, never a write, refusal while unreachable. Recovery after an outage is covered end to end by tests/server/service_lookup_test.cc.
-#include "storage/lookup.h"
+#include "storage/read/lookup.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// Tests storage/startup.h's retry policy (no PostgreSQL): pauses double from `first` up to `max`, the deadline
+// Tests storage/start/startup.h's retry policy (no PostgreSQL): pauses double from `first` up to `max`, the deadline
 // stops the retries before a pause would cross it, the caller's wait can stop them, an attempt's exception
 // propagates. MigrateWithRetry is covered against PostgreSQL by store_test (StartClassifiesErrors).
-#include "storage/startup.h"
+#include "storage/start/startup.h"
 
 #include <gtest/gtest.h>
 

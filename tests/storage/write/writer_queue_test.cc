@@ -1,8 +1,8 @@
-// Tests storage/writer_queue.h without PostgreSQL: a Submit item takes the priority lane unless a write-behind
+// Tests storage/write/writer_queue.h without PostgreSQL: a Submit item takes the priority lane unless a write-behind
 // row of its digest is pending (then it stays behind it), lanes alternate, cancelled items are skipped and
 // released, a down queue refuses waiting items and MarkDown hands every waiting item back, the pending bound
 // holds exactly.
-#include "storage/writer_queue.h"
+#include "storage/write/writer_queue.h"
 
 #include <gtest/gtest.h>
 
