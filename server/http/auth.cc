@@ -1,11 +1,14 @@
 #include "server/http/auth.h"
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 #include <stdexcept>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+
+#include <boost/beast/core/string.hpp>
 
 namespace scangate::server {
 
@@ -41,6 +44,31 @@ bool IsTerminalIdChar(char c) {
 }
 
 }  // namespace
+
+std::optional<std::string_view> BearerToken(std::string_view authorization) {
+  constexpr std::string_view kScheme = "bearer";
+  if (authorization.size() <= kScheme.size()) return std::nullopt;
+  if (!boost::beast::iequals(authorization.substr(0, kScheme.size()), kScheme)) return std::nullopt;
+  std::string_view rest = authorization.substr(kScheme.size());
+  if (rest.front() != ' ') return std::nullopt;
+  while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+  while (!rest.empty() && (rest.back() == ' ' || rest.back() == '\t')) rest.remove_suffix(1);
+  if (rest.empty() || rest.size() > kMaxBearerTokenBytes) return std::nullopt;
+  // token68 = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
+  std::size_t i = 0;
+  auto token_char = [](unsigned char c) {
+    return std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/';
+  };
+  while (i < rest.size() && token_char(static_cast<unsigned char>(rest[i]))) ++i;
+  if (i == 0) return std::nullopt;
+  while (i < rest.size() && rest[i] == '=') ++i;
+  if (i != rest.size()) return std::nullopt;
+  return rest;
+}
+
+std::string WwwAuthenticate(bool credentials_presented) {
+  return credentials_presented ? R"(Bearer realm="scangate", error="invalid_token")" : R"(Bearer realm="scangate")";
+}
 
 bool IsTerminalId(std::string_view id) {
   return !id.empty() && id.size() <= kMaxTerminalIdChars && std::all_of(id.begin(), id.end(), IsTerminalIdChar);

@@ -19,6 +19,14 @@
 
 namespace scangate::server {
 
+// Access control (--tokens-file). Bearer credentials of an Authorization header value (RFC 6750 section 2.1:
+// scheme "Bearer", case-insensitive, one or more spaces, a token68). nullopt when the value is absent or
+// not of that form; the token is never logged or echoed.
+inline constexpr std::size_t kMaxBearerTokenBytes = 4096;  // longer credentials are rejected unhashed
+std::optional<std::string_view> BearerToken(std::string_view authorization);
+// WWW-Authenticate value of a 401: the realm, plus error="invalid_token" when credentials were presented.
+std::string WwwAuthenticate(bool credentials_presented);
+
 using TokenHash = std::array<std::uint8_t, 32>;
 inline constexpr std::size_t kMaxTokenHashes = 10'000;  // entries in a tokens file; each check scans all
 inline constexpr std::size_t kMaxTerminalIdChars = 64;  // [A-Za-z0-9._-]{1,64}: fits a body "source"

@@ -12,6 +12,7 @@
 #include <boost/json/value.hpp>
 
 #include "core/utf8.h"
+#include "server/http/content_type.h"
 #include "server/http/json_members.h"
 #include "server/http/unicode_nfc.h"
 
@@ -23,19 +24,6 @@ namespace {
 // Stack buffer for parsing a typical /observe body without touching the heap; larger bodies spill to the
 // default resource through the monotonic resource's upstream.
 constexpr std::size_t kParseArenaBytes = 4096;
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 // Number of Unicode code points of a string already validated as UTF-8 (Boost.JSON rejects invalid UTF-8).
 std::size_t CodePoints(std::string_view s) {
@@ -183,49 +171,6 @@ std::variant<Observation, Problem> ObservationOf(const json::object& obj, const 
 }
 
 }  // namespace
-
-std::optional<std::string_view> BearerToken(std::string_view authorization) {
-  constexpr std::string_view kScheme = "bearer";
-  if (authorization.size() <= kScheme.size()) return std::nullopt;
-  if (Lower(authorization.substr(0, kScheme.size())) != kScheme) return std::nullopt;
-  std::string_view rest = authorization.substr(kScheme.size());
-  if (rest.front() != ' ') return std::nullopt;
-  while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
-  while (!rest.empty() && (rest.back() == ' ' || rest.back() == '\t')) rest.remove_suffix(1);
-  if (rest.empty() || rest.size() > kMaxBearerTokenBytes) return std::nullopt;
-  // token68 = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
-  std::size_t i = 0;
-  auto token_char = [](unsigned char c) {
-    return std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/';
-  };
-  while (i < rest.size() && token_char(static_cast<unsigned char>(rest[i]))) ++i;
-  if (i == 0) return std::nullopt;
-  while (i < rest.size() && rest[i] == '=') ++i;
-  if (i != rest.size()) return std::nullopt;
-  return rest;
-}
-
-std::string WwwAuthenticate(bool credentials_presented) {
-  return credentials_presented ? R"(Bearer realm="scangate", error="invalid_token")" : R"(Bearer realm="scangate")";
-}
-
-std::optional<Problem> CheckContentType(std::string_view content_type) {
-  std::string_view media = content_type.substr(0, content_type.find(';'));
-  media = Trim(media);
-  if (media.empty()) return std::nullopt;
-  const std::string m = Lower(media);
-  if (m == "application/json" || m == "application/x-www-form-urlencoded") return std::nullopt;
-  constexpr std::string_view kApp = "application/";
-  constexpr std::string_view kJsonSuffix = "+json";
-  if (m.size() > kApp.size() + kJsonSuffix.size() && m.starts_with(kApp) && m.ends_with(kJsonSuffix)) {
-    return std::nullopt;
-  }
-  return Problem::UnsupportedMediaType(content_type);
-}
-
-bool IsFormContentType(std::string_view content_type) {
-  return Lower(Trim(content_type.substr(0, content_type.find(';')))) == "application/x-www-form-urlencoded";
-}
 
 namespace {
 int HexValue(char c) {

@@ -1,6 +1,7 @@
-// Request parsing of the HTTP service: the content-type policy, bearer credentials, and body parsing and
-// validation with Boost.JSON (and application/x-www-form-urlencoded for /observe and /lookup). Routes and their
-// limits: route.h; problem bodies: problem.h; the bodies of successful answers: answer_body.h. No I/O, no clock,
+// Request bodies of the HTTP service: parsing and validation with Boost.JSON (and
+// application/x-www-form-urlencoded for /observe and /lookup), and the Idempotency-Key header. Routes and their
+// limits: route.h; the media types read: content_type.h; bearer credentials: auth.h; problem bodies: problem.h; the
+// bodies of successful answers: answer_body.h. No I/O, no clock,
 // no global state, so it can be unit-tested and fuzzed. Invariant: every rejected input yields a Problem with a
 // 4xx status and a stable slug; nothing here ever throws for any byte string given as a body.
 // The I/O side lives in server/http/http_server.h, routing/dispatch in server/http/router.h, the verdict logic in
@@ -32,21 +33,6 @@ static_assert(kMaxBatchEntries * (kMinKeyBytes + 3) <= kMaxBatchBodyBytes,
               "a full batch of short keys must fit in the batch body limit");
 static_assert(kMaxKeyBytes * 6 + kMaxSourceChars * 12 + 64 <= kMaxObserveBodyBytes,
               "a maximal key and source, fully \\u-escaped, must fit in the /observe body limit");
-
-// Access control (--tokens-file). Bearer credentials of an Authorization header value (RFC 6750 section 2.1:
-// scheme "Bearer", case-insensitive, one or more spaces, a token68). nullopt when the value is absent or
-// not of that form; the token is never logged or echoed.
-inline constexpr std::size_t kMaxBearerTokenBytes = 4096;  // longer credentials are rejected unhashed
-std::optional<std::string_view> BearerToken(std::string_view authorization);
-// WWW-Authenticate value of a 401: the realm, plus error="invalid_token" when credentials were presented.
-std::string WwwAuthenticate(bool credentials_presented);
-
-// Content-Type policy: application/json (any parameters), application/*+json,
-// application/x-www-form-urlencoded (curl -d's default) and an absent/empty header are accepted;
-// anything else (text/plain, multipart/form-data, ...) is a 415 problem.
-std::optional<Problem> CheckContentType(std::string_view content_type);
-// True for application/x-www-form-urlencoded (any parameters, any case).
-bool IsFormContentType(std::string_view content_type);
 
 // One observation: the raw key (never logged) and its optional source tag ("" when absent). Idempotency-Key
 // (issue 34): `idempotency_key`, the header of /observe or the "request_id" of a batch entry ("" when absent:

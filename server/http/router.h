@@ -25,6 +25,7 @@
 #include "server/http/auth.h"
 #include "server/http/body_budget.h"
 #include "server/http/client_certificate.h"
+#include "server/http/content_type.h"
 #include "server/http/origin.h"
 #include "server/http/rate_limit.h"
 #include "server/http/token_store.h"

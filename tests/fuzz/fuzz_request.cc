@@ -15,6 +15,7 @@
 #include <boost/json/parse.hpp>
 
 #include "server/http/auth.h"
+#include "server/http/content_type.h"
 #include "server/http/request.h"
 
 namespace {

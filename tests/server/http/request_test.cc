@@ -1,5 +1,5 @@
-// Tests server/http/request.h: the content-type policy, /observe and /observe/batch validation (every 4xx case of
-// the HTTP contract). Routes: route_test.cc; problem bodies: problem_test.cc; answer bodies: answer_body_test.cc.
+// Tests server/http/request.h: /observe and /observe/batch validation (every 4xx case of
+// the HTTP contract). Routes: route_test.cc; media types: content_type_test.cc; problem bodies: problem_test.cc; answer bodies: answer_body_test.cc.
 #include "server/http/request.h"
 
 #include <gtest/gtest.h>
@@ -32,23 +32,6 @@ Observation ObserveOk(std::string_view body) {
   return std::holds_alternative<Observation>(r) ? std::get<Observation>(r) : Observation{};
 }
 
-
-// JSON media types, form encoding (curl -d) and no Content-Type are read as JSON; others are 415.
-TEST(Request, ContentType) {
-  EXPECT_FALSE(CheckContentType(""));
-  EXPECT_FALSE(CheckContentType("application/json"));
-  EXPECT_FALSE(CheckContentType("Application/JSON; charset=utf-8"));
-  EXPECT_FALSE(CheckContentType("application/problem+json"));
-  EXPECT_FALSE(CheckContentType("application/vnd.scan+json ; q=1"));
-  EXPECT_FALSE(CheckContentType("application/x-www-form-urlencoded"));
-  for (const char* bad : {"text/plain", "application/xml", "multipart/form-data; boundary=x", "application/+json",
-                          "text/json", "application/jsonx"}) {
-    auto p = CheckContentType(bad);
-    ASSERT_TRUE(p) << bad;
-    EXPECT_EQ(p->status, 415u);
-    EXPECT_EQ(p->slug, "unsupported-media-type");
-  }
-}
 
 // A valid body yields the key and source; unknown members are ignored; source is optional or null.
 TEST(Request, ObserveValid) {
@@ -245,9 +228,6 @@ TEST(Request, FormInvalid) {
 // Under the form type a body starting with '{' (after whitespace) is JSON; under JSON types always JSON.
 TEST(Request, ObservationByContentType) {
   constexpr std::string_view kForm = "application/x-www-form-urlencoded; charset=UTF-8";
-  EXPECT_TRUE(IsFormContentType(kForm));
-  EXPECT_TRUE(IsFormContentType("Application/X-WWW-Form-Urlencoded"));
-  EXPECT_FALSE(IsFormContentType("application/json"));
   auto r = ParseObservation(" \n{\"key\":\"j\"}", kForm);
   ASSERT_TRUE(std::holds_alternative<Observation>(r));
   EXPECT_EQ(std::get<Observation>(r).key, "j");
@@ -259,9 +239,6 @@ TEST(Request, ObservationByContentType) {
   EXPECT_EQ(std::get<Problem>(r).slug, "malformed-json");
   r = ParseObservation("key=f", "");
   ASSERT_TRUE(std::holds_alternative<Problem>(r));
-  // The no-cors fetch default (text/plain) and multipart stay refused.
-  EXPECT_TRUE(CheckContentType("text/plain;charset=UTF-8").has_value());
-  EXPECT_TRUE(CheckContentType("multipart/form-data; boundary=x").has_value());
 }
 
 
