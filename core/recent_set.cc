@@ -20,7 +20,8 @@ constexpr std::uint32_t kTargetShards = 64;
 // keys the set is one shard of capacity / 2 per generation (tests, tiny deployments).
 constexpr std::uint64_t kMinRoundedGeneration = 14;
 
-// Bits 128..191 pick the shard, bits 64..127 hash inside it (core/digest_hash.h).
+// Keys are stored forms (core/digest.h StoredDigest): bits 0..63 pick the shard, bits 64..127 hash inside it
+// (core/digest_hash.h).
 using Map = absl::flat_hash_map<Digest, std::int64_t, DigestHash, DigestEq>;
 
 }  // namespace
@@ -64,13 +65,14 @@ RecentSet::~RecentSet() = default;
 
 RecentSet::Shard& RecentSet::ShardOf(const Digest& d) const {
   std::uint64_t w;
-  std::memcpy(&w, d.data() + 16, sizeof w);
+  std::memcpy(&w, d.data(), sizeof w);
   const auto index = static_cast<std::uint32_t>((static_cast<unsigned __int128>(w) * shard_count_) >> 64);
   return shards_[index];
 }
 
-void RecentSet::InsertConcurrently(const Digest& d, std::int64_t first_seen_us, std::int64_t expired_before_us) {
+void RecentSet::InsertConcurrently(const Digest& full, std::int64_t first_seen_us, std::int64_t expired_before_us) {
   if (!enabled()) return;
+  const Digest d = StoredDigest(full);
   Shard& s = ShardOf(d);
   const MutexLock lock(&s.mu);
   if (const auto it = s.current.find(d); it != s.current.end()) {
@@ -85,8 +87,9 @@ void RecentSet::InsertConcurrently(const Digest& d, std::int64_t first_seen_us, 
   s.AddLocked(d, first_seen_us, generation_capacity_);
 }
 
-std::optional<std::int64_t> RecentSet::FindConcurrently(const Digest& d) {
+std::optional<std::int64_t> RecentSet::FindConcurrently(const Digest& full) {
   if (!enabled()) return std::nullopt;
+  const Digest d = StoredDigest(full);
   Shard& s = ShardOf(d);
   const MutexLock lock(&s.mu);
   if (const auto it = s.current.find(d); it != s.current.end()) return it->second;
