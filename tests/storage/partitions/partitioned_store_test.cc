@@ -45,15 +45,22 @@ bool Eventually(Cond cond) {
   return true;
 }
 
-// The digests held by scan_keys of the database at `conninfo`.
+// The digests held by scan_keys of the database at `conninfo`, in their stored form (core/digest.h StoredDigest).
 std::set<Digest> RowsOf(const std::string& conninfo) {
   pqxx::connection c(conninfo);
   pqxx::nontransaction tx(c);
   std::set<Digest> out;
-  for (const auto& row : tx.exec("SELECT encode(digest, 'hex') FROM scan_keys")) {
+  for (const auto& row : tx.exec("SELECT rpad(encode(uuid_send(digest), 'hex'), 64, '0') FROM scan_keys")) {
     const auto d = DigestFromHex(std::string_view(row[0].c_str(), row[0].size()));
     if (d) out.insert(*d);
   }
+  return out;
+}
+
+// The stored forms of `ds`: what RowsOf finds of them.
+std::set<Digest> StoredSet(const std::vector<Digest>& ds) {
+  std::set<Digest> out;
+  for (const auto& d : ds) out.insert(StoredDigest(d));
   return out;
 }
 
@@ -157,7 +164,7 @@ TEST_F(PartitionedStoreTest, EachRowInTheDatabaseItsHashNames) {
   }
   for (auto& a : answers) EXPECT_EQ(a.Get().outcome, Outcome::kInserted);
   std::vector<std::set<Digest>> expected(kPartitions);
-  for (const auto& d : ds) expected[PartitionOf(d, kPartitions)].insert(d);
+  for (const auto& d : ds) expected[PartitionOf(d, kPartitions)].insert(StoredDigest(d));
   for (std::size_t p = 0; p < kPartitions; ++p) {
     EXPECT_FALSE(expected[p].empty());
     EXPECT_EQ(RowsOf(parts_[p]->conninfo), expected[p]) << "partition " << p;
@@ -185,7 +192,7 @@ TEST_F(PartitionedStoreTest, EachRowInTheDatabaseItsHashNames) {
                              warm.insert(chunk.begin(), chunk.end());
                            }),
             ds.size());
-  EXPECT_EQ(warm, std::set<Digest>(ds.begin(), ds.end()));
+  EXPECT_EQ(warm, StoredSet(ds));  // the warm load reads stored forms back
 
   std::vector<std::string> where;
   for (const auto& p : parts_) where.push_back(p->conninfo);
@@ -246,14 +253,14 @@ TEST_F(PartitionedStoreTest, GroupAcceptsAPrefixUpToAFullPartition) {
     for (std::size_t i = 0; i < group.size(); ++i) {
       const unsigned p = PartitionOf(group[i], kPartitions);
       if (p == 2 && !with_p2) continue;  // fenced: nothing can be read there
-      EXPECT_EQ(RowsOf(parts_[p]->conninfo).count(group[i]), i < cut ? 1u : 0u) << i;
+      EXPECT_EQ(RowsOf(parts_[p]->conninfo).count(StoredDigest(group[i])), i < cut ? 1u : 0u) << i;
     }
   };
   check_rows(false);
   // The fenced partition heals: its queued rows are written, and the whole group is accepted again.
   Fence(parts_[2]->name, false);
   ASSERT_TRUE(Eventually([&] { return sink.size() == cut + kLimit; }));
-  EXPECT_EQ(RowsOf(parts_[2]->conninfo), std::set<Digest>(blocked.begin(), blocked.end()));
+  EXPECT_EQ(RowsOf(parts_[2]->conninfo), StoredSet(blocked));
   check_rows(true);
   std::vector<WriteBehindRow> rest(rows.begin() + static_cast<std::ptrdiff_t>(cut), rows.end());
   EXPECT_EQ(store.SubmitWriteBehindGroup(rest, sink), rest.size());
@@ -301,7 +308,7 @@ TEST_F(PartitionedStoreTest, OnePartitionDownOthersServed) {
   const auto r = SubmitAndWait(store, d);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->outcome, Outcome::kInserted);
-  EXPECT_EQ(RowsOf(parts_[1]->conninfo).count(d), 1u);
+  EXPECT_EQ(RowsOf(parts_[1]->conninfo).count(StoredDigest(d)), 1u);
   store.Shutdown();
 }
 
@@ -344,8 +351,8 @@ TEST_F(PartitionedStoreTest, MapChangeRetargetsAndCountChangeIsRefused) {
     ASSERT_TRUE(r.has_value());
     EXPECT_EQ(r->outcome, Outcome::kInserted);
   }
-  EXPECT_EQ(RowsOf(moved.conninfo), std::set<Digest>(after.begin(), after.end()));
-  EXPECT_EQ(RowsOf(parts_[1]->conninfo), std::set<Digest>{before});
+  EXPECT_EQ(RowsOf(moved.conninfo), StoredSet(after));
+  EXPECT_EQ(RowsOf(parts_[1]->conninfo), std::set<Digest>{StoredDigest(before)});
   // The reader reads p1 from the new database now: the rows written there are found, the old one's is not.
   auto find = [&](const Digest& d) {
     Answer<RecordLookup> found;
@@ -370,7 +377,7 @@ TEST_F(PartitionedStoreTest, MapChangeRetargetsAndCountChangeIsRefused) {
   EXPECT_EQ(store.conninfo(1), moved.conninfo);
   const Digest d3 = DigestsOf(3, 1).front();
   EXPECT_EQ(SubmitAndWait(store, d3)->outcome, Outcome::kInserted);
-  EXPECT_EQ(RowsOf(parts_[3]->conninfo).count(d3), 1u);
+  EXPECT_EQ(RowsOf(parts_[3]->conninfo).count(StoredDigest(d3)), 1u);
   store.Shutdown();
 }
 
