@@ -19,9 +19,9 @@ namespace {
 // over, or another instance's expiry holds, are skipped), then deleted by ctid — one index-ordered read of the
 // partial btree on first_seen (sql/006, which holds exactly the rows without a keep_until), no sort. $1 = the
 // horizon in µs. Autocommit: each slice is its own transaction.
-// {KEY} is that btree's key, {CUT} the horizon's edge in it: first_seen itself (the layout of sql/006), or its
-// second (sql/013: rows of one second share an entry), where only whole seconds before the edge's are taken — a
-// row expired less than a second ago waits for the next pass; none is ever taken before it expired.
+// {KEY} is that btree's (leading) key, {CUT} the horizon's edge in it: first_seen itself (the layout of sql/006), or
+// its second (sql/013's index leads with it, then the transaction), where only whole seconds before the edge's are
+// taken — a row expired less than a second ago waits for the next pass; none is ever taken before it expired.
 constexpr const char* kDeleteSliceSql = R"sql(
 DELETE FROM scan_keys
 WHERE ctid = ANY(ARRAY(

@@ -503,7 +503,7 @@ TEST_F(ExpiryTest, OverduePinnedRowIsBehindUntilDeleted) {
   EXPECT_EQ(log->Count("expiry_behind", "caught_up"), 1);
 }
 
-// sql/006's partial indexes (in sql/013's form: the first_seen btree keyed by the second) serve what the expiry asks
+// sql/006's partial indexes (in sql/013's form: the first_seen btree led by the second) serve what the expiry asks
 // of them: the first_seen slice (rows without keep_until), the keep_until slice (`keep_until < now()` implies the
 // index predicate) and both vital-sign minima. With sequential scans disabled the plan names the index, or the
 // planner could not prove the partial predicate or match the key's expression.

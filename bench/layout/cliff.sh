@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# bench/layout/cliff.sh — issue 45's cliff: the write rate with millions of live keys (all inside the horizon) in a
+# PostgreSQL held to a memory cgroup, against the empty table's rate in the same run, both ack modes.
+#   bench/layout/cliff.sh BIN [--keys N] [--cgroup-mib M] [--cell-seconds S] [--warmup-seconds W] [--reps R]
+#                             [--lock FILE] [--out DIR]
+#     BIN              scangate binary; its migrations make the table (today's layout for a binary before issue 45)
+#     --keys N         live keys preloaded (default 6000000): sha256 of 1..N, first_seen spread over the last 20 h,
+#                      source "till-07" — written with SQL in random digest order (so the primary key is the one
+#                      random inserts make, page splits and all), then VACUUM ANALYZE
+#     --cgroup-mib M   the cgroup v1 memory limit PostgreSQL runs in for the cells (default 256); shared_buffers is
+#                      M/4 (pg.sh's "a quarter of the RAM", as bench/retention/soak.sh). The preload runs before,
+#                      without the limit (it only has to make the table), then PostgreSQL is restarted inside the
+#                      cgroup with the page cache dropped, so every cached page of the cells is charged there
+#     --cell-seconds S measured seconds per cell (default 30), after --warmup-seconds W (default 10) of the same load
+#     --reps R         rounds of the four cells (default 1)
+#     --lock FILE      flock FILE shared while preloading and exclusive while the cells run (the machine's benchmark
+#                      lock, e.g. /work/machine.lock); none by default
+#     --out DIR        cells.csv, summary.txt, sizes.txt, cgroup.txt (default bench/out/cliff-<UTC time>)
+# The cells, each a fresh scangate (--threads 2 --retention 24h --capacity 16000000, so the filter holds the preload
+# and its window covers it) on database `full` (the preload) or `empty` (truncated before each cell), ack=commit and
+# ack=filter (journal on, the follower on as by default): wrk -t1 -c256, all-new keys (bench/observe.lua, source
+# "till-07"). Per cell: 2xx/s, p99, CPU-µs per request of scangate (utime+stime of its process) and of PostgreSQL
+# (the postmaster's process tree, reaped children included), the cgroup's usage at the end, the live keys at the
+# cell's start. The summary gives full / empty per mode. Everything it started is stopped and removed on exit.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BIN=$(realpath "${1:?usage: cliff.sh BIN [--keys N] [--cgroup-mib M] ...}"); shift
+KEYS=6000000; CG_MIB=256; CELL_S=30; WARM_S=10; REPS=1; LOCK=""; OUT=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --keys) KEYS=${2:?}; shift 2 ;;
+    --cgroup-mib) CG_MIB=${2:?}; shift 2 ;;
+    --cell-seconds) CELL_S=${2:?}; shift 2 ;;
+    --warmup-seconds) WARM_S=${2:?}; shift 2 ;;
+    --reps) REPS=${2:?}; shift 2 ;;
+    --lock) LOCK=${2:?}; shift 2 ;;
+    --out) OUT=${2:?}; shift 2 ;;
+    *) echo "cliff.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+OUT=${OUT:-$ROOT/bench/out/cliff-$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$OUT"; OUT=$(realpath "$OUT")
+log() { echo "[cliff $(date -u +%H:%M:%S)] $*" | tee -a "$OUT/run.log" >&2; }
+[[ -d /sys/fs/cgroup/memory && -w /sys/fs/cgroup/memory ]] || { log "no writable cgroup v1 memory controller"; exit 2; }
+
+WORK=$(mktemp -d /tmp/scangate-cliff.XXXXXX); chmod 755 "$WORK"
+PGDATA_=$WORK/pg
+PG_PORT=$((40000 + RANDOM % 10000)); SG_PORT=$((20000 + RANDOM % 10000))
+URL_FULL=$("$ROOT/scripts/pg.sh" url "$PGDATA_" "$PG_PORT")  # database "scangate"
+URL_EMPTY=${URL_FULL/\/scangate\?//empty?}
+CG=/sys/fs/cgroup/memory/scangate-cliff-$$
+SG_PID=""; LOCK_FD=""
+cleanup() {
+  local rc=$?
+  set +e
+  trap - EXIT INT TERM
+  [[ -n $SG_PID ]] && { kill "$SG_PID" 2>/dev/null; wait "$SG_PID" 2>/dev/null; }
+  "$ROOT/scripts/pg.sh" stop "$PGDATA_" >/dev/null 2>&1 || "$ROOT/scripts/pg.sh" kill "$PGDATA_" >/dev/null 2>&1
+  if [[ -d $CG ]]; then
+    { echo "limit_bytes $(cat "$CG/memory.limit_in_bytes")"; echo "max_usage_bytes $(cat "$CG/memory.max_usage_in_bytes")"
+      echo "failcnt $(cat "$CG/memory.failcnt")"; sed 's/^/stat /' "$CG/memory.stat"; } >"$OUT/cgroup.txt" 2>/dev/null
+    for _ in $(seq 50); do [[ -s $CG/cgroup.procs ]] || break; sleep 0.2; done
+    rmdir "$CG" 2>/dev/null || echo "cliff.sh: could not remove $CG" >&2
+  fi
+  rm -rf "$WORK"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+lock() {  # shared | exclusive | none: the --lock file, held by this shell
+  [[ -z $LOCK ]] && return
+  [[ -n $LOCK_FD ]] && { flock -u "$LOCK_FD"; exec {LOCK_FD}>&-; LOCK_FD=""; }
+  [[ $1 == none ]] && return
+  exec {LOCK_FD}>>"$LOCK"
+  if [[ $1 == exclusive ]]; then flock -x "$LOCK_FD"; else flock -s "$LOCK_FD"; fi
+}
+
+start_sg() {  # URL MODE: a scangate on URL in MODE (commit | filter), ready
+  local args=(--port "$SG_PORT" --threads 2 --database-url "$1" --retention 24h --capacity 16000000)
+  if [[ $2 == filter ]]; then rm -rf "$WORK/journal"; args+=(--ack filter --journal-dir "$WORK/journal"); else args+=(--ack commit); fi
+  "$BIN" "${args[@]}" >>"$WORK/scangate.log" 2>&1 &
+  SG_PID=$!
+  for _ in $(seq 1800); do
+    curl -fs "http://127.0.0.1:$SG_PORT/readyz" >/dev/null 2>&1 && return 0
+    kill -0 "$SG_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  log "scangate did not become ready:"; tail -5 "$WORK/scangate.log" >&2; exit 1
+}
+stop_sg() { kill "$SG_PID" 2>/dev/null; wait "$SG_PID" 2>/dev/null || true; SG_PID=""; }
+
+# ---- preload, without the limit ------------------------------------------------------------------------------
+lock shared
+PG_SHARED_MB=$((CG_MIB / 4)) "$ROOT/scripts/pg.sh" start "$PGDATA_" "$PG_PORT" >/dev/null
+psql -qX "$URL_FULL" -c "CREATE DATABASE empty"
+for url in "$URL_FULL" "$URL_EMPTY"; do start_sg "$url" commit; stop_sg; done  # the binary's migrations
+LAYOUT=$(psql -AtX "$URL_FULL" -c "SELECT CASE WHEN to_regproc('scangate_layout') IS NOT NULL THEN scangate_layout() ELSE 1 END")
+if [[ $LAYOUT == 2 ]]; then DIGEST="scangate_stored_digest(sha256(int8send(g)))"; SOURCE=seen_by
+else DIGEST="sha256(int8send(g))"; SOURCE=source; fi
+log "$("$BIN" --version | head -1): layout $LAYOUT; preloading $KEYS keys"
+T=$(date +%s)
+for ((a = 1; a <= KEYS; a += 500000)); do
+  b=$((a + 499999 < KEYS ? a + 499999 : KEYS))
+  psql -qX "$URL_FULL" -c "INSERT INTO scan_keys (digest, $SOURCE, first_seen) SELECT $DIGEST, 'till-07',
+    now() - random() * interval '20 hours' FROM generate_series($a::int8, $b::int8) g"
+done
+psql -qX "$URL_FULL" -c "VACUUM ANALYZE scan_keys"
+log "preloaded in $(( $(date +%s) - T )) s"
+psql -X "$URL_FULL" -f "$ROOT/bench/layout/sizes.sql" | tee "$OUT/sizes.txt" >&2
+"$ROOT/scripts/pg.sh" stop "$PGDATA_"
+
+# ---- the cells, inside the cgroup ------------------------------------------------------------------------------
+lock exclusive
+mkdir "$CG"
+echo $((CG_MIB * 1024 * 1024)) >"$CG/memory.limit_in_bytes"
+sync; echo 3 >/proc/sys/vm/drop_caches
+( echo "$BASHPID" >"$CG/cgroup.procs"; "$ROOT/scripts/pg.sh" start "$PGDATA_" "$PG_PORT" >/dev/null )
+PM=$(head -1 "$PGDATA_/postmaster.pid")
+log "PostgreSQL $PG_PORT (postmaster $PM) in $CG (${CG_MIB} MiB), shared_buffers $(psql -AtX "$URL_FULL" -c 'SHOW shared_buffers')"
+hz=$(getconf CLK_TCK)
+sg_ticks() { awk '{print $14 + $15}' "/proc/$SG_PID/stat"; }
+pg_ticks() {
+  local sum p
+  sum=$(awk '{print $14 + $15 + $16 + $17}' "/proc/$PM/stat")
+  for p in $(pgrep -P "$PM"); do sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done
+  echo "$sum"
+}
+echo "rep,mode,db,live_keys,rate_2xx,p99_ms,sg_cpu_us_per_req,pg_cpu_us_per_req,cgroup_usage_mib" >"$OUT/cells.csv"
+cell() {  # REP MODE DB
+  local url=$URL_FULL live s0 g0 s1 g1 line req non2xx dur p99
+  if [[ $3 == empty ]]; then url=$URL_EMPTY; psql -qX "$url" -c "TRUNCATE scan_keys"; fi
+  live=$(psql -AtX "$url" -c "SELECT count(*) FROM scan_keys")
+  start_sg "$url" "$2"
+  BENCH_COUNT_STATUS=0 BENCH_SOURCE=till-07 wrk -t1 -c256 -d"${WARM_S}s" -s "$ROOT/bench/observe.lua" \
+    "http://127.0.0.1:$SG_PORT" -- 0 0 >/dev/null
+  s0=$(sg_ticks); g0=$(pg_ticks)
+  line=$(BENCH_COUNT_STATUS=0 BENCH_SOURCE=till-07 wrk -t1 -c256 -d"${CELL_S}s" -s "$ROOT/bench/observe.lua" \
+    "http://127.0.0.1:$SG_PORT" -- 0 0 | grep '^BENCH_SUMMARY' | cut -d' ' -f2-)
+  s1=$(sg_ticks); g1=$(pg_ticks)
+  stop_sg
+  req=$(jq -r .requests <<<"$line"); non2xx=$(jq -r .non2xx <<<"$line"); dur=$(jq -r .duration_s <<<"$line")
+  p99=$(jq -r '.p99_us / 1000' <<<"$line")
+  awk -v r="$1" -v m="$2" -v d="$3" -v live="$live" -v req="$req" -v bad="$non2xx" -v dur="$dur" -v p99="$p99" \
+      -v sg=$((s1 - s0)) -v pg=$((g1 - g0)) -v hz="$hz" -v cg="$(cat "$CG/memory.usage_in_bytes")" \
+      'BEGIN { ok = req - bad; printf "%s,%s,%s,%d,%.0f,%.1f,%.1f,%.1f,%.0f\n", r, m, d, live, ok / dur, p99,
+               sg * 1e6 / hz / req, pg * 1e6 / hz / req, cg / 1048576 }' | tee -a "$OUT/cells.csv" >&2
+}
+for ((rep = 1; rep <= REPS; rep++)); do
+  for mode in commit filter; do
+    cell "$rep" "$mode" empty
+    cell "$rep" "$mode" full
+  done
+done
+lock none
+{ echo "$("$BIN" --version | head -1), layout $LAYOUT, $KEYS keys preloaded, ${CG_MIB} MiB cgroup, cells ${CELL_S} s"
+  awk -F, 'NR > 1 { k = $1 "," $2; if ($3 == "empty") e[k] = $5; else { f[k] = $5; live[k] = $4 } }
+    END { for (k in f) printf "rep,mode %s: full %d keys %.0f 2xx/s, empty %.0f 2xx/s: %.2fx\n", k, live[k], f[k], e[k], f[k] / e[k] }' \
+    "$OUT/cells.csv" | sort; } | tee "$OUT/summary.txt" >&2
