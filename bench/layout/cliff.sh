@@ -4,9 +4,10 @@
 #   bench/layout/cliff.sh BIN [--keys N] [--cgroup-mib M] [--cell-seconds S] [--warmup-seconds W] [--reps R]
 #                             [--lock FILE] [--out DIR]
 #     BIN              scangate binary; its migrations make the table (today's layout for a binary before issue 45)
-#     --keys N         live keys preloaded (default 6000000): sha256 of 1..N, first_seen spread over the last 20 h,
-#                      source "till-07" — written with SQL in random digest order (so the primary key is the one
-#                      random inserts make, page splits and all), then VACUUM ANALYZE
+#     --keys N         live keys preloaded (default 6000000): sha256 of 1..N, first_seen rising over the last 20 h
+#                      in insertion order (as a day of traffic writes them), source "till-07" — written with SQL in
+#                      random digest order (so the primary key is the one random inserts make, page splits and
+#                      all), 500 000 rows per statement, then VACUUM ANALYZE
 #     --cgroup-mib M   the cgroup v1 memory limit PostgreSQL runs in for the cells (default 256); shared_buffers is
 #                      M/4 (pg.sh's "a quarter of the RAM", as bench/retention/soak.sh). The preload runs before,
 #                      without the limit (it only has to make the table), then PostgreSQL is restarted inside the
@@ -95,7 +96,8 @@ lock shared
 PG_SHARED_MB=$((CG_MIB / 4)) "$ROOT/scripts/pg.sh" start "$PGDATA_" "$PG_PORT" >/dev/null
 psql -qX "$URL_FULL" -c "CREATE DATABASE empty"
 for url in "$URL_FULL" "$URL_EMPTY"; do start_sg "$url" commit; stop_sg; done  # the binary's migrations
-LAYOUT=$(psql -AtX "$URL_FULL" -c "SELECT CASE WHEN to_regproc('scangate_layout') IS NOT NULL THEN scangate_layout() ELSE 1 END")
+LAYOUT=$(psql -AtX "$URL_FULL" -c "SELECT CASE format_type(atttypid, NULL) WHEN 'uuid' THEN 2 ELSE 1 END
+  FROM pg_attribute WHERE attrelid = 'scan_keys'::regclass AND attname = 'digest'")
 if [[ $LAYOUT == 2 ]]; then DIGEST="scangate_stored_digest(sha256(int8send(g)))"; SOURCE=seen_by
 else DIGEST="sha256(int8send(g))"; SOURCE=source; fi
 log "$("$BIN" --version | head -1): layout $LAYOUT; preloading $KEYS keys"
@@ -103,7 +105,7 @@ T=$(date +%s)
 for ((a = 1; a <= KEYS; a += 500000)); do
   b=$((a + 499999 < KEYS ? a + 499999 : KEYS))
   psql -qX "$URL_FULL" -c "INSERT INTO scan_keys (digest, $SOURCE, first_seen) SELECT $DIGEST, 'till-07',
-    now() - random() * interval '20 hours' FROM generate_series($a::int8, $b::int8) g"
+    now() - interval '20 hours' + (g::float8 / $KEYS) * interval '20 hours' FROM generate_series($a::int8, $b::int8) g"
 done
 psql -qX "$URL_FULL" -c "VACUUM ANALYZE scan_keys"
 log "preloaded in $(( $(date +%s) - T )) s"
