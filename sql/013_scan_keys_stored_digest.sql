@@ -270,13 +270,42 @@ BEGIN
 END
 $f$;
 
+-- One step that takes the table's lock (`step`: a SELECT of scangate_layout_start() or scangate_layout_swap(...)),
+-- retried when the lock does not come within lock_timeout_ms: writes queue behind a waiting lock, so a step waits
+-- briefly, lets them pass (0.5 s) and tries again, up to 30 times; then it fails (CALL the move again later). Its
+-- answer is a NOTICE. A procedure (each try commits); called by scangate_layout_migrate.
+CREATE PROCEDURE scangate_layout_locked(step text, lock_timeout_ms int)
+LANGUAGE plpgsql
+AS $p$
+DECLARE
+  tries int := 0;
+  said text;
+BEGIN
+  LOOP
+    BEGIN
+      PERFORM set_config('lock_timeout', lock_timeout_ms || 'ms', true);
+      EXECUTE 'SELECT ' || step INTO said;
+      EXIT;
+    EXCEPTION WHEN lock_not_available THEN
+      tries := tries + 1;
+      IF tries >= 30 THEN RAISE; END IF;
+      RAISE NOTICE 'scangate_layout_migrate: scan_keys busy, % retried (%)', step, tries;
+    END;
+    PERFORM pg_sleep(0.5);
+    COMMIT;
+  END LOOP;
+  COMMIT;
+  IF said <> '' THEN RAISE NOTICE 'scangate_layout_migrate: %', said; END IF;
+END
+$p$;
+
 -- The whole move of one database, online: CALL scangate_layout_migrate() (not inside a transaction block: each step
 -- and each slice commits). Resumable: after an interruption (a cancel, a lost connection, a restart) CALL it again;
 -- it goes on from the last slice committed. slice_blocks: heap blocks copied per transaction (64 blocks ≈ 5 600 rows
 -- of the old layout: each slice holds its rows' keys for well under a second, so a writer taking over one of them
 -- waits at most that long); pause_ms: a pause between slices; lock_timeout_ms: how long a step waits for the
--- table's lock before it gives up and retries (writes queue behind a waiting lock, so it stays short; up to 30
--- tries); keep_v1: keep the old table as scan_keys_v1 (drop it yourself) instead of dropping it after the swap.
+-- table's lock before it lets the writes pass and tries again (scangate_layout_locked); keep_v1: keep the old table
+-- as scan_keys_v1 (drop it yourself) instead of dropping it after the swap.
 CREATE PROCEDURE scangate_layout_migrate(slice_blocks int DEFAULT 64, pause_ms int DEFAULT 0,
                                          lock_timeout_ms int DEFAULT 2000, keep_v1 bool DEFAULT false)
 LANGUAGE plpgsql
@@ -284,28 +313,15 @@ AS $p$
 DECLARE
   st scangate_layout_migration;
   upto int8;
-  tries int := 0;
-  said text;
 BEGIN
   IF scangate_layout() = 2 THEN
-    RAISE NOTICE 'scangate_layout_migrate: scan_keys is already in the 16-byte layout';
+    RAISE NOTICE 'scangate_layout_migrate: scan_keys is already in the 16-byte layout%',
+      CASE WHEN to_regclass('scan_keys_v1') IS NOT NULL
+           THEN '; the old table is kept as scan_keys_v1 (keep_v1, or an interrupted drop): DROP TABLE scan_keys_v1 '
+                'once it is no longer wanted' ELSE '' END;
     RETURN;
   END IF;
-  LOOP
-    BEGIN
-      PERFORM set_config('lock_timeout', lock_timeout_ms || 'ms', true);
-      said := scangate_layout_start();
-      EXIT;
-    EXCEPTION WHEN lock_not_available THEN
-      tries := tries + 1;
-      IF tries >= 30 THEN RAISE; END IF;
-      RAISE NOTICE 'scangate_layout_migrate: scan_keys busy, mirror set-up retried (%)', tries;
-    END;
-    PERFORM pg_sleep(0.5);
-    COMMIT;
-  END LOOP;
-  COMMIT;
-  RAISE NOTICE 'scangate_layout_migrate: %', said;
+  CALL scangate_layout_locked('scangate_layout_start()', lock_timeout_ms);
   LOOP
     SELECT * INTO st FROM scangate_layout_migration;
     EXIT WHEN st.next_block >= st.end_block;
@@ -317,21 +333,7 @@ BEGIN
     END IF;
     IF pause_ms > 0 THEN PERFORM pg_sleep(pause_ms / 1000.0); END IF;
   END LOOP;
-  tries := 0;
-  LOOP
-    BEGIN
-      PERFORM set_config('lock_timeout', lock_timeout_ms || 'ms', true);
-      PERFORM scangate_layout_swap(true);
-      EXIT;
-    EXCEPTION WHEN lock_not_available THEN
-      tries := tries + 1;
-      IF tries >= 30 THEN RAISE; END IF;
-      RAISE NOTICE 'scangate_layout_migrate: scan_keys busy, swap retried (%)', tries;
-    END;
-    PERFORM pg_sleep(0.5);
-    COMMIT;
-  END LOOP;
-  COMMIT;
+  CALL scangate_layout_locked('scangate_layout_swap(true)::text', lock_timeout_ms);
   RAISE NOTICE 'scangate_layout_migrate: swapped; scan_keys is in the 16-byte layout';
   IF NOT keep_v1 THEN
     DROP TABLE scan_keys_v1;

@@ -50,12 +50,12 @@ PG_PORT=$((40000 + RANDOM % 10000)); SG_PORT=$((20000 + RANDOM % 10000))
 URL_FULL=$("$ROOT/scripts/pg.sh" url "$PGDATA_" "$PG_PORT")  # database "scangate"
 URL_EMPTY=${URL_FULL/\/scangate\?//empty?}
 CG=/sys/fs/cgroup/memory/scangate-cliff-$$
-SG_PID=""; LOCK_FD=""
+source "$ROOT/bench/layout/lib.sh"
 cleanup() {
   local rc=$?
   set +e
   trap - EXIT INT TERM
-  [[ -n $SG_PID ]] && { kill "$SG_PID" 2>/dev/null; wait "$SG_PID" 2>/dev/null; }
+  stop_sg
   "$ROOT/scripts/pg.sh" stop "$PGDATA_" >/dev/null 2>&1 || "$ROOT/scripts/pg.sh" kill "$PGDATA_" >/dev/null 2>&1
   if [[ -d $CG ]]; then
     { echo "limit_bytes $(cat "$CG/memory.limit_in_bytes")"; echo "max_usage_bytes $(cat "$CG/memory.max_usage_in_bytes")"
@@ -69,33 +69,17 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-lock() {  # shared | exclusive | none: the --lock file, held by this shell
-  [[ -z $LOCK ]] && return
-  [[ -n $LOCK_FD ]] && { flock -u "$LOCK_FD"; exec {LOCK_FD}>&-; LOCK_FD=""; }
-  [[ $1 == none ]] && return
-  exec {LOCK_FD}>>"$LOCK"
-  if [[ $1 == exclusive ]]; then flock -x "$LOCK_FD"; else flock -s "$LOCK_FD"; fi
-}
-
-start_sg() {  # URL MODE: a scangate on URL in MODE (commit | filter), ready
-  local args=(--port "$SG_PORT" --threads 2 --database-url "$1" --retention 24h --capacity 16000000)
+start_mode() {  # URL MODE: a scangate on URL in MODE (commit | filter), ready
+  local args=(--threads 2 --database-url "$1" --retention 24h --capacity 16000000)
   if [[ $2 == filter ]]; then rm -rf "$WORK/journal"; args+=(--ack filter --journal-dir "$WORK/journal"); else args+=(--ack commit); fi
-  "$BIN" "${args[@]}" >>"$WORK/scangate.log" 2>&1 &
-  SG_PID=$!
-  for _ in $(seq 1800); do
-    curl -fs "http://127.0.0.1:$SG_PORT/readyz" >/dev/null 2>&1 && return 0
-    kill -0 "$SG_PID" 2>/dev/null || break
-    sleep 0.1
-  done
-  log "scangate did not become ready:"; tail -5 "$WORK/scangate.log" >&2; exit 1
+  start_sg "$BIN" "$WORK/scangate.log" "${args[@]}"
 }
-stop_sg() { kill "$SG_PID" 2>/dev/null; wait "$SG_PID" 2>/dev/null || true; SG_PID=""; }
 
 # ---- preload, without the limit ------------------------------------------------------------------------------
 lock shared
 PG_SHARED_MB=$((CG_MIB / 4)) "$ROOT/scripts/pg.sh" start "$PGDATA_" "$PG_PORT" >/dev/null
 psql -qX "$URL_FULL" -c "CREATE DATABASE empty"
-for url in "$URL_FULL" "$URL_EMPTY"; do start_sg "$url" commit; stop_sg; done  # the binary's migrations
+for url in "$URL_FULL" "$URL_EMPTY"; do start_mode "$url" commit; stop_sg; done  # the binary's migrations
 LAYOUT=$(psql -AtX "$URL_FULL" -c "SELECT CASE format_type(atttypid, NULL) WHEN 'uuid' THEN 2 ELSE 1 END
   FROM pg_attribute WHERE attrelid = 'scan_keys'::regclass AND attname = 'digest'")
 if [[ $LAYOUT == 2 ]]; then DIGEST="scangate_stored_digest(sha256(int8send(g)))"; SOURCE=seen_by
@@ -121,25 +105,18 @@ sync; echo 3 >/proc/sys/vm/drop_caches
 PM=$(head -1 "$PGDATA_/postmaster.pid")
 log "PostgreSQL $PG_PORT (postmaster $PM) in $CG (${CG_MIB} MiB), shared_buffers $(psql -AtX "$URL_FULL" -c 'SHOW shared_buffers')"
 hz=$(getconf CLK_TCK)
-sg_ticks() { awk '{print $14 + $15}' "/proc/$SG_PID/stat"; }
-pg_ticks() {
-  local sum p
-  sum=$(awk '{print $14 + $15 + $16 + $17}' "/proc/$PM/stat")
-  for p in $(pgrep -P "$PM"); do sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done
-  echo "$sum"
-}
 echo "rep,mode,db,live_keys,rate_2xx,p99_ms,sg_cpu_us_per_req,pg_cpu_us_per_req,cgroup_usage_mib" >"$OUT/cells.csv"
 cell() {  # REP MODE DB
   local url=$URL_FULL live s0 g0 s1 g1 line req non2xx dur p99
   if [[ $3 == empty ]]; then url=$URL_EMPTY; psql -qX "$url" -c "TRUNCATE scan_keys"; fi
   live=$(psql -AtX "$url" -c "SELECT count(*) FROM scan_keys")
-  start_sg "$url" "$2"
+  start_mode "$url" "$2"
   BENCH_COUNT_STATUS=0 BENCH_SOURCE=till-07 wrk -t1 -c256 -d"${WARM_S}s" -s "$ROOT/bench/observe.lua" \
     "http://127.0.0.1:$SG_PORT" -- 0 0 >/dev/null
-  s0=$(sg_ticks); g0=$(pg_ticks)
+  s0=$(sg_ticks); g0=$(pg_ticks "$PM")
   line=$(BENCH_COUNT_STATUS=0 BENCH_SOURCE=till-07 wrk -t1 -c256 -d"${CELL_S}s" -s "$ROOT/bench/observe.lua" \
     "http://127.0.0.1:$SG_PORT" -- 0 0 | grep '^BENCH_SUMMARY' | cut -d' ' -f2-)
-  s1=$(sg_ticks); g1=$(pg_ticks)
+  s1=$(sg_ticks); g1=$(pg_ticks "$PM")
   stop_sg
   req=$(jq -r .requests <<<"$line"); non2xx=$(jq -r .non2xx <<<"$line"); dur=$(jq -r .duration_s <<<"$line")
   p99=$(jq -r '.p99_us / 1000' <<<"$line")

@@ -36,13 +36,14 @@ log() { echo "[migrate $(date -u +%H:%M:%S)] $*" | tee -a "$OUT/run.log" >&2; }
 WORK=$(mktemp -d /tmp/scangate-migrate.XXXXXX); chmod 755 "$WORK"
 PG_PORT=$((40000 + RANDOM % 10000)); SG_PORT=$((20000 + RANDOM % 10000))
 URL=$("$ROOT/scripts/pg.sh" url "$WORK/pg" "$PG_PORT")
-SG_PID=""; LOAD_PID=""; LOCK_FD=""; RUN_ID=migrate-$$-$RANDOM
+LOAD_PID=""; RUN_ID=migrate-$$-$RANDOM
+source "$ROOT/bench/layout/lib.sh"
 cleanup() {
   local rc=$?
   set +e
   trap - EXIT INT TERM
   [[ -n $LOAD_PID ]] && { touch "$WORK/stop"; wait "$LOAD_PID" 2>/dev/null; }
-  [[ -n $SG_PID ]] && { kill "$SG_PID" 2>/dev/null; wait "$SG_PID" 2>/dev/null; }
+  stop_sg
   "$ROOT/scripts/pg.sh" stop "$WORK/pg" >/dev/null 2>&1
   cp "$WORK"/scangate-*.log "$OUT/" 2>/dev/null
   rm -rf "$WORK"
@@ -51,26 +52,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-lock() {
-  [[ -z $LOCK ]] && return
-  [[ -n $LOCK_FD ]] && { flock -u "$LOCK_FD"; exec {LOCK_FD}>&-; LOCK_FD=""; }
-  [[ $1 == none ]] && return
-  exec {LOCK_FD}>>"$LOCK"
-  if [[ $1 == exclusive ]]; then flock -x "$LOCK_FD"; else flock -s "$LOCK_FD"; fi
-}
-start_sg() {  # BIN ACK NAME
-  local args=(--port "$SG_PORT" --threads 2 --database-url "$URL" --retention 24h --ack "$2")
+start_bin() {  # BIN ACK NAME
+  local args=(--threads 2 --database-url "$URL" --retention 24h --ack "$2")
   [[ $2 == filter ]] && args+=(--journal-dir "$WORK/journal-$3")
-  "$1" "${args[@]}" >"$WORK/scangate-$3.log" 2>&1 &
-  SG_PID=$!
-  for _ in $(seq 1800); do
-    curl -fs "http://127.0.0.1:$SG_PORT/readyz" >/dev/null 2>&1 && return 0
-    kill -0 "$SG_PID" 2>/dev/null || break
-    sleep 0.1
-  done
-  log "scangate did not become ready"; tail -5 "$WORK/scangate-$3.log" >&2; exit 1
+  start_sg "$1" "$WORK/scangate-$3.log" "${args[@]}"
 }
-stop_sg() { kill "$SG_PID" 2>/dev/null; wait "$SG_PID" 2>/dev/null || true; SG_PID=""; }
 wrk_json() {  # SECONDS REPEAT [env...]: one wrk cell's BENCH_SUMMARY json
   local secs=$1 rep=$2; shift 2
   env BENCH_SOURCE=till-07 "$@" wrk -t1 -c256 -d"${secs}s" -s "$ROOT/bench/observe.lua" "http://127.0.0.1:$SG_PORT" \
@@ -79,7 +65,7 @@ wrk_json() {  # SECONDS REPEAT [env...]: one wrk cell's BENCH_SUMMARY json
 
 lock shared
 PG_SHARED_MB=1024 "$ROOT/scripts/pg.sh" start "$WORK/pg" "$PG_PORT" >/dev/null
-start_sg "$OLD_BIN" commit old
+start_bin "$OLD_BIN" commit old
 OLD=$(wrk_json 10 0 BENCH_RUN_ID="$RUN_ID")
 stop_sg
 log "$("$OLD_BIN" --version | head -1) recorded $(jq -r '.status["201"] // 0' <<<"$OLD") keys"
@@ -89,25 +75,19 @@ log "old layout: $(psql -AtX "$URL" -c "SELECT count(*) FROM scan_keys") rows, h
   "SELECT pg_size_pretty(pg_relation_size('scan_keys'))")"
 
 lock exclusive
-start_sg "$NEW_BIN" "$MODE" new
+start_bin "$NEW_BIN" "$MODE" new
 log "$("$NEW_BIN" --version | head -1) (--ack $MODE) serves it; layout $(psql -AtX "$URL" -c "SELECT scangate_layout()")"
 PM=$(head -1 "$WORK/pg/postmaster.pid")
 hz=$(getconf CLK_TCK)
-pg_ticks() {
-  local sum p
-  sum=$(awk '{print $14 + $15 + $16 + $17}' "/proc/$PM/stat")
-  for p in $(pgrep -P "$PM"); do sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done
-  echo "$sum"
-}
 echo "t_s,phase,rate_2xx,non2xx,p99_ms,sg_cpu_us_per_req,pg_cpu_us_per_req" >"$OUT/cells.csv"
 T0=$(date +%s.%N)
 load() {  # back-to-back 5-s cells until $WORK/stop
   local s0 g0 s1 g1 line t phase
   while [[ ! -e $WORK/stop ]]; do
     t=$(awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.0f", b - a}')
-    s0=$(awk '{print $14 + $15}' "/proc/$SG_PID/stat"); g0=$(pg_ticks)
+    s0=$(sg_ticks); g0=$(pg_ticks "$PM")
     line=$(wrk_json 5 0.2)
-    s1=$(awk '{print $14 + $15}' "/proc/$SG_PID/stat"); g1=$(pg_ticks)
+    s1=$(sg_ticks); g1=$(pg_ticks "$PM")
     phase=$(cat "$WORK/phase" 2>/dev/null || echo before)
     jq -r --arg t "$t" --arg ph "$phase" --argjson sg $((s1 - s0)) --argjson pg $((g1 - g0)) --argjson hz "$hz" \
       '[$t, $ph, ((.requests - .non2xx) / .duration_s | floor), .non2xx, (.p99_us / 1000),
