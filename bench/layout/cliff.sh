@@ -9,11 +9,15 @@
 #                      random digest order (so the primary key is the one random inserts make, page splits and
 #                      all), 500 000 rows per statement, then VACUUM ANALYZE
 #     --cgroup-mib M   the cgroup v1 memory limit PostgreSQL runs in for the cells (default 256); shared_buffers is
-#                      M/4 (pg.sh's "a quarter of the RAM", as bench/retention/soak.sh). The preload runs before,
+#                      M/4 (pg.sh's "a quarter of the RAM", as bench/retention/soak.sh) unless --shared-buffers-mib S
+#                      says otherwise; --pg-set NAME=VALUE (repeatable): more settings (ALTER SYSTEM), e.g.
+#                      wal_buffers=4MB (pg.sh's 64MB is a quarter of the cgroup, touched in turn, never reclaimed,
+#                      since shared memory cannot be swapped out here). The preload runs before,
 #                      without the limit (it only has to make the table), then PostgreSQL is restarted inside the
 #                      cgroup with the page cache dropped, so every cached page of the cells is charged there
 #     --cell-seconds S measured seconds per cell (default 30), after --warmup-seconds W (default 10) of the same load
 #     --reps R         rounds of the four cells (default 1)
+#     --modes LIST     the ack modes of the cells (default commit,filter)
 #     --lock FILE      flock FILE shared while preloading and exclusive while the cells run (the machine's benchmark
 #                      lock, e.g. /work/machine.lock); none by default
 #     --out DIR        cells.csv, summary.txt, sizes.txt, cgroup.txt (default bench/out/cliff-<UTC time>)
@@ -26,7 +30,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BIN=$(realpath "${1:?usage: cliff.sh BIN [--keys N] [--cgroup-mib M] ...}"); shift
-KEYS=6000000; CG_MIB=256; CELL_S=30; WARM_S=10; REPS=1; LOCK=""; OUT=""
+KEYS=6000000; CG_MIB=256; CELL_S=30; WARM_S=10; REPS=1; LOCK=""; OUT=""; SB_MIB=""; PG_SETS=(); MODES="commit filter"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --keys) KEYS=${2:?}; shift 2 ;;
@@ -35,6 +39,9 @@ while [[ $# -gt 0 ]]; do
     --warmup-seconds) WARM_S=${2:?}; shift 2 ;;
     --reps) REPS=${2:?}; shift 2 ;;
     --lock) LOCK=${2:?}; shift 2 ;;
+    --shared-buffers-mib) SB_MIB=${2:?}; shift 2 ;;
+    --pg-set) PG_SETS+=("${2:?}"); shift 2 ;;
+    --modes) MODES=${2//,/ }; shift 2 ;;
     --out) OUT=${2:?}; shift 2 ;;
     *) echo "cliff.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -77,7 +84,10 @@ start_mode() {  # URL MODE: a scangate on URL in MODE (commit | filter), ready
 
 # ---- preload, without the limit ------------------------------------------------------------------------------
 lock shared
-PG_SHARED_MB=$((CG_MIB / 4)) "$ROOT/scripts/pg.sh" start "$PGDATA_" "$PG_PORT" >/dev/null
+PG_SHARED_MB=${SB_MIB:-$((CG_MIB / 4))} "$ROOT/scripts/pg.sh" start "$PGDATA_" "$PG_PORT" >/dev/null
+for kv in "${PG_SETS[@]}"; do  # ALTER SYSTEM: in force from the restart into the cgroup on
+  psql -qX "$URL_FULL" -c "ALTER SYSTEM SET ${kv%%=*} = '${kv#*=}'" >/dev/null
+done
 psql -qX "$URL_FULL" -c "CREATE DATABASE empty"
 for url in "$URL_FULL" "$URL_EMPTY"; do start_mode "$url" commit; stop_sg; done  # the binary's migrations
 LAYOUT=$(psql -AtX "$URL_FULL" -c "SELECT CASE format_type(atttypid, NULL) WHEN 'uuid' THEN 2 ELSE 1 END
@@ -96,7 +106,7 @@ log "preloaded in $(( $(date +%s) - T )) s"
 psql -X "$URL_FULL" -f "$ROOT/bench/layout/sizes.sql" | tee "$OUT/sizes.txt" >&2
 "$ROOT/scripts/pg.sh" stop "$PGDATA_"
 
-# ---- the cells, inside the cgroup ------------------------------------------------------------------------------
+# ---- the cells, inside the cgroup (settings as of here: ALTER SYSTEM above takes effect at this start) ------------------------------------------------------------------------------
 lock exclusive
 mkdir "$CG"
 echo $((CG_MIB * 1024 * 1024)) >"$CG/memory.limit_in_bytes"
@@ -126,13 +136,14 @@ cell() {  # REP MODE DB
                sg * 1e6 / hz / req, pg * 1e6 / hz / req, cg / 1048576 }' | tee -a "$OUT/cells.csv" >&2
 }
 for ((rep = 1; rep <= REPS; rep++)); do
-  for mode in commit filter; do
+  for mode in $MODES; do
     cell "$rep" "$mode" empty
     cell "$rep" "$mode" full
   done
 done
 lock none
-{ echo "$("$BIN" --version | head -1), layout $LAYOUT, $KEYS keys preloaded, ${CG_MIB} MiB cgroup, cells ${CELL_S} s"
+{ echo "$("$BIN" --version | head -1), layout $LAYOUT, $KEYS keys preloaded, ${CG_MIB} MiB cgroup, cells ${CELL_S} s,"\
+    "shared_buffers $(psql -AtX "$URL_FULL" -c 'SHOW shared_buffers'), wal_buffers $(psql -AtX "$URL_FULL" -c 'SHOW wal_buffers')"
   awk -F, 'NR > 1 { k = $1 "," $2; if ($3 == "empty") e[k] = $5; else { f[k] = $5; live[k] = $4 } }
     END { for (k in f) printf "rep,mode %s: full %d keys %.0f 2xx/s, empty %.0f 2xx/s: %.2fx\n", k, live[k], f[k], e[k], f[k] / e[k] }' \
     "$OUT/cells.csv" | sort; } | tee "$OUT/summary.txt" >&2
