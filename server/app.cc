@@ -223,7 +223,7 @@ std::optional<int> App::StartStore() {
             // A moved partition: its readers follow its writers (the store has retargeted those already).
             store_->OnRetarget([this](unsigned p, const std::string& conninfo) {
               if (StorageReaders* r = retarget_readers_.load()) r->Retarget(p, conninfo);
-              if (auto* f = retarget_followers_.load(); f != nullptr && p < f->size()) (*f)[p]->Retarget(conninfo);
+              RetargetFollower(p, conninfo);
             });
             store_->Start();
             return true;

@@ -26,6 +26,7 @@
 
 #include "core/digest.h"
 #include "core/filter.h"
+#include "core/mutex.h"
 #include "server/config/config.h"
 #include "server/systemd_notify.h"
 #include "storage/follow/follower.h"
@@ -108,10 +109,15 @@ class App {
   // partition moved at any time reaches them (StorageReaders::Retarget before Start is a no-op; Start reads the
   // new string). Outlived by the watcher: the store stops it before the readers are shut down.
   std::atomic<StorageReaders*> retarget_readers_{nullptr};
-  // --follow: one per partition (index = partition), fixed once started; published for the retarget listener
-  // like retarget_readers_ (set once all are started, cleared before they stop).
+  // --follow: one per partition (index = partition), made once, before the first is started. The store's retarget
+  // listener reaches them under followers_mu_: StartFollowers reads each partition's connection string and
+  // publishes the followers under it, so a partition moved at any time reaches its follower — before its Start()
+  // (which then connects there) or after it (the follower drops the connection it opened).
   std::vector<std::unique_ptr<storage::Follower>> followers_;
-  std::atomic<std::vector<std::unique_ptr<storage::Follower>>*> retarget_followers_{nullptr};
+  Mutex followers_mu_;
+  bool followers_retargetable_ ABSL_GUARDED_BY(followers_mu_) = false;  // cleared before they stop
+  // The listener's part for the followers: partition p moved to `conninfo`.
+  void RetargetFollower(unsigned p, const std::string& conninfo);
   // --ack=commit with --follow: the Service the followers feed (null until AttachFollowers, and after
   // StopFollowers).
   std::atomic<Service*> learning_service_{nullptr};
