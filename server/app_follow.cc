@@ -65,6 +65,7 @@ std::optional<int> App::StartFollowers() {
 void App::RetargetFollower(unsigned p, const std::string& conninfo) {
   MutexLock lock(&followers_mu_);
   if (followers_retargetable_ && p < followers_.size()) followers_[p]->Retarget(conninfo);
+  if (clocks_retargetable_ && p < clock_readers_.size()) clock_readers_[p]->Retarget(conninfo);
 }
 
 void App::AttachFollowers() {

@@ -1,9 +1,5 @@
 #include "storage/follow/follower.h"
 
-#include <poll.h>
-
-#include <algorithm>
-#include <cerrno>
 #include <string_view>
 #include <utility>
 
@@ -29,34 +25,10 @@ ConnPtr Open(const std::string& conninfo, const ConnectionDefaults& defaults, co
 
 ResultPtr Exec(PGconn* conn, const char* sql, std::span<const char* const> params, bool binary,
                std::chrono::milliseconds within, const std::atomic<bool>& stop, const char* what) {
-  const auto fail = [&](std::string_view why) { return FollowError(std::string(what) + ": " + std::string(why)); };
-  const int sent = params.empty() && !binary
-                       ? PQsendQuery(conn, sql)
-                       : PQsendQueryParams(conn, sql, static_cast<int>(params.size()), nullptr, params.data(), nullptr,
-                                           nullptr, binary ? 1 : 0);
-  if (sent != 1) throw fail(ErrorSummary(PQerrorMessage(conn)));
-  const auto start = std::chrono::steady_clock::now();
-  for (;;) {
-    // The statement is small: a blocking connection has sent all of it (PQsendQuery flushes), so only the answer is
-    // waited for — on the socket, a slice at a time, so that Stop() and the bound are looked at in between.
-    if (PQconsumeInput(conn) != 1) throw fail(ErrorSummary(PQerrorMessage(conn)));
-    if (PQisBusy(conn) == 0) break;
-    if (stop.load()) throw fail("stopping");
-    const auto waited = std::chrono::steady_clock::now() - start;
-    if (within != kNoAnswerBound && waited >= within) {
-      throw fail("no answer within " + std::to_string(within.count()) +
-                 " ms (a network dropping packets, or a frozen server): the connection is given up");
-    }
-    pollfd pfd{PQsocket(conn), POLLIN, 0};
-    if (::poll(&pfd, 1, static_cast<int>(kStopSlice.count())) < 0 && errno != EINTR) throw fail("poll failed");
-  }
-  ResultPtr first(PQgetResult(conn));
-  if (!first) throw fail(ErrorSummary(PQerrorMessage(conn)));
-  const ExecStatusType st = PQresultStatus(first.get());
-  if (st == PGRES_COPY_BOTH || st == PGRES_COPY_OUT || st == PGRES_COPY_IN) return first;  // no end of results yet
-  // The end of the results (one statement: one result). Complete already (PQisBusy said so): no wait.
-  while (PGresult* more = PQgetResult(conn)) PQclear(more);
-  return first;
+  std::string error;
+  ResultPtr r = ExecWithin(conn, sql, params, binary, within, stop, &error);
+  if (!r) throw FollowError(std::string(what) + ": " + error);
+  return r;
 }
 
 void RefuseStandby(PGconn* conn, std::chrono::milliseconds within, const std::atomic<bool>& stop) {

@@ -16,18 +16,13 @@
 
 #include "storage/follow/follower.h"
 #include "storage/pg/conninfo.h"
+#include "storage/pg/pg_exec.h"
 
 namespace scangate::storage {
 namespace follow_detail {
 
-struct ConnCloser {
-  void operator()(PGconn* c) const { PQfinish(c); }
-};
-using ConnPtr = std::unique_ptr<PGconn, ConnCloser>;
-struct ResultClearer {
-  void operator()(PGresult* r) const { PQclear(r); }
-};
-using ResultPtr = std::unique_ptr<PGresult, ResultClearer>;
+using ConnPtr = PgConnPtr;
+using ResultPtr = PgResultPtr;
 
 // A connection failure the follower retries (reconnects, then reloads the window).
 struct FollowError : std::runtime_error {
@@ -35,14 +30,14 @@ struct FollowError : std::runtime_error {
 };
 
 // The longest the follower's thread sleeps or waits on its socket at once: bounds Stop()'s wait.
-inline constexpr auto kStopSlice = std::chrono::milliseconds(10);
+inline constexpr auto kStopSlice = kPgWaitSlice;
 // How long past its statement_timeout a statement may stay unanswered before the connection is given up: the
 // server cancels the statement at its timeout and answers with an error within a round trip, so silence past
 // this is a network that drops packets without a reset (keepalives are not sent while a query waits for its
 // answer; tcp_user_timeout only sees data the peer never acknowledged) or a frozen server.
 inline constexpr auto kAnswerGrace = std::chrono::seconds(1);
 // No client-side bound (CREATE_REPLICATION_SLOT waits for the transactions running anywhere to end): only Stop().
-inline constexpr auto kNoAnswerBound = std::chrono::milliseconds::max();
+inline constexpr auto kNoAnswerBound = kPgNoBound;
 
 inline std::int64_t SteadyNs(std::chrono::steady_clock::time_point t) { return t.time_since_epoch().count(); }
 
@@ -52,11 +47,8 @@ inline std::int64_t SteadyNs(std::chrono::steady_clock::time_point t) { return t
 ConnPtr Open(const std::string& conninfo, const ConnectionDefaults& defaults, const char* application_name,
              bool replication, const char* what);
 
-// Sends one statement (`params` as text; the answer in binary when `binary`) and waits for its answer in kStopSlice
-// slices. Returns its first result (the connection is then idle, or in COPY BOTH mode after START_REPLICATION).
-// Throws FollowError naming `what` when libpq fails, when no answer came within `within` (the connection must then
-// be dropped), or when `stop` is set (the caller's loop ends on it). A replication connection takes only
-// statements without `params` (the simple query protocol).
+// ExecWithin (storage/pg/pg_exec.h) throwing FollowError naming `what` where it fails (stopping included: the
+// caller's loop ends on `stop`).
 ResultPtr Exec(PGconn* conn, const char* sql, std::span<const char* const> params, bool binary,
                std::chrono::milliseconds within, const std::atomic<bool>& stop, const char* what);
 
