@@ -163,7 +163,6 @@ TEST(FollowerTest, RetargetWhileConnectingIsNotLost) {
 TEST(FollowerTest, ConnectionsGetTheWritersTimeouts) {
   ConnectionDefaults d;
   d.tcp_user_timeout = 12345ms;
-  std::atomic<bool> stop{false};
   const follow_detail::ConnPtr c = follow_detail::Open(PgTestUrl(), d, "scangate-follower", false, "test");
   const int fd = PQsocket(c.get());
   int v = 0;
