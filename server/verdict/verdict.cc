@@ -198,7 +198,8 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
   // 3. A recorded repeat: no PostgreSQL round trip. A trusted "definitely new" skips the set (ack=commit:
   // PostgreSQL decides it anyway; no lookup per new key).
   const bool idempotent = e.attrs.request.has_value();
-  if (!filter_said_new && !idempotent && RecentKnown(e.recent_digest, d, e.attrs.keep_until_us, e.verdict, call->counters)) {
+  if (!filter_said_new && !idempotent &&
+      RecentKnown(e.recent_digest, d, e.attrs.keep_until_us, e.verdict, call->counters)) {
     return call->Finish();
   }
   // 4. PostgreSQL decides.

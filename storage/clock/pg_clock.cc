@@ -85,8 +85,9 @@ std::optional<std::int64_t> PgClock::UpperUs(std::chrono::steady_clock::time_poi
 
 std::optional<PgClock::Offset> PgClock::OffsetNow() const {
   const auto steady = std::chrono::steady_clock::now();
+  using std::chrono::system_clock;
   const auto wall_us =
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+      std::chrono::duration_cast<std::chrono::microseconds>(system_clock::now().time_since_epoch()).count();
   const std::optional<std::int64_t> lo = LowerUs(steady), hi = UpperUs(steady);
   if (!lo || !hi) return std::nullopt;
   return Offset{(static_cast<double>(*lo + *hi) / 2 - static_cast<double>(wall_us)) * 1e-6,

@@ -47,8 +47,9 @@ class PgClock {
 
   // The server's clock at `now` (this host's monotonic clock) is at least LowerUs and at most UpperUs, in µs since
   // the epoch; nullopt before the first reading (and after Forget). Lock-free (a sequence lock); any thread.
-  std::optional<std::int64_t> LowerUs(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) const;
-  std::optional<std::int64_t> UpperUs(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) const;
+  using Steady = std::chrono::steady_clock;
+  std::optional<std::int64_t> LowerUs(Steady::time_point now = Steady::now()) const;
+  std::optional<std::int64_t> UpperUs(Steady::time_point now = Steady::now()) const;
   // The server's clock minus this host's wall clock (the bounds' middle) and the bounds' width, in seconds, for
   // the log and /stats; nullopt without bounds. Any thread.
   struct Offset {

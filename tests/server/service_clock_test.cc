@@ -7,10 +7,10 @@
 //   (scangate_write_behind_conflicts_total). On 87ad733 (first_seen from the instance's clock, an hour in
 //   PostgreSQL's future) the filter forgot the key while PostgreSQL held it for an hour: a trusted second `new`
 //   whose row conflicted, seen failing.
-// - ack=commit, the instance's clock an hour behind, horizon 3 s: a key's repeat past the horizon is `new` again (PostgreSQL
-//   takes its row over), not a recent-set `duplicate` that PostgreSQL would not give. On 87ad733 (the recent set
-//   judged PostgreSQL's first_seen by the instance's clock) every repeat for an hour was a duplicate: a lost event,
-//   seen failing.
+// - ack=commit, the instance's clock an hour behind, horizon 3 s: a key's repeat past the horizon is `new` again
+//   (PostgreSQL takes its row over), not a recent-set `duplicate` that PostgreSQL would not give. On 87ad733 (the
+//   recent set judged PostgreSQL's first_seen by the instance's clock) every repeat for an hour was a duplicate: a
+//   lost event, seen failing.
 #include <stdlib.h>
 
 #include <chrono>
@@ -32,7 +32,9 @@ constexpr const char* kFakeTime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketim
 
 // Starts `p` with its wall clock `offset` off (libfaketime): only the child is affected.
 ::testing::AssertionResult StartWithClockOffset(ScangateProcess& p, const char* offset) {
-  if (::access(kFakeTime, R_OK) != 0) return ::testing::AssertionFailure() << kFakeTime << " missing (scripts/deps.sh test)";
+  if (::access(kFakeTime, R_OK) != 0) {
+    return ::testing::AssertionFailure() << kFakeTime << " missing (scripts/deps.sh test)";
+  }
   ::setenv("LD_PRELOAD", kFakeTime, 1);
   ::setenv("FAKETIME", offset, 1);
   ::setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);  // only the wall clock is off, as on a host with a wrong time

@@ -109,7 +109,8 @@ class TcpProxy {
       if (blackhole_.load()) continue;  // turned on while waiting: what arrived stays unread
       std::lock_guard lock(mu_);
       for (std::size_t i = 1; i < fds.size(); i += 2) {
-        const auto it = std::find_if(pairs_.begin(), pairs_.end(), [&](const Pair& p) { return p.client == fds[i].fd; });
+        const auto it =
+            std::find_if(pairs_.begin(), pairs_.end(), [&](const Pair& p) { return p.client == fds[i].fd; });
         if (it == pairs_.end()) continue;  // closed by CloseAll meanwhile
         bool ok = true;
         if (fds[i].revents != 0) ok = Forward(it->client, it->server);
