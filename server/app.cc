@@ -136,6 +136,7 @@ int App::Run() {
   WaitForSignal();
   if (auto exit = StartStore()) return *exit;
   if (stop_requested_.load()) return 0;
+  StartClocks();
   if (auto exit = StartFollowers()) {
     store_->Shutdown();
     return *exit;
@@ -223,7 +224,7 @@ std::optional<int> App::StartStore() {
             // A moved partition: its readers follow its writers (the store has retargeted those already).
             store_->OnRetarget([this](unsigned p, const std::string& conninfo) {
               if (StorageReaders* r = retarget_readers_.load()) r->Retarget(p, conninfo);
-              if (auto* f = retarget_followers_.load(); f != nullptr && p < f->size()) (*f)[p]->Retarget(conninfo);
+              RetargetFollower(p, conninfo);
             });
             store_->Start();
             return true;
@@ -262,6 +263,7 @@ std::optional<int> App::OpenJournal() {
     jo.max_bytes = config_.journal_max_bytes;
     jo.retention = config_.retention;  // recovered records past the horizon are skipped
     jo.partitions = static_cast<unsigned>(store_->partitions());  // --max-commit-lag per partition
+    jo.clocks = clocks_.get();  // the horizon by PostgreSQL's clock
     jo.log = store_options_.log;  // one log stream
     // The identity of the database the journal belongs to; PostgreSQL answered Store::Start() a moment ago,
     // so a failure here is retried like the start itself.
@@ -303,6 +305,7 @@ std::optional<int> App::OpenJournal() {
 void App::StartReaders() {
   metrics_ = std::make_unique<Metrics>(config_.threads);
   service_ = std::make_unique<Service>(config_, *digester_, *filter_, *store_, *metrics_, journal_.get());
+  service_->AttachClocks(clocks_.get());
   StorageReaderOptions ro;
   ro.retention = config_.retention;
   ro.pack_horizons = store_options_.pack_horizons;  // rows past their own keep_until
@@ -431,6 +434,7 @@ void App::Shutdown() {
   stop_requested_.store(true);
   warm_.join();
   StopFollowers();
+  StopClocks();
   if (journal_) journal_->StopAppends();  // flushes the last group, hands it to the store
   store_->Shutdown();
   if (journal_) journal_->Close();  // final checkpoint: what the store committed

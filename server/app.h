@@ -26,8 +26,11 @@
 
 #include "core/digest.h"
 #include "core/filter.h"
+#include "core/mutex.h"
 #include "server/config/config.h"
 #include "server/systemd_notify.h"
+#include "storage/clock/pg_clock.h"
+#include "storage/clock/pg_clock_reader.h"
 #include "storage/follow/follower.h"
 #include "storage/partitions/partitioned_store.h"
 
@@ -73,6 +76,10 @@ class App {
   std::optional<int> StartFollowers();
   void AttachFollowers();
   void StopFollowers();
+  // PostgreSQL's clocks (server/app_clock.cc): one reader per database, started after the store, before the
+  // journal and the Service read them; stopped with the followers.
+  void StartClocks();
+  void StopClocks();
   // The window the warm start and the followers' reloads read: --window, capped by --retention.
   std::chrono::seconds WarmWindow() const;
   void ScheduleMaintenance();
@@ -100,6 +107,10 @@ class App {
   std::optional<Digester> digester_;
   // The exact store: one partition on --database-url, or the partitions of --partitions' map (storage/partitions/partitioned_store.h).
   std::unique_ptr<storage::PartitionedStore> store_;
+  // One PostgreSQL clock per partition (storage/clock/pg_clock.h), read by the Service and the journal: made before
+  // them, destroyed after them. Its readers are retargeted like the followers (followers_mu_).
+  std::unique_ptr<storage::PgClocks> clocks_;
+  std::vector<std::unique_ptr<storage::PgClockReader>> clock_readers_;
   std::unique_ptr<storage::JournalDrain> journal_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Service> service_;
@@ -108,10 +119,16 @@ class App {
   // partition moved at any time reaches them (StorageReaders::Retarget before Start is a no-op; Start reads the
   // new string). Outlived by the watcher: the store stops it before the readers are shut down.
   std::atomic<StorageReaders*> retarget_readers_{nullptr};
-  // --follow: one per partition (index = partition), fixed once started; published for the retarget listener
-  // like retarget_readers_ (set once all are started, cleared before they stop).
+  // --follow: one per partition (index = partition), made once, before the first is started. The store's retarget
+  // listener reaches them under followers_mu_: StartFollowers reads each partition's connection string and
+  // publishes the followers under it, so a partition moved at any time reaches its follower — before its Start()
+  // (which then connects there) or after it (the follower drops the connection it opened).
   std::vector<std::unique_ptr<storage::Follower>> followers_;
-  std::atomic<std::vector<std::unique_ptr<storage::Follower>>*> retarget_followers_{nullptr};
+  Mutex followers_mu_;
+  bool followers_retargetable_ ABSL_GUARDED_BY(followers_mu_) = false;  // cleared before they stop
+  bool clocks_retargetable_ ABSL_GUARDED_BY(followers_mu_) = false;     // clock_readers_, likewise
+  // The listener's part for the followers and the clock readers: partition p moved to `conninfo`.
+  void RetargetFollower(unsigned p, const std::string& conninfo);
   // --ack=commit with --follow: the Service the followers feed (null until AttachFollowers, and after
   // StopFollowers).
   std::atomic<Service*> learning_service_{nullptr};

@@ -20,6 +20,9 @@ std::chrono::seconds App::WarmWindow() const {
 std::optional<int> App::StartFollowers() {
   if (!config_.following()) return std::nullopt;
   const unsigned n = static_cast<unsigned>(store_->partitions());
+  // Under the listener's mutex: a partition moved after its string was read here is retargeted by the listener once
+  // this publishes the followers (the store changes its string before it calls the listener).
+  UniqueMutexLock lock(&followers_mu_);
   for (unsigned p = 0; p < n; ++p) {
     storage::FollowerOptions fo;
     fo.method = config_.follow_method;
@@ -27,6 +30,8 @@ std::optional<int> App::StartFollowers() {
     fo.label = config_.partitioned() ? "p" + std::to_string(p) : "";
     fo.max_lag = config_.follow_max_lag;
     fo.log = store_options_.log;
+    // The writers' connection safety: keepalives and connect_timeout (the defaults), tcp_user_timeout.
+    fo.connection.tcp_user_timeout = store_options_.tcp_user_timeout;
     auto apply = [this](std::span<const Digest> digests) {
       filter_->InsertBatchConcurrently(digests);
       filter_->PublishPendingInserts();  // the follower's counts reach the shards' capacity accounting now
@@ -43,6 +48,8 @@ std::optional<int> App::StartFollowers() {
     };
     followers_.push_back(std::make_unique<storage::Follower>(std::move(fo), std::move(apply), std::move(reload)));
   }
+  followers_retargetable_ = true;
+  lock.Unlock();
   for (auto& f : followers_) {
     if (f->Start()) continue;
     if (const std::string why = f->SetupError(); !why.empty()) {
@@ -52,8 +59,13 @@ std::optional<int> App::StartFollowers() {
     }
     // A connection or a slot still waiting: the follower goes on trying; until it is fresh, PostgreSQL decides.
   }
-  retarget_followers_.store(&followers_);
   return std::nullopt;
+}
+
+void App::RetargetFollower(unsigned p, const std::string& conninfo) {
+  MutexLock lock(&followers_mu_);
+  if (followers_retargetable_ && p < followers_.size()) followers_[p]->Retarget(conninfo);
+  if (clocks_retargetable_ && p < clock_readers_.size()) clock_readers_[p]->Retarget(conninfo);
 }
 
 void App::AttachFollowers() {
@@ -82,7 +94,10 @@ void App::AttachFollowers() {
 }
 
 void App::StopFollowers() {
-  retarget_followers_.store(nullptr);
+  {
+    MutexLock lock(&followers_mu_);
+    followers_retargetable_ = false;
+  }
   learning_service_.store(nullptr);
   for (auto& f : followers_) f->Stop();
 }

@@ -49,15 +49,27 @@ std::int64_t Service::ExpiredBeforeUs(std::int64_t now_us) const {
   return now_us - std::chrono::duration_cast<std::chrono::microseconds>(retention_).count();
 }
 
-std::int64_t Service::ExpiredBeforeUs() const {
-  if (retention_.count() <= 0) return std::numeric_limits<std::int64_t>::min();  // no clock read when off
-  return ExpiredBeforeUs(KeyReader::SystemNowUs());
+std::optional<std::int64_t> Service::PgNowUs(const Digest& d, bool upper) const {
+  if (clocks_ == nullptr) return KeyReader::SystemNowUs();
+  const storage::PgClock& c = clocks_->Of(d);
+  return upper ? c.UpperUs() : c.LowerUs();
 }
 
-bool Service::RecentKnown(const Digest& d, std::int64_t keep_until_us, Verdict& v, ThreadCounters& counters) {
+std::int64_t Service::ExpiredBeforeUs(const Digest& d) const {
+  if (retention_.count() <= 0) return std::numeric_limits<std::int64_t>::min();  // no clock read when off
+  const std::optional<std::int64_t> now_us = PgNowUs(d, /*upper=*/false);
+  return now_us ? ExpiredBeforeUs(*now_us) : std::numeric_limits<std::int64_t>::min();
+}
+
+bool Service::RecentKnown(const Digest& d, const Digest& identity, std::int64_t keep_until_us, Verdict& v,
+                          ThreadCounters& counters) {
   const std::optional<std::int64_t> first_seen_us = recent_.FindConcurrently(d);
   if (!first_seen_us) return false;
-  const std::int64_t now_us = KeyReader::SystemNowUs();
+  // The most PostgreSQL's clock can read now: an entry is an answer only while PostgreSQL surely holds its row
+  // inside the horizon (unknown clock: not an answer).
+  const std::optional<std::int64_t> pg_now_us = PgNowUs(identity, /*upper=*/true);
+  if (!pg_now_us) return false;
+  const std::int64_t now_us = *pg_now_us;
   // Past the horizon the record counts as absent: PostgreSQL decides (it takes the row over: `new`). A pack's
   // entry (keyed by its expiry, so `keep_until_us` is the record's own) also stops answering at its horizon.
   if (*first_seen_us < ExpiredBeforeUs(now_us)) return false;
@@ -70,8 +82,8 @@ bool Service::RecentKnown(const Digest& d, std::int64_t keep_until_us, Verdict& 
 }
 
 void Service::LearnCommitted(std::span<const Digest> digests, std::span<const std::int64_t> first_seen_us) {
-  if (!recent_.enabled()) return;
-  const std::int64_t expired_before = ExpiredBeforeUs();
+  if (!recent_.enabled() || digests.empty()) return;
+  const std::int64_t expired_before = ExpiredBeforeUs(digests[0]);  // one follower: one partition, one clock
   for (std::size_t i = 0; i < digests.size() && i < first_seen_us.size(); ++i) {
     recent_.InsertConcurrently(digests[i], first_seen_us[i], expired_before);  // a raw key: its digest is its key
   }
@@ -82,7 +94,7 @@ void Service::RememberStored(const Digest& d, const storage::Result& r) {
   if (r.outcome != storage::Outcome::kInserted && r.outcome != storage::Outcome::kDuplicate) return;
   // No first_seen: not remembered (forgetting is always safe; the next repeat asks PostgreSQL).
   if (r.first_seen.empty()) return;
-  recent_.InsertConcurrently(keys_.RecentDigest(d, r.recorded), r.first_seen_us, ExpiredBeforeUs());
+  recent_.InsertConcurrently(keys_.RecentDigest(d, r.recorded), r.first_seen_us, ExpiredBeforeUs(d));
 }
 
 void Service::Observe(const Observation& obs, const net::any_io_executor& ex, ThreadCounters& counters,

@@ -48,6 +48,7 @@
 #include "server/http/request.h"
 #include "storage/horizon/brin_summarizer.h"
 #include "storage/horizon/expiry.h"
+#include "storage/clock/pg_clock.h"
 #include "storage/exact_store.h"
 #include "storage/journal/journal_drain.h"
 #include "storage/store.h"
@@ -103,6 +104,12 @@ class Service {
     fresh_ = std::move(fresh);
     follower_state_ = std::move(state);
   }
+  // The clock of every partition's PostgreSQL (storage/clock/pg_clock.h, issue 42): the first_seen of a key this
+  // instance answers new is the least its PostgreSQL's clock can read at the answer, and a record it remembers is
+  // past the horizon once the most that clock can read says so — never this host's wall clock. A partition whose
+  // clock is not read yet decides its new keys in PostgreSQL. Without (unit tests), this host's wall clock.
+  // Call before serving; `clocks` must outlive the Service.
+  void AttachClocks(const storage::PgClocks* clocks) { clocks_ = clocks; }
   // "" without followers or while every one is fresh, else e.g. "stale: p1 (connection refused...)".
   std::string FollowerState() const { return follower_state_ ? follower_state_() : std::string(); }
   // --ack=commit with --follow (Config::follow_commit): raw keys any instance committed, with their first_seen,
@@ -184,10 +191,16 @@ class Service {
   // first_seen within the horizon (an older entry is not an answer: PostgreSQL decides).
   // `d` is the key's recent-set digest (ScanKey::recent_digest): a hit is a record with the scan's attributes;
   // `keep_until_us` (0 = none) the scan's pack horizon, past which the entry is not an answer either.
-  bool RecentKnown(const Digest& d, std::int64_t keep_until_us, Verdict& v, ThreadCounters& counters);
+  // `identity` is the key's digest (its partition's clock judges the horizon).
+  bool RecentKnown(const Digest& d, const Digest& identity, std::int64_t keep_until_us, Verdict& v,
+                   ThreadCounters& counters);
+  // Now by the clock of d's PostgreSQL (AttachClocks): the least it can read (`upper` false: a first_seen to
+  // record) or the most (`upper` true: is a record past the horizon?); nullopt while unknown.
+  std::optional<std::int64_t> PgNowUs(const Digest& d, bool upper) const;
   // µs since the epoch before which a record has expired (now - --retention); the minimum when off. The
-  // overload takes a `now_us` the caller already read.
-  std::int64_t ExpiredBeforeUs() const;
+  // overload takes a `now_us` the caller already read; the other, d's PostgreSQL's least reading (an entry of
+  // the recent set older than it is surely expired: replaced by a new record).
+  std::int64_t ExpiredBeforeUs(const Digest& d) const;
   std::int64_t ExpiredBeforeUs(std::int64_t now_us) const;
   // Puts `d` (the identity digest; --keys=gs1: keyed with r.recorded's attributes) into the recent set when `r`
   // is a committed fact (kInserted/kDuplicate with a first_seen). Any thread (writer threads call it).
@@ -250,6 +263,7 @@ class Service {
   // --max-commit-lag in µs while following with the journal (else 0: unbounded).
   const std::int64_t max_commit_lag_us_;
   std::function<std::string()> follower_state_;           // --follow; as fresh_
+  const storage::PgClocks* clocks_ = nullptr;             // set before serving, read-only afterwards
   const std::uint64_t instance_id_;  // tells this Service's thread-local group apart from an earlier one's
   Mutex groups_mu_;             // taken once per I/O thread (its first journalled or stored request)
   std::vector<std::unique_ptr<JournalGroupSlot>> groups_ ABSL_GUARDED_BY(groups_mu_);

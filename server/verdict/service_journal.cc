@@ -85,7 +85,7 @@ bool Service::JournalNew(const CallPtr& call, std::size_t i, const Digest& d, co
   auto waiter = [this, call, i, d, time_us](storage::JournalFate fate) {
     // Durable: recorded. The journal's pending set answers repeats until PostgreSQL commits the row (with this
     // same time); the recent set answers them after that.
-    if (fate == storage::JournalFate::kDurable) recent_.InsertConcurrently(d, time_us, ExpiredBeforeUs());
+    if (fate == storage::JournalFate::kDurable) recent_.InsertConcurrently(d, time_us, ExpiredBeforeUs(d));
     OnJournal(*call, i, /*is_new=*/true, fate);
   };
   if (journal_->Append(d, source, JournalGroup(call->ex), std::move(waiter), time_us, request)) {

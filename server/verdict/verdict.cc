@@ -161,8 +161,12 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
       call->counters.follower_fallbacks.Inc();
       return ExactPath(call, i, route, d, source);
     }
-    // first_seen of the journal record / write-behind row and the set
-    const std::int64_t now_us = KeyReader::SystemNowUs();
+    // first_seen of the journal record / write-behind row and the set: the least PostgreSQL's clock can read now
+    // (Service::AttachClocks), so its row expires no later than --retention from now, when every filter may forget
+    // it — whatever this host's clock says. Not read yet (a partition just moved): PostgreSQL decides, by its own.
+    const std::optional<std::int64_t> stamp_us = PgNowUs(d, /*upper=*/false);
+    if (!stamp_us) return ExactPath(call, i, route, d, source);
+    const std::int64_t now_us = *stamp_us;
     // --max-commit-lag: a key this instance answered `new` is unknown to the other instances until PostgreSQL
     // commits it; while the oldest such key has waited longer than the bound (PostgreSQL behind this instance's
     // rate), new keys are decided in PostgreSQL — which adds nothing to the journal's backlog — until it is
@@ -194,7 +198,8 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
   // 3. A recorded repeat: no PostgreSQL round trip. A trusted "definitely new" skips the set (ack=commit:
   // PostgreSQL decides it anyway; no lookup per new key).
   const bool idempotent = e.attrs.request.has_value();
-  if (!filter_said_new && !idempotent && RecentKnown(e.recent_digest, e.attrs.keep_until_us, e.verdict, call->counters)) {
+  if (!filter_said_new && !idempotent &&
+      RecentKnown(e.recent_digest, d, e.attrs.keep_until_us, e.verdict, call->counters)) {
     return call->Finish();
   }
   // 4. PostgreSQL decides.

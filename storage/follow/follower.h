@@ -15,6 +15,13 @@
 // (re)connection the slot (or the first snapshot) is taken before the window is read again (`reload`), so what
 // committed before it is in the reload's snapshot and what committed after it is followed (an overlap only sets
 // bits twice).
+// Never on a standby: a server in recovery (pg_is_in_recovery()) lists no running transactions in its snapshots, so
+// a poll would skip the rows of transactions running at it and still call itself fresh; the follower refuses such a
+// server at every connection (stays stale, names it, retries: a promotion or a map change may fix it).
+// Connection safety as the writers': keepalives, tcp_user_timeout and connect_timeout (FollowerOptions::connection),
+// and no statement waits for its answer longer than statement_timeout + kAnswerGrace (follower_connection.h): a
+// network that drops packets silently, or a frozen server, ends the connection (reconnect) instead of holding the
+// thread — and Stop() — for hours.
 // Use: one per database (one per partition with --partitions), Start() once the Store is up and before the warm
 // start reads the window; the verdict logic trusts the filter's "definitely new" only while Fresh().
 #pragma once
@@ -32,9 +39,11 @@
 
 #include "core/digest.h"
 #include "core/mutex.h"
+#include "storage/conn_target.h"
 #include "storage/follow/follow_method.h"
 #include "storage/follow/follower_stats.h"
 #include "storage/log_sink.h"
+#include "storage/pg/conninfo.h"
 
 namespace scangate::storage {
 
@@ -50,6 +59,12 @@ struct FollowerOptions {
   // "Issue 32"). poll: the interval between polls' starts (one statement each).
   std::chrono::milliseconds probe_interval{50};
   std::chrono::milliseconds reconnect_delay{500};
+  // What every connection of the follower gets where its string sets none (storage/pg/conninfo.h): keepalives,
+  // tcp_user_timeout, connect_timeout — App passes the writers' values. application_name is the follower's own.
+  ConnectionDefaults connection;
+  // The server cancels a follower statement past this (poll, probe); the follower gives up on one that has not
+  // answered kAnswerGrace later (a silent network, a frozen server) and reconnects.
+  std::chrono::milliseconds statement_timeout{5000};
   std::shared_ptr<LogSink> log;  // empty: StderrLogSink()
   // poll only, optional (--ack=commit's recent set): called after `apply` with each poll's rows that carry
   // neither lot nor expiry (raw keys' rows) and their first_seen (µs since the epoch); follower's thread.
@@ -75,8 +90,13 @@ class Follower {
   // the window once it succeeds. Never throws. Call once.
   bool Start();
   // Ends the thread and the connections (the slot goes with them). Idempotent. Any thread but the follower's.
+  // Returns within kStopSlice (follower_connection.h) while the thread follows, waits for an answer or sleeps; within
+  // the reload's next chunk of rows while it reads the window again; while it opens a connection, within libpq's
+  // connect_timeout per host address (a blocking connect: it keeps a multi-host URL's per-host timeouts).
   void Stop();
-  // The database moved (--partitions' map): reconnect there (and reload). Any thread.
+  // The database moved (--partitions' map): not fresh from now on; reconnect there (and reload). Any thread, also
+  // before Start() (which then connects there). A move while a connection is being opened is not lost: each
+  // connection remembers the generation of the string it opened (ConnTarget) and is dropped once it changed.
   void Retarget(std::string conninfo);
 
   // True while the filter holds every digest committed before now - max_lag (see the invariant). Lock-free;
@@ -113,8 +133,10 @@ class Follower {
   void Stream(Connections& c);
   void StreamLogical(Connections& c);
   void Poll(Connections& c);
+  // True once the target moved on since `c` was opened (latched in `c`); the follower's thread.
+  bool Moved(Connections& c);
   void Up(const std::string& what);  // connected: clears the error, logs the follower's state
-  void Fail(const std::string& what);
+  void Fail(const std::string& what);  // logs a new error once (not every retry of the same one)
 
   FollowerOptions options_;
   Apply apply_;
@@ -122,11 +144,10 @@ class Follower {
   const std::int64_t max_lag_ns_;
   std::atomic<std::int64_t> fresh_as_of_ns_{0};  // steady clock ns of the last probe the stream passed; 0 = never
   std::atomic<bool> stop_{false};
-  std::atomic<bool> retarget_{false};
   std::atomic<bool> connected_{false};
   std::atomic<std::uint64_t> keys_{0}, transactions_{0}, reconnects_{0}, reloads_{0};
+  ConnTarget<std::string> target_;  // the database's connection string (Retarget replaces it)
   mutable Mutex mu_;
-  std::string conninfo_ ABSL_GUARDED_BY(mu_);
   std::string error_ ABSL_GUARDED_BY(mu_);
   std::string setup_error_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;

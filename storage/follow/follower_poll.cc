@@ -17,13 +17,19 @@
 namespace scangate::storage {
 namespace {
 
+using follow_detail::Exec;
 using follow_detail::FollowError;
+using follow_detail::kAnswerGrace;
 using follow_detail::kStopSlice;
 using follow_detail::Open;
+using follow_detail::RefuseStandby;
 using follow_detail::ResultPtr;
 using follow_detail::SteadyNs;
 
-constexpr const char* kSessionSql = "SET statement_timeout = '5s'";
+// SET statement_timeout = <FollowerOptions::statement_timeout>, in ms.
+std::string SessionSql(std::chrono::milliseconds statement_timeout) {
+  return "SET statement_timeout = " + std::to_string(statement_timeout.count());
+}
 // The first snapshot, and that the schema has the column (sql/010; a database scangate did not migrate may not).
 constexpr const char* kStartSql =
     "SELECT pg_current_snapshot()::text, EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'scan_keys'::regclass "
@@ -70,14 +76,18 @@ bool WellFormedSnapshot(std::string_view s) {
 // a failover the server may be a promoted standby that reuses the xids of transactions the old primary lost,
 // which the old snapshot would count as visible — and their rows would never be read.
 void Follower::ConnectPoll(Connections& c, const std::string& conninfo) {
-  c.poll = Open(conninfo, "scangate-follower", /*replication=*/false, "follower connection");
+  c.poll = Open(conninfo, options_.connection, "scangate-follower", /*replication=*/false, "follower connection");
   // A poll that hangs (a lock, a stuck server) ends with an error, and the follower reconnects; meanwhile it is
-  // stale past --follow-max-lag and PostgreSQL decides new keys. Stop() waits at most this long for a poll.
-  ResultPtr set(PQexec(c.poll.get(), kSessionSql));
+  // stale past --follow-max-lag and PostgreSQL decides new keys. One that gets no answer at all (a silent network)
+  // is given up kAnswerGrace later.
+  const auto within = options_.statement_timeout + kAnswerGrace;
+  ResultPtr set = Exec(c.poll.get(), SessionSql(options_.statement_timeout).c_str(), {}, false, within, stop_,
+                       "follower connection");
   if (PQresultStatus(set.get()) != PGRES_COMMAND_OK) {
     throw FollowError("follower connection: " + ErrorSummary(PQerrorMessage(c.poll.get())));
   }
-  ResultPtr r(PQexec(c.poll.get(), kStartSql));
+  RefuseStandby(c.poll.get(), within, stop_);
+  ResultPtr r = Exec(c.poll.get(), kStartSql, {}, false, within, stop_, "first snapshot");
   if (PQresultStatus(r.get()) != PGRES_TUPLES_OK || PQntuples(r.get()) != 1) {
     throw FollowError("first snapshot: " + ErrorSummary(PQerrorMessage(c.poll.get())));
   }
@@ -96,10 +106,11 @@ void Follower::Poll(Connections& c) {
   const std::string sql = PollSql(static_cast<bool>(options_.learned));
   std::vector<Digest> digests, learned;
   std::vector<std::int64_t> learned_us;
-  while (!stop_.load() && !retarget_.load()) {
+  const auto within = options_.statement_timeout + kAnswerGrace;
+  while (!stop_.load() && !Moved(c)) {
     const auto sent = std::chrono::steady_clock::now();
     const char* params[] = {c.snapshot.c_str()};
-    ResultPtr r(PQexecParams(c.poll.get(), sql.c_str(), 1, nullptr, params, nullptr, nullptr, /*resultFormat=*/1));
+    ResultPtr r = Exec(c.poll.get(), sql.c_str(), params, /*binary=*/true, within, stop_, "poll");
     if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) {
       throw FollowError("poll: " + ErrorSummary(PQerrorMessage(c.poll.get())));
     }
@@ -137,7 +148,7 @@ void Follower::Poll(Connections& c) {
     // before `sent` is visible in the snapshot this poll read.
     fresh_as_of_ns_.store(SteadyNs(sent), std::memory_order_relaxed);
     const auto next_poll = sent + options_.probe_interval;
-    while (!stop_.load() && !retarget_.load() && std::chrono::steady_clock::now() < next_poll) {
+    while (!stop_.load() && !Moved(c) && std::chrono::steady_clock::now() < next_poll) {
       std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
           kStopSlice, next_poll - std::chrono::steady_clock::now()));
     }

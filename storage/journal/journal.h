@@ -92,11 +92,17 @@ class JournalError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+class PgClocks;  // storage/clock/pg_clock.h
+
 struct JournalOptions {
   std::string dir;
   // The de-duplication horizon (--retention; 0 = off). Used by JournalDrain::Start(), not the journal: a
   // recovered record older than it is expired — neither pending, nor the filter's, nor replayed.
   std::chrono::seconds retention{0};
+  // The clock the horizon is judged by (JournalDrain, not the journal): each record's partition's PostgreSQL clock
+  // (storage/clock/pg_clock.h, issue 42) — a record is expired only once PostgreSQL would take its row over. Null:
+  // this host's wall clock (tests of the journal alone). Must outlive the drain.
+  const PgClocks* clocks = nullptr;
   // Identity of the database the records belong to (e.g. "system_identifier=... database=scangate").
   std::string identity;
   std::uint64_t max_bytes = 64ull << 20;     // LSN bytes past the checkpoint; beyond it Append waits

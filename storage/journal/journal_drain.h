@@ -132,6 +132,10 @@ class JournalDrain final : private WriteBehindSink {
   static std::string QueryIdentity(const std::string& url, const ConnectionDefaults& defaults);
 
  private:
+  // Now by the clock of d's PostgreSQL (options.clocks): its least (`upper` false) or most (`upper` true) reading;
+  // nullopt when unknown (no reading yet). Without clocks, this host's wall clock.
+  std::optional<std::int64_t> ClockUs(const Digest& d, bool upper) const;
+  std::int64_t RetentionUs() const;
   struct Pending {
     std::int64_t time_us = 0;
     std::uint64_t lsn = 0;    // valid once durable
