@@ -20,7 +20,6 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/error.hpp>
-#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
@@ -30,6 +29,7 @@
 #include "server/http/proxy_protocol.h"
 #include "server/http/rate_limit.h"
 #include "server/http/request.h"
+#include "server/http/request_parser.h"
 #include "server/http/response_wire.h"
 #include "server/http/sweeper.h"
 #include "server/log.h"
@@ -46,10 +46,6 @@ constexpr std::size_t kFirstReadBytes = 4096;      // first read of an idle conn
 constexpr std::size_t kLingerDrainBytes = 1 << 20;  // bytes discarded after an error response, then close
 constexpr auto kLingerTimeout = std::chrono::seconds(2);
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-
-bool IsHttpParseError(const beast::error_code& ec) {
-  return &ec.category() == &http::make_error_code(http::error::bad_target).category();
-}
 
 // Connection endings a client causes routinely (closing mid-request, resets): not worth a log line.
 bool IsPeerGone(const beast::error_code& ec) {
@@ -259,7 +255,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       ad.answer->close = ad.answer->close || !parser_->is_done();
       return Send(std::move(*ad.answer));
     }
-    parser_->body_limit(body_limit_);  // enforced while reading a chunked body
+    parser_->SetBodyLimit(body_limit_);  // enforced while reading the body
     if (parser_->is_done()) return Handle();
     phase_ = Phase::kBody;
     SetDeadline(kBodyReadTimeout);
@@ -307,13 +303,12 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     // A read timeout (header 10 s, body: its minimum rate, idle 60 s: CloseIfExpired) or shutdown closed the
     // connection (operation_aborted, or any error of an operation that found it closed): no response, no log line.
     if (ec == net::error::operation_aborted || !Lowest().socket().is_open()) return;
-    if (ec == http::error::header_limit) return ReplyProblem(Problem::HeaderTooLarge());
     if (ec == http::error::body_limit) {
       return Send(router().ProblemAnswer(Problem::BodyTooLarge(body_limit_), route_, &parser_->get().base(), true));
     }
-    if (IsHttpParseError(ec) && ec != http::error::partial_message) {
-      return ReplyProblem(Problem::BadRequest("the request is not valid HTTP/1.1: " + ec.message()));
-    }
+    // Bad framing (431, 400: server/http/request_parser.h), including a chunk-size line or trailer section that
+    // does not fit the read buffer.
+    if (auto p = ReadProblem(ec)) return ReplyProblem(*p);
     Fail(ec, what);
   }
 
@@ -397,8 +392,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   const bool proxied_;  // the peer is in --proxy-protocol-from: a PROXY v2 header comes first
   std::array<char, kProxyV2FixedBytes + kProxyV2MaxRestBytes> proxy_header_{};
   std::size_t proxy_header_bytes_ = 0;
-  beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  beast::flat_buffer buffer_{kReadBufferBytes};  // unparsed bytes, bounded (server/http/request_parser.h)
+  std::optional<RequestParser> parser_;
   http::response<http::string_body> res_;
   std::string wire_;  // res_ serialized (SerializeResponse); its capacity is reused by the next response
   Phase phase_ = Phase::kWaiting;
