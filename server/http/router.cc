@@ -97,6 +97,15 @@ std::optional<Problem> FramingProblem(const Router::Header& h) {
   return std::nullopt;
 }
 
+// A request the route table refuses: an unknown path (404), a method the route does not serve (405: HEAD is a
+// GET route's), or a body on a route that takes none (413).
+std::optional<Problem> RouteProblem(const Router::Header& h, Route route, bool has_body) {
+  if (route == Route::kNotFound) return Problem::NotFound(h.target());
+  if (!MethodAllowed(route, h.method_string())) return Problem::MethodNotAllowed(h.method_string(), route);
+  if (has_body && BodyLimitFor(route) == 0) return Problem::BodyTooLarge(0);
+  return std::nullopt;
+}
+
 // --keys=gs1: a found pack's record for the lookup body, and how the looked-up scan compares with it.
 PackRecord PackRecordOf(const storage::PackAttrs& scan, const storage::RecordLookup& r) {
   PackRecord p;
@@ -140,7 +149,7 @@ Router::Answer Router::ProblemAnswer(const Problem& p, Route route, const Header
   a.res.result(static_cast<http::status>(p.status));
   if (p.status == 503) a.res.set(http::field::retry_after, "1");
   if (p.status == 429) a.res.set(http::field::retry_after, std::to_string(std::max(1u, p.retry_after_seconds)));
-  if (p.status == 405) a.res.set(http::field::allow, AllowedMethod(route));
+  if (p.status == 405) a.res.set(http::field::allow, AllowHeader(route));
   if (p.status == 401) {
     const bool presented = h != nullptr && !(*h)[http::field::authorization].empty();
     a.res.set(http::field::www_authenticate, WwwAuthenticate(presented));
@@ -201,16 +210,6 @@ Router::Admission Router::Admit(const Header& h, Listener listener, bool tls, co
         return ad;
       }
     }
-    // The body's declared size: Content-Length (already validated as a number by the HTTP parser), else the
-    // route's limit (a chunked body may grow to it). Checked here (413), taken from the budget below.
-    std::size_t declared = ad.body_limit;
-    if (!length.empty()) {
-      const auto [p, ec] = std::from_chars(length.data(), length.data() + length.size(), declared);
-      if (ec == std::errc::result_out_of_range || (ec == std::errc() && declared > ad.body_limit)) {
-        ad.answer = ProblemAnswer(Problem::BodyTooLarge(ad.body_limit), ad.route, &h, /*close=*/true);
-        return ad;
-      }
-    }
     // CORS preflight from a listed origin: no token needed (browsers send none on a preflight).
     if (h.method() == http::verb::options && IsClientRoute(ad.route) && h.find(http::field::origin) != h.end() &&
         OriginListed(NormalizeOrigin(h[http::field::origin]))) {
@@ -224,6 +223,23 @@ Router::Admission Router::Admit(const Header& h, Listener listener, bool tls, co
       a.res.set(http::field::vary, "Origin");
       ad.answer = std::move(a);
       return ad;
+    }
+    // A path or method this server does not serve, or a body on a route that takes none, is answered here, from
+    // the header: with a body, the connection closes unread, so it never holds body budget (issue 43: any host
+    // could otherwise spend --max-body-bytes-in-flight on POST /x, which needs no token).
+    if (auto p = RouteProblem(h, ad.route, has_body)) {
+      ad.answer = ProblemAnswer(*p, ad.route, &h, has_body);
+      return ad;
+    }
+    // The body's declared size: Content-Length (already validated as a number by the HTTP parser), else the
+    // route's limit (a chunked body may grow to it). Checked here (413), taken from the budget below.
+    std::size_t declared = ad.body_limit;
+    if (!length.empty()) {
+      const auto [p, ec] = std::from_chars(length.data(), length.data() + length.size(), declared);
+      if (ec == std::errc::result_out_of_range || (ec == std::errc() && declared > ad.body_limit)) {
+        ad.answer = ProblemAnswer(Problem::BodyTooLarge(ad.body_limit), ad.route, &h, /*close=*/true);
+        return ad;
+      }
     }
     if (IsClientRoute(ad.route)) ad.answer = CheckCaller(h, ad.route, has_body, peer, cert, ad.terminal);
     // Admitted with a body: its declared bytes come out of the global budget before any is read; none left:
@@ -309,10 +325,7 @@ void Router::Handle(Route route, const Request& req, const net::any_io_executor&
     state->done(std::move(a));
   };
   try {
-    if (route == Route::kNotFound) return once(ProblemAnswer(Problem::NotFound(req.target()), route, &req));
-    if (req.method_string() != AllowedMethod(route)) {
-      return once(ProblemAnswer(Problem::MethodNotAllowed(req.method_string(), route), route, &req));
-    }
+    // Admit answered an unknown path, a method the route does not serve and a body it takes none of.
     if (!IsClientRoute(route)) return once(AdminAnswer(route, req));
     if (auto p = CheckContentType(req[http::field::content_type])) return once(ProblemAnswer(*p, route, &req));
     switch (route) {

@@ -229,6 +229,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 
   void ReadHeader() {
     start_ = std::chrono::steady_clock::now();  // latency: first byte of the request .. response written
+    head_ = false;  // a header that fails to parse is answered in full (and the connection closes)
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(kMaxHeaderBytes));
     // No limit while reading the header: the route's limit is set once the target is known (Content-Length
@@ -244,6 +245,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     const auto& req = parser_->get();
     version_ = req.version();
     keep_alive_ = req.keep_alive();
+    head_ = req.method() == http::verb::head;
     // Route, Origin policy, size limit, preflight and token: all decided before any body byte is read; a
     // refused request with a body closes the connection (the body is drained by Linger, never buffered).
     Router::Admission ad = router().Admit(req.base(), listener_, kTls, peer_, cert_ ? &*cert_ : nullptr);
@@ -329,7 +331,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     res_.version(version_);
     res_.keep_alive(keep_alive_ && !a.close && !shared().stopping.load() && !VerifiedByOldContext());
     res_.prepare_payload();
-    SerializeResponse(res_, wire_);
+    SerializeResponse(res_, wire_, head_);
     SetDeadline(kWriteTimeout);
     net::async_write(stream_, net::buffer(wire_), beast::bind_front_handler(&Session::OnWrite, Self()));
   }
@@ -407,6 +409,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   std::size_t body_limit_ = kMaxOtherBodyBytes;  // of route_, from Router::Admit
   unsigned version_ = 11;
   bool keep_alive_ = false;
+  bool head_ = false;  // the request is HEAD: its answer goes out without the body (RFC 9110 §9.3.2)
   bool first_request_ = true;
   std::size_t drained_ = 0;
   std::chrono::steady_clock::time_point body_start_{};  // ReadBody: the sweeper's clock at the header's end
