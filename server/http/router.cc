@@ -52,8 +52,9 @@ constexpr std::string_view kReplayedHeader = "Idempotent-Replayed";
 constexpr std::string_view kLookupUnavailable = "PostgreSQL is unavailable for lookups; retry after the Retry-After delay";
 
 // The rate limit's bucket: the caller's terminal id (tokens on), else its client address's key (in `buf`).
-std::string_view RateBucket(const Terminal* terminal, const net::ip::address& peer, std::array<char, 17>& buf) {
-  return terminal != nullptr ? std::string_view(terminal->id) : AddressKey(peer, buf);
+std::string_view RateBucket(const Terminal* terminal, const net::ip::address& peer, unsigned ipv6_prefix_bits,
+                            AddressKeyBuffer& buf) {
+  return terminal != nullptr ? std::string_view(terminal->id) : AddressKey(peer, ipv6_prefix_bits, buf);
 }
 
 // Tokens on: the recorded source is the token's terminal. A body source that is absent or names that
@@ -261,13 +262,13 @@ Router::Admission Router::Admit(const Header& h, Listener listener, bool tls, co
 std::optional<Router::Answer> Router::CheckCaller(const Header& h, Route route, bool has_body,
                                                  const net::ip::address& peer, const ClientCertificate* cert,
                                                  std::shared_ptr<const Terminal>& terminal) const {
-  std::array<char, 17> address_buf{};
+  AddressKeyBuffer address_buf{};
   if (cert && !cert->terminal) return ProblemAnswer(Problem::CertificateNotAllowed(cert->problem), route, &h, has_body);
   if (std::shared_ptr<const TokenVerifier> tokens = tokens_.Current(); tokens->enabled()) {
     // Failed authentication is limited per client address before any token is verified: an address past
     // its failures gets 429 (and the connection closes) even with a valid token, so guessing costs the
     // guesser time, and the server no hashing or comparing against every stored hash.
-    const std::string_view address = AddressKey(peer, address_buf);
+    const std::string_view address = AddressKey(peer, config_.ipv6_prefix_length, address_buf);
     const auto now = std::chrono::steady_clock::now();
     if (const RateLimiter::Decision d = auth_failures_.Peek(address, now); !d.allowed) {
       return ProblemAnswer(Problem::AuthFailuresLimited(static_cast<unsigned>(d.retry_after.count())), route, &h,
@@ -302,7 +303,8 @@ std::optional<Router::Answer> Router::CheckCaller(const Header& h, Route route, 
   if (limiter_) {
     const auto kind = terminal ? RateLimiter::KeyKind::kTerminal : RateLimiter::KeyKind::kAddress;
     const RateLimiter::Decision d =
-        limiter_->Acquire(RateBucket(terminal.get(), peer, address_buf), kind, std::chrono::steady_clock::now());
+        limiter_->Acquire(RateBucket(terminal.get(), peer, config_.ipv6_prefix_length, address_buf), kind,
+                          std::chrono::steady_clock::now());
     if (!d.allowed) {
       return ProblemAnswer(Problem::RateLimited(static_cast<unsigned>(d.retry_after.count())), route, &h, has_body);
     }
@@ -384,8 +386,8 @@ void Router::HandleBatch(const Request& req, const net::any_io_executor& ex, Thr
   if (limiter_ && keys > 1) {
     // A batch counts its keys: the header's check (CheckCaller, the same RateBucket) took one token before the
     // body was read; the others are charged now, into debt if need be, so the caller's next requests wait.
-    std::array<char, 17> address_buf{};
-    limiter_->Charge(RateBucket(terminal, peer, address_buf), static_cast<double>(keys - 1),
+    AddressKeyBuffer address_buf{};
+    limiter_->Charge(RateBucket(terminal, peer, config_.ipv6_prefix_length, address_buf), static_cast<double>(keys - 1),
                      std::chrono::steady_clock::now());
   }
   auto header = CorsHeader(req);

@@ -22,6 +22,7 @@
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include "server/http/address_key.h"
 #include "server/http/auth.h"
 #include "server/http/body_budget.h"
 #include "server/http/client_certificate.h"
