@@ -9,6 +9,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/json/array.hpp>
 #include <boost/system/error_code.hpp>
 
 #include "core/thread_name.h"
@@ -95,6 +96,14 @@ HttpServer::~HttpServer() { Stop(); }
 void HttpServer::Start() {
   const Config& config = shared_->config;
   if (config.tls()) shared_->SetTls(MakeTlsContext(config));
+  // --proxy-protocol-from names networks: any host in them may claim any client address, and so escape every
+  // per-address limit or spend another client's (README "Behind a load balancer").
+  if (const auto networks = shared_->proxy_sources.Networks(); !networks.empty()) {
+    Log(LogLevel::kWarn, "proxy_protocol_networks",
+        {{"networks", boost::json::array(networks.begin(), networks.end())},
+         {"message", "every host in these --proxy-protocol-from networks may claim any client address for the "
+                     "per-address limits; list only the load balancers' own addresses"}});
+  }
   const auto address = net::ip::make_address(config.listen);
   for (unsigned i = 0; i < config.threads; ++i) {
     auto w = std::make_unique<Worker>(i, *shared_, metrics_.ForThread(i));
