@@ -12,9 +12,10 @@
 #      sanitized scangate binary, but for the scripts of label `deploy` (they run no sanitized code)
 #   5. libFuzzer (clang, ASan+UBSan; started beside step 3's tests, waited for at the end) over the request
 #      parsing layer: replay tests/fuzz/{corpus,regressions},
-#      then SCANGATE_FUZZ_SECONDS (default 45) of fuzzing; then the warm load's COPY parser (tests/fuzz/copy_corpus,
-#      SCANGATE_FUZZ_COPY_SECONDS, default 15); then the GS1 parser (tests/fuzz/gs1_corpus,
-#      SCANGATE_FUZZ_GS1_SECONDS, default 15); any crash fails
+#      then SCANGATE_FUZZ_SECONDS (default 35) of fuzzing; then a whole session's framing (tests/fuzz/framing_corpus,
+#      SCANGATE_FUZZ_FRAMING_SECONDS, default 20, under -malloc_limit_mb); then the warm load's COPY parser
+#      (tests/fuzz/copy_corpus, SCANGATE_FUZZ_COPY_SECONDS, default 10); then the GS1 parser (tests/fuzz/gs1_corpus,
+#      SCANGATE_FUZZ_GS1_SECONDS, default 10): 75 s of fuzzing in all; any crash or out-of-memory fails
 # Each step prints its wall time and the CPU time of its processes (user + system, all cores), and the run ends
 # with a table of them. SCANGATE_SKIP_RUN=1 / SCANGATE_SKIP_ASAN=1 / SCANGATE_SKIP_FUZZ=1 skip steps 2 / 4 / 5
 # (local use only; skipping 4 skips the thread-safety analysis too).
@@ -163,7 +164,7 @@ if [[ ${SCANGATE_SKIP_ASAN:-0} != 1 ]]; then
 fi
 
 if [[ -n $fuzz_pid ]]; then
-  step_begin "libFuzzer (request parsing, COPY parser, GS1): waiting for it"
+  step_begin "libFuzzer (request parsing, framing, COPY parser, GS1): waiting for it"
   fuzz_rc=0
   wait "$fuzz_pid" || fuzz_rc=$?
   fuzz_pid=

@@ -45,15 +45,7 @@ constexpr std::uint64_t kMaxRecentKeys = 1'000'000'000;
 
 template <typename T>
 T ParseUnsigned(const std::string& text, std::string_view option, T min, T max) {
-  std::uint64_t v = 0;
-  const char* end = text.data() + text.size();
-  auto [p, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc() || p != end || v < static_cast<std::uint64_t>(min) ||
-      v > static_cast<std::uint64_t>(max)) {
-    throw ConfigError("--" + std::string(option) + ": expected an integer in " + std::to_string(min) + ".." +
-                      std::to_string(max) + ", got '" + text + "'");
-  }
-  return static_cast<T>(v);
+  return static_cast<T>(ParseInteger(text, option, min, max));
 }
 
 double ParseFraction(const std::string& text, std::string_view option) {
@@ -129,14 +121,22 @@ po::options_description Options() {
       ("threads", n(d.threads), "I/O threads (one io_context each); 0 = hardware cores")
       ("port-file", s(d.port_file), "write the listening port (and a newline) to this file once listening")
       ("max-connections-per-address", n(d.max_connections_per_address),
-       "open connections one client address (IPv6: its /64) may hold on the main port; more are closed at "
-       "accept; 0 = no limit")
+       "open connections one client address may hold on the main port; more are closed at accept; 0 = no limit")
+      ("ipv6-prefix-length", n(d.ipv6_prefix_length),
+       "IPv6 clients sharing their first N bits (32..128) are one client for the per-address limits (connections, "
+       "rate limit, failed authentication); 128 = each address (a shop LAN); link-local and unique local "
+       "addresses always count whole")
       ("max-body-bytes-in-flight", n(d.max_body_bytes_in_flight),
        "request body bytes held at once by all connections; a body that does not fit gets 503 unread (batches "
        "hold at most half); 0 = no limit")
       ("admin-listen", s(d.admin_listen), "ADDR:PORT of a separate listener (plain HTTP unless --admin-tls) for "
                                           "/healthz, /readyz, /metrics, /stats, /dashboard (then 404 on the main "
-                                          "port; /observe* not served there)");
+                                          "port; /observe* not served there)")
+      ("admin-max-connections-per-address", n(d.admin_max_connections_per_address),
+       "open connections one client address may hold on the admin listener (256 in all); 0 = no limit")
+      ("admin-idle-timeout", s(FormatMillis(d.admin_idle_timeout)),
+       "an admin listener connection waiting longer for its first or next request is closed; units ms s m, "
+       "100ms..10m");
   po::options_description postgres("PostgreSQL");
   postgres.add_options()
       ("database-url", s(d.database_url), "libpq URL of PostgreSQL (required, unless --partitions is given)")
@@ -269,6 +269,17 @@ std::string DefaultJournalDir() {
 
 }  // namespace
 
+std::uint64_t ParseInteger(std::string_view text, std::string_view option, std::uint64_t min, std::uint64_t max) {
+  std::uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || p != end || v < min || v > max) {
+    throw ConfigError("--" + std::string(option) + ": expected an integer in " + std::to_string(min) + ".." +
+                      std::to_string(max) + ", got '" + std::string(text) + "'");
+  }
+  return v;
+}
+
 std::chrono::nanoseconds ParseDuration(std::string_view text, const std::vector<std::string_view>& units,
                                        std::string_view option) {
   auto fail = [&]() -> ConfigError {
@@ -350,10 +361,10 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   }
   c.port = ParseUnsigned<std::uint16_t>(str("port"), "port", 0, 65535);
   c.port_file = str("port-file");
-  c.max_connections_per_address = ParseUnsigned<std::uint32_t>(str("max-connections-per-address"),
-                                                               "max-connections-per-address", 0, 1'000'000);
-  c.max_body_bytes_in_flight = ParseUnsigned<std::uint64_t>(str("max-body-bytes-in-flight"), "max-body-bytes-in-flight",
-                                                            0, std::uint64_t{1} << 40);
+  ParseConnectionLimits({str("max-connections-per-address"), str("ipv6-prefix-length"),
+                         str("admin-max-connections-per-address"), str("admin-idle-timeout"),
+                         str("max-body-bytes-in-flight")},
+                        c);  // server/config/config_connections.cc
   c.threads = ParseUnsigned<unsigned>(str("threads"), "threads", 0, kMaxThreads);
   if (c.threads == 0) c.threads = std::max(1u, std::thread::hardware_concurrency());
   c.database_url = str("database-url");

@@ -40,10 +40,24 @@ struct Config {
   bool protected_mode = true;              // resolved: on loopback, without tokens/secret, not --insecure
   bool listen_auto = true;                 // --listen was auto (protected mode chose the address)
   std::uint16_t port = 8080;               // 0 = ephemeral
-  // --max-connections-per-address: open connections one client address (an IPv6 /64) may hold on the main
+  // --max-connections-per-address: open connections one client address (--ipv6-prefix-length) may hold on the main
   // listener; more are closed at accept. 0 = no limit. 1024 covers a proxy in front (HAProxy's maxconn 256
   // per server) and wrk's 256 connections from one host with room to spare.
   std::uint32_t max_connections_per_address = 1024;
+  // --ipv6-prefix-length: IPv6 clients sharing their first N bits count as one client for every per-address limit
+  // (server/http/address_key.h); link-local and unique local addresses always count whole. 128: each address its
+  // own, what a shop LAN needs (every till's SLAAC address shares one /64, every link-local one fe80::/64); 64 or
+  // 56 for clients across the internet, where one end site may rotate through its whole prefix.
+  unsigned ipv6_prefix_length = 128;
+  // --admin-max-connections-per-address: open connections one client address may hold on the admin listener; more
+  // are closed at accept. 0 = no limit. 16: Prometheus (1), probes (1-2 at a time) and an operator's browser (6
+  // per host) from one host fit; one host holds at most 16 of the listener's 256 slots.
+  std::uint32_t admin_max_connections_per_address = 16;
+  // --admin-idle-timeout: how long an admin listener's connection may wait for its first or next request. 5 s: the
+  // dashboard polls every second (it keeps its connection); Prometheus scrapes every 15 s by default (it reconnects
+  // for each: one handshake on a LAN); a host holding idle connections gives them up 12x sooner than at the main
+  // port's 60 s.
+  std::chrono::milliseconds admin_idle_timeout{5000};
   // --max-body-bytes-in-flight: request body bytes held at once by all connections (server/http/body_budget.h);
   // a body that does not fit gets 503 unread, batches hold at most half. 0 = no limit. 64 MiB: 4 096 bodies at
   // /observe's 16 KiB limit (a real one is ~60 bytes: a million), or 32 full batches beside them.
@@ -210,6 +224,15 @@ void ParseTls(const TlsFlags& f, Config& c);
 // Sets c.tokens_file and c.terminals (reading --tokens-file), c.rate_limit and c.rate_burst (--rate-burst "rate"
 // = the rate). Throws ConfigError naming the option. server/config/config_access.cc.
 void ParseAccess(const std::string& tokens_file, std::string_view rate_limit, std::string_view rate_burst, Config& c);
+// The per-address limits as given (--max-connections-per-address, --ipv6-prefix-length,
+// --admin-max-connections-per-address, --admin-idle-timeout, --max-body-bytes-in-flight).
+struct ConnectionFlags {
+  std::string max_per_address, ipv6_prefix_length, admin_max_per_address, admin_idle_timeout, max_body_bytes;
+};
+// Sets the Config fields of `f`, checked. Throws ConfigError naming the option. server/config/config_connections.cc.
+void ParseConnectionLimits(const ConnectionFlags& f, Config& c);
+// An integer option in min..max. Throws ConfigError naming --`option`.
+std::uint64_t ParseInteger(std::string_view text, std::string_view option, std::uint64_t min, std::uint64_t max);
 // --cors-origins and --allowed-hosts: their lists, lower-cased and checked (server/config/config_access.cc).
 std::vector<std::string> ParseCorsOrigins(const std::string& list);
 std::vector<std::string> ParseAllowedHosts(const std::string& list);

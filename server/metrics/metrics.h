@@ -71,7 +71,8 @@ struct alignas(64) ThreadCounters {
   SingleWriterCounter mismatch_lot, mismatch_expiry;  // --keys=gs1: duplicates whose lot / expiry contradict the record
   SingleWriterCounter queue_waits;          // keys that found the write queue full and waited for room
   SingleWriterCounter queue_wait_timeouts;  // of those, answered 503 because --queue-wait passed
-  // Connections closed unanswered: at accept, past --max-connections-per-address, or past the listener's cap
+  // Connections closed unanswered: at accept, past --max-connections-per-address (the admin listener's:
+  // --admin-max-connections-per-address), or past the listener's cap
   // (kMaxConnections, kMaxAdminConnections); after the TLS handshake failed for the client certificate (mTLS).
   SingleWriterCounter refused_per_address, refused_full, client_certificates_refused;
 };

@@ -420,8 +420,9 @@ TEST(Config, Help) {
   EXPECT_NE(o.help.find("SCANGATE_"), std::string::npos);
   EXPECT_EQ(o.help.rfind(VersionLine(), 0), 0u) << o.help;
   const std::vector<std::pair<std::string, std::vector<std::string>>> groups = {
-      {"Listening", {"listen", "port", "threads", "port-file", "max-connections-per-address", "max-body-bytes-in-flight",
-                     "admin-listen"}},
+      {"Listening", {"listen", "port", "threads", "port-file", "max-connections-per-address", "ipv6-prefix-length",
+                     "max-body-bytes-in-flight", "admin-listen", "admin-max-connections-per-address",
+                     "admin-idle-timeout"}},
       {"PostgreSQL", {"database-url", "writers", "batch-limit", "queue-limit", "queue-wait", "request-timeout"}},
       {"Filter", {"capacity", "fp-target", "window", "retention", "shards", "filter", "recent-keys"}},
       {"Acknowledgement", {"ack", "flush-interval", "journal", "journal-dir", "journal-max-bytes", "follow", "follow-max-lag",
@@ -527,6 +528,32 @@ TEST(Config, MaxBodyBytesInFlight) {
             std::string::npos);
   EXPECT_NE(ParseError({"--database-url", kUrl, "--max-body-bytes-in-flight", "64M"}).find("--max-body-bytes-in-flight"),
             std::string::npos);
+}
+
+// Issue 43: --ipv6-prefix-length (128, 32..128), --admin-max-connections-per-address (16, 0 = no limit) and
+// --admin-idle-timeout (5s, 100ms..10m), flag or environment, in Describe.
+TEST(Config, PerAddressLimits) {
+  const Config d = ParseOk({"--database-url", kUrl});
+  EXPECT_EQ(d.ipv6_prefix_length, 128u);
+  EXPECT_EQ(d.admin_max_connections_per_address, 16u);
+  EXPECT_EQ(d.admin_idle_timeout, 5s);
+  const Config c = ParseOk({"--database-url", kUrl, "--ipv6-prefix-length=64", "--admin-max-connections-per-address=0",
+                            "--admin-idle-timeout=1500ms"});
+  EXPECT_EQ(c.ipv6_prefix_length, 64u);
+  EXPECT_EQ(c.admin_max_connections_per_address, 0u);
+  EXPECT_EQ(c.admin_idle_timeout, 1500ms);
+  {
+    ScopedEnv env("SCANGATE_ADMIN_IDLE_TIMEOUT", "30s");
+    EXPECT_EQ(ParseOk({"--database-url", kUrl}).admin_idle_timeout, 30s);
+  }
+  const std::string described = boost::json::serialize(Describe(c));
+  EXPECT_NE(described.find("\"ipv6_prefix_length\":64"), std::string::npos) << described;
+  EXPECT_NE(described.find("\"admin_idle_timeout_ms\":1500"), std::string::npos) << described;
+  for (const char* bad : {"--ipv6-prefix-length=31", "--ipv6-prefix-length=129", "--admin-idle-timeout=50ms",
+                          "--admin-idle-timeout=11m", "--admin-idle-timeout=5", "--admin-max-connections-per-address=-1"}) {
+    const std::string flag = std::string(bad).substr(0, std::string(bad).find('='));
+    EXPECT_NE(ParseError({"--database-url", kUrl, bad}).find(flag), std::string::npos) << bad;
+  }
 }
 
 // --rate-limit (0 = off) and --rate-burst (default: the rate), from the command line or the environment.
