@@ -22,7 +22,7 @@ constexpr std::uint32_t kTargetShards = 64;
 constexpr std::uint64_t kMinRoundedGeneration = 14;
 
 // The map's value: 25 bytes of alignment 1, so that a slot is 32 + 25 = 57 bytes (a struct of int64 + state +
-// record pads to 32 bytes: a 64-byte slot, +10 % of memory). first_seen is copied in and out of its bytes.
+// record pads to 32 bytes: a 64-byte slot, +12 % of memory). first_seen is copied in and out of its bytes.
 class Value {
  public:
   Value(std::int64_t first_seen_us, const Recorder& r) : state_(r.state), request_(r.request) {
