@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/run.sh — scangate's side-by-side load benchmark, in one command on one machine:
-#   bench/run.sh                    full run (7 systems x 3 workloads x {64,256} conns x 3 repetitions, 15 s cells;
-#                                   ~1 h with the 10 M scale part)
+#   bench/run.sh                    full run (9 systems x 3 workloads x {64,256} conns x 3 repetitions, 15 s cells;
+#                                   ~1 h 15 min with the 10 M scale part)
 #   BENCH_QUICK=1 bench/run.sh      smoke test (5 s cells, 64 conns only, 1 repetition, 1 M scale keys, 10 s sustain)
 #   BENCH_SCALE_KEYS=100000000 BENCH_SKIP="statuscost sustain redis" BENCH_SYSTEMS="ceiling commit" bench/run.sh
 #                                   the 100 M-key scale run (not default; --capacity sized for it, see below; the
