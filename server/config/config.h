@@ -102,8 +102,9 @@ struct Config {
   std::string digest_secret_file;
   std::string digest_secret;               // file bytes, one trailing newline stripped; never printed
   bool filter = true;
-  // --recent-keys: bound of the recent set (core/recent_set.h), digests this instance knows are recorded,
-  // answered "duplicate" without PostgreSQL; ~47 bytes per key (README "The recent set"); 0 = off.
+  // --recent-keys: bound of the recent set (core/recent_set.h), digests this instance knows are recorded (with
+  // the request that recorded each), answered without PostgreSQL; ~66 bytes per key (README "The recent set");
+  // 0 = off.
   std::uint64_t recent_keys = 1'048'576;
   bool access_log = false;
   // TLS (--tls-cert/--tls-key, both or neither): HTTPS on the main listener, TLS 1.2+ only.

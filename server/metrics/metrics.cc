@@ -65,6 +65,7 @@ void Metrics::Collect(MetricsSnapshot& out) const {
     out.untrusted_negatives += b->untrusted_negatives.Get();
     out.recent_hits += b->recent_hits.Get();
     out.idempotent_replays += b->idempotent_replays.Get();
+    out.recent_replays += b->recent_replays.Get();
     out.follower_fallbacks += b->follower_fallbacks.Get();
     out.commit_lag_fallbacks += b->commit_lag_fallbacks.Get();
     out.mismatch_lot += b->mismatch_lot.Get();
@@ -163,6 +164,10 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
            "Retries (the same Idempotency-Key, the same terminal, the same key) answered their first request's "
            "new again (Idempotent-Replayed: true); also counted in scangate_verdicts_total{verdict=\"new\"}.");
   w.Sample("scangate_idempotent_replays_total", "", s.idempotent_replays);
+  w.Header("scangate_recent_replays_total", "counter",
+           "Of those retries, the ones answered from the recent set (it knows the request that recorded the key), "
+           "without a PostgreSQL round trip.");
+  w.Sample("scangate_recent_replays_total", "", s.recent_replays);
   w.Header("scangate_pack_mismatches_total", "counter",
            "--keys=gs1: duplicates whose lot or expiry differs from the pack's recorded first scan (a suspected "
            "falsification or a mislabelled pack), by field; one duplicate may count for both fields.");
@@ -307,7 +312,10 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
   o["verdicts"] = json::object{{"new_via_filter", s.new_via_filter},
                                {"new_via_exact", s.new_via_exact},
                                {"duplicate_via_exact", s.duplicate_via_exact}};
-  o["recent"] = json::object{{"hits", s.recent_hits}, {"keys", s.recent_keys}, {"capacity", s.recent_capacity}};
+  o["recent"] = json::object{{"hits", s.recent_hits},
+                             {"replays", s.recent_replays},
+                             {"keys", s.recent_keys},
+                             {"capacity", s.recent_capacity}};
   o["idempotent_replays"] = s.idempotent_replays;
   o["pack_mismatches"] = json::object{{"lot", s.mismatch_lot}, {"expiry", s.mismatch_expiry}};
   json::array shards;

@@ -64,6 +64,7 @@ struct alignas(64) ThreadCounters {
   SingleWriterCounter stale;            // filter said "definitely new", PostgreSQL had it (ack=commit)
   SingleWriterCounter untrusted_negatives;  // filter said "definitely new" but its shard forgot within the window
   SingleWriterCounter recent_hits;          // answered "duplicate" from the recent set (no PostgreSQL round trip)
+  SingleWriterCounter recent_replays;       // Idempotency-Key: a retry's replayed "new" from the recent set
   SingleWriterCounter idempotent_replays;   // Idempotency-Key: a retry answered its first request's "new" again
   SingleWriterCounter follower_fallbacks;   // --follow: a "definitely new" decided in PostgreSQL, the follower stale
   SingleWriterCounter commit_lag_fallbacks;  // --max-commit-lag: a "definitely new" decided in PostgreSQL, the
@@ -87,6 +88,7 @@ struct MetricsSnapshot {
   // The recent set (core/recent_set.h): hits (also counted in duplicate_via_exact), entries held now, bound.
   std::uint64_t recent_hits = 0, recent_keys = 0, recent_capacity = 0;
   std::uint64_t idempotent_replays = 0;  // also counted in new_via_exact
+  std::uint64_t recent_replays = 0;      // of those, answered from the recent set (no PostgreSQL round trip)
   // --follow (issue 32): one sample per followed database ("" for one database, "p<i>" per partition), and the
   // definitely-new keys decided in PostgreSQL because their database's follower was stale.
   std::vector<std::pair<std::string, storage::FollowerStats>> followers;

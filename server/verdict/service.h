@@ -15,8 +15,12 @@
 // accepted or a journal record became durable, with the first_seen the row will carry. A key the filter does
 // not vouch for as new is looked up there first and, when found, answered "duplicate" at once (no PostgreSQL
 // round trip; counted as a recent hit). It is exact, so only recorded keys are ever answered from it; a
-// forgotten key goes to PostgreSQL. Write-behind inserts happen under the stripe lock with the enqueue, so
-// a concurrent observer of the digest finds either nothing (and queues behind the row, FIFO) or the entry.
+// forgotten key goes to PostgreSQL. Each entry also keeps its recorder — the idempotency record of the request
+// that recorded the key (the row's: the inserting request's, or read back from the row), none, or unknown when
+// its source did not carry it (--follow's rows, a raw batch's duplicate) — so a request with an Idempotency-Key
+// is answered from it too: its retry replayed `new`, a second scan "duplicate"; unknown -> PostgreSQL.
+// Write-behind inserts happen under the stripe lock with the enqueue, so a concurrent observer of the digest
+// finds either nothing (and queues behind the row, FIFO) or the entry.
 // Eviction is safe only because a key not found still queues behind its digest's write-behind row: a lane that
 // skipped the write-behind queue would need the set to keep pending rows' digests.
 // Backpressure (--queue-wait, service_backpressure.cc): a key the Store refuses because its queue is full
@@ -191,9 +195,12 @@ class Service {
   // first_seen within the horizon (an older entry is not an answer: PostgreSQL decides).
   // `d` is the key's recent-set digest (ScanKey::recent_digest): a hit is a record with the scan's attributes;
   // `keep_until_us` (0 = none) the scan's pack horizon, past which the entry is not an answer either.
-  // `identity` is the key's digest (its partition's clock judges the horizon).
-  bool RecentKnown(const Digest& d, const Digest& identity, std::int64_t keep_until_us, Verdict& v,
-                   ThreadCounters& counters);
+  // `identity` is the key's digest (its partition's clock judges the horizon). `request` (Idempotency-Key): the
+  // scan's idempotency record. When the entry's recorder is that request, `v` is its replayed `new` (counted);
+  // another recorder (or none) — a duplicate as above; an unknown recorder — no answer (false: PostgreSQL, which
+  // holds the row's record, decides).
+  bool RecentKnown(const Digest& d, const Digest& identity, std::int64_t keep_until_us,
+                   const std::optional<storage::RequestId>& request, Verdict& v, ThreadCounters& counters);
   // Now by the clock of d's PostgreSQL (AttachClocks): the least it can read (`upper` false: a first_seen to
   // record) or the most (`upper` true: is a record past the horizon?); nullopt while unknown.
   std::optional<std::int64_t> PgNowUs(const Digest& d, bool upper) const;
@@ -203,7 +210,8 @@ class Service {
   std::int64_t ExpiredBeforeUs(const Digest& d) const;
   std::int64_t ExpiredBeforeUs(std::int64_t now_us) const;
   // Puts `d` (the identity digest; --keys=gs1: keyed with r.recorded's attributes) into the recent set when `r`
-  // is a committed fact (kInserted/kDuplicate with a first_seen). Any thread (writer threads call it).
+  // is a committed fact (kInserted/kDuplicate with a first_seen), with the row's recorder (unknown when the
+  // statement did not read it: Result::request_known). Any thread (writer threads call it).
   void RememberStored(const Digest& d, const storage::Result& r);
 
   // Journal hooks (service_journal.cc), called by DecideProbed under the digest's stripe lock in ack=filter.

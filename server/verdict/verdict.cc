@@ -12,8 +12,9 @@
 // Idempotency-Key (issue 34): a key observed with one carries its request's idempotency record wherever it is
 // recorded (step 2: the journal record, the pending set and the write-behind row; step 4: the row), and a
 // duplicate whose record is this request's is a retry of the request that recorded it, answered `new` again
-// (replayed): from the pending set in step 1, from PostgreSQL's row in step 4. It skips step 3 — a recent-set
-// entry holds no request record, so it cannot tell a retry from a second scan.
+// (replayed): from the pending set in step 1, from the recent set in step 3 (an entry keeps the recording
+// request's record; one whose record is unknown — a follower's row, a duplicate whose row was not read — is no
+// answer for such a request), from PostgreSQL's row in step 4.
 // Invariants: a filter positive always reaches step 1, 3 or 4 (never a "duplicate" from the filter); in
 // ack=filter steps 1-4 run under the digest's stripe lock, so a concurrent observer of the digest finds
 // either nothing (and queues behind its write-behind row: same Store route, FIFO) or the record.
@@ -184,7 +185,7 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
     if (!OthersWaitForRoom() && store_.SubmitWriteBehind(route, d, source, now_us, e.attrs.request)) {
       // Recorded (written behind with this first_seen and request record). Inserted under the stripe lock, so a
       // concurrent observer of the digest finds either nothing yet (and queues behind the row) or this entry.
-      recent_.InsertConcurrently(d, now_us, ExpiredBeforeUs(now_us));
+      recent_.InsertConcurrently(d, now_us, Recorder::Of(e.attrs.request), ExpiredBeforeUs(now_us));
       e.verdict.is_new = true;
       e.verdict.via_filter = true;
       return call->Finish();
@@ -195,11 +196,11 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
     // both exact, PostgreSQL tells exactly one of them "new" (invariant 2).
     return ExactPath(call, i, route, d, source);
   }
-  // 3. A recorded repeat: no PostgreSQL round trip. A trusted "definitely new" skips the set (ack=commit:
-  // PostgreSQL decides it anyway; no lookup per new key).
-  const bool idempotent = e.attrs.request.has_value();
-  if (!filter_said_new && !idempotent &&
-      RecentKnown(e.recent_digest, d, e.attrs.keep_until_us, e.verdict, call->counters)) {
+  // 3. A recorded repeat: no PostgreSQL round trip — a duplicate, or (Idempotency-Key) the recording request's
+  // retry replayed. A trusted "definitely new" skips the set (ack=commit: PostgreSQL decides it anyway; no lookup
+  // per new key).
+  if (!filter_said_new &&
+      RecentKnown(e.recent_digest, d, e.attrs.keep_until_us, e.attrs.request, e.verdict, call->counters)) {
     return call->Finish();
   }
   // 4. PostgreSQL decides.

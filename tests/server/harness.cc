@@ -648,6 +648,26 @@ double ScrapeMetric(HttpClient& c, std::string_view name) {
   return v.value_or(-1);
 }
 
+DecidedWhere ReadDecidedWhere(HttpClient& c) {
+  const HttpResponse r = c.Get("/stats");
+  EXPECT_EQ(r.status, 200) << r;
+  const boost::json::object o = r.json();
+  const auto number = [](const boost::json::object& obj, std::string_view key) -> std::uint64_t {
+    return obj.contains(key) ? obj.at(key).to_number<std::uint64_t>() : 0;
+  };
+  DecidedWhere d;
+  if (o.contains("pg")) {
+    d.pg_inserted = number(o.at("pg").as_object(), "inserted");
+    d.pg_duplicates = number(o.at("pg").as_object(), "duplicates");
+  }
+  if (o.contains("recent")) {
+    d.recent_hits = number(o.at("recent").as_object(), "hits");
+    d.recent_replays = number(o.at("recent").as_object(), "replays");
+  }
+  d.replays = number(o, "idempotent_replays");
+  return d;
+}
+
 ObserveAnswer ReadObserveAnswer(const HttpResponse& r) {
   ObserveAnswer a;
   a.status = r.status;

@@ -188,4 +188,12 @@ std::optional<double> MetricValue(const std::string& metrics_text, std::string_v
 // the request fails or the sample is absent.
 double ScrapeMetric(HttpClient& c, std::string_view name);
 
+// What an instance decided in PostgreSQL and what from memory, from its /stats (issue 44): PostgreSQL's outcomes
+// (a repeat decided there is one more duplicate), the recent set's duplicate hits and replayed retries, and every
+// replayed retry. A counter the binary does not report reads 0.
+struct DecidedWhere {
+  std::uint64_t pg_inserted = 0, pg_duplicates = 0, recent_hits = 0, recent_replays = 0, replays = 0;
+};
+DecidedWhere ReadDecidedWhere(HttpClient& c);
+
 }  // namespace scangate::it
