@@ -35,6 +35,8 @@ constexpr auto kDrainDeadline = std::chrono::seconds(10);     // in-flight reque
 constexpr auto kMaintenancePeriod = std::chrono::seconds(1);  // filter rotation, pg_state check, telemetry
 static_assert(kMaintenancePeriod == FilterTelemetry::kRefreshPeriod, "/stats promises this staleness bound");
 constexpr auto kWarmRetryDelay = std::chrono::seconds(1);  // after a failed warm load
+// A suspension of the host shorter than this is not logged (CLOCK_BOOTTIME - CLOCK_MONOTONIC jitters by µs).
+constexpr auto kSuspensionNoticed = std::chrono::milliseconds(500);
 // Start-up retry of a transient cause (PostgreSQL down or starting, database missing), under the one
 // start-up retry policy (storage/start/startup.h): one attempt, one log line, then wait 250 ms, 500 ms, ... up to 8 s (a cluster restart takes seconds; 8 s caps the extra
 // wait after it is back). A permanent cause (StartError::permanent) exits kExitStartup at once.
@@ -124,6 +126,9 @@ App::~App() {
     stop_requested_.store(true);
     warm_.join();
   }
+  // A start-up that failed half-way: the followers and watches feed the peers' views, destroyed before them.
+  StopFollowers();
+  StopPeerReaders();
 }
 
 int App::Run() {
@@ -136,6 +141,7 @@ int App::Run() {
   WaitForSignal();
   if (auto exit = StartStore()) return *exit;
   if (stop_requested_.load()) return 0;
+  MakePeerViews();
   if (auto exit = StartFollowers()) {
     store_->Shutdown();
     return *exit;
@@ -145,6 +151,7 @@ int App::Run() {
     store_->Shutdown();
     return 0;
   }
+  StartPeers();
   StartReaders();
   if (auto exit = Listen()) return *exit;
   StartWarmLoad();
@@ -224,6 +231,7 @@ std::optional<int> App::StartStore() {
             store_->OnRetarget([this](unsigned p, const std::string& conninfo) {
               if (StorageReaders* r = retarget_readers_.load()) r->Retarget(p, conninfo);
               if (auto* f = retarget_followers_.load(); f != nullptr && p < f->size()) (*f)[p]->Retarget(conninfo);
+              RetargetPeers(p, conninfo);
             });
             store_->Start();
             return true;
@@ -315,9 +323,11 @@ void App::StartReaders() {
   retarget_readers_.store(readers_.get());
   readers_->Start();
   AttachFollowers();
+  AttachPeers();
   service_->AttachStorageStats([this](MetricsSnapshot& s) {
     readers_->Fill(s);
     for (const auto& f : followers_) s.followers.emplace_back(f->label(), f->Stats());
+    FillPeerStats(s);
   });
 }
 
@@ -396,6 +406,7 @@ void App::ScheduleMaintenance() {
   tick_.expires_after(kMaintenancePeriod);
   tick_.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
+    NoteSuspension();
     filter_->RotateExpired(std::chrono::steady_clock::now());
     service_->RefreshTelemetry();  // after rotating: the sample shows the new generations
     rotation_log_->Poll();         // one filter_rotation line per shard that rotated for capacity
@@ -407,6 +418,20 @@ void App::ScheduleMaintenance() {
     ReportReadiness();
     ScheduleMaintenance();
   });
+}
+
+void App::NoteSuspension() {
+  // Issue 42, item 3: the bounds that age (freshness, --max-commit-lag, the peers' coverage) run on the boot clock,
+  // which counts a suspension, so a resumed host finds its followers stale instead of "fresh" for up to
+  // --follow-max-lag; this makes the resumption visible.
+  const auto suspended = BootClock::Suspended();
+  if (suspended - suspended_ > kSuspensionNoticed) {
+    Log(LogLevel::kWarn, "host_resumed",
+        {{"suspended_seconds", std::chrono::duration<double>(suspended - suspended_).count()},
+         {"note", "the host was suspended: followers and the peers' view are stale until their next poll (new keys "
+                  "are decided in PostgreSQL or wait meanwhile)"}});
+  }
+  suspended_ = suspended;
 }
 
 void App::ReportReadiness() {
@@ -431,9 +456,11 @@ void App::Shutdown() {
   stop_requested_.store(true);
   warm_.join();
   StopFollowers();
+  StopPeerReaders();
   if (journal_) journal_->StopAppends();  // flushes the last group, hands it to the store
   store_->Shutdown();
   if (journal_) journal_->Close();  // final checkpoint: what the store committed
+  StopPublishers(/*clean=*/true);   // the rows stopped, unless keys stayed uncommitted (issue 42)
   server_->Stop();
   readers_->Shutdown();
   const storage::StoreStats st = store_->Stats();

@@ -34,7 +34,7 @@ struct FollowError : std::runtime_error {
 // The longest the follower's thread sleeps or waits on its socket at once: bounds Stop()'s wait.
 inline constexpr auto kStopSlice = std::chrono::milliseconds(10);
 
-inline std::int64_t SteadyNs(std::chrono::steady_clock::time_point t) { return t.time_since_epoch().count(); }
+inline std::int64_t SteadyNs(BootClock::time_point t) { return t.time_since_epoch().count(); }
 
 // Opens `conninfo` (URL or key=value) as `application_name`, with replication=database when `replication`.
 // Throws FollowError naming `what` and libpq's message (its password never: ErrorSummary).

@@ -82,9 +82,13 @@ void Follower::StreamLogical(Connections& c) {
   struct Probe {
     std::uint64_t lsn;
     std::int64_t taken_ns;
+    std::string peer_rows;  // issue 42: the peers' rows in the probe's snapshot (FollowerOptions::peers)
   };
+  const bool peers = options_.peers && !options_.peers_sql.empty();
+  const std::string probe_sql =
+      std::string("SELECT pg_current_wal_flush_lsn()") + (peers ? ", " + options_.peers_sql : std::string());
   std::deque<Probe> probes;
-  auto next_probe = std::chrono::steady_clock::now();
+  auto next_probe = BootClock::now();
   const auto send = [&](const std::string& msg) {
     if (PQputCopyData(c.repl.get(), msg.data(), static_cast<int>(msg.size())) != 1 || PQflush(c.repl.get()) != 0) {
       throw FollowError("status update: " + ErrorSummary(PQerrorMessage(c.repl.get())));
@@ -117,16 +121,19 @@ void Follower::StreamLogical(Connections& c) {
     }
   };
   while (!stop_.load() && !retarget_.load()) {
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = BootClock::now();
     if (now >= next_probe) {
-      // The server's flush position now: every commit acknowledged before `now` is at or before it.
-      ResultPtr r(PQexec(c.probe.get(), "SELECT pg_current_wal_flush_lsn()"));
+      // The server's flush position now: every commit acknowledged before `now` is at or before it — and every
+      // commit the peers' rows of this snapshot cover (issue 42: visible, so flushed, before the position is read).
+      ResultPtr r(PQexec(c.probe.get(), probe_sql.c_str()));
       if (PQresultStatus(r.get()) != PGRES_TUPLES_OK || PQntuples(r.get()) != 1) {
         throw FollowError("probe: " + ErrorSummary(PQerrorMessage(c.probe.get())));
       }
       const auto lsn = ParseLsn(PQgetvalue(r.get(), 0, 0));
       if (!lsn) throw FollowError("probe: malformed LSN");
-      if (probes.size() < 64) probes.push_back({*lsn, SteadyNs(now)});
+      if (probes.size() < 64) {
+        probes.push_back({*lsn, SteadyNs(now), peers && !PQgetisnull(r.get(), 0, 1) ? PQgetvalue(r.get(), 0, 1) : ""});
+      }
       send(StandbyStatusUpdate(progress, UnixUs(), /*reply=*/true));  // the server answers with its position
       next_probe = now + options_.probe_interval;
     }
@@ -144,8 +151,9 @@ void Follower::StreamLogical(Connections& c) {
       read_any = true;
     }
     while (!probes.empty() && progress >= probes.front().lsn) {
-      // relaxed: the stamp is the datum; the filter's bits were set (seq_cst) before it.
-      fresh_as_of_ns_.store(probes.front().taken_ns, std::memory_order_relaxed);
+      if (peers) options_.peers(probes.front().peer_rows, probes.front().taken_ns);  // its snapshot's keys applied
+      // release: after the digests were applied (as the poll's stamp; issue 42).
+      fresh_as_of_ns_.store(probes.front().taken_ns, std::memory_order_release);
       probes.pop_front();
     }
     if (read_any) std::this_thread::sleep_for(kGather);

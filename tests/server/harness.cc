@@ -625,6 +625,20 @@ static bool RefuseSharedClusterControl(const char* what) {
   return true;
 }
 
+int RetireInstance(const std::string& journal_dir) {
+  std::string id = ReadFile(journal_dir + "/instance");
+  while (!id.empty() && id.back() == '\n') id.pop_back();
+  if (id.empty()) {
+    ADD_FAILURE() << "no instance file in " << journal_dir;
+    return -1;
+  }
+  const TestEnv& env = Env();
+  const std::string cmd = ShellQuote(env.server_binary) + " --retire-instance=" + ShellQuote(id) +
+                          " --database-url=" + ShellQuote(env.pg_url) + " 1>&2";
+  const int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
 int PgClusterStop() {
   if (RefuseSharedClusterControl("pg.sh stop")) return 1;
   const TestEnv& env = Env();

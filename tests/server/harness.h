@@ -178,6 +178,11 @@ class RowBlocker {
   pqxx::work tx_;
 };
 
+// `scangate --retire-instance=<id> --database-url=<the test's>` for the instance whose journal is `journal_dir` (its
+// `instance` file; issue 42): the operator's command for an instance gone for good, so the others stop waiting for
+// it. Returns the command's exit status (0 retired, 3 nothing running to retire); its output goes to stderr.
+int RetireInstance(const std::string& journal_dir);
+
 // The shared throwaway cluster, via scripts/pg.sh. Both return the shell exit status.
 int PgClusterStop();
 int PgClusterStart();

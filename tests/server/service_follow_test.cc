@@ -183,6 +183,9 @@ TEST_P(ServiceFollowBy, KillNineLeavesNoSlotAndItsKeysDuplicates) {
   const std::int64_t slots = GetParam() == "logical" ? 1 : 0;
   EXPECT_EQ(WaitFollowerConnections(pg, 1), 1) << "a killed instance's follower connection was left behind";
   EXPECT_EQ(WaitSlots(pg, slots), slots) << "a killed instance's slot was left behind";
+  // Issue 42: the dead instance's watermark row holds every other instance's new keys until it returns or is
+  // retired (service_peers_test): the operator's command, so the tests after this one are not held.
+  EXPECT_EQ(RetireInstance(dir + "/a"), 0);
   EXPECT_EQ(b.Stop(), 0);
   EXPECT_EQ(WaitSlots(pg, 0), 0) << "a stopped instance's slot was left behind";
   EXPECT_EQ(WaitFollowerConnections(pg, 0), 0);
