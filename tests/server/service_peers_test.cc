@@ -135,10 +135,19 @@ class TableLock {
   pqxx::work tx_;
 };
 
+// The watermark's two designs (--watermark): postgresql (A, the default) and direct (B).
+class ServicePeersBy : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::vector<std::string> DesignFlags(const std::string& journal_dir, std::vector<std::string> more = {}) const {
+    more.push_back("--watermark=" + GetParam());
+    return Flags(journal_dir, std::move(more));
+  }
+};
+
 // The reproduction, in the test command.
-TEST(ServicePeers, NoSecondNewWhileCommitsStallBehindALock) {
+TEST_P(ServicePeersBy, NoSecondNewWhileCommitsStallBehindALock) {
   const std::string dir = TempDir("peers-lock");
-  ScangateProcess a(Flags(dir + "/a")), b(Flags(dir + "/b"));
+  ScangateProcess a(DesignFlags(dir + "/a")), b(DesignFlags(dir + "/b"));
   ASSERT_TRUE(a.Start());
   ASSERT_TRUE(b.Start());
   HttpClient ca(a.port()), cb(b.port());
@@ -261,15 +270,15 @@ TEST(ServicePeers, CommitModeInstanceDoesNotInsertAKeyAJournalOwnerHoldsUncommit
 // journal and publishes again) or an operator retires it (scangate --retire-instance: an explicit loss window,
 // counted). A clean stop marks its row stopped: nobody waits for it. (On 1558fbb the dead instance's uncommitted
 // key was answered 201 again at B.)
-TEST(ServicePeers, DeadPeerHoldsNewKeysUntilItReturnsOrIsRetired) {
+TEST_P(ServicePeersBy, DeadPeerHoldsNewKeysUntilItReturnsOrIsRetired) {
   const std::string dir = TempDir("peers-dead");
-  ScangateProcess b(Flags(dir + "/b"));
+  ScangateProcess b(DesignFlags(dir + "/b"));
   ASSERT_TRUE(b.Start());
   HttpClient cb(b.port());
   ASSERT_TRUE(WaitFresh(cb));
   const std::string blocked = UniqueKey("peers-dead-blocked"), held = UniqueKey("peers-dead-held");
   {
-    ScangateProcess a(Flags(dir + "/a", {"--writers=1"}));
+    ScangateProcess a(DesignFlags(dir + "/a", {"--writers=1"}));
     ASSERT_TRUE(a.Start());
     HttpClient ca(a.port());
     ASSERT_TRUE(WaitFresh(ca));
@@ -285,7 +294,7 @@ TEST(ServicePeers, DeadPeerHoldsNewKeysUntilItReturnsOrIsRetired) {
   EXPECT_EQ(ObserveKey(cb, held).status, 503) << "a dead instance's uncommitted key was decided at B";
   EXPECT_EQ(ObserveKey(cb, UniqueKey("peers-dead-other")).status, 503) << "a new key was decided behind its back";
   {
-    ScangateProcess a(Flags(dir + "/a"));  // the same journal: the same instance, replaying its keys
+    ScangateProcess a(DesignFlags(dir + "/a"));  // the same journal: the same instance, replaying its keys
     ASSERT_TRUE(a.Start());
     ASSERT_TRUE(WaitFresh(cb));
     const auto deadline = Clock::now() + kBound;
@@ -309,7 +318,7 @@ TEST(ServicePeers, DeadPeerHoldsNewKeysUntilItReturnsOrIsRetired) {
   EXPECT_GE(ScrapeMetric(cb, "scangate_peer_retired_total{partition=\"db\"}"), 1.0);
   EXPECT_EQ(RetireInstance(dir + "/a"), 3) << "retiring twice retires nothing";
   {
-    ScangateProcess a(Flags(dir + "/a"));  // it comes back after all (rejoins), then stops cleanly
+    ScangateProcess a(DesignFlags(dir + "/a"));  // it comes back after all (rejoins), then stops cleanly
     ASSERT_TRUE(a.Start());
     EXPECT_EQ(a.Stop(), 0);
   }
@@ -317,6 +326,9 @@ TEST(ServicePeers, DeadPeerHoldsNewKeysUntilItReturnsOrIsRetired) {
   EXPECT_EQ(ObserveKey(cb, UniqueKey("peers-dead-stopped")).status, 201) << "B waited for a cleanly stopped instance";
   EXPECT_EQ(b.Stop(), 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Designs, ServicePeersBy, ::testing::Values("postgresql", "direct"),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 }  // namespace
 }  // namespace scangate::it
