@@ -55,7 +55,7 @@
 #   BENCH_REDIS_KEYS (1000000) keys for the Redis SET NX comparison (skipped when redis-server is missing;
 #                              BENCH_INSTALL_REDIS=1 lets this script apt-get install redis-server first)
 #   BENCH_SCANGATE_ARGS ("")   extra flags for every scangate start
-#   BENCH_KEEP_PG (0)          1 = keep the PostgreSQL data dir /tmp/scangate-bench-pg after the run
+#   BENCH_KEEP_PG (0)          1 = keep the PostgreSQL data dir (BENCH_PG_DIR, /tmp/scangate-bench-pg) after the run
 #   BENCH_WAL_PREFILL (128)    WAL segments (16 MB each) created before the first cell; a CHECKPOINT before
 #                              every throughput cell recycles them (see prefill_wal)
 #   BENCH_NICE (-10)           niceness of the whole run (needs root for < 0; 0 = leave as is)
@@ -144,7 +144,7 @@ free_port() {  # a port nothing on 127.0.0.1 answers on
   return 1
 }
 
-PG_DIR=/tmp/scangate-bench-pg
+PG_DIR=${BENCH_PG_DIR:-/tmp/scangate-bench-pg}  # BENCH_PG_DIR: another path (sessions sharing a machine)
 PG_PORT=$(free_port)
 SG_URL="postgresql://postgres@127.0.0.1:${PG_PORT}/scangate?connect_timeout=3"
 NAIVE_URL="postgresql://postgres@127.0.0.1:${PG_PORT}/naive?connect_timeout=3"

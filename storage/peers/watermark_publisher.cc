@@ -19,6 +19,12 @@ using peers_detail::Exec;
 using peers_detail::PeerError;
 using peers_detail::ResultPtr;
 
+// The updates' commits need not wait for their WAL flush: a row only ever claims commits that were themselves
+// acknowledged (synchronously) before it was written, so an update lost to a crash or a failover leaves an older,
+// smaller covered_until — the others wait a little longer, never trust more. Spares every 50 ms update its flush.
+// The registration is the exception (kSyncSql around it): lost, the others would not know this instance exists.
+constexpr const char* kSessionSql = "SET synchronous_commit = off";
+constexpr const char* kSyncSql = "SET synchronous_commit = on";
 constexpr const char* kNowSql = "SELECT (extract(epoch FROM now()) * 1000000)::int8";
 constexpr const char* kPreviousSql =
     "SELECT state FROM scangate_instances WHERE instance_id = $1::uuid AND partition = $2::int";
@@ -136,8 +142,11 @@ void WatermarkPublisher::Run() {
     }
   }
   if (!clean_.load()) return;
+  if (!s.conn) {  // not connected (PostgreSQL down): no new connection at shutdown; the row stays as it is
+    Fail("final update: not connected; the row is left as it was (the others wait for this instance's restart)");
+    return;
+  }
   try {
-    if (!s.conn) Serve(s);  // connects and registers only: stop_ is set
     Final(s);
   } catch (const std::exception& e) {
     Fail(std::string("final update: ") + e.what());
@@ -152,6 +161,7 @@ void WatermarkPublisher::Serve(Session& s) {
   }
   retarget_.store(false);
   s.conn = peers_detail::Open(conninfo, "scangate-watermark", "watermark connection");
+  Exec(s.conn.get(), kSessionSql, {}, "watermark connection");
   if (!s.Timed(kNowSql, {}, "watermark clock")) throw PeerError("watermark clock: no row");
   Register(s);
   connected_.store(true);
@@ -183,10 +193,12 @@ void WatermarkPublisher::Register(Session& s) {
   const Journal::Uncommitted u = options_.uncommitted();
   std::optional<std::string> covered;
   if (u.oldest_ns != Journal::kAgeUnknown) covered = std::to_string(s.LowerUs(u.oldest_ns == 0 ? u.now_ns : u.oldest_ns));
+  Exec(s.conn.get(), kSyncSql, {}, "watermark registration");
   const auto lag = s.Timed(kRegisterSql,
                            {options_.instance_id, std::to_string(options_.partition), covered, HostName(),
                             std::to_string(::getpid()), std::to_string(u.count), url},
                            "watermark registration");
+  Exec(s.conn.get(), kSessionSql, {}, "watermark registration");
   if (!lag) throw PeerError("watermark registration: no row");
   updates_.fetch_add(1);
   uncommitted_.store(u.count);

@@ -242,6 +242,13 @@ std::vector<boost::json::object> ScangateProcess::LogEvents(std::string_view eve
   return out;
 }
 
+std::string ScangateProcess::journal_dir() const {
+  for (const auto& f : flags_) {
+    if (f.rfind("--journal-dir=", 0) == 0) return f.substr(std::string("--journal-dir=").size());
+  }
+  return dir_ + "/journal";
+}
+
 ::testing::AssertionResult ScangateProcess::Start() {
   if (pid_ > 0) return ::testing::AssertionFailure() << "already running";
   const TestEnv& env = Env();

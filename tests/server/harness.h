@@ -67,6 +67,8 @@ class ScangateProcess {
   std::uint16_t port() const { return port_; }
   std::uint16_t admin_port() const { return admin_port_; }  // with --admin-listen (from the log), else 0
   const std::string& log_path() const { return log_path_; }
+  // The --journal-dir it runs with (its own flag, else the one the harness gives it).
+  std::string journal_dir() const;
   std::string Log() const { return ReadFile(log_path_); }
   std::string LogTail(std::size_t max_bytes = 8000) const;
   // JSON log lines whose "event" equals `event`.

@@ -44,9 +44,10 @@ std::string TempDir(const char* tag) {
   return tmpl;
 }
 
-std::vector<std::string> Flags(const std::string& journal_dir, std::vector<std::string> more = {}) {
+std::vector<std::string> Flags(const std::string& journal_dir, std::vector<std::string> more = {},
+                               const std::string& follow = "poll") {
   std::vector<std::string> f = {"--ack=filter", "--capacity=1000000", "--journal-dir=" + journal_dir,
-                                "--follow=poll", "--follow-max-lag=200ms"};
+                                "--follow=" + follow, "--follow-max-lag=200ms"};
   f.insert(f.end(), more.begin(), more.end());
   return f;
 }
@@ -135,10 +136,12 @@ class TableLock {
   pqxx::work tx_;
 };
 
-// The watermark's two designs (--watermark): postgresql (A, the default) and direct (B).
+// The watermark's two designs (--watermark): postgresql (A, the default) and direct (B); and A read by the logical
+// follower's probe (`logical`) instead of the poll.
 class ServicePeersBy : public ::testing::TestWithParam<std::string> {
  protected:
   std::vector<std::string> DesignFlags(const std::string& journal_dir, std::vector<std::string> more = {}) const {
+    if (GetParam() == "logical") return Flags(journal_dir, std::move(more), "logical");
     more.push_back("--watermark=" + GetParam());
     return Flags(journal_dir, std::move(more));
   }
@@ -327,7 +330,7 @@ TEST_P(ServicePeersBy, DeadPeerHoldsNewKeysUntilItReturnsOrIsRetired) {
   EXPECT_EQ(b.Stop(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Designs, ServicePeersBy, ::testing::Values("postgresql", "direct"),
+INSTANTIATE_TEST_SUITE_P(Designs, ServicePeersBy, ::testing::Values("postgresql", "direct", "logical"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 }  // namespace
