@@ -32,11 +32,7 @@ namespace net = boost::asio;
 namespace json = boost::json;
 
 constexpr auto kDrainDeadline = std::chrono::seconds(10);     // in-flight requests at shutdown
-constexpr auto kMaintenancePeriod = std::chrono::seconds(1);  // filter rotation, pg_state check, telemetry
-static_assert(kMaintenancePeriod == FilterTelemetry::kRefreshPeriod, "/stats promises this staleness bound");
 constexpr auto kWarmRetryDelay = std::chrono::seconds(1);  // after a failed warm load
-// A suspension of the host shorter than this is not logged (CLOCK_BOOTTIME - CLOCK_MONOTONIC jitters by µs).
-constexpr auto kSuspensionNoticed = std::chrono::milliseconds(500);
 // Start-up retry of a transient cause (PostgreSQL down or starting, database missing), under the one
 // start-up retry policy (storage/start/startup.h): one attempt, one log line, then wait 250 ms, 500 ms, ... up to 8 s (a cluster restart takes seconds; 8 s caps the extra
 // wait after it is back). A permanent cause (StartError::permanent) exits kExitStartup at once.
@@ -399,41 +395,6 @@ void App::StartWarmLoad() {
           return !stop_requested_.load();
         });
   });
-}
-
-// Maintenance, once a second on the main thread: filter rotation, the filter telemetry sample, pg_state
-// transitions.
-void App::ScheduleMaintenance() {
-  if (!rotation_log_) rotation_log_ = std::make_unique<FilterRotationLog>(*filter_);
-  tick_.expires_after(kMaintenancePeriod);
-  tick_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec) return;
-    NoteSuspension();
-    filter_->RotateExpired(std::chrono::steady_clock::now());
-    service_->RefreshTelemetry();  // after rotating: the sample shows the new generations
-    rotation_log_->Poll();         // one filter_rotation line per shard that rotated for capacity
-    const bool up = store_->up();
-    if (up != pg_up_) {
-      pg_up_ = up;
-      Log(up ? LogLevel::kInfo : LogLevel::kWarn, "pg_state", {{"state", up ? "up" : "down"}});
-    }
-    ReportReadiness();
-    ScheduleMaintenance();
-  });
-}
-
-void App::NoteSuspension() {
-  // Issue 42, item 3: the bounds that age (freshness, --max-commit-lag, the peers' coverage) run on the boot clock,
-  // which counts a suspension, so a resumed host finds its followers stale instead of "fresh" for up to
-  // --follow-max-lag; this makes the resumption visible.
-  const auto suspended = BootClock::Suspended();
-  if (suspended - suspended_ > kSuspensionNoticed) {
-    Log(LogLevel::kWarn, "host_resumed",
-        {{"suspended_seconds", std::chrono::duration<double>(suspended - suspended_).count()},
-         {"note", "the host was suspended: followers and the peers' view are stale until their next poll (new keys "
-                  "are decided in PostgreSQL or wait meanwhile)"}});
-  }
-  suspended_ = suspended;
 }
 
 void App::ReportReadiness() {

@@ -13,18 +13,13 @@
 #include <libpq-fe.h>
 
 #include "storage/follow/follower.h"
+#include "storage/pg/libpq_handles.h"
 
 namespace scangate::storage {
 namespace follow_detail {
 
-struct ConnCloser {
-  void operator()(PGconn* c) const { PQfinish(c); }
-};
-using ConnPtr = std::unique_ptr<PGconn, ConnCloser>;
-struct ResultClearer {
-  void operator()(PGresult* r) const { PQclear(r); }
-};
-using ResultPtr = std::unique_ptr<PGresult, ResultClearer>;
+using ConnPtr = PgConnPtr;
+using ResultPtr = PgResultPtr;
 
 // A connection failure the follower retries (reconnects, then reloads the window).
 struct FollowError : std::runtime_error {

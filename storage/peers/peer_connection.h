@@ -15,16 +15,12 @@
 
 #include <libpq-fe.h>
 
+#include "storage/pg/libpq_handles.h"
+
 namespace scangate::storage::peers_detail {
 
-struct ConnCloser {
-  void operator()(PGconn* c) const { PQfinish(c); }
-};
-using ConnPtr = std::unique_ptr<PGconn, ConnCloser>;
-struct ResultClearer {
-  void operator()(PGresult* r) const { PQclear(r); }
-};
-using ResultPtr = std::unique_ptr<PGresult, ResultClearer>;
+using ConnPtr = PgConnPtr;
+using ResultPtr = PgResultPtr;
 
 // A failed connection or statement; the thread reconnects after its delay.
 struct PeerError : std::runtime_error {

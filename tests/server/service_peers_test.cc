@@ -38,12 +38,6 @@ constexpr auto kBound = std::chrono::seconds(20);  // failure detection only
 // never be new at B.
 constexpr auto kPastTheWindow = std::chrono::milliseconds(2000);
 
-std::string TempDir(const char* tag) {
-  std::string tmpl = std::string("/tmp/scangate-") + tag + ".XXXXXX";
-  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-  return tmpl;
-}
-
 std::vector<std::string> Flags(const std::string& journal_dir, std::vector<std::string> more = {},
                                const std::string& follow = "poll") {
   std::vector<std::string> f = {"--ack=filter", "--capacity=1000000", "--journal-dir=" + journal_dir,
@@ -52,41 +46,9 @@ std::vector<std::string> Flags(const std::string& journal_dir, std::vector<std::
   return f;
 }
 
-json::object FollowerOf(HttpClient& c) {
-  const json::object stats = c.Get("/stats").json();
-  if (!stats.contains("follower")) return {};
-  const auto& dbs = stats.at("follower").at("databases").as_array();
-  return dbs.empty() ? json::object{} : dbs[0].as_object();
-}
-
 bool Fresh(HttpClient& c) {
   const json::object f = FollowerOf(c);
   return f.contains("fresh") && f.at("fresh").as_bool();
-}
-
-bool WaitFresh(HttpClient& c) {
-  const auto deadline = Clock::now() + kBound;
-  while (Clock::now() < deadline) {
-    if (Fresh(c)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
-
-bool WaitDrained(HttpClient& c) {
-  const auto deadline = Clock::now() + kBound;
-  while (Clock::now() < deadline) {
-    const json::object stats = c.Get("/stats").json();
-    if (stats.contains("journal") && stats.at("journal").at("backlog").to_number<std::uint64_t>() == 0) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
-
-std::vector<std::string> Keys(int n, const char* tag) {
-  std::vector<std::string> keys;
-  for (int i = 0; i < n; ++i) keys.push_back(UniqueKey(tag));
-  return keys;
 }
 
 std::vector<std::string> Hexes(const std::vector<std::string>& keys) {
@@ -154,9 +116,9 @@ TEST_P(ServicePeersBy, NoSecondNewWhileCommitsStallBehindALock) {
   ASSERT_TRUE(a.Start());
   ASSERT_TRUE(b.Start());
   HttpClient ca(a.port()), cb(b.port());
-  ASSERT_TRUE(WaitFresh(ca));
-  ASSERT_TRUE(WaitFresh(cb));
-  const auto keys = Keys(50, "peers-lock");
+  ASSERT_TRUE(WaitFollowerFresh(ca));
+  ASSERT_TRUE(WaitFollowerFresh(cb));
+  const auto keys = UniqueKeys(50, "peers-lock");
   std::map<int, int> at_a, at_b;
   bool b_fresh = false;
   {
@@ -172,10 +134,10 @@ TEST_P(ServicePeersBy, NoSecondNewWhileCommitsStallBehindALock) {
   EXPECT_EQ(at_b[201], 0) << "keys A answered new were new again at B: " << Describe(at_b);
   std::cout << "B during the lock: " << Describe(at_b) << "\n";
   EXPECT_EQ(at_b[200] + at_b[503], 50) << "B's answers: 200, or 503 with Retry-After: " << Describe(at_b);
-  ASSERT_TRUE(WaitDrained(ca));
+  ASSERT_TRUE(WaitJournalDrained(ca));
   Pg pg;
   EXPECT_EQ(pg.CountDigests(Hexes(keys)), 50);
-  ASSERT_TRUE(WaitFresh(cb));
+  ASSERT_TRUE(WaitFollowerFresh(cb));
   auto after = ObserveConcurrently(b.port(), keys);
   EXPECT_EQ(after[201], 0) << Describe(after);
   EXPECT_EQ(a.Stop(), 0);
@@ -190,9 +152,9 @@ TEST(ServicePeers, WaitingKeysAreAnsweredDuplicateOnceThePeerCommits) {
   ASSERT_TRUE(a.Start());
   ASSERT_TRUE(b.Start());
   HttpClient ca(a.port()), cb(b.port());
-  ASSERT_TRUE(WaitFresh(ca));
-  ASSERT_TRUE(WaitFresh(cb));
-  const auto keys = Keys(20, "peers-wait");
+  ASSERT_TRUE(WaitFollowerFresh(ca));
+  ASSERT_TRUE(WaitFollowerFresh(cb));
+  const auto keys = UniqueKeys(20, "peers-wait");
   std::map<int, int> at_a, at_b;
   {
     TableLock lock;
@@ -219,10 +181,10 @@ TEST(ServicePeers, RecordedKeysAreDuplicatesByAReadWhileAPeerLags) {
   ASSERT_TRUE(a.Start());
   ASSERT_TRUE(b.Start());
   HttpClient ca(a.port()), cb(b.port());
-  ASSERT_TRUE(WaitFresh(cb));
-  const auto recorded = Keys(20, "peers-read");
+  ASSERT_TRUE(WaitFollowerFresh(cb));
+  const auto recorded = UniqueKeys(20, "peers-read");
   for (const auto& k : recorded) ASSERT_EQ(ca.Post("/observe", ObserveBody(k)).status, 201);
-  ASSERT_TRUE(WaitDrained(ca));
+  ASSERT_TRUE(WaitJournalDrained(ca));
   std::map<int, int> at_b;
   {
     TableLock lock;
@@ -248,7 +210,7 @@ TEST(ServicePeers, CommitModeInstanceDoesNotInsertAKeyAJournalOwnerHoldsUncommit
   ASSERT_TRUE(a.Start());
   ASSERT_TRUE(c.Start());
   HttpClient ca(a.port()), cc(c.port());
-  ASSERT_TRUE(WaitFresh(ca));
+  ASSERT_TRUE(WaitFollowerFresh(ca));
   const std::string blocked = UniqueKey("peers-mixed-blocked"), held = UniqueKey("peers-mixed-held");
   RowBlocker blocker({blocked});
   ASSERT_EQ(ca.Post("/observe", ObserveBody(blocked)).status, 201);
@@ -261,7 +223,7 @@ TEST(ServicePeers, CommitModeInstanceDoesNotInsertAKeyAJournalOwnerHoldsUncommit
   EXPECT_EQ(during.status, 503) << during;
   EXPECT_EQ(pg.CountDigest(Sha256Hex(held)), 0) << "C inserted the key";
   blocker.Release();
-  ASSERT_TRUE(WaitDrained(ca));
+  ASSERT_TRUE(WaitJournalDrained(ca));
   const HttpResponse after = cc.Post("/observe", ObserveBody(held));
   EXPECT_EQ(after.status, 200) << after;
   EXPECT_EQ(a.Stop(), 0);
@@ -278,13 +240,13 @@ TEST_P(ServicePeersBy, DeadPeerHoldsNewKeysUntilItReturnsOrIsRetired) {
   ScangateProcess b(DesignFlags(dir + "/b"));
   ASSERT_TRUE(b.Start());
   HttpClient cb(b.port());
-  ASSERT_TRUE(WaitFresh(cb));
+  ASSERT_TRUE(WaitFollowerFresh(cb));
   const std::string blocked = UniqueKey("peers-dead-blocked"), held = UniqueKey("peers-dead-held");
   {
     ScangateProcess a(DesignFlags(dir + "/a", {"--writers=1"}));
     ASSERT_TRUE(a.Start());
     HttpClient ca(a.port());
-    ASSERT_TRUE(WaitFresh(ca));
+    ASSERT_TRUE(WaitFollowerFresh(ca));
     RowBlocker blocker({blocked});
     ASSERT_EQ(ca.Post("/observe", ObserveBody(blocked)).status, 201);
     Pg pg;
@@ -299,7 +261,7 @@ TEST_P(ServicePeersBy, DeadPeerHoldsNewKeysUntilItReturnsOrIsRetired) {
   {
     ScangateProcess a(DesignFlags(dir + "/a"));  // the same journal: the same instance, replaying its keys
     ASSERT_TRUE(a.Start());
-    ASSERT_TRUE(WaitFresh(cb));
+    ASSERT_TRUE(WaitFollowerFresh(cb));
     const auto deadline = Clock::now() + kBound;
     int status = 0;
     while (Clock::now() < deadline && (status = ObserveKey(cb, held).status) != 200) {
