@@ -333,8 +333,6 @@ std::optional<int> App::Listen() {
   try {
     server_->Start();
     if (!config_.port_file.empty()) WritePortFile(config_.port_file, server_->port());
-    // --watermark=direct: the peers ask GET /watermark there (an admin route: the admin listener when split).
-    watermark_port_.store(config_.admin_split() ? server_->admin_port() : server_->port());
   } catch (const std::exception& e) {
     Log(LogLevel::kError, "error", {{"where", "listen"}, {"what", e.what()}});
     server_->Stop();

@@ -32,7 +32,6 @@
 #include "storage/follow/follower.h"
 #include "storage/partitions/partitioned_reader.h"
 #include "storage/partitions/partitioned_store.h"
-#include "storage/peers/direct_watch.h"
 #include "storage/peers/peer_view.h"
 #include "storage/peers/peer_watch.h"
 #include "storage/peers/watermark_publisher.h"
@@ -144,8 +143,6 @@ class App {
   std::vector<std::unique_ptr<storage::PeerView>> peer_views_;
   std::vector<std::unique_ptr<storage::WatermarkPublisher>> publishers_;
   std::vector<std::unique_ptr<storage::PeerWatch>> peer_watches_;
-  std::vector<std::unique_ptr<storage::DirectWatch>> direct_watches_;  // --watermark=direct: instead of both above
-  std::atomic<std::uint16_t> watermark_port_{0};  // --watermark=direct: the port the peers ask, once listening
   std::unique_ptr<storage::PartitionedReader> peer_reader_;
   std::atomic<bool> peers_retargetable_{false};
   std::unique_ptr<Router> router_;

@@ -48,12 +48,8 @@ void App::MakePeerViews() {
 
 void App::ConfigurePeers(storage::FollowerOptions& fo, unsigned p) {
   if (config_.ack != AckMode::kFilter || p >= peer_views_.size()) return;
-  storage::PeerView* view = peer_views_[p].get();
-  if (config_.watermark_direct) {  // design B: the DirectWatch offers, each applied poll validates
-    fo.peers = [view](std::string_view, std::int64_t sent_ns) { view->PollApplied(sent_ns); };
-    return;
-  }
   fo.peers_sql = storage::PeersJsonSql(p);
+  storage::PeerView* view = peer_views_[p].get();
   fo.peers = [view](std::string_view rows, std::int64_t sent_ns) { view->Apply(rows, sent_ns); };
 }
 
@@ -71,32 +67,12 @@ void App::StartPeers() {
       o.label = Label(config_, p);
       o.log = store_options_.log;
       o.uncommitted = [this, p] { return journal_->UncommittedOf(p); };
-      if (config_.watermark_direct) {  // design B: the row registers the URL and beats once a second
-        o.interval = std::chrono::seconds(1);
-        o.watermark_url = [this]() -> std::string {
-          if (!config_.watermark_url.empty()) return config_.watermark_url;
-          const std::uint16_t port = watermark_port_.load();
-          return port == 0 ? std::string() : "http://127.0.0.1:" + std::to_string(port);
-        };
-      }
       publishers_.push_back(std::make_unique<storage::WatermarkPublisher>(std::move(o)));
       publishers_.back()->Start();
     }
     Log(LogLevel::kInfo, "watermark", {{"instance", journal_->instance_id()}, {"partitions", n}});
   }
-  if (config_.watermark_direct) {
-    for (unsigned p = 0; p < n && p < peer_views_.size(); ++p) {
-      storage::DirectWatchOptions o;
-      o.conninfo = PeerConninfo(made_with[p], store_options_, "scangate-peer-direct");
-      o.partition = p;
-      o.self = journal_ != nullptr ? journal_->instance_id() : std::string();
-      o.window = config_.peer_window();
-      o.after_poll = config_.ack == AckMode::kFilter;  // --ack=commit: its inserts come after the answers anyway
-      o.log = store_options_.log;
-      direct_watches_.push_back(std::make_unique<storage::DirectWatch>(std::move(o), *peer_views_[p]));
-      direct_watches_.back()->Start();
-    }
-  } else if (config_.ack == AckMode::kCommit) {
+  if (config_.ack == AckMode::kCommit) {
     for (unsigned p = 0; p < n && p < peer_views_.size(); ++p) {
       storage::PeerWatchOptions o;
       o.conninfo = PeerConninfo(made_with[p], store_options_, "scangate-peer-watch");
@@ -125,9 +101,6 @@ void App::RetargetPeers(unsigned p, const std::string& conninfo) {
   if (!peers_retargetable_.load()) return;  // StartPeers reads the new string, then calls this again
   if (p < publishers_.size()) publishers_[p]->Retarget(PeerConninfo(conninfo, store_options_, "scangate-watermark"));
   if (p < peer_watches_.size()) peer_watches_[p]->Retarget(PeerConninfo(conninfo, store_options_, "scangate-peer-watch"));
-  if (p < direct_watches_.size()) {
-    direct_watches_[p]->Retarget(PeerConninfo(conninfo, store_options_, "scangate-peer-direct"));
-  }
   if (peer_reader_ && p < peer_reader_->partitions()) {
     peer_reader_->Retarget(p, PeerConninfo(conninfo, store_options_, "scangate-peer-read"));
   }
@@ -179,7 +152,6 @@ void App::FillPeerStats(MetricsSnapshot& s) const {
 
 void App::StopPeerReaders() {
   for (auto& w : peer_watches_) w->Stop();
-  for (auto& w : direct_watches_) w->Stop();
   if (peer_reader_) peer_reader_->Shutdown();
 }
 

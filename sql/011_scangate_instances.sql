@@ -17,7 +17,6 @@ CREATE TABLE scangate_instances (
   pid integer,
   uncommitted bigint NOT NULL DEFAULT 0, -- keys answered `new` and not yet committed, at heartbeat_at
   retired_at timestamptz,                -- set by scangate_retire_instance
-  watermark_url text,                    -- --watermark=direct (design B): where its peers ask for its watermark
   PRIMARY KEY (instance_id, partition)
 ) WITH (fillfactor = 50);
 

@@ -207,11 +207,6 @@ po::options_description Options() {
                                                   "(its commit watermark lags) waits this long for it, then gets "
                                                   "503 + Retry-After; 0 = 503 at once; ms s, 0..10m (capped by "
                                                   "--request-timeout)")
-      ("watermark", s("postgresql"), "postgresql|direct: how --ack=filter instances tell each other their commit "
-                                     "watermark — a row in PostgreSQL every 50 ms (read in the followers' "
-                                     "snapshot), or each peer's GET /watermark every 50 ms; the same everywhere")
-      ("watermark-url", s(""), "--watermark=direct: the base URL (http://host:port) the peers reach this "
-                               "instance's /watermark at; default http://127.0.0.1:<admin port, else port>")
       ("retire-instance", s(""), "UUID: retire that --ack=filter instance (gone for good with its journal) in every "
                                  "database of this configuration, so the others stop waiting for its uncommitted "
                                  "keys (an explicit loss window), and exit");
@@ -436,8 +431,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   c.journal_max_bytes =
       ParseUnsigned<std::uint64_t>(str("journal-max-bytes"), "journal-max-bytes", 1u << 16, std::uint64_t{1} << 40);
   ParseFollow(str("follow"), str("follow-max-lag"), str("max-commit-lag"), c);  // server/config/config_follow.cc
-  ParsePeers(str("peer-wait"), str("retire-instance"), str("watermark"), str("watermark-url"),
-             c);  // server/config/config_peers.cc
+  ParsePeers(str("peer-wait"), str("retire-instance"), c);  // server/config/config_peers.cc
   c.admin_listen = str("admin-listen");
   if (c.admin_split()) ParseAdminListen(c);
   c.admin_tls = ParseOnOff(str("admin-tls"), "admin-tls");

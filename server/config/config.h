@@ -155,13 +155,6 @@ struct Config {
   // Issue 42, the peers' commit watermark (storage/peers/peer_view.h): a key whose request the peers do not cover
   // waits this long for coverage (capped by request_timeout), then gets 503 + Retry-After. 0 = 503 at once.
   std::chrono::milliseconds peer_wait{1000};
-  // --watermark (issue 42): how journal owners tell their peers their commit watermark — postgresql (design A, the
-  // default: a row updated every 50 ms, read in the followers' snapshot) or direct (design B: each peer's
-  // GET /watermark every 50 ms, the row only for discovery; bench/RESULTS.md "Issue 42"). The same on every instance.
-  bool watermark_direct = false;
-  // --watermark-url (direct): the base URL the peers reach this instance's /watermark at; "" = http://127.0.0.1:<the
-  // admin port, else the main port>.
-  std::string watermark_url;
   // --retire-instance=<uuid>: retire that journal owner's rows in every database of the configuration and exit
   // (server/retire_instance.cc); "" = serve.
   std::string retire_instance;
@@ -212,11 +205,9 @@ void ParseHorizon(std::string_view window, bool window_given, std::string_view r
 // 10ms..60s) and c.max_commit_lag (--max-commit-lag, 0 or 10ms..60s). Throws ConfigError naming the option.
 // server/config/config_follow.cc.
 void ParseFollow(std::string_view follow, std::string_view max_lag, std::string_view max_commit_lag, Config& c);
-// Sets c.peer_wait (--peer-wait, 0..10m), c.retire_instance (--retire-instance, a UUID or ""), c.watermark_direct
-// (--watermark, postgresql|direct) and c.watermark_url (--watermark-url, http://host:port or ""). Throws ConfigError
+// Sets c.peer_wait (--peer-wait, 0..10m) and c.retire_instance (--retire-instance, a UUID or ""). Throws ConfigError
 // naming the option. server/config/config_peers.cc.
-void ParsePeers(std::string_view peer_wait, std::string_view retire_instance, std::string_view watermark,
-                std::string_view watermark_url, Config& c);
+void ParsePeers(std::string_view peer_wait, std::string_view retire_instance, Config& c);
 
 // Sets c.keys (--keys: raw | gs1) and c.expiry_grace (--expiry-grace: a duration, s m h d, 0..2192d). Throws
 // ConfigError. server/config/config_horizon.cc.

@@ -68,8 +68,6 @@ boost::json::object Describe(const Config& c) {
   o["follow_max_lag_ms"] = c.follow_max_lag.count();
   o["max_commit_lag_ms"] = c.max_commit_lag.count();
   o["peer_wait_ms"] = c.peer_wait.count();
-  o["watermark"] = c.watermark_direct ? "direct" : "postgresql";
-  o["watermark_url"] = c.watermark_url;
   return o;
 }
 

@@ -1,6 +1,6 @@
 // The peers' settings (issue 42, server/config/config.h ParsePeers): how long a key waits for the other instances'
-// commit watermark to cover it (--peer-wait), the one-shot retirement of an instance gone for good
-// (--retire-instance), and how the watermark travels (--watermark, --watermark-url).
+// commit watermark to cover it (--peer-wait), and the one-shot retirement of an instance gone for good
+// (--retire-instance).
 #include <chrono>
 #include <string>
 #include <string_view>
@@ -23,16 +23,7 @@ bool WellFormedUuid(std::string_view id) {
 }
 }  // namespace
 
-void ParsePeers(std::string_view peer_wait, std::string_view retire_instance, std::string_view watermark,
-                std::string_view watermark_url, Config& c) {
-  if (watermark != "postgresql" && watermark != "direct") {
-    throw ConfigError("--watermark: expected postgresql or direct, got '" + std::string(watermark) + "'");
-  }
-  c.watermark_direct = watermark == "direct";
-  if (!watermark_url.empty() && watermark_url.rfind("http://", 0) != 0) {
-    throw ConfigError("--watermark-url: expected http://host:port, got '" + std::string(watermark_url) + "'");
-  }
-  c.watermark_url = std::string(watermark_url);
+void ParsePeers(std::string_view peer_wait, std::string_view retire_instance, Config& c) {
   const auto wait = ParseDuration(peer_wait, {"ms", "s"}, "peer-wait");
   if (wait > kMaxPeerWait) throw ConfigError("--peer-wait: must be in 0..10m, got '" + std::string(peer_wait) + "'");
   c.peer_wait = std::chrono::duration_cast<std::chrono::milliseconds>(wait);

@@ -12,7 +12,6 @@ Route RouteOf(std::string_view target) {
   if (target == "/stats") return Route::kStats;
   if (target == "/dashboard") return Route::kDashboard;
   if (target == "/lookup") return Route::kLookup;
-  if (target == "/watermark") return Route::kWatermark;
   return Route::kNotFound;
 }
 
@@ -26,7 +25,6 @@ std::string_view RouteLabel(Route route) {
     case Route::kStats: return "/stats";
     case Route::kDashboard: return "/dashboard";
     case Route::kLookup: return "/lookup";
-    case Route::kWatermark: return "/watermark";
     case Route::kNotFound: break;
   }
   return "other";
@@ -49,7 +47,7 @@ std::size_t BodyLimitFor(Route route) {
 
 bool IsAdminRoute(Route route) {
   return route == Route::kHealthz || route == Route::kReadyz || route == Route::kMetrics || route == Route::kStats ||
-         route == Route::kDashboard || route == Route::kWatermark;
+         route == Route::kDashboard;
 }
 
 }  // namespace scangate::server

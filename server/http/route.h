@@ -16,11 +16,8 @@ inline constexpr std::size_t kMaxBatchBodyBytes = 1024 * 1024;    // POST /obser
 inline constexpr std::size_t kMaxOtherBodyBytes = 16 * 1024;      // any other route: 413 above
 inline constexpr std::size_t kMaxHeaderBytes = 8 * 1024;          // request line + fields: 431 above
 
-// kWatermark (issue 42, --watermark=direct: this journal owner's commit watermark for its peers; 404 otherwise).
-enum class Route : std::uint8_t {
-  kObserve, kObserveBatch, kHealthz, kReadyz, kMetrics, kStats, kDashboard, kLookup, kWatermark, kNotFound
-};
-inline constexpr std::size_t kRouteCount = 10;
+enum class Route : std::uint8_t { kObserve, kObserveBatch, kHealthz, kReadyz, kMetrics, kStats, kDashboard, kLookup, kNotFound };
+inline constexpr std::size_t kRouteCount = 9;
 
 // Maps a request target (path plus optional query) to its route; the query string is ignored.
 Route RouteOf(std::string_view target);
@@ -33,7 +30,7 @@ bool IsClientRoute(Route route);
 std::string_view AllowedMethod(Route route);
 // Body size limit applied once the header of a request to `route` has been read.
 std::size_t BodyLimitFor(Route route);
-// Operational routes (/healthz, /readyz, /metrics, /stats, /dashboard, /watermark): never need a token; with --admin-listen they are
+// Operational routes (/healthz, /readyz, /metrics, /stats, /dashboard): never need a token; with --admin-listen they are
 // served only on the admin listener, and /observe* only on the main one.
 bool IsAdminRoute(Route route);
 

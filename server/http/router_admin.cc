@@ -68,13 +68,6 @@ Router::Answer Router::AdminAnswer(Route route, const Header& h) {
       a.res.set(http::field::cache_control, "no-store");
       return a;
     }
-    case Route::kWatermark: {  // --watermark=direct (issue 42, design B): the peers poll it
-      std::string body = service_.WatermarkBody();
-      if (body.empty()) return ProblemAnswer(Problem::NotFound(h.target()), Route::kNotFound, &h);
-      Answer a = Ok(http::status::ok, std::move(body), kJson, route, &h);
-      a.res.set(http::field::cache_control, "no-store");
-      return a;
-    }
     default:
       return ProblemAnswer(Problem::NotFound(h.target()), Route::kNotFound, &h);
   }

@@ -43,7 +43,6 @@ Service::Service(const Config& config, Digester digester, ShardedFilter& filter,
                              ? std::chrono::duration_cast<std::chrono::nanoseconds>(config.max_commit_lag).count()
                              : 0),
       peer_wait_(std::min(config.peer_wait, config.request_timeout)),
-      watermark_direct_(config.watermark_direct),
       instance_id_(NextInstanceId()) {}
 
 std::int64_t Service::ExpiredBeforeUs(std::int64_t now_us) const {

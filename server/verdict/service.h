@@ -136,11 +136,6 @@ class Service {
   };
   // Call before serving.
   void AttachPeers(PeerHooks hooks);
-  // --watermark=direct (design B): this journal owner's watermark for its peers' GET /watermark —
-  // {"instance": id, "age_ns": [per partition: how long ago its oldest uncommitted record was appended, 0 none, -1 a
-  // recovered record of unknown age]}, read under the journal's lock at the moment of the request; "" otherwise.
-  // Thread-safe.
-  std::string WatermarkBody() const;
   // "" without peers or while covered, else e.g. "instance 1b4e... (host) 3.1 s behind". Thread-safe.
   std::string PeerState() const { return peers_.state ? peers_.state() : std::string(); }
   // "" without followers or while every one is fresh, else e.g. "stale: p1 (connection refused...)".
@@ -308,7 +303,6 @@ class Service {
   std::function<std::string()> follower_state_;           // --follow; as fresh_
   PeerHooks peers_;                                       // issue 42; set before serving, read-only afterwards
   const std::chrono::milliseconds peer_wait_;             // --peer-wait, capped by request_timeout_
-  const bool watermark_direct_;                           // --watermark=direct
   // One waiters' queue per partition (their addresses are the queues' owners: room_wait.h), so a partition whose
   // peer lags does not hold up another's waiters. Sized by AttachPeers.
   std::vector<char> peer_queues_;

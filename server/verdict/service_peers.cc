@@ -13,9 +13,6 @@
 #include <utility>
 
 #include <boost/asio/post.hpp>
-#include <boost/json/array.hpp>
-#include <boost/json/object.hpp>
-#include <boost/json/serialize.hpp>
 
 #include "server/verdict/room_wait.h"
 #include "server/verdict/service.h"
@@ -33,16 +30,6 @@ constexpr std::string_view kUncoveredReadDetail =
     "PostgreSQL could not be read while another scangate instance of this database holds keys answered new that "
     "it has not committed; nothing was recorded: retry after the Retry-After delay";
 }  // namespace
-
-std::string Service::WatermarkBody() const {
-  if (!watermark_direct_ || journal_ == nullptr) return {};
-  boost::json::array ages;
-  for (unsigned p = 0; p < journal_->partitions(); ++p) {
-    const storage::Journal::Uncommitted u = journal_->UncommittedOf(p);
-    ages.emplace_back(u.oldest_ns == 0 ? 0 : u.oldest_ns == storage::Journal::kAgeUnknown ? -1 : u.now_ns - u.oldest_ns);
-  }
-  return boost::json::serialize(boost::json::object{{"instance", journal_->instance_id()}, {"age_ns", std::move(ages)}});
-}
 
 void Service::AttachPeers(PeerHooks hooks) {
   peers_ = std::move(hooks);

@@ -56,10 +56,10 @@ struct FollowerOptions {
   // poll only, optional (--ack=commit's recent set): called after `apply` with each poll's rows that carry
   // neither lot nor expiry (raw keys' rows) and their first_seen (µs since the epoch); follower's thread.
   std::function<void(std::span<const Digest>, std::span<const std::int64_t>)> learned;
-  // Issue 42, optional: `peers` is called with the boot time (core/boot_clock.h) each poll (logical: probe) was sent,
-  // once its keys are applied (before the freshness stamp), and with the peers' watermark rows
-  // (storage/peers/peer_sql.h PeersJsonSql: `peers_sql`, "" for none) read in the statement whose snapshot gave the
-  // keys — the poll itself, or the probe whose flush position the stream must pass. Follower's thread.
+  // Issue 42, optional: the peers' watermark rows (storage/peers/peer_sql.h PeersJsonSql: `peers_sql`) are read in
+  // the statement whose snapshot gives the keys — the poll itself, or the logical probe whose flush position the
+  // stream must pass — and handed to `peers` with the boot time (core/boot_clock.h) that statement was sent, once
+  // those keys are applied (before the freshness stamp). Follower's thread.
   std::string peers_sql;
   std::function<void(std::string_view rows_json, std::int64_t sent_ns)> peers;
 };

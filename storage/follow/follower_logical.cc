@@ -84,9 +84,9 @@ void Follower::StreamLogical(Connections& c) {
     std::int64_t taken_ns;
     std::string peer_rows;  // issue 42: the peers' rows in the probe's snapshot (FollowerOptions::peers)
   };
-  const bool peers = static_cast<bool>(options_.peers);
-  const std::string probe_sql = std::string("SELECT pg_current_wal_flush_lsn()") +
-                                (!options_.peers_sql.empty() ? ", " + options_.peers_sql : std::string());
+  const bool peers = options_.peers && !options_.peers_sql.empty();
+  const std::string probe_sql =
+      std::string("SELECT pg_current_wal_flush_lsn()") + (peers ? ", " + options_.peers_sql : std::string());
   std::deque<Probe> probes;
   auto next_probe = BootClock::now();
   const auto send = [&](const std::string& msg) {
@@ -132,8 +132,7 @@ void Follower::StreamLogical(Connections& c) {
       const auto lsn = ParseLsn(PQgetvalue(r.get(), 0, 0));
       if (!lsn) throw FollowError("probe: malformed LSN");
       if (probes.size() < 64) {
-        const bool rows = !options_.peers_sql.empty() && !PQgetisnull(r.get(), 0, 1);
-        probes.push_back({*lsn, SteadyNs(now), rows ? PQgetvalue(r.get(), 0, 1) : ""});
+        probes.push_back({*lsn, SteadyNs(now), peers && !PQgetisnull(r.get(), 0, 1) ? PQgetvalue(r.get(), 0, 1) : ""});
       }
       send(StandbyStatusUpdate(progress, UnixUs(), /*reply=*/true));  // the server answers with its position
       next_probe = now + options_.probe_interval;

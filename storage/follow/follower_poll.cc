@@ -96,7 +96,7 @@ void Follower::ConnectPoll(Connections& c, const std::string& conninfo) {
 
 void Follower::Poll(Connections& c) {
   Up("poll");
-  const bool peers = static_cast<bool>(options_.peers);
+  const bool peers = options_.peers && !options_.peers_sql.empty();
   const std::string sql = PollSql(static_cast<bool>(options_.learned), peers ? options_.peers_sql : std::string());
   std::vector<Digest> digests, learned;
   std::vector<std::int64_t> learned_us;

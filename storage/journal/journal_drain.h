@@ -122,7 +122,6 @@ class JournalDrain final : private WriteBehindSink {
   // Partition p's records not yet committed, with the boot time read under the journal's lock
   // (Journal::UncommittedOf: the peers' watermark). After Start(). Safe to call concurrently.
   Journal::Uncommitted UncommittedOf(unsigned p) const { return journal_->UncommittedOf(p); }
-  unsigned partitions() const { return options_.partitions; }
   // The journal's owner's identity (Journal::instance_id). After Start().
   const std::string& instance_id() const { return journal_->instance_id(); }
 

@@ -101,31 +101,6 @@ void PeerView::Apply(std::string_view rows_json, std::int64_t sent_ns) {
   deadline_ns_.store(sent_ns + window_ns_ - worst_lag_ns, std::memory_order_release);
 }
 
-void PeerView::Offer(std::int64_t deadline_ns, std::int64_t valid_from_ns, std::vector<PeerInfo> peers) {
-  NoteTransitions(peers);
-  MutexLock lock(&mu_);
-  peers_ = std::move(peers);
-  sent_ns_ = valid_from_ns;
-  ++samples_;
-  if (valid_from_ns == 0) {
-    deadline_ns_.store(deadline_ns, std::memory_order_release);  // release: as Apply's
-    return;
-  }
-  if (offered_.size() >= 64) offered_.pop_front();  // the follower stalled: its poll validates the newest anyway
-  offered_.push_back({deadline_ns, valid_from_ns});
-}
-
-void PeerView::PollApplied(std::int64_t sent_ns) {
-  MutexLock lock(&mu_);
-  std::int64_t deadline = 0;
-  while (!offered_.empty() && offered_.front().valid_from_ns <= sent_ns) {
-    deadline = offered_.front().deadline_ns;
-    offered_.pop_front();
-  }
-  // release: the follower applied the poll's keys before calling this (the argument, 3.).
-  if (deadline != 0) deadline_ns_.store(deadline, std::memory_order_release);
-}
-
 void PeerView::NoteTransitions(const std::vector<PeerInfo>& peers) {
   for (const PeerInfo& p : peers) {
     Seen& s = seen_[p.id];

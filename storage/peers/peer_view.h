@@ -40,7 +40,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -90,16 +89,6 @@ class PeerView {
   // malformed text covers nothing (and is logged). Called on one thread.
   void Apply(std::string_view rows_json, std::int64_t sent_ns);
 
-  // Design B (--watermark=direct, storage/peers/direct_watch.h): a deadline measured by asking the peers themselves,
-  // with the peers as they answered; it holds only once the follower applied a poll SENT at or after
-  // `valid_from_ns` (the moment the last answer arrived: what the peers vouch for was committed before, so that
-  // poll's snapshot holds it), or at once when `valid_from_ns` is 0 (--ack=commit: the insert comes later anyway).
-  // Called on the watch's thread.
-  void Offer(std::int64_t deadline_ns, std::int64_t valid_from_ns, std::vector<PeerInfo> peers);
-  // Design B: the follower applied a poll sent at boot time `sent_ns` (its keys are in the filter): the offers it
-  // validates become the deadline (release). Follower's thread.
-  void PollApplied(std::int64_t sent_ns);
-
   // Every running peer's coverage reaches a request that arrived at boot time `t_ns` (see the argument, 3.).
   // acquire: pairs with Apply's release, so the filter's bits the follower set before it are seen by the probe
   // that follows this call. Lock-free; any thread.
@@ -130,11 +119,6 @@ class PeerView {
   bool self_known_ ABSL_GUARDED_BY(mu_);
   std::string self_ ABSL_GUARDED_BY(mu_);
   std::vector<PeerInfo> peers_ ABSL_GUARDED_BY(mu_);
-  struct Offered {
-    std::int64_t deadline_ns;
-    std::int64_t valid_from_ns;
-  };
-  std::deque<Offered> offered_ ABSL_GUARDED_BY(mu_);  // design B: waiting for a poll sent after them
   std::int64_t sent_ns_ ABSL_GUARDED_BY(mu_) = 0;
   std::uint64_t samples_ ABSL_GUARDED_BY(mu_) = 0;
   std::uint64_t retired_seen_ ABSL_GUARDED_BY(mu_) = 0;

@@ -31,14 +31,14 @@ constexpr const char* kPreviousSql =
 // $3: covered_until in µs since the epoch, NULL = unchanged (a recovered record of unknown age is outstanding).
 constexpr const char* kRegisterSql = R"sql(
 INSERT INTO scangate_instances AS i
-  (instance_id, partition, state, covered_until, heartbeat_at, started_at, host, pid, uncommitted, watermark_url)
+  (instance_id, partition, state, covered_until, heartbeat_at, started_at, host, pid, uncommitted)
 VALUES ($1::uuid, $2::int, 'running',
         coalesce('epoch'::timestamptz + $3::int8 * interval '1 microsecond', 'epoch'::timestamptz),
-        now(), now(), $4, $5::int, $6::int8, $7)
+        now(), now(), $4, $5::int, $6::int8)
 ON CONFLICT (instance_id, partition) DO UPDATE
   SET state = 'running', covered_until = greatest(i.covered_until, excluded.covered_until), heartbeat_at = now(),
       started_at = now(), host = excluded.host, pid = excluded.pid, uncommitted = excluded.uncommitted,
-      retired_at = NULL, watermark_url = excluded.watermark_url
+      retired_at = NULL
 RETURNING (extract(epoch FROM now()) * 1000000)::int8, (extract(epoch FROM now() - i.covered_until) * 1000000)::int8
 )sql";
 constexpr const char* kBeatSql = R"sql(
@@ -183,20 +183,13 @@ void WatermarkPublisher::Register(Session& s) {
   const std::vector<std::optional<std::string>> key = {options_.instance_id, std::to_string(options_.partition)};
   ResultPtr prev = Exec(s.conn.get(), kPreviousSql, key, "watermark registration");
   const std::string previous = PQntuples(prev.get()) == 0 ? "none" : PQgetvalue(prev.get(), 0, 0);
-  std::optional<std::string> url;
-  if (options_.watermark_url) {  // design B: the listener's address, known once it listens
-    while ((url = options_.watermark_url())->empty()) {
-      if (stop_.load()) throw PeerError("stopped before the listener's address was known");
-      peers_detail::SleepUnlessStopped(std::chrono::milliseconds(10), stop_);
-    }
-  }
   const Journal::Uncommitted u = options_.uncommitted();
   std::optional<std::string> covered;
   if (u.oldest_ns != Journal::kAgeUnknown) covered = std::to_string(s.LowerUs(u.oldest_ns == 0 ? u.now_ns : u.oldest_ns));
   Exec(s.conn.get(), kSyncSql, {}, "watermark registration");
   const auto lag = s.Timed(kRegisterSql,
                            {options_.instance_id, std::to_string(options_.partition), covered, HostName(),
-                            std::to_string(::getpid()), std::to_string(u.count), url},
+                            std::to_string(::getpid()), std::to_string(u.count)},
                            "watermark registration");
   Exec(s.conn.get(), kSessionSql, {}, "watermark registration");
   if (!lag) throw PeerError("watermark registration: no row");
@@ -215,10 +208,7 @@ void WatermarkPublisher::Register(Session& s) {
 bool WatermarkPublisher::Beat(Session& s) {
   const Journal::Uncommitted u = options_.uncommitted();  // before the statement: its commits are acknowledged
   std::optional<std::string> covered;  // NULL: a recovered record of unknown age is outstanding — unchanged
-  // (Design B: always NULL — the peers ask this instance; the row is a heartbeat.)
-  if (u.oldest_ns != Journal::kAgeUnknown && !options_.watermark_url) {
-    covered = std::to_string(s.LowerUs(u.oldest_ns == 0 ? u.now_ns : u.oldest_ns));
-  }
+  if (u.oldest_ns != Journal::kAgeUnknown) covered = std::to_string(s.LowerUs(u.oldest_ns == 0 ? u.now_ns : u.oldest_ns));
   const auto lag = s.Timed(
       kBeatSql, {options_.instance_id, std::to_string(options_.partition), covered, std::to_string(u.count)},
       "watermark update");

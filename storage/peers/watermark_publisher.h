@@ -35,10 +35,6 @@ struct WatermarkPublisherOptions {
   // instance is up to interval + their own poll interval old: 50 ms keeps that a small part of the 2 s window.
   std::chrono::milliseconds interval{50};
   std::chrono::milliseconds reconnect_delay{500};
-  // Design B (--watermark=direct, storage/peers/direct_watch.h): the peers ask this instance itself; the row only
-  // registers it (with `watermark_url()`, waited for until non-empty: the listener's port) and keeps a heartbeat
-  // for operators, every `interval` (then a second): covered_until is written at registration and stop only.
-  std::function<std::string()> watermark_url;
   // The journal's figures for this partition (JournalDrain::UncommittedOf); called on the publisher's thread.
   std::function<Journal::Uncommitted()> uncommitted;
   std::shared_ptr<LogSink> log;  // empty: StderrLogSink()

@@ -98,21 +98,19 @@ class TableLock {
   pqxx::work tx_;
 };
 
-// The watermark's two designs (--watermark): postgresql (A, the default) and direct (B); and A read by the logical
-// follower's probe (`logical`) instead of the poll.
+// The follower's two methods (--follow): the peers' rows are read in the poll itself, or in the logical follower's
+// probe (whose flush position the stream must pass).
 class ServicePeersBy : public ::testing::TestWithParam<std::string> {
  protected:
-  std::vector<std::string> DesignFlags(const std::string& journal_dir, std::vector<std::string> more = {}) const {
-    if (GetParam() == "logical") return Flags(journal_dir, std::move(more), "logical");
-    more.push_back("--watermark=" + GetParam());
-    return Flags(journal_dir, std::move(more));
+  std::vector<std::string> MethodFlags(const std::string& journal_dir, std::vector<std::string> more = {}) const {
+    return Flags(journal_dir, std::move(more), GetParam());
   }
 };
 
 // The reproduction, in the test command.
 TEST_P(ServicePeersBy, NoSecondNewWhileCommitsStallBehindALock) {
   const std::string dir = TempDir("peers-lock");
-  ScangateProcess a(DesignFlags(dir + "/a")), b(DesignFlags(dir + "/b"));
+  ScangateProcess a(MethodFlags(dir + "/a")), b(MethodFlags(dir + "/b"));
   ASSERT_TRUE(a.Start());
   ASSERT_TRUE(b.Start());
   HttpClient ca(a.port()), cb(b.port());
@@ -237,13 +235,13 @@ TEST(ServicePeers, CommitModeInstanceDoesNotInsertAKeyAJournalOwnerHoldsUncommit
 // key was answered 201 again at B.)
 TEST_P(ServicePeersBy, DeadPeerHoldsNewKeysUntilItReturnsOrIsRetired) {
   const std::string dir = TempDir("peers-dead");
-  ScangateProcess b(DesignFlags(dir + "/b"));
+  ScangateProcess b(MethodFlags(dir + "/b"));
   ASSERT_TRUE(b.Start());
   HttpClient cb(b.port());
   ASSERT_TRUE(WaitFollowerFresh(cb));
   const std::string blocked = UniqueKey("peers-dead-blocked"), held = UniqueKey("peers-dead-held");
   {
-    ScangateProcess a(DesignFlags(dir + "/a", {"--writers=1"}));
+    ScangateProcess a(MethodFlags(dir + "/a", {"--writers=1"}));
     ASSERT_TRUE(a.Start());
     HttpClient ca(a.port());
     ASSERT_TRUE(WaitFollowerFresh(ca));
@@ -259,7 +257,7 @@ TEST_P(ServicePeersBy, DeadPeerHoldsNewKeysUntilItReturnsOrIsRetired) {
   EXPECT_EQ(ObserveKey(cb, held).status, 503) << "a dead instance's uncommitted key was decided at B";
   EXPECT_EQ(ObserveKey(cb, UniqueKey("peers-dead-other")).status, 503) << "a new key was decided behind its back";
   {
-    ScangateProcess a(DesignFlags(dir + "/a"));  // the same journal: the same instance, replaying its keys
+    ScangateProcess a(MethodFlags(dir + "/a"));  // the same journal: the same instance, replaying its keys
     ASSERT_TRUE(a.Start());
     ASSERT_TRUE(WaitFollowerFresh(cb));
     const auto deadline = Clock::now() + kBound;
@@ -283,7 +281,7 @@ TEST_P(ServicePeersBy, DeadPeerHoldsNewKeysUntilItReturnsOrIsRetired) {
   EXPECT_GE(ScrapeMetric(cb, "scangate_peer_retired_total{partition=\"db\"}"), 1.0);
   EXPECT_EQ(RetireInstance(dir + "/a"), 3) << "retiring twice retires nothing";
   {
-    ScangateProcess a(DesignFlags(dir + "/a"));  // it comes back after all (rejoins), then stops cleanly
+    ScangateProcess a(MethodFlags(dir + "/a"));  // it comes back after all (rejoins), then stops cleanly
     ASSERT_TRUE(a.Start());
     EXPECT_EQ(a.Stop(), 0);
   }
@@ -292,7 +290,7 @@ TEST_P(ServicePeersBy, DeadPeerHoldsNewKeysUntilItReturnsOrIsRetired) {
   EXPECT_EQ(b.Stop(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Designs, ServicePeersBy, ::testing::Values("postgresql", "direct", "logical"),
+INSTANTIATE_TEST_SUITE_P(Methods, ServicePeersBy, ::testing::Values("poll", "logical"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 }  // namespace
