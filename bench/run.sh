@@ -31,9 +31,10 @@
 #                              filterlogical = filter --follow=logical (its peer too; filter follows by the default,
 #                              poll); filternx = filternf on the schema
 #                              without sql/010's commit_xid index and default (dropped for the cell, then put back:
-#                              the write path's cost of the polling design); filterdirect = filter --watermark=direct
-#                              (issue 42's design B, its peer too); filterbase = filter run by SCANGATE_BASE_BIN (another
-#                              build, e.g. main's, its peer too: the side-by-side baseline of a change)
+#                              the write path's cost of the polling design); filterbase = filter run by
+#                              SCANGATE_BASE_BIN (another build, e.g. main's, its peer too: the side-by-side baseline of
+#                              a change; issue 42 also measured filterdirect = filter --watermark=direct, its design B,
+#                              removed after: bench/RESULTS.md "Issue 42")
 #   BENCH_PEER (0)             1 = every ack=filter cell also runs an idle second scangate on the same database
 #                              (its own journal; its follower decodes the measured one's writes), as two instances
 #                              behind a balancer would: its CPU is in the cell's "other" column
@@ -244,8 +245,6 @@ start_server() {
       --journal-dir "$OUT/journal" --follow off $SG_EXTRA ;;
     filterlogical) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter on \
       --journal-dir "$OUT/journal" --follow logical $SG_EXTRA ;;
-    filterdirect) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter on \
-      --journal-dir "$OUT/journal" --watermark direct $SG_EXTRA ;;
     filterbase) exec "$SCANGATE_BASE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter \
       --filter on --journal-dir "$OUT/journal" $SG_EXTRA ;;
     nofilter) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack commit --filter off $SG_EXTRA ;;
@@ -254,14 +253,13 @@ start_server() {
   esac >"$SRV_LOG" 2>&1 &
   SRV_PID=$!
   if [[ ${BENCH_PEER:-0} == 1 && ( $sys == filter || $sys == filternf || $sys == filternx || $sys == filterlogical || $sys == filteridem ||
-        $sys == filterdirect || $sys == filterbase ) ]]; then
-    local follow=on peer_bin=$SCANGATE_BIN extra=()
+        $sys == filterbase ) ]]; then
+    local follow=on peer_bin=$SCANGATE_BIN
     [[ $sys == filternf || $sys == filternx ]] && follow=off
     [[ $sys == filterlogical ]] && follow=logical
-    [[ $sys == filterdirect ]] && extra=(--watermark direct)
     [[ $sys == filterbase ]] && peer_bin=$SCANGATE_BASE_BIN
     "$peer_bin" --port "$(free_port)" --threads 1 --database-url "$SG_URL" --ack filter --filter on \
-      --journal-dir "$OUT/journal-peer" --follow "$follow" "${extra[@]}" $SG_EXTRA >"$OUT/logs/$name.peer.log" 2>&1 &
+      --journal-dir "$OUT/journal-peer" --follow "$follow" $SG_EXTRA >"$OUT/logs/$name.peer.log" 2>&1 &
     PEER_PID=$!
   fi
   t0=$(date +%s.%N)
@@ -542,7 +540,6 @@ label() {
     filteridem) echo "scangate ack=filter (journal), Idempotency-Key on every request" ;;
     filternf) echo "scangate ack=filter (journal) --follow=off" ;;
     filterlogical) echo "scangate ack=filter (journal) --follow=logical" ;;
-    filterdirect) echo "scangate ack=filter (journal) --watermark=direct" ;;
     filterbase) echo "scangate ack=filter (journal), SCANGATE_BASE_BIN" ;;
     filternx) echo "scangate ack=filter (journal) --follow=off, without the commit_xid index" ;;
     *) echo "$1" ;;
