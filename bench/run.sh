@@ -33,7 +33,10 @@
 #                              filterlogical = filter --follow=logical (its peer too; filter follows by the default,
 #                              poll); filternx = filternf on the schema
 #                              without sql/010's commit_xid index and default (dropped for the cell, then put back:
-#                              the write path's cost of the polling design)
+#                              the write path's cost of the polling design); filterbase = filter run by
+#                              SCANGATE_BASE_BIN (another build, e.g. main's, its peer too: the side-by-side baseline of
+#                              a change; issue 42 also measured filterdirect = filter --watermark=direct, its design B,
+#                              removed after: bench/RESULTS.md "Issue 42")
 #   BENCH_PEER (0)             1 = every ack=filter cell also runs an idle second scangate on the same database
 #                              (its own journal; its follower decodes the measured one's writes), as two instances
 #                              behind a balancer would: its CPU is in the cell's "other" column
@@ -55,13 +58,13 @@
 #   BENCH_REDIS_KEYS (1000000) keys for the Redis SET NX comparison (skipped when redis-server is missing;
 #                              BENCH_INSTALL_REDIS=1 lets this script apt-get install redis-server first)
 #   BENCH_SCANGATE_ARGS ("")   extra flags for every scangate start
-#   BENCH_KEEP_PG (0)          1 = keep the PostgreSQL data dir /tmp/scangate-bench-pg after the run
+#   BENCH_KEEP_PG (0)          1 = keep the PostgreSQL data dir (BENCH_PG_DIR, /tmp/scangate-bench-pg) after the run
 #   BENCH_WAL_PREFILL (128)    WAL segments (16 MB each) created before the first cell; a CHECKPOINT before
 #                              every throughput cell recycles them (see prefill_wal)
 #   BENCH_NICE (-10)           niceness of the whole run (needs root for < 0; 0 = leave as is)
 #   BENCH_BUILD_DIR (build/release)  BENCH_SKIP_BUILD (0)
 #   BENCH_SKIP (""): space-separated parts to skip: matrix statuscost scale sustain redis
-#   SCANGATE_BIN / CEILING_BIN / NAIVE_BIN   binaries (default: from the build dir)
+#   SCANGATE_BIN / CEILING_BIN / NAIVE_BIN   binaries (default: from the build dir); SCANGATE_BASE_BIN: filterbase's
 #   BENCH_BASE_BIN ("")        a second scangate binary (e.g. main's) measured side by side with SCANGATE_BIN in the
 #                              same run: a system named base-<system> (base-commit, base-filteridem, ...) is <system>
 #                              started from BENCH_BASE_BIN, its repetitions interleaved with the others'; its ratios
@@ -152,7 +155,7 @@ free_port() {  # a port nothing on 127.0.0.1 answers on
   return 1
 }
 
-PG_DIR=/tmp/scangate-bench-pg
+PG_DIR=${BENCH_PG_DIR:-/tmp/scangate-bench-pg}  # BENCH_PG_DIR: another path (sessions sharing a machine)
 PG_PORT=$(free_port)
 SG_URL="postgresql://postgres@127.0.0.1:${PG_PORT}/scangate?connect_timeout=3"
 NAIVE_URL="postgresql://postgres@127.0.0.1:${PG_PORT}/naive?connect_timeout=3"
@@ -253,16 +256,20 @@ start_server() {
       --journal-dir "$OUT/journal" --follow off $SG_EXTRA ;;
     filterlogical) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter on \
       --journal-dir "$OUT/journal" --follow logical $SG_EXTRA ;;
+    filterbase) exec "$SCANGATE_BASE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter \
+      --filter on --journal-dir "$OUT/journal" $SG_EXTRA ;;
     nofilter) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack commit --filter off $SG_EXTRA ;;
     filteroff) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter off \
       --journal-dir "$OUT/journal" $SG_EXTRA ;;
   esac >"$SRV_LOG" 2>&1 &
   SRV_PID=$!
-  if [[ ${BENCH_PEER:-0} == 1 && ( $sys == filter || $sys == filternf || $sys == filternx || $sys == filterlogical || $sys == filteridem ) ]]; then
-    local follow=on
+  if [[ ${BENCH_PEER:-0} == 1 && ( $sys == filter || $sys == filternf || $sys == filternx || $sys == filterlogical || $sys == filteridem ||
+        $sys == filterbase ) ]]; then
+    local follow=on peer_bin=$SCANGATE_BIN
     [[ $sys == filternf || $sys == filternx ]] && follow=off
     [[ $sys == filterlogical ]] && follow=logical
-    "$SCANGATE_BIN" --port "$(free_port)" --threads 1 --database-url "$SG_URL" --ack filter --filter on \
+    [[ $sys == filterbase ]] && peer_bin=$SCANGATE_BASE_BIN
+    "$peer_bin" --port "$(free_port)" --threads 1 --database-url "$SG_URL" --ack filter --filter on \
       --journal-dir "$OUT/journal-peer" --follow "$follow" $SG_EXTRA >"$OUT/logs/$name.peer.log" 2>&1 &
     PEER_PID=$!
   fi
@@ -546,6 +553,7 @@ label() {
     filteridem) echo "scangate ack=filter (journal), Idempotency-Key on every request" ;;
     filternf) echo "scangate ack=filter (journal) --follow=off" ;;
     filterlogical) echo "scangate ack=filter (journal) --follow=logical" ;;
+    filterbase) echo "scangate ack=filter (journal), SCANGATE_BASE_BIN" ;;
     filternx) echo "scangate ack=filter (journal) --follow=off, without the commit_xid index" ;;
     *) echo "$1" ;;
   esac

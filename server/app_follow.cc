@@ -43,6 +43,7 @@ std::optional<int> App::StartFollowers() {
         if (auto* s = learning_service_.load(std::memory_order_acquire)) s->LearnCommitted(digests, first_seen_us);
       };
     }
+    ConfigurePeers(fo, p);  // issue 42: the peers' rows in the poll's (probe's) snapshot (server/app_peers.cc)
     auto reload = [this, p](const storage::Follower::Apply& sink) {
       return store_->WarmLoadPartition(p, WarmWindow(), sink);
     };
@@ -74,12 +75,12 @@ void App::AttachFollowers() {
     learning_service_.store(service_.get(), std::memory_order_release);  // release: the Service is fully built
     return;
   }
-  auto fresh = [this](const Digest& d) {
-    return followers_[storage::PartitionOf(d, followers_.size())]->Fresh();  // one database: partition 0
+  auto fresh = [this](const Digest& d, BootClock::time_point t) {
+    return followers_[storage::PartitionOf(d, followers_.size())]->Fresh(t);  // one database: partition 0
   };
   auto state = [this] {
     std::string stale;
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = BootClock::now();
     for (const auto& f : followers_) {
       if (f->Fresh(now)) continue;
       if (!stale.empty()) stale += "; ";

@@ -202,7 +202,14 @@ po::options_description Options() {
                                                               "PostgreSQL decides; ms s, 10ms..60s")
       ("max-commit-lag", s(FormatMillis(d.max_commit_lag)), "ack=filter with --follow and the journal: while a key "
                                                             "answered 'new' has waited longer for its commit, new "
-                                                            "keys are decided in PostgreSQL; 0 = unbounded");
+                                                            "keys are decided in PostgreSQL; 0 = unbounded")
+      ("peer-wait", s(FormatMillis(d.peer_wait)), "a key another instance may hold answered 'new' and uncommitted "
+                                                  "(its commit watermark lags) waits this long for it, then gets "
+                                                  "503 + Retry-After; 0 = 503 at once; ms s, 0..10m (capped by "
+                                                  "--request-timeout)")
+      ("retire-instance", s(""), "UUID: retire that --ack=filter instance (gone for good with its journal) in every "
+                                 "database of this configuration, so the others stop waiting for its uncommitted "
+                                 "keys (an explicit loss window), and exit");
   po::options_description security("Security");
   security.add_options()
       ("tls-cert", s(d.tls_cert),
@@ -435,6 +442,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   c.journal_max_bytes =
       ParseUnsigned<std::uint64_t>(str("journal-max-bytes"), "journal-max-bytes", 1u << 16, std::uint64_t{1} << 40);
   ParseFollow(str("follow"), str("follow-max-lag"), str("max-commit-lag"), c);  // server/config/config_follow.cc
+  ParsePeers(str("peer-wait"), str("retire-instance"), c);  // server/config/config_peers.cc
   c.admin_listen = str("admin-listen");
   if (c.admin_split()) ParseAdminListen(c);
   c.admin_tls = ParseOnOff(str("admin-tls"), "admin-tls");

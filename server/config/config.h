@@ -167,6 +167,17 @@ struct Config {
   // longer than this for its PostgreSQL commit (so other instances cannot know it yet), new keys are decided in
   // PostgreSQL instead of by the filter, until the journal's oldest uncommitted record is younger. 0 = unbounded.
   std::chrono::milliseconds max_commit_lag{1000};
+  // Issue 42, the peers' commit watermark (storage/peers/peer_view.h): a key whose request the peers do not cover
+  // waits this long for coverage (capped by request_timeout), then gets 503 + Retry-After. 0 = 503 at once.
+  std::chrono::milliseconds peer_wait{1000};
+  // --retire-instance=<uuid>: retire that journal owner's rows in every database of the configuration and exit
+  // (server/retire_instance.cc); "" = serve.
+  std::string retire_instance;
+  // W of the peers' argument: a key another instance answered `new` more than this before a request arrived is
+  // never `new` for it. --max-commit-lag + --follow-max-lag.
+  std::chrono::milliseconds peer_window() const { return max_commit_lag + follow_max_lag; }
+  // This instance publishes its watermark: --ack=filter with the journal (a journal owner).
+  bool publishes_watermark() const { return ack == AckMode::kFilter && journal; }
   bool following() const { return follow && filter && (ack == AckMode::kFilter || follow_commit); }
   bool tls() const { return !tls_cert.empty(); }
   bool mtls() const { return !tls_client_ca.empty(); }
@@ -209,6 +220,9 @@ void ParseHorizon(std::string_view window, bool window_given, std::string_view r
 // 10ms..60s) and c.max_commit_lag (--max-commit-lag, 0 or 10ms..60s). Throws ConfigError naming the option.
 // server/config/config_follow.cc.
 void ParseFollow(std::string_view follow, std::string_view max_lag, std::string_view max_commit_lag, Config& c);
+// Sets c.peer_wait (--peer-wait, 0..10m) and c.retire_instance (--retire-instance, a UUID or ""). Throws ConfigError
+// naming the option. server/config/config_peers.cc.
+void ParsePeers(std::string_view peer_wait, std::string_view retire_instance, Config& c);
 
 // Sets c.keys (--keys: raw | gs1) and c.expiry_grace (--expiry-grace: a duration, s m h d, 0..2192d). Throws
 // ConfigError. server/config/config_horizon.cc.

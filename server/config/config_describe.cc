@@ -70,6 +70,7 @@ boost::json::object Describe(const Config& c) {
   o["follow"] = c.following() ? storage::FollowMethodName(c.follow_method) : (c.ack == AckMode::kFilter ? "off" : "unused");
   o["follow_max_lag_ms"] = c.follow_max_lag.count();
   o["max_commit_lag_ms"] = c.max_commit_lag.count();
+  o["peer_wait_ms"] = c.peer_wait.count();
   return o;
 }
 

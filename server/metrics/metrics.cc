@@ -11,6 +11,7 @@
 #include "server/metrics/prom_writer.h"
 #include "server/metrics/access_metrics.h"
 #include "server/metrics/follower_metrics.h"
+#include "server/metrics/peer_metrics.h"
 #include "server/metrics/table_metrics.h"
 
 namespace scangate::server {
@@ -68,6 +69,11 @@ void Metrics::Collect(MetricsSnapshot& out) const {
     out.recent_replays += b->recent_replays.Get();
     out.follower_fallbacks += b->follower_fallbacks.Get();
     out.commit_lag_fallbacks += b->commit_lag_fallbacks.Get();
+    out.peer_uncovered += b->peer_uncovered.Get();
+    out.peer_read_duplicates += b->peer_read_duplicates.Get();
+    out.peer_waits += b->peer_waits.Get();
+    out.peer_wait_timeouts += b->peer_wait_timeouts.Get();
+    out.unpublished_fallbacks += b->unpublished_fallbacks.Get();
     out.mismatch_lot += b->mismatch_lot.Get();
     out.mismatch_expiry += b->mismatch_expiry.Get();
     out.queue_waits += b->queue_waits.Get();
@@ -219,6 +225,7 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   WritePartitionMetrics(w, s);
   WriteAccessMetrics(w, s);
   WriteFollowerMetrics(w, s);
+  WritePeerMetrics(w, s);
   w.Header("scangate_pg_batch_size", "histogram", "Keys per PostgreSQL transaction.");
   w.Histogram("scangate_pg_batch_size", "", s.store.batch_size_buckets, s.store.batch_size_sum,
               s.store.batch_size_count);
@@ -375,6 +382,7 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
   AddPartitionStats(o, s);
   AddAccessStats(o, s);
   AddFollowerStats(o, s);
+  AddPeerStats(o, s);
   if (s.journal) {
     const storage::JournalDrainStats& j = *s.journal;
     o["journal"] = json::object{

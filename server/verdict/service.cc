@@ -42,9 +42,10 @@ Service::Service(const Config& config, Digester digester, ShardedFilter& filter,
       filter_telemetry_(filter),
       recent_(config.recent_keys),
       journal_(journal),
-      max_commit_lag_us_(config.following() && journal != nullptr
-                             ? std::chrono::duration_cast<std::chrono::microseconds>(config.max_commit_lag).count()
+      max_commit_lag_ns_(config.following() && journal != nullptr
+                             ? std::chrono::duration_cast<std::chrono::nanoseconds>(config.max_commit_lag).count()
                              : 0),
+      peer_wait_(std::min(config.peer_wait, config.request_timeout)),
       instance_id_(NextInstanceId()) {}
 
 std::int64_t Service::ExpiredBeforeUs(std::int64_t now_us) const {

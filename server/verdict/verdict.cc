@@ -15,6 +15,9 @@
 // (replayed): from the pending set in step 1, from the recent set in step 3 (an entry keeps the recording
 // request's record; one whose record is unknown — a follower's row, a duplicate whose row was not read — is no
 // answer for such a request), from PostgreSQL's row in step 4.
+// Peers (issue 42): step 2's `new` and step 4's insert need every running journal owner's watermark to cover the
+// request (read with the follower's freshness before the probe); otherwise the key is read (a duplicate when
+// PostgreSQL holds it), waits for coverage (bounded) or gets 503 (service_peers.cc).
 // Invariants: a filter positive always reaches step 1, 3 or 4 (never a "duplicate" from the filter); in
 // ack=filter steps 1-4 run under the digest's stripe lock, so a concurrent observer of the digest finds
 // either nothing (and queues behind its write-behind row: same Store route, FIFO) or the record.
@@ -117,10 +120,21 @@ void CountUntrusted(bool filter_trusted, Probe probe, ThreadCounters& counters) 
 }
 }  // namespace
 
+void Service::ReadTrust(Call& call, std::size_t i, const Digest& d) const {
+  Call::Entry& e = call.at(i);
+  // Issue 42, item 2: read BEFORE the probe. The follower stores its stamp (and the peers' view its deadline) with
+  // release after setting a poll's digests in the filter; these acquire loads make those digests visible to the
+  // probe below. Read after the probe (as before), a stale->fresh flip in between vouched for a negative the probe
+  // had taken before the digests were set — a key committed elsewhere answered `new`.
+  if (fresh_) e.fresh = fresh_(d, BootClock::time_point(BootClock::duration(call.arrived_ns)));
+  if (peers_.covered) e.covered = peers_.covered(d, call.arrived_ns);
+}
+
 void Service::DecideKey(const CallPtr& call, std::size_t i, const Digest& d, const std::string& source,
                         std::optional<Probe> probe) {
   Call::Entry& e = call->at(i);
   const std::uint32_t route = RouteOfDigest(d);
+  ReadTrust(*call, i, d);
   if (ack_ == AckMode::kFilter && filter_on_) {
     // Probe and decide atomically per stripe: if another observer of this digest sees our bits, its exact
     // Submit is queued after our write-behind row (same store route, FIFO) and so gets "duplicate".
@@ -158,8 +172,16 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
   // --follow: a definitely-new is a verdict only while the follower of the digest's database is fresh (it holds
   // every digest committed there, by any instance, up to --follow-max-lag ago); stale, PostgreSQL decides.
   if (ack_ == AckMode::kFilter && filter_said_new) {
-    if (fresh_ && !fresh_(d)) {
+    if (!e.fresh) {
       call->counters.follower_fallbacks.Inc();
+      return ExactPath(call, i, route, d, source);
+    }
+    // Issue 42: a peer may hold this key answered `new` and uncommitted (ExactPath sends it to Uncovered).
+    if (!e.covered) return ExactPath(call, i, route, d, source);
+    // This instance's own watermark row is not registered yet (at start): the other instances could not know what
+    // it journals, so PostgreSQL decides.
+    if (journal_ != nullptr && peers_.published && !peers_.published(d)) {
+      call->counters.unpublished_fallbacks.Inc();
       return ExactPath(call, i, route, d, source);
     }
     // first_seen of the journal record / write-behind row and the set: the least PostgreSQL's clock can read now
@@ -173,7 +195,7 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
     // rate), new keys are decided in PostgreSQL — which adds nothing to the journal's backlog — until it is
     // younger. So the cross-instance window stays bounded under any load. Per partition (the journal keeps the
     // oldest per partition): one partition's outage does not send the others' new keys to PostgreSQL.
-    if (CommitLagPastBound(now_us, d)) {
+    if (CommitLagPastBound(call->arrived_ns, d)) {
       call->counters.commit_lag_fallbacks.Inc();
       return ExactPath(call, i, route, d, source);
     }
@@ -209,6 +231,8 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
 
 void Service::ExactPath(const CallPtr& call, std::size_t i, std::uint32_t route, const Digest& d,
                         const std::string& source) {
+  // Issue 42: an insert cannot see a key a peer answered `new` and has not committed.
+  if (!call->at(i).covered) return Uncovered(call, i, route, d, source);
   // Behind parked requests, this one parks too (first come, first served) rather than taking their room.
   if (!OthersWaitForRoom() && SubmitExact(call, i, route, d, source)) return;
   if (!MayWaitForRoom()) return call->Fail(Problem::Unavailable(std::string(kUnavailableDetail)));
@@ -253,10 +277,10 @@ void Service::OnStored(Call& call, std::size_t i, const storage::Result& r) cons
   call.Finish();
 }
 
-bool Service::CommitLagPastBound(std::int64_t now_us, const Digest& d) const {
-  if (max_commit_lag_us_ == 0) return false;  // unbounded, or not following with the journal (no journal_)
-  const std::int64_t oldest = journal_->oldest_uncommitted_us(d);  // of d's partition
-  return oldest != 0 && now_us - oldest > max_commit_lag_us_;
+bool Service::CommitLagPastBound(std::int64_t now_ns, const Digest& d) const {
+  if (max_commit_lag_ns_ == 0) return false;  // unbounded, or not following with the journal (no journal_)
+  const std::int64_t oldest = journal_->oldest_uncommitted_ns(d);  // of d's partition; boot clock
+  return oldest != 0 && now_ns - oldest > max_commit_lag_ns_;
 }
 
 void Service::Replay(Verdict& v, ThreadCounters& counters) {

@@ -218,7 +218,7 @@ void Follower::Session(std::unique_ptr<Connections> c, bool reload) {
 
 FollowerStats Follower::Stats() const {
   FollowerStats s;
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = BootClock::now();
   s.connected = connected_.load();
   s.fresh = Fresh(now);
   const auto as_of = fresh_as_of_ns_.load(std::memory_order_relaxed);  // relaxed: a figure for a scrape

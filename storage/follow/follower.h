@@ -33,10 +33,12 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include <absl/base/thread_annotations.h>
 
+#include "core/boot_clock.h"
 #include "core/digest.h"
 #include "core/mutex.h"
 #include "storage/conn_target.h"
@@ -69,6 +71,12 @@ struct FollowerOptions {
   // poll only, optional (--ack=commit's recent set): called after `apply` with each poll's rows that carry
   // neither lot nor expiry (raw keys' rows) and their first_seen (µs since the epoch); follower's thread.
   std::function<void(std::span<const Digest>, std::span<const std::int64_t>)> learned;
+  // Issue 42, optional: the peers' watermark rows (storage/peers/peer_sql.h PeersJsonSql: `peers_sql`) are read in
+  // the statement whose snapshot gives the keys — the poll itself, or the logical probe whose flush position the
+  // stream must pass — and handed to `peers` with the boot time (core/boot_clock.h) that statement was sent, once
+  // those keys are applied (before the freshness stamp). Follower's thread.
+  std::string peers_sql;
+  std::function<void(std::string_view rows_json, std::int64_t sent_ns)> peers;
 };
 
 
@@ -99,11 +107,14 @@ class Follower {
   // connection remembers the generation of the string it opened (ConnTarget) and is dropped once it changed.
   void Retarget(std::string conninfo);
 
-  // True while the filter holds every digest committed before now - max_lag (see the invariant). Lock-free;
-  // any thread (the I/O threads ask it per definitely-new key).
-  bool Fresh(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) const {
-    // relaxed: a timestamp read alone; a value one probe old only makes the answer more conservative.
-    const auto as_of = fresh_as_of_ns_.load(std::memory_order_relaxed);
+  // True while the filter holds every digest committed before now - max_lag (see the invariant); `now` on the boot
+  // clock (core/boot_clock.h: a suspended host does not find an old stamp young). Lock-free; any thread (the I/O
+  // threads ask it per definitely-new key, BEFORE probing the filter: issue 42).
+  bool Fresh(BootClock::time_point now = BootClock::now()) const {
+    // acquire: pairs with the stamp's release after the poll's (probe's) digests were applied, so a probe of the
+    // filter after this call sees every digest the stamp vouches for. Read before the probe: a stale->fresh flip
+    // between a probe and this read would otherwise vouch for a negative taken before those digests were set.
+    const auto as_of = fresh_as_of_ns_.load(std::memory_order_acquire);
     return as_of != 0 && now.time_since_epoch().count() - as_of <= max_lag_ns_;
   }
   FollowerStats Stats() const;
@@ -142,7 +153,7 @@ class Follower {
   Apply apply_;
   Reload reload_;
   const std::int64_t max_lag_ns_;
-  std::atomic<std::int64_t> fresh_as_of_ns_{0};  // steady clock ns of the last probe the stream passed; 0 = never
+  std::atomic<std::int64_t> fresh_as_of_ns_{0};  // boot clock ns of the last probe the stream passed; 0 = never
   std::atomic<bool> stop_{false};
   std::atomic<bool> connected_{false};
   std::atomic<std::uint64_t> keys_{0}, transactions_{0}, reconnects_{0}, reloads_{0};

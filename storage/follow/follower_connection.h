@@ -17,6 +17,7 @@
 #include "storage/follow/follower.h"
 #include "storage/pg/conninfo.h"
 #include "storage/pg/pg_exec.h"
+#include "storage/pg/libpq_handles.h"
 
 namespace scangate::storage {
 namespace follow_detail {
@@ -39,7 +40,7 @@ inline constexpr auto kAnswerGrace = std::chrono::seconds(1);
 // No client-side bound (CREATE_REPLICATION_SLOT waits for the transactions running anywhere to end): only Stop().
 inline constexpr auto kNoAnswerBound = kPgNoBound;
 
-inline std::int64_t SteadyNs(std::chrono::steady_clock::time_point t) { return t.time_since_epoch().count(); }
+inline std::int64_t SteadyNs(BootClock::time_point t) { return t.time_since_epoch().count(); }
 
 // Opens `conninfo` (URL or key=value) with `defaults` added where it sets none (storage/pg/conninfo.h), as
 // `application_name`, with replication=database when `replication`. Throws FollowError naming `what` and libpq's

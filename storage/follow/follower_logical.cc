@@ -94,9 +94,13 @@ void Follower::StreamLogical(Connections& c) {
   struct Probe {
     std::uint64_t lsn;
     std::int64_t taken_ns;
+    std::string peer_rows;  // issue 42: the peers' rows in the probe's snapshot (FollowerOptions::peers)
   };
+  const bool peers = options_.peers && !options_.peers_sql.empty();
+  const std::string probe_sql =
+      std::string("SELECT pg_current_wal_flush_lsn()") + (peers ? ", " + options_.peers_sql : std::string());
   std::deque<Probe> probes;
-  auto next_probe = std::chrono::steady_clock::now();
+  auto next_probe = BootClock::now();
   // Every probe asks the server for a reply (a keepalive), so a live stream is never silent for long; one silent
   // past `within` is a network that drops packets, or a frozen walsender: the connection is given up.
   auto last_message = next_probe;
@@ -114,7 +118,7 @@ void Follower::StreamLogical(Connections& c) {
       if (n == 0) return any;
       if (n < 0) throw FollowError("stream ended: " + ErrorSummary(PQerrorMessage(c.repl.get())));
       any = true;
-      last_message = std::chrono::steady_clock::now();
+      last_message = BootClock::now();
       const std::string_view msg(buf, static_cast<std::size_t>(n));
       std::optional<std::string> bad = reader.Read(msg, ev);
       PQfreemem(buf);
@@ -133,20 +137,23 @@ void Follower::StreamLogical(Connections& c) {
     }
   };
   while (!stop_.load() && !Moved(c)) {
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = BootClock::now();
     if (now - last_message > within) {
       throw FollowError("stream: no message within " + std::to_string(within.count()) +
                         " ms (a network dropping packets, or a frozen server): the connection is given up");
     }
     if (now >= next_probe) {
-      // The server's flush position now: every commit acknowledged before `now` is at or before it.
-      ResultPtr r = Exec(c.probe.get(), "SELECT pg_current_wal_flush_lsn()", {}, false, within, stop_, "probe");
+      // The server's flush position now: every commit acknowledged before `now` is at or before it — and every
+      // commit the peers' rows of this snapshot cover (issue 42: visible, so flushed, before the position is read).
+      ResultPtr r = Exec(c.probe.get(), probe_sql.c_str(), {}, false, within, stop_, "probe");
       if (PQresultStatus(r.get()) != PGRES_TUPLES_OK || PQntuples(r.get()) != 1) {
         throw FollowError("probe: " + ErrorSummary(PQerrorMessage(c.probe.get())));
       }
       const auto lsn = ParseLsn(PQgetvalue(r.get(), 0, 0));
       if (!lsn) throw FollowError("probe: malformed LSN");
-      if (probes.size() < 64) probes.push_back({*lsn, SteadyNs(now)});
+      if (probes.size() < 64) {
+        probes.push_back({*lsn, SteadyNs(now), peers && !PQgetisnull(r.get(), 0, 1) ? PQgetvalue(r.get(), 0, 1) : ""});
+      }
       send(StandbyStatusUpdate(progress, UnixUs(), /*reply=*/true));  // the server answers with its position
       next_probe = now + options_.probe_interval;
     }
@@ -163,9 +170,11 @@ void Follower::StreamLogical(Connections& c) {
       if (!read_buffered()) break;
       read_any = true;
     }
+    if (Moved(c)) return;  // a move meanwhile: no stamp from the server left behind (as the poll)
     while (!probes.empty() && progress >= probes.front().lsn) {
-      // relaxed: the stamp is the datum; the filter's bits were set (seq_cst) before it.
-      fresh_as_of_ns_.store(probes.front().taken_ns, std::memory_order_relaxed);
+      if (peers) options_.peers(probes.front().peer_rows, probes.front().taken_ns);  // its snapshot's keys applied
+      // release: after the digests were applied (as the poll's stamp; issue 42).
+      fresh_as_of_ns_.store(probes.front().taken_ns, std::memory_order_release);
       probes.pop_front();
     }
     if (read_any) std::this_thread::sleep_for(kGather);

@@ -46,21 +46,24 @@ constexpr const char* kStartSql =
 // The third column ({SEEN}): with FollowerOptions::learned, the row's first_seen when it carries neither lot nor
 // expiry (a raw key's row, whose recent-set key is its digest: server/verdict/scan_key.h RecentDigest), else NULL;
 // in binary a timestamptz is int8 µs since 2000-01-01 (no conversion on the server). Without `learned`, NULL.
+// The fourth column ({PEERS}, issue 42): with FollowerOptions::peers, the peers' watermark rows as JSON text in the
+// snapshot row (storage/peers/peer_sql.h) — the same snapshot as the digests — else NULL.
 constexpr const char* kPollSql = R"sql(
-SELECT pg_current_snapshot()::text, NULL::bytea, NULL::timestamptz
+SELECT pg_current_snapshot()::text, NULL::bytea, NULL::timestamptz, {PEERS}
 UNION ALL
-SELECT NULL, digest, {SEEN} FROM scan_keys
+SELECT NULL, digest, {SEEN}, NULL FROM scan_keys
  WHERE commit_xid >= pg_snapshot_xmax($1::pg_snapshot) AND commit_xid < pg_snapshot_xmax(pg_current_snapshot())
 UNION ALL
-SELECT NULL, digest, {SEEN} FROM scan_keys
+SELECT NULL, digest, {SEEN}, NULL FROM scan_keys
  WHERE commit_xid = ANY (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot)))
 )sql";
 constexpr const char* kSeen = "CASE WHEN lot IS NULL AND expiry IS NULL THEN first_seen END";
 constexpr const char* kNoSeen = "NULL::timestamptz";
 
-std::string PollSql(bool seen) {
+std::string PollSql(bool seen, const std::string& peers_sql) {
   std::string sql = kPollSql;
   for (std::size_t at; (at = sql.find("{SEEN}")) != std::string::npos;) sql.replace(at, 6, seen ? kSeen : kNoSeen);
+  sql.replace(sql.find("{PEERS}"), 7, peers_sql.empty() ? std::string("NULL::text") : peers_sql);
   return sql;
 }
 
@@ -103,12 +106,14 @@ void Follower::ConnectPoll(Connections& c, const std::string& conninfo) {
 
 void Follower::Poll(Connections& c) {
   Up("poll");
-  const std::string sql = PollSql(static_cast<bool>(options_.learned));
+  const bool peers = options_.peers && !options_.peers_sql.empty();
+  const std::string sql = PollSql(static_cast<bool>(options_.learned), peers ? options_.peers_sql : std::string());
   std::vector<Digest> digests, learned;
   std::vector<std::int64_t> learned_us;
   const auto within = options_.statement_timeout + kAnswerGrace;
+  std::string peer_rows;
   while (!stop_.load() && !Moved(c)) {
-    const auto sent = std::chrono::steady_clock::now();
+    const auto sent = BootClock::now();
     const char* params[] = {c.snapshot.c_str()};
     ResultPtr r = Exec(c.poll.get(), sql.c_str(), params, /*binary=*/true, within, stop_, "poll");
     if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) {
@@ -123,6 +128,9 @@ void Follower::Poll(Connections& c) {
     for (int i = 0; i < rows; ++i) {
       if (!PQgetisnull(r.get(), i, 0)) {  // binary text: the snapshot's characters
         next.assign(PQgetvalue(r.get(), i, 0), static_cast<std::size_t>(PQgetlength(r.get(), i, 0)));
+        if (peers && !PQgetisnull(r.get(), i, 3)) {
+          peer_rows.assign(PQgetvalue(r.get(), i, 3), static_cast<std::size_t>(PQgetlength(r.get(), i, 3)));
+        }
         continue;
       }
       if (PQgetisnull(r.get(), i, 1) || PQgetlength(r.get(), i, 1) != static_cast<int>(sizeof(Digest))) {
@@ -144,13 +152,17 @@ void Follower::Poll(Connections& c) {
     if (!learned.empty()) options_.learned(learned, learned_us);
     transactions_.fetch_add(1);  // with --follow=poll: polls
     c.snapshot = std::move(next);
-    // relaxed: the stamp is the datum; the filter's bits were set (seq_cst) before it. Every commit acknowledged
-    // before `sent` is visible in the snapshot this poll read.
-    fresh_as_of_ns_.store(SteadyNs(sent), std::memory_order_relaxed);
+    // A move while this poll ran: its answer came from the server left behind, so neither its stamp nor its peers'
+    // rows may say fresh (Session drops the stamp and connects to the new one).
+    if (Moved(c)) return;
+    // Issue 42: the peers' rows of this same snapshot, now that its digests are in the filter.
+    if (peers) options_.peers(peer_rows, SteadyNs(sent));
+    // release: after the digests were applied, so a Fresh() that reads this stamp (acquire) and then probes the
+    // filter sees them (issue 42). Every commit acknowledged before `sent` is visible in the snapshot this poll read.
+    fresh_as_of_ns_.store(SteadyNs(sent), std::memory_order_release);
     const auto next_poll = sent + options_.probe_interval;
-    while (!stop_.load() && !Moved(c) && std::chrono::steady_clock::now() < next_poll) {
-      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
-          kStopSlice, next_poll - std::chrono::steady_clock::now()));
+    while (!stop_.load() && !Moved(c) && BootClock::now() < next_poll) {
+      std::this_thread::sleep_for(std::min<BootClock::duration>(kStopSlice, next_poll - BootClock::now()));
     }
   }
 }

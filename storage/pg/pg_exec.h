@@ -1,7 +1,7 @@
 // Bounded, stoppable statements on a plain libpq connection (the follower's, storage/follow/; the clock reader's,
-// storage/clock/): libpq handles that close themselves, and one statement sent and waited for on the socket a
-// slice at a time, so that neither a network that drops packets silently nor a frozen server holds the thread —
-// or the Stop() that joins it — longer than the caller's bound.
+// storage/clock/; the peers' threads, storage/peers/): one statement sent and waited for on the socket a slice at a
+// time, so that neither a network that drops packets silently nor a frozen server holds the thread — or the Stop()
+// that joins it — longer than the caller's bound.
 // Invariant: ExecWithin never waits longer than `within` (rounded up to a slice) nor a slice past `stop`.
 #pragma once
 
@@ -13,16 +13,9 @@
 #include <span>
 #include <string>
 
-namespace scangate::storage {
+#include "storage/pg/libpq_handles.h"  // PgConnPtr, PgResultPtr
 
-struct PgConnCloser {
-  void operator()(PGconn* c) const { PQfinish(c); }
-};
-using PgConnPtr = std::unique_ptr<PGconn, PgConnCloser>;
-struct PgResultClearer {
-  void operator()(PGresult* r) const { PQclear(r); }
-};
-using PgResultPtr = std::unique_ptr<PGresult, PgResultClearer>;
+namespace scangate::storage {
 
 // The longest a thread in ExecWithin waits on its socket at once: how late it sees `stop`.
 inline constexpr auto kPgWaitSlice = std::chrono::milliseconds(10);

@@ -30,12 +30,6 @@ namespace {
 
 namespace json = boost::json;
 
-std::string TempDir(const char* tag) {
-  std::string tmpl = std::string("/tmp/scangate-") + tag + ".XXXXXX";
-  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-  return tmpl;
-}
-
 HttpResponse ObserveWith(HttpClient& c, const std::string& body, const std::string& idempotency_key) {
   return c.Request("POST", "/observe", body, "application/json", {{"Idempotency-Key", idempotency_key}});
 }

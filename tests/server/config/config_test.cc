@@ -201,6 +201,34 @@ TEST(Config, FollowAndItsBounds) {
   }
 }
 
+// The peers' settings (issue 42): --peer-wait 0..10m (1 s by default); --retire-instance a UUID (a command) or
+// nothing; W = --max-commit-lag + --follow-max-lag; a journal owner publishes, --ack=commit and --journal=off do not.
+TEST(Config, Peers) {
+  using namespace std::chrono_literals;
+  const Config d = ParseOk({"--database-url", kUrl});
+  EXPECT_EQ(d.peer_wait, 1000ms);
+  EXPECT_TRUE(d.retire_instance.empty());
+  EXPECT_EQ(d.peer_window(), 2000ms);
+  EXPECT_FALSE(d.publishes_watermark());
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--peer-wait", "0"}).peer_wait, 0ms);
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--peer-wait", "250ms"}).peer_wait, 250ms);
+  EXPECT_NE(ParseError({"--database-url", kUrl, "--peer-wait", "11m"}).find("--peer-wait"), std::string::npos);
+  EXPECT_NE(ParseError({"--database-url", kUrl, "--peer-wait", "soon"}).find("peer-wait"), std::string::npos);
+  const std::string id = "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b";
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--retire-instance", id}).retire_instance, id);
+  for (const char* bad : {"1b4e28ba", "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633", "1b4e28ba_2fa1-4d3b-a3f5-ef19b5a7633b",
+                          "zb4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b"}) {
+    EXPECT_NE(ParseError({"--database-url", kUrl, "--retire-instance", bad}).find("--retire-instance"),
+              std::string::npos)
+        << bad;
+  }
+  const Config f = ParseOk({"--database-url", kUrl, "--ack", "filter", "--journal-dir", "/tmp/j", "--max-commit-lag",
+                            "300ms", "--follow-max-lag", "200ms"});
+  EXPECT_EQ(f.peer_window(), 500ms);
+  EXPECT_TRUE(f.publishes_watermark());
+  EXPECT_FALSE(ParseOk({"--database-url", kUrl, "--ack", "filter", "--journal", "off"}).publishes_watermark());
+}
+
 // Every option parses from the command line, both "--x v" and "--x=v".
 TEST(Config, CommandLine) {
   Config c = ParseOk({"--database-url=" + std::string(kUrl), "--listen", "127.0.0.1", "--port", "0", "--threads", "3",
@@ -426,7 +454,7 @@ TEST(Config, Help) {
       {"PostgreSQL", {"database-url", "writers", "batch-limit", "queue-limit", "queue-wait", "request-timeout"}},
       {"Filter", {"capacity", "fp-target", "window", "retention", "shards", "filter", "recent-keys"}},
       {"Acknowledgement", {"ack", "flush-interval", "journal", "journal-dir", "journal-max-bytes", "follow", "follow-max-lag",
-                           "max-commit-lag"}},
+                           "max-commit-lag", "peer-wait", "retire-instance"}},
       {"Security", {"tls-cert", "tls-key", "admin-tls", "tls-client-ca", "tls-crl", "tls-client-routes", "tokens-file", "rate-limit", "rate-burst", "cors-origins", "allowed-hosts",
                     "proxy-protocol-from", "insecure", "digest-secret-file"}},
       {"Operations", {"access-log", "help", "version"}},
