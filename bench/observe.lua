@@ -8,8 +8,8 @@
 -- env BENCH_KEYS=gs1: each key is a GS1 DataMatrix element string of one pack (GTIN, expiry, lot, FNC1, serial
 --   "<run id[1..8]><thread>Z<counter>"), the same string for --keys=raw and --keys=gs1 cells (issue 24).
 -- env BENCH_IDEMPOTENCY=1 (issue 34): every request carries an Idempotency-Key of its own ("<run id>-<thread>-i<seq>"),
---   as a till sends a fresh one per scan (a repeat is a new scan: a new key); the server then decides every key in
---   PostgreSQL and writes the idempotency record with its row.
+--   as a till sends a fresh one per scan (a repeat is a new scan: a new key); the server writes the idempotency
+--   record with each new key's row and answers the repeats (second scans) from its recent set (issue 44).
 -- env BENCH_SOURCE: the "source" every request sends (default "wrk"; issue 45's bytes per key: "till-07").
 -- COUNT (or env BENCH_COUNT_STATUS; default 1): 1 = count responses per status with response() (wrk then
 --   parses every response in Lua, which costs wrk CPU); 0 = no response() hook (wrk still counts non-2xx/3xx).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/run.sh — scangate's side-by-side load benchmark, in one command on one machine:
-#   bench/run.sh                    full run (7 systems x 3 workloads x {64,256} conns x 3 repetitions, 15 s cells;
-#                                   ~1 h with the 10 M scale part)
+#   bench/run.sh                    full run (9 systems x 3 workloads x {64,256} conns x 3 repetitions, 15 s cells;
+#                                   ~1 h 15 min with the 10 M scale part)
 #   BENCH_QUICK=1 bench/run.sh      smoke test (5 s cells, 64 conns only, 1 repetition, 1 M scale keys, 10 s sustain)
 #   BENCH_SCALE_KEYS=100000000 BENCH_SKIP="statuscost sustain redis" BENCH_SYSTEMS="ceiling commit" bench/run.sh
 #                                   the 100 M-key scale run (not default; --capacity sized for it, see below; the
@@ -21,17 +21,22 @@
 #   BENCH_QUICK (0)            1 = smoke test: 5 s cells, one connection count, small scale/sustain runs
 #   BENCH_DURATION (15)        seconds per measured cell;  BENCH_WARMUP (3) seconds of warm-up before it
 #   BENCH_CONNS ("64 256")     wrk connection counts;      BENCH_WRK_THREADS (2) wrk -t
-#   BENCH_SYSTEMS ("ceiling naive commit nofilter filter filteroff filternj")
+#   BENCH_SYSTEMS ("ceiling naive commit nofilter filter filteroff filternj commitidem filteridem")
 #                              ceiling = fixed-201 Beast server, naive = 1 INSERT per request, commit = ack=commit,
 #                              nofilter = ack=commit --filter=off, filter = ack=filter (journal on),
 #                              filteroff = ack=filter --filter=off (journal on; every key takes the exact path),
-#                              filternj = ack=filter --journal=off (the in-memory write-behind); not in the default
-#                              set: commitidem / filteridem = commit / filter with an Idempotency-Key on every
-#                              request (wrk's BENCH_IDEMPOTENCY=1, issue 34); filternf = filter --follow=off (issue 32);
+#                              filternj = ack=filter --journal=off (the in-memory write-behind),
+#                              commitidem / filteridem = commit / filter with an Idempotency-Key on every request
+#                              (wrk's BENCH_IDEMPOTENCY=1, issues 34 and 44: a till's recommended use, whose repeats
+#                              must cost what repeats without the header cost); not in the default
+#                              set: filternf = filter --follow=off (issue 32);
 #                              filterlogical = filter --follow=logical (its peer too; filter follows by the default,
 #                              poll); filternx = filternf on the schema
 #                              without sql/010's commit_xid index and default (dropped for the cell, then put back:
-#                              the write path's cost of the polling design)
+#                              the write path's cost of the polling design); filterbase = filter run by
+#                              SCANGATE_BASE_BIN (another build, e.g. main's, its peer too: the side-by-side baseline of
+#                              a change; issue 42 also measured filterdirect = filter --watermark=direct, its design B,
+#                              removed after: bench/RESULTS.md "Issue 42")
 #   BENCH_PEER (0)             1 = every ack=filter cell also runs an idle second scangate on the same database
 #                              (its own journal; its follower decodes the measured one's writes), as two instances
 #                              behind a balancer would: its CPU is in the cell's "other" column
@@ -53,13 +58,17 @@
 #   BENCH_REDIS_KEYS (1000000) keys for the Redis SET NX comparison (skipped when redis-server is missing;
 #                              BENCH_INSTALL_REDIS=1 lets this script apt-get install redis-server first)
 #   BENCH_SCANGATE_ARGS ("")   extra flags for every scangate start
-#   BENCH_KEEP_PG (0)          1 = keep the PostgreSQL data dir /tmp/scangate-bench-pg after the run
+#   BENCH_KEEP_PG (0)          1 = keep the PostgreSQL data dir (BENCH_PG_DIR, /tmp/scangate-bench-pg) after the run
 #   BENCH_WAL_PREFILL (128)    WAL segments (16 MB each) created before the first cell; a CHECKPOINT before
 #                              every throughput cell recycles them (see prefill_wal)
 #   BENCH_NICE (-10)           niceness of the whole run (needs root for < 0; 0 = leave as is)
 #   BENCH_BUILD_DIR (build/release)  BENCH_SKIP_BUILD (0)
 #   BENCH_SKIP (""): space-separated parts to skip: matrix statuscost scale sustain redis
-#   SCANGATE_BIN / CEILING_BIN / NAIVE_BIN   binaries (default: from the build dir)
+#   SCANGATE_BIN / CEILING_BIN / NAIVE_BIN   binaries (default: from the build dir); SCANGATE_BASE_BIN: filterbase's
+#   BENCH_BASE_BIN ("")        a second scangate binary (e.g. main's) measured side by side with SCANGATE_BIN in the
+#                              same run: a system named base-<system> (base-commit, base-filteridem, ...) is <system>
+#                              started from BENCH_BASE_BIN, its repetitions interleaved with the others'; its ratios
+#                              and CPU columns are computed exactly as any system's
 set -uo pipefail
 
 # The machine is shared (other builds/tests): by default run the whole benchmark tree (servers, PostgreSQL, wrk)
@@ -90,7 +99,7 @@ else
 fi
 [[ $REPS =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_REPS must be a positive integer" >&2; exit 2; }
 WRK_THREADS=${BENCH_WRK_THREADS:-2}
-SYSTEMS=${BENCH_SYSTEMS:-"ceiling naive commit nofilter filter filteroff filternj"}
+SYSTEMS=${BENCH_SYSTEMS:-"ceiling naive commit nofilter filter filteroff filternj commitidem filteridem"}
 WORKLOADS=${BENCH_WORKLOADS:-"0 0.10 0.50"}
 THREADS=${BENCH_SERVER_THREADS:-2}
 NAIVE_POOL=${BENCH_NAIVE_POOL:-16}
@@ -98,6 +107,7 @@ SG_EXTRA=${BENCH_SCANGATE_ARGS:-}
 SKIP=" ${BENCH_SKIP:-} "
 BUILD=${BENCH_BUILD_DIR:-$ROOT/build/release}
 SCANGATE_BIN=${SCANGATE_BIN:-$BUILD/server/scangate}
+BASE_BIN=${BENCH_BASE_BIN:-}
 CEILING_BIN=${CEILING_BIN:-$BUILD/bench/http/ceiling_server}
 NAIVE_BIN=${NAIVE_BIN:-$BUILD/bench/http/naive_server}
 LUA=$ROOT/bench/observe.lua
@@ -132,6 +142,9 @@ fi
 for b in "$CEILING_BIN" "$NAIVE_BIN"; do [[ -x $b ]] || { log "missing $b"; exit 1; }; done
 HAVE_SCANGATE=1
 [[ -x $SCANGATE_BIN ]] || { HAVE_SCANGATE=0; log "WARNING: $SCANGATE_BIN missing: scangate cells skipped"; }
+if [[ $SYSTEMS == *base-* ]]; then
+  [[ -n $BASE_BIN && -x $BASE_BIN ]] || { log "systems base-* need BENCH_BASE_BIN (an executable scangate)"; exit 2; }
+fi
 
 # ---------------------------------------------------------------- helpers
 free_port() {  # a port nothing on 127.0.0.1 answers on
@@ -142,7 +155,7 @@ free_port() {  # a port nothing on 127.0.0.1 answers on
   return 1
 }
 
-PG_DIR=/tmp/scangate-bench-pg
+PG_DIR=${BENCH_PG_DIR:-/tmp/scangate-bench-pg}  # BENCH_PG_DIR: another path (sessions sharing a machine)
 PG_PORT=$(free_port)
 SG_URL="postgresql://postgres@127.0.0.1:${PG_PORT}/scangate?connect_timeout=3"
 NAIVE_URL="postgresql://postgres@127.0.0.1:${PG_PORT}/naive?connect_timeout=3"
@@ -209,7 +222,7 @@ prefill_wal() {
 }
 recycle_wal() { sql postgres "CHECKPOINT" >/dev/null || log "WARNING: CHECKPOINT failed"; }
 
-is_scangate() { [[ $1 == commit || $1 == filter* || $1 == nofilter || $1 == *idem ]]; }
+is_scangate() { [[ $1 == commit || $1 == filter* || $1 == nofilter || $1 == *idem || $1 == base-* ]]; }
 # filternx's schema: without the polling follower's index and stamp (sql/010), and back (an empty table: both quick).
 drop_commit_xid() {
   sql scangate "DROP INDEX IF EXISTS scan_keys_commit_xid; ALTER TABLE scan_keys ALTER COLUMN commit_xid DROP DEFAULT" \
@@ -225,8 +238,9 @@ WRK_IDEM=0  # 1 while measuring a *idem system: wrk sends an Idempotency-Key wit
 
 # start_server SYSTEM LOGNAME -> sets SRV_PID, SRV_LOG, READY_S; returns non-zero when it never became ready
 start_server() {
-  local sys=$1 name=$2 t0 code
+  local sys=$1 name=$2 t0 code SCANGATE_BIN=$SCANGATE_BIN  # local: base-<system> swaps the binary for this start
   SRV_LOG=$OUT/logs/$name.log
+  if [[ $sys == base-* ]]; then SCANGATE_BIN=$BASE_BIN; sys=${sys#base-}; fi
   if (exec 3<>"/dev/tcp/127.0.0.1/$SRV_PORT") 2>/dev/null; then  # SO_REUSEPORT would share the port silently
     log "ERROR: something already listens on port $SRV_PORT (a stray server?)"; return 1
   fi
@@ -242,16 +256,20 @@ start_server() {
       --journal-dir "$OUT/journal" --follow off $SG_EXTRA ;;
     filterlogical) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter on \
       --journal-dir "$OUT/journal" --follow logical $SG_EXTRA ;;
+    filterbase) exec "$SCANGATE_BASE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter \
+      --filter on --journal-dir "$OUT/journal" $SG_EXTRA ;;
     nofilter) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack commit --filter off $SG_EXTRA ;;
     filteroff) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter off \
       --journal-dir "$OUT/journal" $SG_EXTRA ;;
   esac >"$SRV_LOG" 2>&1 &
   SRV_PID=$!
-  if [[ ${BENCH_PEER:-0} == 1 && ( $sys == filter || $sys == filternf || $sys == filternx || $sys == filterlogical || $sys == filteridem ) ]]; then
-    local follow=on
+  if [[ ${BENCH_PEER:-0} == 1 && ( $sys == filter || $sys == filternf || $sys == filternx || $sys == filterlogical || $sys == filteridem ||
+        $sys == filterbase ) ]]; then
+    local follow=on peer_bin=$SCANGATE_BIN
     [[ $sys == filternf || $sys == filternx ]] && follow=off
     [[ $sys == filterlogical ]] && follow=logical
-    "$SCANGATE_BIN" --port "$(free_port)" --threads 1 --database-url "$SG_URL" --ack filter --filter on \
+    [[ $sys == filterbase ]] && peer_bin=$SCANGATE_BASE_BIN
+    "$peer_bin" --port "$(free_port)" --threads 1 --database-url "$SG_URL" --ack filter --filter on \
       --journal-dir "$OUT/journal-peer" --follow "$follow" $SG_EXTRA >"$OUT/logs/$name.peer.log" 2>&1 &
     PEER_PID=$!
   fi
@@ -368,7 +386,8 @@ autogroup_nice "$(head -1 "$PG_DIR/postmaster.pid")"   # the postmaster runs in 
   echo "| servers | --threads $THREADS each; naive pool $NAIVE_POOL connections |"
   echo "| priority | whole benchmark tree at nice $(nice), session groups: $(cut -d' ' -f2- /proc/$$/autogroup 2>/dev/null) (run.sh), $(cut -d' ' -f2- "/proc/$(head -1 "$PG_DIR/postmaster.pid")/autogroup" 2>/dev/null) (PostgreSQL) (BENCH_NICE) |"
   echo "| load average at start | $(cut -d' ' -f1-3 /proc/loadavg) |"
-  echo "| scangate | $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null) (working tree; extra flags: '${SG_EXTRA}') |"
+  echo "| scangate | $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null) (working tree; extra flags: '${SG_EXTRA}'): $SCANGATE_BIN, $("$SCANGATE_BIN" --version 2>/dev/null) |"
+  [[ -n $BASE_BIN ]] && echo "| base binary (systems base-*) | $BASE_BIN, $("$BASE_BIN" --version 2>/dev/null) |"
   echo
 } >"$MD"
 
@@ -526,6 +545,7 @@ fi
 label() {
   case $1 in
     ceiling) echo "ceiling (fixed 201)" ;; naive) echo "naive (1 INSERT/request)" ;;
+    base-*) echo "$(label "${1#base-}") [base binary]" ;;
     commit) echo "scangate ack=commit" ;; filter) echo "scangate ack=filter (journal)" ;;
     nofilter) echo "scangate ack=commit --filter=off" ;; filteroff) echo "scangate ack=filter --filter=off (journal)" ;;
     filternj) echo "scangate ack=filter --journal=off" ;;
@@ -533,6 +553,7 @@ label() {
     filteridem) echo "scangate ack=filter (journal), Idempotency-Key on every request" ;;
     filternf) echo "scangate ack=filter (journal) --follow=off" ;;
     filterlogical) echo "scangate ack=filter (journal) --follow=logical" ;;
+    filterbase) echo "scangate ack=filter (journal), SCANGATE_BASE_BIN" ;;
     filternx) echo "scangate ack=filter (journal) --follow=off, without the commit_xid index" ;;
     *) echo "$1" ;;
   esac
@@ -564,6 +585,14 @@ ratio_med() {
     $2 + 0 == r + 0 && $3 == c && $4 != "FAILED" { if ($1 == a) x[$19] = $f; if ($1 == b) y[$19] = $f }
     END { for (i in x) if ((i in y) && y[i] + 0 > 0) v[++n] = x[i] / y[i]; if (n) printf "%.2f", med(v, n); else print "-" }' "$TSV"
 }
+# cpu_ratio_med SYS_A SYS_B REP CONNS [FIELD] -> median over repetitions of A's CPU-µs per request / B's of the
+# same repetition (FIELD 13 = the server's, default; 14 = PostgreSQL's), 2 decimals; "-" when no repetition has both.
+cpu_ratio_med() {
+  awk -F'\t' -v a="$1" -v b="$2" -v r="$3" -v c="$4" -v f="${5:-13}" "$AWK_MED"'
+    $2 + 0 == r + 0 && $3 == c && $4 != "FAILED" && $4 * $16 > 0 {
+      u = $f * 1e6 / ($4 * $16); if ($1 == a) x[$19] = u; if ($1 == b) y[$19] = u }
+    END { for (i in x) if ((i in y) && y[i] > 0) v[++n] = x[i] / y[i]; if (n) printf "%.2f", med(v, n); else print "-" }' "$TSV"
+}
 # CPU-µs per request (all responses, 2xx or not) of the server, PostgreSQL and wrk in one repetition.
 CPU_US_SRV='($4 * $16 > 0 ? $13 * 1e6 / ($4 * $16) : "skip")'
 CPU_US_PG='($4 * $16 > 0 ? $14 * 1e6 / ($4 * $16) : "skip")'
@@ -583,13 +612,13 @@ sum_md() {  # sum_md SYS REP CONNS -> one summary row: medians (min–max) over 
   ok=$(cell_stat "$sys" "$rep" "$conns" '$18')
   if [[ -z $ok ]]; then
     awk -F'\t' -v s="$sys" -v r="$rep" -v c="$conns" '$1 == s && $2 + 0 == r + 0 && $3 == c {f = 1} END {exit !f}' "$TSV" \
-      && echo "| $(label "$sys") | $(wl "$rep") | $conns | 0 | FAILED to start | | | | | | | |"
+      && echo "| $(label "$sys") | $(wl "$rep") | $conns | 0 | FAILED to start | | | | | | | | |"
     return
   fi
-  echo "| $(label "$sys") | $(wl "$rep") | $conns | ${ok##* } | $(fmt_stat "$ok" 1 0) | $(ratio_med "$sys" ceiling "$rep" "$conns") | $(ratio_med "$sys" naive "$rep" "$conns") | $(fmt_stat "$(cell_stat "$sys" "$rep" "$conns" '$5')" 1000 2) | $(fmt_stat "$(cell_stat "$sys" "$rep" "$conns" '$6')" 1000 2) | $(fmt_stat "$(cell_stat "$sys" "$rep" "$conns" "$NON2XX")" 1 0) | $(us_of "$sys" "$rep" "$conns" "$CPU_US_SRV") / $(us_of "$sys" "$rep" "$conns" "$CPU_US_PG") / $(us_of "$sys" "$rep" "$conns" "$CPU_US_WRK") | $(fmt_stat "$(cell_stat "$sys" "$rep" "$conns" '$17')" 1 1) |"
+  echo "| $(label "$sys") | $(wl "$rep") | $conns | ${ok##* } | $(fmt_stat "$ok" 1 0) | $(ratio_med "$sys" ceiling "$rep" "$conns") | $(ratio_med "$sys" naive "$rep" "$conns") | $(fmt_stat "$(cell_stat "$sys" "$rep" "$conns" '$5')" 1000 2) | $(fmt_stat "$(cell_stat "$sys" "$rep" "$conns" '$6')" 1000 2) | $(fmt_stat "$(cell_stat "$sys" "$rep" "$conns" "$NON2XX")" 1 0) | $(us_of "$sys" "$rep" "$conns" "$CPU_US_SRV") / $(us_of "$sys" "$rep" "$conns" "$CPU_US_PG") / $(us_of "$sys" "$rep" "$conns" "$CPU_US_WRK") | $(cpu_ratio_med "$sys" ceiling "$rep" "$conns") | $(fmt_stat "$(cell_stat "$sys" "$rep" "$conns" '$17')" 1 1) |"
 }
-SUM_HDR="| system | workload | conns | reps | 2xx/s median (min–max) | x ceiling | x naive | p50 ms | p99 ms | non-2xx | CPU-µs/request server / PG / wrk | other CPU s |
-|---|---|---|---|---|---|---|---|---|---|---|---|"
+SUM_HDR="| system | workload | conns | reps | 2xx/s median (min–max) | x ceiling | x naive | p50 ms | p99 ms | non-2xx | CPU-µs/request server / PG / wrk | server CPU/request x ceiling's | other CPU s |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 
 row_md() {  # row_md TSVLINE [title] -> one repetition's row
   local f; IFS=$'\t' read -r -a f <<<"$1"
@@ -607,7 +636,9 @@ HDR="| system | workload | conns | rep # | req/s | 2xx/s | x ceiling | x naive |
   echo
   echo "Medians of $REPS alternating repetitions per cell (min–max in brackets); x ceiling / x naive = median of the"
   echo "per-repetition ratios (each repetition against the same repetition of the ceiling / naive server)."
-  echo "CPU-µs/request = CPU time of the process over the cell / all responses (2xx or not), median over repetitions."
+  echo "CPU-µs/request = CPU time of the process over the cell / all responses (2xx or not), median over repetitions;"
+  echo "server CPU/request x ceiling's = the server's CPU-µs per request over the ceiling server's in the same repetition"
+  echo "(median of the per-repetition ratios)."
   echo
   echo "$SUM_HDR"
   for sys in $SYSTEMS; do  # grouped by system for reading; measured interleaved
@@ -703,6 +734,15 @@ HDR="| system | workload | conns | rep # | req/s | 2xx/s | x ceiling | x naive |
   echo "| ack=commit all-new 256 conns, filter on >= 0.97 x off (nofilter) | $o | $(verdict "$o" '>=' 0.97) |"
   r=$(ratio_med commit ceiling 0.50 256)
   echo "| ack=commit 50 % repeats 256 conns >= 0.70 x ceiling | $r | $(verdict "$r" '>=' 0.70) |"
+  # Issue 44: an Idempotency-Key on every request costs its repeats nothing; the server's CPU near a bare server's.
+  for m in commit filter; do
+    r=$(ratio_med "${m}idem" "$m" 0.50 256); p=$(cpu_ratio_med "${m}idem" "$m" 0.50 256 14)
+    echo "| ack=$m 50 % repeats 256 conns, Idempotency-Key on every request >= 0.95 x without; PostgreSQL CPU/request <= 1.1 x without | $r; $p x | $(verdict "$r" '>=' 0.95) / $(verdict "$p" '<=' 1.1) |"
+  done
+  for m in commit filter; do for w in 0 0.50; do
+    r=$(cpu_ratio_med "$m" ceiling "$w" 256)
+    echo "| ack=$m $(wl "$w") 256 conns: server CPU/request <= 1.25 x the ceiling server's | $r x | $(verdict "$r" '<=' 1.25) |"
+  done; done
   base=$(med_of commit 0 256 '$18'); r="-"
   [[ -n $SCALE_STEADY_LINE && $SCALE_CONNS == 256 ]] && r=$(ratio "$(cut -f18 <<<"$SCALE_STEADY_LINE")" "$base")
   echo "| commit, $SCALE_KEYS preloaded, steady state, 256 conns >= $([[ $SCALE_KEYS -ge 100000000 ]] && echo 0.60 || echo 0.85) x empty table | $r | $(verdict "$r" '>=' "$([[ $SCALE_KEYS -ge 100000000 ]] && echo 0.60 || echo 0.85)") |"

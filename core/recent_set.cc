@@ -1,5 +1,6 @@
 #include "core/recent_set.h"
 
+#include <array>
 #include <cstring>
 #include <utility>
 
@@ -20,9 +21,43 @@ constexpr std::uint32_t kTargetShards = 64;
 // keys the set is one shard of capacity / 2 per generation (tests, tiny deployments).
 constexpr std::uint64_t kMinRoundedGeneration = 14;
 
+// The map's value: 25 bytes of alignment 1, so that a slot is 32 + 25 = 57 bytes (a struct of int64 + state +
+// record pads to 32 bytes: a 64-byte slot, +12 % of memory). first_seen is copied in and out of its bytes.
+class Value {
+ public:
+  Value(std::int64_t first_seen_us, const Recorder& r) : state_(r.state), request_(r.request) {
+    std::memcpy(first_seen_.data(), &first_seen_us, sizeof first_seen_us);
+    if (state_ != Recorder::State::kRequest) request_ = {};
+  }
+  std::int64_t first_seen_us() const {
+    std::int64_t t;
+    std::memcpy(&t, first_seen_.data(), sizeof t);
+    return t;
+  }
+  Recorder recorder() const { return Recorder{state_, request_}; }
+  RecentSet::Entry entry() const { return RecentSet::Entry{first_seen_us(), recorder()}; }
+
+ private:
+  std::array<std::uint8_t, 8> first_seen_;
+  Recorder::State state_;
+  RequestRecord request_;
+};
+static_assert(sizeof(Value) == 25 && alignof(Value) == 1, "the recent set's memory per key assumes a packed value");
+
+// The value to hold after a fact (first_seen_us, r, fact) about a digest whose held value is `held`
+// (RecentSet::Fact).
+Value Merge(const Value& held, std::int64_t first_seen_us, const Recorder& r, std::int64_t expired_before_us,
+            RecentSet::Fact fact) {
+  const std::int64_t t = held.first_seen_us();
+  if (t < expired_before_us) return Value(first_seen_us, r);  // an expired record, recorded anew
+  if (fact == RecentSet::Fact::kInsertedNow && first_seen_us > t) return Value(first_seen_us, r);  // taken over
+  if (first_seen_us == t && !held.recorder().known() && r.known()) return Value(t, r);  // the same row, now known
+  return held;  // the first record wins
+}
+
 // Keys are stored forms (core/digest.h StoredDigest): bits 0..63 pick the shard, bits 64..127 hash inside it
 // (core/digest_hash.h).
-using Map = absl::flat_hash_map<Digest, std::int64_t, DigestHash, DigestEq>;
+using Map = absl::flat_hash_map<Digest, Value, DigestHash, DigestEq>;
 
 }  // namespace
 
@@ -33,15 +68,14 @@ struct alignas(64) RecentSet::Shard {
   std::uint64_t rotations ABSL_GUARDED_BY(mu) = 0;
 
   // Adds an entry known to be in neither generation; rotates first when `current` is full.
-  void AddLocked(const Digest& d, std::int64_t first_seen_us, std::uint64_t generation_capacity)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  void AddLocked(const Digest& d, const Value& v, std::uint64_t generation_capacity) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (current.size() >= generation_capacity) {
       previous.swap(current);
       current.clear();  // frees a large table (absl): the reserve below takes one allocation, no rehashes
       current.reserve(generation_capacity);
       ++rotations;
     }
-    current.emplace(d, first_seen_us);
+    current.emplace(d, v);
   }
 };
 
@@ -70,35 +104,37 @@ RecentSet::Shard& RecentSet::ShardOf(const Digest& d) const {
   return shards_[index];
 }
 
-void RecentSet::InsertConcurrently(const Digest& full, std::int64_t first_seen_us, std::int64_t expired_before_us) {
+void RecentSet::InsertConcurrently(const Digest& full, std::int64_t first_seen_us, const Recorder& recorder,
+                                   std::int64_t expired_before_us, Fact fact) {
   if (!enabled()) return;
   const Digest d = StoredDigest(full);
   Shard& s = ShardOf(d);
   const MutexLock lock(&s.mu);
   if (const auto it = s.current.find(d); it != s.current.end()) {
-    if (it->second < expired_before_us) it->second = first_seen_us;  // an expired record, recorded anew
+    it->second = Merge(it->second, first_seen_us, recorder, expired_before_us, fact);
     return;
   }
   if (const auto it = s.previous.find(d); it != s.previous.end()) {
-    // The first record wins (unless expired); refreshed into the current generation.
-    if (it->second >= expired_before_us) first_seen_us = it->second;
+    // Merged as in the current generation, and refreshed into it.
+    const Value v = Merge(it->second, first_seen_us, recorder, expired_before_us, fact);
     s.previous.erase(it);
+    return s.AddLocked(d, v, generation_capacity_);
   }
-  s.AddLocked(d, first_seen_us, generation_capacity_);
+  s.AddLocked(d, Value(first_seen_us, recorder), generation_capacity_);
 }
 
-std::optional<std::int64_t> RecentSet::FindConcurrently(const Digest& full) {
+std::optional<RecentSet::Entry> RecentSet::FindConcurrently(const Digest& full) {
   if (!enabled()) return std::nullopt;
   const Digest d = StoredDigest(full);
   Shard& s = ShardOf(d);
   const MutexLock lock(&s.mu);
-  if (const auto it = s.current.find(d); it != s.current.end()) return it->second;
+  if (const auto it = s.current.find(d); it != s.current.end()) return it->second.entry();
   const auto it = s.previous.find(d);
   if (it == s.previous.end()) return std::nullopt;
-  const std::int64_t first_seen_us = it->second;
+  const Value v = it->second;
   s.previous.erase(it);
-  s.AddLocked(d, first_seen_us, generation_capacity_);
-  return first_seen_us;
+  s.AddLocked(d, v, generation_capacity_);
+  return v.entry();
 }
 
 std::uint64_t RecentSet::size() const {

@@ -12,9 +12,10 @@
 #      sanitized scangate binary, but for the scripts of label `deploy` (they run no sanitized code)
 #   5. libFuzzer (clang, ASan+UBSan; started beside step 3's tests, waited for at the end) over the request
 #      parsing layer: replay tests/fuzz/{corpus,regressions},
-#      then SCANGATE_FUZZ_SECONDS (default 45) of fuzzing; then the warm load's COPY parser (tests/fuzz/copy_corpus,
-#      SCANGATE_FUZZ_COPY_SECONDS, default 15); then the GS1 parser (tests/fuzz/gs1_corpus,
-#      SCANGATE_FUZZ_GS1_SECONDS, default 15); any crash fails
+#      then SCANGATE_FUZZ_SECONDS (default 35) of fuzzing; then a whole session's framing (tests/fuzz/framing_corpus,
+#      SCANGATE_FUZZ_FRAMING_SECONDS, default 20, under -malloc_limit_mb); then the warm load's COPY parser
+#      (tests/fuzz/copy_corpus, SCANGATE_FUZZ_COPY_SECONDS, default 10); then the GS1 parser (tests/fuzz/gs1_corpus,
+#      SCANGATE_FUZZ_GS1_SECONDS, default 10): 75 s of fuzzing in all; any crash or out-of-memory fails
 # Each step prints its wall time and the CPU time of its processes (user + system, all cores), and the run ends
 # with a table of them. SCANGATE_SKIP_RUN=1 / SCANGATE_SKIP_ASAN=1 / SCANGATE_SKIP_FUZZ=1 skip steps 2 / 4 / 5
 # (local use only; skipping 4 skips the thread-safety analysis too).
@@ -96,13 +97,14 @@ step_begin "ThreadSanitizer build (core/, storage/, server/)"
 # store's queue and writers (store_test, against the throwaway PostgreSQL), the service's stripes and write-behind
 # ordering (service_concurrency_test drives the TSan-built scangate binary, which inherits TSAN_OPTIONS; a report
 # makes it exit 66 and the test fail), the journal's flusher against its appenders (journal_test), the
-# single-writer metric counters under a concurrent scrape, the rate limiter's shards, the body budget's atomic and
+# single-writer metric counters under a concurrent scrape, PgClock's sequence lock (pg_clock_test), the rate
+# limiter's shards, the body budget's atomic and
 # the tokens' SIGHUP swap.
 CC=clang CXX=clang++ cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$san_opt" -DSCANGATE_SANITIZE=thread -DSCANGATE_CORE_ONLY=OFF \
   -DSCANGATE_BENCH=OFF -DSCANGATE_WERROR=ON >/dev/null
 cmake --build build/tsan -j "$jobs" --target filter_concurrency_test recent_set_test mutex_test store_test service_concurrency_test brin_summarizer_test expiry_test background_loop_test journal_drain_test partitioned_store_test \
-  journal_test server_metrics_test server_rate_limit_test server_body_budget_test server_token_store_test scangate
+  pg_clock_test journal_test server_metrics_test server_rate_limit_test server_body_budget_test server_token_store_test scangate
 step_end
 
 # The fuzzers run beside the ThreadSanitizer tests (niced): those use ~0.6 of the 2 cores (65 s of CPU in 115 s,
@@ -131,7 +133,7 @@ rm -rf "$tsan_logs" && mkdir -p "$tsan_logs"
 tsan_rc=0
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp log_path=$tsan_logs/tsan" \
   ctest --test-dir build/tsan --output-on-failure -j "$jobs" --timeout 900 \
-  -R '^(FilterConcurrency\..*|RecentSetConcurrency\..*|Mutex\..*|CondVar\..*|Metrics\.SingleWriterCountersUnderConcurrentScrape|store_test|store_outage_test|service_concurrency_test|brin_summarizer_test|expiry_test|BackgroundLoop\..*|journal_drain_test|journal_test|partitioned_store_test|RateLimiter\..*|BodyBudget\..*|TokenStoreTest\..*)$' \
+  -R '^(FilterConcurrency\..*|RecentSetConcurrency\..*|Mutex\..*|CondVar\..*|Metrics\.SingleWriterCountersUnderConcurrentScrape|store_test|store_outage_test|service_concurrency_test|brin_summarizer_test|expiry_test|BackgroundLoop\..*|journal_drain_test|journal_test|partitioned_store_test|RateLimiter\..*|BodyBudget\..*|TokenStoreTest\..*|PgClock\.ConcurrentReadersSeeWholeReadings)$' \
   || tsan_rc=$?
 if compgen -G "$tsan_logs/tsan.*" >/dev/null; then
   cat "$tsan_logs"/tsan.*
@@ -162,7 +164,7 @@ if [[ ${SCANGATE_SKIP_ASAN:-0} != 1 ]]; then
 fi
 
 if [[ -n $fuzz_pid ]]; then
-  step_begin "libFuzzer (request parsing, COPY parser, GS1): waiting for it"
+  step_begin "libFuzzer (request parsing, framing, COPY parser, GS1): waiting for it"
   fuzz_rc=0
   wait "$fuzz_pid" || fuzz_rc=$?
   fuzz_pid=

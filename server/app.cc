@@ -32,8 +32,6 @@ namespace net = boost::asio;
 namespace json = boost::json;
 
 constexpr auto kDrainDeadline = std::chrono::seconds(10);     // in-flight requests at shutdown
-constexpr auto kMaintenancePeriod = std::chrono::seconds(1);  // filter rotation, pg_state check, telemetry
-static_assert(kMaintenancePeriod == FilterTelemetry::kRefreshPeriod, "/stats promises this staleness bound");
 constexpr auto kWarmRetryDelay = std::chrono::seconds(1);  // after a failed warm load
 // Start-up retry of a transient cause (PostgreSQL down or starting, database missing), under the one
 // start-up retry policy (storage/start/startup.h): one attempt, one log line, then wait 250 ms, 500 ms, ... up to 8 s (a cluster restart takes seconds; 8 s caps the extra
@@ -124,6 +122,9 @@ App::~App() {
     stop_requested_.store(true);
     warm_.join();
   }
+  // A start-up that failed half-way: the followers and watches feed the peers' views, destroyed before them.
+  StopFollowers();
+  StopPeerReaders();
 }
 
 int App::Run() {
@@ -136,6 +137,8 @@ int App::Run() {
   WaitForSignal();
   if (auto exit = StartStore()) return *exit;
   if (stop_requested_.load()) return 0;
+  StartClocks();
+  MakePeerViews();
   if (auto exit = StartFollowers()) {
     store_->Shutdown();
     return *exit;
@@ -145,6 +148,7 @@ int App::Run() {
     store_->Shutdown();
     return 0;
   }
+  StartPeers();
   StartReaders();
   if (auto exit = Listen()) return *exit;
   StartWarmLoad();
@@ -223,7 +227,8 @@ std::optional<int> App::StartStore() {
             // A moved partition: its readers follow its writers (the store has retargeted those already).
             store_->OnRetarget([this](unsigned p, const std::string& conninfo) {
               if (StorageReaders* r = retarget_readers_.load()) r->Retarget(p, conninfo);
-              if (auto* f = retarget_followers_.load(); f != nullptr && p < f->size()) (*f)[p]->Retarget(conninfo);
+              RetargetFollower(p, conninfo);
+              RetargetPeers(p, conninfo);
             });
             store_->Start();
             return true;
@@ -262,6 +267,7 @@ std::optional<int> App::OpenJournal() {
     jo.max_bytes = config_.journal_max_bytes;
     jo.retention = config_.retention;  // recovered records past the horizon are skipped
     jo.partitions = static_cast<unsigned>(store_->partitions());  // --max-commit-lag per partition
+    jo.clocks = clocks_.get();  // the horizon by PostgreSQL's clock
     jo.log = store_options_.log;  // one log stream
     // The identity of the database the journal belongs to; PostgreSQL answered Store::Start() a moment ago,
     // so a failure here is retried like the start itself.
@@ -303,6 +309,7 @@ std::optional<int> App::OpenJournal() {
 void App::StartReaders() {
   metrics_ = std::make_unique<Metrics>(config_.threads);
   service_ = std::make_unique<Service>(config_, *digester_, *filter_, *store_, *metrics_, journal_.get());
+  service_->AttachClocks(clocks_.get());
   StorageReaderOptions ro;
   ro.retention = config_.retention;
   ro.pack_horizons = store_options_.pack_horizons;  // rows past their own keep_until
@@ -315,9 +322,11 @@ void App::StartReaders() {
   retarget_readers_.store(readers_.get());
   readers_->Start();
   AttachFollowers();
+  AttachPeers();
   service_->AttachStorageStats([this](MetricsSnapshot& s) {
     readers_->Fill(s);
     for (const auto& f : followers_) s.followers.emplace_back(f->label(), f->Stats());
+    FillPeerStats(s);
   });
 }
 
@@ -389,26 +398,6 @@ void App::StartWarmLoad() {
   });
 }
 
-// Maintenance, once a second on the main thread: filter rotation, the filter telemetry sample, pg_state
-// transitions.
-void App::ScheduleMaintenance() {
-  if (!rotation_log_) rotation_log_ = std::make_unique<FilterRotationLog>(*filter_);
-  tick_.expires_after(kMaintenancePeriod);
-  tick_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec) return;
-    filter_->RotateExpired(std::chrono::steady_clock::now());
-    service_->RefreshTelemetry();  // after rotating: the sample shows the new generations
-    rotation_log_->Poll();         // one filter_rotation line per shard that rotated for capacity
-    const bool up = store_->up();
-    if (up != pg_up_) {
-      pg_up_ = up;
-      Log(up ? LogLevel::kInfo : LogLevel::kWarn, "pg_state", {{"state", up ? "up" : "down"}});
-    }
-    ReportReadiness();
-    ScheduleMaintenance();
-  });
-}
-
 void App::ReportReadiness() {
   notify_.Watchdog();  // this tick ran: the main event loop is alive
   const bool ready = service_->ready();
@@ -431,9 +420,12 @@ void App::Shutdown() {
   stop_requested_.store(true);
   warm_.join();
   StopFollowers();
+  StopClocks();
+  StopPeerReaders();
   if (journal_) journal_->StopAppends();  // flushes the last group, hands it to the store
   store_->Shutdown();
   if (journal_) journal_->Close();  // final checkpoint: what the store committed
+  StopPublishers(/*clean=*/true);   // the rows stopped, unless keys stayed uncommitted (issue 42)
   server_->Stop();
   readers_->Shutdown();
   const storage::StoreStats st = store_->Stats();

@@ -24,12 +24,20 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "core/boot_clock.h"
 #include "core/digest.h"
 #include "core/filter.h"
+#include "core/mutex.h"
 #include "server/config/config.h"
 #include "server/systemd_notify.h"
+#include "storage/clock/pg_clock.h"
+#include "storage/clock/pg_clock_reader.h"
 #include "storage/follow/follower.h"
+#include "storage/partitions/partitioned_reader.h"
 #include "storage/partitions/partitioned_store.h"
+#include "storage/peers/peer_view.h"
+#include "storage/peers/peer_watch.h"
+#include "storage/peers/watermark_publisher.h"
 
 namespace scangate::storage {
 class JournalDrain;
@@ -38,6 +46,7 @@ class JournalDrain;
 namespace scangate::server {
 
 class Metrics;
+struct MetricsSnapshot;
 class Service;
 class Router;
 class HttpServer;
@@ -73,9 +82,28 @@ class App {
   std::optional<int> StartFollowers();
   void AttachFollowers();
   void StopFollowers();
+  // PostgreSQL's clocks (server/app_clock.cc): one reader per database, started after the store, before the
+  // journal and the Service read them; stopped with the followers.
+  void StartClocks();
+  void StopClocks();
+  // The peers' commit watermark (issue 42, server/app_peers.cc; storage/peers/peer_view.h). MakePeerViews before
+  // the followers start (they feed the views of --ack=filter); ConfigurePeers adds the peers' rows to follower p's
+  // statement; StartPeers once the journal is open (its id, the publishers; --ack=commit's watches; the reader of
+  // keys the peers do not cover); AttachPeers once the Service exists; StopPeerReaders with the followers;
+  // StopPublishers after the store shut down (a clean stop marks the rows stopped).
+  void MakePeerViews();
+  void ConfigurePeers(storage::FollowerOptions& fo, unsigned partition);
+  void StartPeers();
+  void AttachPeers();
+  void RetargetPeers(unsigned partition, const std::string& conninfo);
+  void FillPeerStats(MetricsSnapshot& s) const;
+  void StopPeerReaders();
+  void StopPublishers(bool clean);
   // The window the warm start and the followers' reloads read: --window, capped by --retention.
   std::chrono::seconds WarmWindow() const;
   void ScheduleMaintenance();
+  // Logs host_resumed when the host was suspended since the last tick (BootClock::Suspended grew). Main thread.
+  void NoteSuspension();
   // systemd: the watchdog ping, READY=1 once ready, STATUS= at each readiness change. Main thread.
   void ReportReadiness();
   void Shutdown();
@@ -95,11 +123,16 @@ class App {
   bool pg_up_ = true;  // the last pg_state logged by the maintenance timer
   SystemdNotifier notify_;
   bool ready_reported_ = false;  // the readiness in the last STATUS= sent
+  std::chrono::nanoseconds suspended_ = BootClock::Suspended();  // at the last maintenance tick
 
   std::unique_ptr<ShardedFilter> filter_;
   std::optional<Digester> digester_;
   // The exact store: one partition on --database-url, or the partitions of --partitions' map (storage/partitions/partitioned_store.h).
   std::unique_ptr<storage::PartitionedStore> store_;
+  // One PostgreSQL clock per partition (storage/clock/pg_clock.h), read by the Service and the journal: made before
+  // them, destroyed after them. Its readers are retargeted like the followers (followers_mu_).
+  std::unique_ptr<storage::PgClocks> clocks_;
+  std::vector<std::unique_ptr<storage::PgClockReader>> clock_readers_;
   std::unique_ptr<storage::JournalDrain> journal_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Service> service_;
@@ -108,13 +141,27 @@ class App {
   // partition moved at any time reaches them (StorageReaders::Retarget before Start is a no-op; Start reads the
   // new string). Outlived by the watcher: the store stops it before the readers are shut down.
   std::atomic<StorageReaders*> retarget_readers_{nullptr};
-  // --follow: one per partition (index = partition), fixed once started; published for the retarget listener
-  // like retarget_readers_ (set once all are started, cleared before they stop).
+  // --follow: one per partition (index = partition), made once, before the first is started. The store's retarget
+  // listener reaches them under followers_mu_: StartFollowers reads each partition's connection string and
+  // publishes the followers under it, so a partition moved at any time reaches its follower — before its Start()
+  // (which then connects there) or after it (the follower drops the connection it opened).
   std::vector<std::unique_ptr<storage::Follower>> followers_;
-  std::atomic<std::vector<std::unique_ptr<storage::Follower>>*> retarget_followers_{nullptr};
+  Mutex followers_mu_;
+  bool followers_retargetable_ ABSL_GUARDED_BY(followers_mu_) = false;  // cleared before they stop
+  bool clocks_retargetable_ ABSL_GUARDED_BY(followers_mu_) = false;     // clock_readers_, likewise
+  // The listener's part for the followers and the clock readers: partition p moved to `conninfo`.
+  void RetargetFollower(unsigned p, const std::string& conninfo);
   // --ack=commit with --follow: the Service the followers feed (null until AttachFollowers, and after
   // StopFollowers).
   std::atomic<Service*> learning_service_{nullptr};
+  // Issue 42: one view per partition (--ack=filter following, or --ack=commit), a publisher per partition (a journal
+  // owner), --ack=commit's watches, and the reader of keys the peers do not cover. Fixed once started; published to
+  // the retarget listener like the followers (peers_retargetable_).
+  std::vector<std::unique_ptr<storage::PeerView>> peer_views_;
+  std::vector<std::unique_ptr<storage::WatermarkPublisher>> publishers_;
+  std::vector<std::unique_ptr<storage::PeerWatch>> peer_watches_;
+  std::unique_ptr<storage::PartitionedReader> peer_reader_;
+  std::atomic<bool> peers_retargetable_{false};
   std::unique_ptr<Router> router_;
   std::unique_ptr<HttpServer> server_;
   std::unique_ptr<FilterRotationLog> rotation_log_;

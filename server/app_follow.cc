@@ -20,6 +20,9 @@ std::chrono::seconds App::WarmWindow() const {
 std::optional<int> App::StartFollowers() {
   if (!config_.following()) return std::nullopt;
   const unsigned n = static_cast<unsigned>(store_->partitions());
+  // Under the listener's mutex: a partition moved after its string was read here is retargeted by the listener once
+  // this publishes the followers (the store changes its string before it calls the listener).
+  UniqueMutexLock lock(&followers_mu_);
   for (unsigned p = 0; p < n; ++p) {
     storage::FollowerOptions fo;
     fo.method = config_.follow_method;
@@ -27,6 +30,8 @@ std::optional<int> App::StartFollowers() {
     fo.label = config_.partitioned() ? "p" + std::to_string(p) : "";
     fo.max_lag = config_.follow_max_lag;
     fo.log = store_options_.log;
+    // The writers' connection safety: keepalives and connect_timeout (the defaults), tcp_user_timeout.
+    fo.connection.tcp_user_timeout = store_options_.tcp_user_timeout;
     auto apply = [this](std::span<const Digest> digests) {
       filter_->InsertBatchConcurrently(digests);
       filter_->PublishPendingInserts();  // the follower's counts reach the shards' capacity accounting now
@@ -38,11 +43,14 @@ std::optional<int> App::StartFollowers() {
         if (auto* s = learning_service_.load(std::memory_order_acquire)) s->LearnCommitted(digests, first_seen_us);
       };
     }
+    ConfigurePeers(fo, p);  // issue 42: the peers' rows in the poll's (probe's) snapshot (server/app_peers.cc)
     auto reload = [this, p](const storage::Follower::Apply& sink) {
       return store_->WarmLoadPartition(p, WarmWindow(), sink);
     };
     followers_.push_back(std::make_unique<storage::Follower>(std::move(fo), std::move(apply), std::move(reload)));
   }
+  followers_retargetable_ = true;
+  lock.Unlock();
   for (auto& f : followers_) {
     if (f->Start()) continue;
     if (const std::string why = f->SetupError(); !why.empty()) {
@@ -52,8 +60,13 @@ std::optional<int> App::StartFollowers() {
     }
     // A connection or a slot still waiting: the follower goes on trying; until it is fresh, PostgreSQL decides.
   }
-  retarget_followers_.store(&followers_);
   return std::nullopt;
+}
+
+void App::RetargetFollower(unsigned p, const std::string& conninfo) {
+  MutexLock lock(&followers_mu_);
+  if (followers_retargetable_ && p < followers_.size()) followers_[p]->Retarget(conninfo);
+  if (clocks_retargetable_ && p < clock_readers_.size()) clock_readers_[p]->Retarget(conninfo);
 }
 
 void App::AttachFollowers() {
@@ -62,12 +75,12 @@ void App::AttachFollowers() {
     learning_service_.store(service_.get(), std::memory_order_release);  // release: the Service is fully built
     return;
   }
-  auto fresh = [this](const Digest& d) {
-    return followers_[storage::PartitionOf(d, followers_.size())]->Fresh();  // one database: partition 0
+  auto fresh = [this](const Digest& d, BootClock::time_point t) {
+    return followers_[storage::PartitionOf(d, followers_.size())]->Fresh(t);  // one database: partition 0
   };
   auto state = [this] {
     std::string stale;
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = BootClock::now();
     for (const auto& f : followers_) {
       if (f->Fresh(now)) continue;
       if (!stale.empty()) stale += "; ";
@@ -82,7 +95,10 @@ void App::AttachFollowers() {
 }
 
 void App::StopFollowers() {
-  retarget_followers_.store(nullptr);
+  {
+    MutexLock lock(&followers_mu_);
+    followers_retargetable_ = false;
+  }
   learning_service_.store(nullptr);
   for (auto& f : followers_) f->Stop();
 }

@@ -6,6 +6,7 @@
 
 #include "server/app.h"
 #include "server/config/config.h"
+#include "server/retire_instance.h"
 
 int main(int argc, char** argv) {
   using namespace scangate::server;
@@ -21,5 +22,6 @@ int main(int argc, char** argv) {
     std::cerr << "scangate: " << e.what() << "\n(see scangate --help)\n";
     return kExitConfig;
   }
+  if (!config.retire_instance.empty()) return RetireInstance(config);  // a one-shot command (issue 42)
   return App(std::move(config)).Run();
 }

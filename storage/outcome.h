@@ -47,6 +47,11 @@ struct Result {
   // kInserted: the lot, expiry and request just written (what was submitted); kDuplicate: those of the row
   // PostgreSQL holds (or of the batch's first item of the digest). keep_until_us is not reported (always 0).
   PackAttrs recorded{};
+  // recorded.request is the row's: true for kInserted and for a kDuplicate whose row was read by the pack
+  // statements (or is the batch's own first item); false when the statement did not read it (a raw batch's
+  // duplicate of a row present before it) — the row's record is then unknown, not absent (the recent set must
+  // not answer an idempotent request from it, server/verdict/service.h).
+  bool request_known = false;
 };
 
 // Runs once per item with its outcome, on a writer thread after the commit (or failure): must not block

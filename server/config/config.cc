@@ -40,20 +40,12 @@ constexpr std::chrono::microseconds kJournalFlushInterval{20000};
 // load) would start to time out; above 10 min a client is better served by its own timeout.
 constexpr auto kMinRequestTimeout = std::chrono::milliseconds(100);
 constexpr auto kMaxRequestTimeout = std::chrono::minutes(10);
-// --recent-keys above this (~47 GB at ~47 bytes per key) is a typo, not a plan.
+// --recent-keys above this (~66 GB at ~66 bytes per key) is a typo, not a plan.
 constexpr std::uint64_t kMaxRecentKeys = 1'000'000'000;
 
 template <typename T>
 T ParseUnsigned(const std::string& text, std::string_view option, T min, T max) {
-  std::uint64_t v = 0;
-  const char* end = text.data() + text.size();
-  auto [p, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc() || p != end || v < static_cast<std::uint64_t>(min) ||
-      v > static_cast<std::uint64_t>(max)) {
-    throw ConfigError("--" + std::string(option) + ": expected an integer in " + std::to_string(min) + ".." +
-                      std::to_string(max) + ", got '" + text + "'");
-  }
-  return static_cast<T>(v);
+  return static_cast<T>(ParseInteger(text, option, min, max));
 }
 
 double ParseFraction(const std::string& text, std::string_view option) {
@@ -129,14 +121,22 @@ po::options_description Options() {
       ("threads", n(d.threads), "I/O threads (one io_context each); 0 = hardware cores")
       ("port-file", s(d.port_file), "write the listening port (and a newline) to this file once listening")
       ("max-connections-per-address", n(d.max_connections_per_address),
-       "open connections one client address (IPv6: its /64) may hold on the main port; more are closed at "
-       "accept; 0 = no limit")
+       "open connections one client address may hold on the main port; more are closed at accept; 0 = no limit")
+      ("ipv6-prefix-length", n(d.ipv6_prefix_length),
+       "IPv6 clients sharing their first N bits (32..128) are one client for the per-address limits (connections, "
+       "rate limit, failed authentication); 128 = each address (a shop LAN); link-local and unique local "
+       "addresses always count whole")
       ("max-body-bytes-in-flight", n(d.max_body_bytes_in_flight),
        "request body bytes held at once by all connections; a body that does not fit gets 503 unread (batches "
        "hold at most half); 0 = no limit")
       ("admin-listen", s(d.admin_listen), "ADDR:PORT of a separate listener (plain HTTP unless --admin-tls) for "
                                           "/healthz, /readyz, /metrics, /stats, /dashboard (then 404 on the main "
-                                          "port; /observe* not served there)");
+                                          "port; /observe* not served there)")
+      ("admin-max-connections-per-address", n(d.admin_max_connections_per_address),
+       "open connections one client address may hold on the admin listener (256 in all); 0 = no limit")
+      ("admin-idle-timeout", s(FormatMillis(d.admin_idle_timeout)),
+       "an admin listener connection waiting longer for its first or next request is closed; units ms s m, "
+       "100ms..10m");
   po::options_description postgres("PostgreSQL");
   postgres.add_options()
       ("database-url", s(d.database_url), "libpq URL of PostgreSQL (required, unless --partitions is given)")
@@ -174,7 +174,7 @@ po::options_description Options() {
                                   "expiry month plus this (at least --retention); units s m h d, at most 2192d")
       ("shards", n(d.shards), "filter shards, a power of two")
       ("filter", on_off(d.filter), "on|off; off = every key takes the exact path (benchmarks)")
-      ("recent-keys", n(d.recent_keys), "keys this instance knows are recorded, kept in memory (~47 bytes each) "
+      ("recent-keys", n(d.recent_keys), "keys this instance knows are recorded, kept in memory (~66 bytes each) "
                                         "to answer repeats without PostgreSQL; 0 = off");
   po::options_description ack("Acknowledgement");
   ack.add_options()
@@ -202,7 +202,14 @@ po::options_description Options() {
                                                               "PostgreSQL decides; ms s, 10ms..60s")
       ("max-commit-lag", s(FormatMillis(d.max_commit_lag)), "ack=filter with --follow and the journal: while a key "
                                                             "answered 'new' has waited longer for its commit, new "
-                                                            "keys are decided in PostgreSQL; 0 = unbounded");
+                                                            "keys are decided in PostgreSQL; 0 = unbounded")
+      ("peer-wait", s(FormatMillis(d.peer_wait)), "a key another instance may hold answered 'new' and uncommitted "
+                                                  "(its commit watermark lags) waits this long for it, then gets "
+                                                  "503 + Retry-After; 0 = 503 at once; ms s, 0..10m (capped by "
+                                                  "--request-timeout)")
+      ("retire-instance", s(""), "UUID: retire that --ack=filter instance (gone for good with its journal) in every "
+                                 "database of this configuration, so the others stop waiting for its uncommitted "
+                                 "keys (an explicit loss window), and exit");
   po::options_description security("Security");
   security.add_options()
       ("tls-cert", s(d.tls_cert),
@@ -268,6 +275,17 @@ std::string DefaultJournalDir() {
 }
 
 }  // namespace
+
+std::uint64_t ParseInteger(std::string_view text, std::string_view option, std::uint64_t min, std::uint64_t max) {
+  std::uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || p != end || v < min || v > max) {
+    throw ConfigError("--" + std::string(option) + ": expected an integer in " + std::to_string(min) + ".." +
+                      std::to_string(max) + ", got '" + std::string(text) + "'");
+  }
+  return v;
+}
 
 std::chrono::nanoseconds ParseDuration(std::string_view text, const std::vector<std::string_view>& units,
                                        std::string_view option) {
@@ -350,10 +368,10 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   }
   c.port = ParseUnsigned<std::uint16_t>(str("port"), "port", 0, 65535);
   c.port_file = str("port-file");
-  c.max_connections_per_address = ParseUnsigned<std::uint32_t>(str("max-connections-per-address"),
-                                                               "max-connections-per-address", 0, 1'000'000);
-  c.max_body_bytes_in_flight = ParseUnsigned<std::uint64_t>(str("max-body-bytes-in-flight"), "max-body-bytes-in-flight",
-                                                            0, std::uint64_t{1} << 40);
+  ParseConnectionLimits({str("max-connections-per-address"), str("ipv6-prefix-length"),
+                         str("admin-max-connections-per-address"), str("admin-idle-timeout"),
+                         str("max-body-bytes-in-flight")},
+                        c);  // server/config/config_connections.cc
   c.threads = ParseUnsigned<unsigned>(str("threads"), "threads", 0, kMaxThreads);
   if (c.threads == 0) c.threads = std::max(1u, std::thread::hardware_concurrency());
   c.database_url = str("database-url");
@@ -424,6 +442,7 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   c.journal_max_bytes =
       ParseUnsigned<std::uint64_t>(str("journal-max-bytes"), "journal-max-bytes", 1u << 16, std::uint64_t{1} << 40);
   ParseFollow(str("follow"), str("follow-max-lag"), str("max-commit-lag"), c);  // server/config/config_follow.cc
+  ParsePeers(str("peer-wait"), str("retire-instance"), c);  // server/config/config_peers.cc
   c.admin_listen = str("admin-listen");
   if (c.admin_split()) ParseAdminListen(c);
   c.admin_tls = ParseOnOff(str("admin-tls"), "admin-tls");

@@ -40,10 +40,24 @@ struct Config {
   bool protected_mode = true;              // resolved: on loopback, without tokens/secret, not --insecure
   bool listen_auto = true;                 // --listen was auto (protected mode chose the address)
   std::uint16_t port = 8080;               // 0 = ephemeral
-  // --max-connections-per-address: open connections one client address (an IPv6 /64) may hold on the main
+  // --max-connections-per-address: open connections one client address (--ipv6-prefix-length) may hold on the main
   // listener; more are closed at accept. 0 = no limit. 1024 covers a proxy in front (HAProxy's maxconn 256
   // per server) and wrk's 256 connections from one host with room to spare.
   std::uint32_t max_connections_per_address = 1024;
+  // --ipv6-prefix-length: IPv6 clients sharing their first N bits count as one client for every per-address limit
+  // (server/http/address_key.h); link-local and unique local addresses always count whole. 128: each address its
+  // own, what a shop LAN needs (every till's SLAAC address shares one /64, every link-local one fe80::/64); 64 or
+  // 56 for clients across the internet, where one end site may rotate through its whole prefix.
+  unsigned ipv6_prefix_length = 128;
+  // --admin-max-connections-per-address: open connections one client address may hold on the admin listener; more
+  // are closed at accept. 0 = no limit. 16: Prometheus (1), probes (1-2 at a time) and an operator's browser (6
+  // per host) from one host fit; one host holds at most 16 of the listener's 256 slots.
+  std::uint32_t admin_max_connections_per_address = 16;
+  // --admin-idle-timeout: how long an admin listener's connection may wait for its first or next request. 5 s: the
+  // dashboard polls every second (it keeps its connection); Prometheus scrapes every 15 s by default (it reconnects
+  // for each: one handshake on a LAN); a host holding idle connections gives them up 12x sooner than at the main
+  // port's 60 s.
+  std::chrono::milliseconds admin_idle_timeout{5000};
   // --max-body-bytes-in-flight: request body bytes held at once by all connections (server/http/body_budget.h);
   // a body that does not fit gets 503 unread, batches hold at most half. 0 = no limit. 64 MiB: 4 096 bodies at
   // /observe's 16 KiB limit (a real one is ~60 bytes: a million), or 32 full batches beside them.
@@ -88,8 +102,9 @@ struct Config {
   std::string digest_secret_file;
   std::string digest_secret;               // file bytes, one trailing newline stripped; never printed
   bool filter = true;
-  // --recent-keys: bound of the recent set (core/recent_set.h), digests this instance knows are recorded,
-  // answered "duplicate" without PostgreSQL; ~47 bytes per key (README "The recent set"); 0 = off.
+  // --recent-keys: bound of the recent set (core/recent_set.h), digests this instance knows are recorded (with
+  // the request that recorded each), answered without PostgreSQL; ~66 bytes per key (README "The recent set");
+  // 0 = off.
   std::uint64_t recent_keys = 1'048'576;
   bool access_log = false;
   // TLS (--tls-cert/--tls-key, both or neither): HTTPS on the main listener, TLS 1.2+ only.
@@ -152,6 +167,17 @@ struct Config {
   // longer than this for its PostgreSQL commit (so other instances cannot know it yet), new keys are decided in
   // PostgreSQL instead of by the filter, until the journal's oldest uncommitted record is younger. 0 = unbounded.
   std::chrono::milliseconds max_commit_lag{1000};
+  // Issue 42, the peers' commit watermark (storage/peers/peer_view.h): a key whose request the peers do not cover
+  // waits this long for coverage (capped by request_timeout), then gets 503 + Retry-After. 0 = 503 at once.
+  std::chrono::milliseconds peer_wait{1000};
+  // --retire-instance=<uuid>: retire that journal owner's rows in every database of the configuration and exit
+  // (server/retire_instance.cc); "" = serve.
+  std::string retire_instance;
+  // W of the peers' argument: a key another instance answered `new` more than this before a request arrived is
+  // never `new` for it. --max-commit-lag + --follow-max-lag.
+  std::chrono::milliseconds peer_window() const { return max_commit_lag + follow_max_lag; }
+  // This instance publishes its watermark: --ack=filter with the journal (a journal owner).
+  bool publishes_watermark() const { return ack == AckMode::kFilter && journal; }
   bool following() const { return follow && filter && (ack == AckMode::kFilter || follow_commit); }
   bool tls() const { return !tls_cert.empty(); }
   bool mtls() const { return !tls_client_ca.empty(); }
@@ -194,6 +220,9 @@ void ParseHorizon(std::string_view window, bool window_given, std::string_view r
 // 10ms..60s) and c.max_commit_lag (--max-commit-lag, 0 or 10ms..60s). Throws ConfigError naming the option.
 // server/config/config_follow.cc.
 void ParseFollow(std::string_view follow, std::string_view max_lag, std::string_view max_commit_lag, Config& c);
+// Sets c.peer_wait (--peer-wait, 0..10m) and c.retire_instance (--retire-instance, a UUID or ""). Throws ConfigError
+// naming the option. server/config/config_peers.cc.
+void ParsePeers(std::string_view peer_wait, std::string_view retire_instance, Config& c);
 
 // Sets c.keys (--keys: raw | gs1) and c.expiry_grace (--expiry-grace: a duration, s m h d, 0..2192d). Throws
 // ConfigError. server/config/config_horizon.cc.
@@ -210,6 +239,15 @@ void ParseTls(const TlsFlags& f, Config& c);
 // Sets c.tokens_file and c.terminals (reading --tokens-file), c.rate_limit and c.rate_burst (--rate-burst "rate"
 // = the rate). Throws ConfigError naming the option. server/config/config_access.cc.
 void ParseAccess(const std::string& tokens_file, std::string_view rate_limit, std::string_view rate_burst, Config& c);
+// The per-address limits as given (--max-connections-per-address, --ipv6-prefix-length,
+// --admin-max-connections-per-address, --admin-idle-timeout, --max-body-bytes-in-flight).
+struct ConnectionFlags {
+  std::string max_per_address, ipv6_prefix_length, admin_max_per_address, admin_idle_timeout, max_body_bytes;
+};
+// Sets the Config fields of `f`, checked. Throws ConfigError naming the option. server/config/config_connections.cc.
+void ParseConnectionLimits(const ConnectionFlags& f, Config& c);
+// An integer option in min..max. Throws ConfigError naming --`option`.
+std::uint64_t ParseInteger(std::string_view text, std::string_view option, std::uint64_t min, std::uint64_t max);
 // --cors-origins and --allowed-hosts: their lists, lower-cased and checked (server/config/config_access.cc).
 std::vector<std::string> ParseCorsOrigins(const std::string& list);
 std::vector<std::string> ParseAllowedHosts(const std::string& list);

@@ -57,6 +57,9 @@ boost::json::object Describe(const Config& c) {
   o["cors_origins"] = boost::json::array(c.cors_origins.begin(), c.cors_origins.end());
   o["insecure"] = c.insecure;
   o["max_connections_per_address"] = c.max_connections_per_address;
+  o["ipv6_prefix_length"] = c.ipv6_prefix_length;
+  o["admin_max_connections_per_address"] = c.admin_max_connections_per_address;
+  o["admin_idle_timeout_ms"] = c.admin_idle_timeout.count();
   o["max_body_bytes_in_flight"] = c.max_body_bytes_in_flight;
   o["protected_mode"] = c.protected_mode;
   o["allowed_hosts"] = boost::json::array(c.allowed_hosts.begin(), c.allowed_hosts.end());
@@ -67,6 +70,7 @@ boost::json::object Describe(const Config& c) {
   o["follow"] = c.following() ? storage::FollowMethodName(c.follow_method) : (c.ack == AckMode::kFilter ? "off" : "unused");
   o["follow_max_lag_ms"] = c.follow_max_lag.count();
   o["max_commit_lag_ms"] = c.max_commit_lag.count();
+  o["peer_wait_ms"] = c.peer_wait.count();
   return o;
 }
 

@@ -1,5 +1,6 @@
 #include "server/http/connection_limit.h"
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 
@@ -27,17 +28,41 @@ ConnectionLimiter::Shard& ConnectionLimiter::ShardOf(std::string_view key) const
   return shards_[absl::Hash<std::string_view>{}(key) & (kConnectionLimitShards - 1)];
 }
 
-bool ConnectionLimiter::Acquire(std::string_view key) {
-  if (per_address_ == 0) return true;
-  Shard& s = ShardOf(key);
-  MutexLock lock(&s.mu);
-  auto [it, inserted] = s.open.try_emplace(absl::string_view(key.data(), key.size()), 0);
-  if (it->second >= per_address_) {
-    s.refused.fetch_add(1, std::memory_order_relaxed);  // relaxed: a counter (see Shard)
-    return false;
+ConnectionLimiter::Slot& ConnectionLimiter::Slot::operator=(Slot&& o) noexcept {
+  if (this != &o) {
+    Release();
+    limiter_ = o.limiter_;
+    key_ = o.key_;
+    size_ = o.size_;
+    o.limiter_ = nullptr;
   }
-  ++it->second;
-  return true;
+  return *this;
+}
+
+void ConnectionLimiter::Slot::Release() {
+  if (limiter_ == nullptr) return;
+  limiter_->Release(std::string_view(key_.data(), size_));
+  limiter_ = nullptr;
+}
+
+std::optional<ConnectionLimiter::Slot> ConnectionLimiter::Acquire(std::string_view key) {
+  Slot slot;
+  if (per_address_ == 0) return slot;
+  if (key.size() > slot.key_.size()) return std::nullopt;  // not an AddressKey: never the case
+  Shard& s = ShardOf(key);
+  {
+    MutexLock lock(&s.mu);
+    auto [it, inserted] = s.open.try_emplace(absl::string_view(key.data(), key.size()), 0);
+    if (it->second >= per_address_) {
+      s.refused.fetch_add(1, std::memory_order_relaxed);  // relaxed: a counter (see Shard)
+      return std::nullopt;
+    }
+    ++it->second;
+  }
+  slot.limiter_ = this;
+  std::copy(key.begin(), key.end(), slot.key_.begin());
+  slot.size_ = key.size();
+  return slot;
 }
 
 void ConnectionLimiter::Release(std::string_view key) {

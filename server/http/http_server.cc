@@ -1,7 +1,7 @@
 #include "server/http/http_server.h"
 
-#include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -9,10 +9,12 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/json/array.hpp>
 #include <boost/system/error_code.hpp>
 
 #include "core/thread_name.h"
-#include "server/http/rate_limit.h"
+#include "server/http/address_key.h"
+#include "server/http/connection_limit.h"
 #include "server/http/session.h"
 #include "server/http/sweeper.h"
 #include "server/http/tls_context.h"
@@ -29,6 +31,17 @@ using ReusePort = net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
 
 void DoAccept(HttpServer::Worker& w, tcp::acceptor& acceptor, Listener listener);
 
+// The client address's slot on `listener` (--max-connections-per-address, --admin-max-connections-per-address), or
+// nullopt when the address is past its share. A peer in --proxy-protocol-from (`proxied`) is a load balancer: it
+// takes none here; the session takes its client's once the PROXY header names it (server/http/session.cc).
+std::optional<ConnectionLimiter::Slot> AddressSlot(HttpServer::Shared& shared, Listener listener,
+                                                   const net::ip::address& peer, bool proxied) {
+  if (proxied) return ConnectionLimiter::Slot();
+  AddressKeyBuffer buf{};
+  ConnectionLimiter& limiter = listener == Listener::kAdmin ? shared.admin_per_address : shared.per_address;
+  return limiter.Acquire(AddressKey(peer, shared.config.ipv6_prefix_length, buf));
+}
+
 void OnAccept(HttpServer::Worker& w, tcp::acceptor& acceptor, Listener listener, boost::system::error_code ec,
               PlainSocket socket) {
   if (ec == net::error::operation_aborted) return;  // acceptor closed by shutdown
@@ -42,44 +55,33 @@ void OnAccept(HttpServer::Worker& w, tcp::acceptor& acceptor, Listener listener,
     return;
   }
   if (w.shared.stopping.load()) return;  // the socket closes as it goes out of scope
+  // The peer as accept() returned it (Worker::accept_peer): read once, so the slot taken is the slot released.
+  const net::ip::address peer = (listener == Listener::kAdmin ? w.admin_accept_peer : w.accept_peer).address();
   // relaxed: approximate caps are enough (see the Session constructor, server/http/session.cc).
-  const std::size_t admin = w.shared.admin_sessions.load(std::memory_order_relaxed);
-  const bool room = listener == Listener::kAdmin ? admin < kMaxAdminConnections
-                                                 : w.shared.sessions.load(std::memory_order_relaxed) - admin <
-                                                       kMaxConnections;
-  // --max-connections-per-address (main listener): a client past its share is closed at once, unread. A peer
-  // in --proxy-protocol-from is a load balancer: the slot is its client's, taken once the PROXY header names it
-  // (server/http/session.cc).
-  bool address_slot = false;
-  bool proxied = false;
-  if (room && listener == Listener::kMain) {
-    boost::system::error_code ec;
-    const auto peer = socket.remote_endpoint(ec);
-    if (!ec) {
-      proxied = !w.shared.proxy_sources.empty() && w.shared.proxy_sources.Contains(peer.address());
-      if (!proxied) {
-        std::array<char, 17> buf{};
-        address_slot = w.shared.per_address.Acquire(AddressKey(peer.address(), buf));
-        if (!address_slot) {
-          w.counters.refused_per_address.Inc();
-          DoAccept(w, acceptor, listener);
-          return;  // the socket closes as it goes out of scope
-        }
-      }
-    }
+  const std::size_t open = w.shared.listener_sessions[static_cast<std::size_t>(listener)].load(std::memory_order_relaxed);
+  if (open >= (listener == Listener::kAdmin ? kMaxAdminConnections : kMaxConnections)) {
+    w.counters.refused_full.Inc();
+    return DoAccept(w, acceptor, listener);  // the socket closes as it goes out of scope
   }
-  if (!room) w.counters.refused_full.Inc();
-  if (room) {
-    boost::system::error_code ignored;
-    socket.set_option(tcp::no_delay(true), ignored);  // responses are small; do not wait for Nagle
-    StartSession(w, listener, std::move(socket), address_slot, proxied);
+  // Past the address's share: closed at once, unread.
+  const bool proxied = listener == Listener::kMain && !w.shared.proxy_sources.empty() &&
+                       w.shared.proxy_sources.Contains(peer);
+  std::optional<ConnectionLimiter::Slot> slot = AddressSlot(w.shared, listener, peer, proxied);
+  if (!slot) {
+    w.counters.refused_per_address.Inc();
+    return DoAccept(w, acceptor, listener);
   }
+  boost::system::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);  // responses are small; do not wait for Nagle
+  StartSession(w, listener, std::move(socket), peer, std::move(*slot), proxied);
   DoAccept(w, acceptor, listener);
 }
 
 void DoAccept(HttpServer::Worker& w, tcp::acceptor& acceptor, Listener listener) {
-  // Accepting into the worker's io_context yields a socket bound to its concrete executor type (PlainSocket).
-  acceptor.async_accept(w.ioc, [&w, &acceptor, listener](boost::system::error_code ec, PlainSocket socket) {
+  // Accepting into the worker's io_context yields a socket bound to its concrete executor type (PlainSocket); the
+  // peer's endpoint comes from accept() itself.
+  tcp::endpoint& peer = listener == Listener::kAdmin ? w.admin_accept_peer : w.accept_peer;
+  acceptor.async_accept(w.ioc, peer, [&w, &acceptor, listener](boost::system::error_code ec, PlainSocket socket) {
     OnAccept(w, acceptor, listener, ec, std::move(socket));
   });
 }
@@ -94,6 +96,14 @@ HttpServer::~HttpServer() { Stop(); }
 void HttpServer::Start() {
   const Config& config = shared_->config;
   if (config.tls()) shared_->SetTls(MakeTlsContext(config));
+  // --proxy-protocol-from names networks: any host in them may claim any client address, and so escape every
+  // per-address limit or spend another client's (README "Behind a load balancer").
+  if (const auto networks = shared_->proxy_sources.Networks(); !networks.empty()) {
+    Log(LogLevel::kWarn, "proxy_protocol_networks",
+        {{"networks", boost::json::array(networks.begin(), networks.end())},
+         {"message", "every host in these --proxy-protocol-from networks may claim any client address for the "
+                     "per-address limits; list only the load balancers' own addresses"}});
+  }
   const auto address = net::ip::make_address(config.listen);
   for (unsigned i = 0; i < config.threads; ++i) {
     auto w = std::make_unique<Worker>(i, *shared_, metrics_.ForThread(i));

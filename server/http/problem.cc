@@ -68,7 +68,8 @@ Problem Problem::MethodNotAllowed(std::string_view method, Route route) {
 }
 Problem Problem::BodyTooLarge(std::size_t limit) {
   return Make(413, "body-too-large", "Request body too large",
-              "the request body exceeds " + std::to_string(limit) + " bytes for this route");
+              limit == 0 ? std::string("this route takes no request body")
+                         : "the request body exceeds " + std::to_string(limit) + " bytes for this route");
 }
 Problem Problem::UnsupportedMediaType(std::string_view content_type) {
   (void)content_type;  // not echoed: an arbitrary client string

@@ -91,6 +91,17 @@ bool ProxySources::Contains(const ip::address& peer) const {
   });
 }
 
+std::vector<std::string> ProxySources::Networks() const {
+  std::vector<std::string> out;
+  for (const ip::network_v4& n : v4) {
+    if (n.prefix_length() < 32) out.push_back(n.to_string());
+  }
+  for (const ip::network_v6& n : v6) {
+    if (n.prefix_length() < 128) out.push_back(n.to_string());
+  }
+  return out;
+}
+
 ProxySources ParseProxySources(const std::vector<std::string>& entries) {
   ProxySources out;
   for (const std::string& e : entries) {

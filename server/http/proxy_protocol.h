@@ -42,6 +42,9 @@ struct ProxySources {
   bool empty() const { return v4.empty() && v6.empty(); }
   // True when `peer` (an IPv4-mapped IPv6 address counts as its IPv4 one) is in one of the networks.
   bool Contains(const boost::asio::ip::address& peer) const;
+  // The entries wider than one address ("10.0.0.0/24"): every host in them may name any client, so each is worth a
+  // warning at start-up (list only the load balancers' own addresses).
+  std::vector<std::string> Networks() const;
 };
 
 // Parses a comma-separated list of addresses and CIDR networks ("127.0.0.1,10.0.0.0/8,::1"); throws

@@ -37,26 +37,6 @@ struct alignas(64) RateLimiter::Shard {
   std::uint64_t evictions ABSL_GUARDED_BY(mu) = 0;
 };
 
-std::string_view AddressKey(const boost::asio::ip::address& a, std::array<char, 17>& buf) {
-  boost::asio::ip::address_v4 v4;
-  if (a.is_v4()) {
-    v4 = a.to_v4();
-  } else if (a.to_v6().is_v4_mapped()) {
-    v4 = boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, a.to_v6());
-  } else {
-    // One IPv6 client holds a whole /64 (SLAAC, privacy addresses): keyed per /128, it could rotate through
-    // 2^64 buckets. Keyed by its /64 prefix (RFC 6177's end-site assignment is at least that).
-    const auto b = a.to_v6().to_bytes();
-    buf[0] = '6';
-    std::copy(b.begin(), b.begin() + 8, buf.begin() + 1);
-    return {buf.data(), 1 + 8};
-  }
-  const auto b = v4.to_bytes();
-  buf[0] = '4';
-  std::copy(b.begin(), b.end(), buf.begin() + 1);
-  return {buf.data(), 1 + b.size()};
-}
-
 RateLimiter::RateLimiter(double rate_per_second, double burst, std::size_t max_buckets)
     : rate_(rate_per_second),
       burst_(burst),

@@ -9,7 +9,6 @@
 // address. The clock is injected (`now` of every call): unit-tested in tests/server/http/rate_limit_test.cc.
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -20,14 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include <boost/asio/ip/address.hpp>
-
 namespace scangate::server {
-
-// The key of a client address for per-address limits (rate limits, failed authentication, connections), with
-// no allocation: an IPv4 address (or an IPv4-mapped IPv6 one) by its 4 bytes, an IPv6 one by its /64 prefix
-// (one end site: a host may rotate through its whole /64), behind a family tag. Pure; any thread.
-std::string_view AddressKey(const boost::asio::ip::address& a, std::array<char, 17>& buf);
 
 inline constexpr std::size_t kRateLimitShards = 64;        // independent locks; a power of two
 inline constexpr std::size_t kMaxRateBuckets = 65'536;     // buckets held at once (~100 B each: ~6.5 MiB)

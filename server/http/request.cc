@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstdint>
 #include <cstdio>
+
+#include <unicode/uchar.h>
 
 #include <boost/json/monotonic_resource.hpp>
 #include <boost/json/parse.hpp>
@@ -68,12 +71,18 @@ std::string_view TrimScannerNewline(std::string_view key) {
   return key;
 }
 
-// Code points refused in a source: C0 controls, DEL, C1 controls (terminal escape sequences), and the
-// Unicode bidirectional formatting characters (they reorder what an operator reads: "Trojan Source",
-// CVE-2021-42574). A source is shown in /lookup answers, the dashboard and operators' terminals.
+// Code points refused in a source, which is shown in /lookup answers, the dashboard and operators' terminals, so
+// what they show must be all there is: controls (Cc: C0, DEL, C1 — terminal escape sequences), format characters
+// (Cf: the bidirectional controls that reorder what an operator reads, "Trojan Source", CVE-2021-42574; zero-width
+// space, joiners, word joiner, soft hyphen, BOM), the line and paragraph separators (U+2028, U+2029: a line break
+// to a log or a JavaScript string), and every other default-ignorable code point (invisible: Hangul fillers,
+// variation selectors, tags). ICU's Unicode data (the version Debian's libicu carries).
 bool IsRefusedSourceCodePoint(char32_t c) {
-  return c < 0x20 || (c >= 0x7F && c <= 0x9F) || c == 0x061C || c == 0x200E || c == 0x200F ||
-         (c >= 0x202A && c <= 0x202E) || (c >= 0x2066 && c <= 0x2069);
+  if (c < 0x80) return c < 0x20 || c == 0x7F;  // ASCII: the controls only (no ICU call on the common path)
+  const auto cp = static_cast<UChar32>(c);
+  const std::int8_t type = u_charType(cp);
+  return type == U_CONTROL_CHAR || type == U_FORMAT_CHAR || type == U_LINE_SEPARATOR ||
+         type == U_PARAGRAPH_SEPARATOR || u_hasBinaryProperty(cp, UCHAR_DEFAULT_IGNORABLE_CODE_POINT);
 }
 
 // The first refused code point of `s` (valid UTF-8), if any.
@@ -120,8 +129,8 @@ std::optional<Problem> ValidateSource(std::string_view source, const std::string
     return Problem::InvalidSource(where + "\"source\" must not contain NUL (U+0000)");
   }
   if (const auto c = RefusedSourceCodePoint(source)) {
-    return Problem::InvalidSource(where + "\"source\" must not contain control or bidirectional formatting "
-                                  "characters (found " + CodePointName(*c) + ")");
+    return Problem::InvalidSource(where + "\"source\" must not contain control, formatting, line-separator or "
+                                  "other invisible characters (found " + CodePointName(*c) + ")");
   }
   return std::nullopt;
 }

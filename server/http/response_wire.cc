@@ -2,7 +2,8 @@
 
 namespace scangate::server {
 
-void SerializeResponse(const boost::beast::http::response<boost::beast::http::string_body>& res, std::string& out) {
+void SerializeResponse(const boost::beast::http::response<boost::beast::http::string_body>& res, std::string& out,
+                       bool head) {
   out.clear();
   out += res.version() == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
   char code[3];
@@ -21,7 +22,7 @@ void SerializeResponse(const boost::beast::http::response<boost::beast::http::st
     out += "\r\n";
   }
   out += "\r\n";
-  out += res.body();
+  if (!head) out += res.body();
 }
 
 }  // namespace scangate::server

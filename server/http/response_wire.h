@@ -12,7 +12,10 @@
 
 namespace scangate::server {
 
-// `res` (prepare_payload() done, HTTP/1.0 or 1.1) into `out`. Pure; any thread.
-void SerializeResponse(const boost::beast::http::response<boost::beast::http::string_body>& res, std::string& out);
+// `res` (prepare_payload() done, HTTP/1.0 or 1.1) into `out`. `head`: the answer to a HEAD request — status line
+// and fields only, Content-Length still the body's (what the GET would send: RFC 9110 §9.3.2), no body. Pure; any
+// thread.
+void SerializeResponse(const boost::beast::http::response<boost::beast::http::string_body>& res, std::string& out,
+                       bool head = false);
 
 }  // namespace scangate::server

@@ -36,6 +36,12 @@ bool IsClientRoute(Route route) {
 
 std::string_view AllowedMethod(Route route) { return IsClientRoute(route) ? "POST" : "GET"; }
 
+bool MethodAllowed(Route route, std::string_view method) {
+  return method == AllowedMethod(route) || (!IsClientRoute(route) && method == "HEAD");
+}
+
+std::string_view AllowHeader(Route route) { return IsClientRoute(route) ? "POST" : "GET, HEAD"; }
+
 std::size_t BodyLimitFor(Route route) {
   switch (route) {
     case Route::kObserve:

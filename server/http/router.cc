@@ -52,8 +52,9 @@ constexpr std::string_view kReplayedHeader = "Idempotent-Replayed";
 constexpr std::string_view kLookupUnavailable = "PostgreSQL is unavailable for lookups; retry after the Retry-After delay";
 
 // The rate limit's bucket: the caller's terminal id (tokens on), else its client address's key (in `buf`).
-std::string_view RateBucket(const Terminal* terminal, const net::ip::address& peer, std::array<char, 17>& buf) {
-  return terminal != nullptr ? std::string_view(terminal->id) : AddressKey(peer, buf);
+std::string_view RateBucket(const Terminal* terminal, const net::ip::address& peer, unsigned ipv6_prefix_bits,
+                            AddressKeyBuffer& buf) {
+  return terminal != nullptr ? std::string_view(terminal->id) : AddressKey(peer, ipv6_prefix_bits, buf);
 }
 
 // Tokens on: the recorded source is the token's terminal. A body source that is absent or names that
@@ -94,6 +95,15 @@ std::optional<Problem> FramingProblem(const Router::Header& h) {
     return Problem::BadRequest("Transfer-Encoding must be exactly \"chunked\" (no other transfer coding is "
                                "supported); or send Content-Length");
   }
+  return std::nullopt;
+}
+
+// A request the route table refuses: an unknown path (404), a method the route does not serve (405: HEAD is a
+// GET route's), or a body on a route that takes none (413).
+std::optional<Problem> RouteProblem(const Router::Header& h, Route route, bool has_body) {
+  if (route == Route::kNotFound) return Problem::NotFound(h.target());
+  if (!MethodAllowed(route, h.method_string())) return Problem::MethodNotAllowed(h.method_string(), route);
+  if (has_body && BodyLimitFor(route) == 0) return Problem::BodyTooLarge(0);
   return std::nullopt;
 }
 
@@ -140,7 +150,7 @@ Router::Answer Router::ProblemAnswer(const Problem& p, Route route, const Header
   a.res.result(static_cast<http::status>(p.status));
   if (p.status == 503) a.res.set(http::field::retry_after, "1");
   if (p.status == 429) a.res.set(http::field::retry_after, std::to_string(std::max(1u, p.retry_after_seconds)));
-  if (p.status == 405) a.res.set(http::field::allow, AllowedMethod(route));
+  if (p.status == 405) a.res.set(http::field::allow, AllowHeader(route));
   if (p.status == 401) {
     const bool presented = h != nullptr && !(*h)[http::field::authorization].empty();
     a.res.set(http::field::www_authenticate, WwwAuthenticate(presented));
@@ -201,16 +211,6 @@ Router::Admission Router::Admit(const Header& h, Listener listener, bool tls, co
         return ad;
       }
     }
-    // The body's declared size: Content-Length (already validated as a number by the HTTP parser), else the
-    // route's limit (a chunked body may grow to it). Checked here (413), taken from the budget below.
-    std::size_t declared = ad.body_limit;
-    if (!length.empty()) {
-      const auto [p, ec] = std::from_chars(length.data(), length.data() + length.size(), declared);
-      if (ec == std::errc::result_out_of_range || (ec == std::errc() && declared > ad.body_limit)) {
-        ad.answer = ProblemAnswer(Problem::BodyTooLarge(ad.body_limit), ad.route, &h, /*close=*/true);
-        return ad;
-      }
-    }
     // CORS preflight from a listed origin: no token needed (browsers send none on a preflight).
     if (h.method() == http::verb::options && IsClientRoute(ad.route) && h.find(http::field::origin) != h.end() &&
         OriginListed(NormalizeOrigin(h[http::field::origin]))) {
@@ -224,6 +224,23 @@ Router::Admission Router::Admit(const Header& h, Listener listener, bool tls, co
       a.res.set(http::field::vary, "Origin");
       ad.answer = std::move(a);
       return ad;
+    }
+    // A path or method this server does not serve, or a body on a route that takes none, is answered here, from
+    // the header: with a body, the connection closes unread, so it never holds body budget (issue 43: any host
+    // could otherwise spend --max-body-bytes-in-flight on POST /x, which needs no token).
+    if (auto p = RouteProblem(h, ad.route, has_body)) {
+      ad.answer = ProblemAnswer(*p, ad.route, &h, has_body);
+      return ad;
+    }
+    // The body's declared size: Content-Length (already validated as a number by the HTTP parser), else the
+    // route's limit (a chunked body may grow to it). Checked here (413), taken from the budget below.
+    std::size_t declared = ad.body_limit;
+    if (!length.empty()) {
+      const auto [p, ec] = std::from_chars(length.data(), length.data() + length.size(), declared);
+      if (ec == std::errc::result_out_of_range || (ec == std::errc() && declared > ad.body_limit)) {
+        ad.answer = ProblemAnswer(Problem::BodyTooLarge(ad.body_limit), ad.route, &h, /*close=*/true);
+        return ad;
+      }
     }
     if (IsClientRoute(ad.route)) ad.answer = CheckCaller(h, ad.route, has_body, peer, cert, ad.terminal);
     // Admitted with a body: its declared bytes come out of the global budget before any is read; none left:
@@ -245,13 +262,13 @@ Router::Admission Router::Admit(const Header& h, Listener listener, bool tls, co
 std::optional<Router::Answer> Router::CheckCaller(const Header& h, Route route, bool has_body,
                                                  const net::ip::address& peer, const ClientCertificate* cert,
                                                  std::shared_ptr<const Terminal>& terminal) const {
-  std::array<char, 17> address_buf{};
+  AddressKeyBuffer address_buf{};
   if (cert && !cert->terminal) return ProblemAnswer(Problem::CertificateNotAllowed(cert->problem), route, &h, has_body);
   if (std::shared_ptr<const TokenVerifier> tokens = tokens_.Current(); tokens->enabled()) {
     // Failed authentication is limited per client address before any token is verified: an address past
     // its failures gets 429 (and the connection closes) even with a valid token, so guessing costs the
     // guesser time, and the server no hashing or comparing against every stored hash.
-    const std::string_view address = AddressKey(peer, address_buf);
+    const std::string_view address = AddressKey(peer, config_.ipv6_prefix_length, address_buf);
     const auto now = std::chrono::steady_clock::now();
     if (const RateLimiter::Decision d = auth_failures_.Peek(address, now); !d.allowed) {
       return ProblemAnswer(Problem::AuthFailuresLimited(static_cast<unsigned>(d.retry_after.count())), route, &h,
@@ -286,7 +303,8 @@ std::optional<Router::Answer> Router::CheckCaller(const Header& h, Route route, 
   if (limiter_) {
     const auto kind = terminal ? RateLimiter::KeyKind::kTerminal : RateLimiter::KeyKind::kAddress;
     const RateLimiter::Decision d =
-        limiter_->Acquire(RateBucket(terminal.get(), peer, address_buf), kind, std::chrono::steady_clock::now());
+        limiter_->Acquire(RateBucket(terminal.get(), peer, config_.ipv6_prefix_length, address_buf), kind,
+                          std::chrono::steady_clock::now());
     if (!d.allowed) {
       return ProblemAnswer(Problem::RateLimited(static_cast<unsigned>(d.retry_after.count())), route, &h, has_body);
     }
@@ -309,10 +327,7 @@ void Router::Handle(Route route, const Request& req, const net::any_io_executor&
     state->done(std::move(a));
   };
   try {
-    if (route == Route::kNotFound) return once(ProblemAnswer(Problem::NotFound(req.target()), route, &req));
-    if (req.method_string() != AllowedMethod(route)) {
-      return once(ProblemAnswer(Problem::MethodNotAllowed(req.method_string(), route), route, &req));
-    }
+    // Admit answered an unknown path, a method the route does not serve and a body it takes none of.
     if (!IsClientRoute(route)) return once(AdminAnswer(route, req));
     if (auto p = CheckContentType(req[http::field::content_type])) return once(ProblemAnswer(*p, route, &req));
     switch (route) {
@@ -371,8 +386,8 @@ void Router::HandleBatch(const Request& req, const net::any_io_executor& ex, Thr
   if (limiter_ && keys > 1) {
     // A batch counts its keys: the header's check (CheckCaller, the same RateBucket) took one token before the
     // body was read; the others are charged now, into debt if need be, so the caller's next requests wait.
-    std::array<char, 17> address_buf{};
-    limiter_->Charge(RateBucket(terminal, peer, address_buf), static_cast<double>(keys - 1),
+    AddressKeyBuffer address_buf{};
+    limiter_->Charge(RateBucket(terminal, peer, config_.ipv6_prefix_length, address_buf), static_cast<double>(keys - 1),
                      std::chrono::steady_clock::now());
   }
   auto header = CorsHeader(req);

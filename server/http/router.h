@@ -22,6 +22,7 @@
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include "server/http/address_key.h"
 #include "server/http/auth.h"
 #include "server/http/body_budget.h"
 #include "server/http/client_certificate.h"
@@ -81,8 +82,9 @@ class Router {
   // All references must outlive the Router. `lookups` may be null: POST /lookup then answers 503.
   Router(const Config& config, Service& service, storage::DigestReader* lookups);
 
-  // Header stage, before any body byte: route (with the --admin-listen split), Origin policy (403),
-  // Content-Length against the route's limit (413), CORS preflight (204), bearer token (401), the token's
+  // Header stage, before any body byte: route (with the --admin-listen split), Origin policy (403), CORS preflight
+  // (204), unknown path (404), method (405), a body on a route that takes none or past the route's limit (413),
+  // bearer token (401), the token's
   // routes (403 route-not-allowed), the rate limit of its terminal or of `peer` with tokens off (429).
   // `tls`: the connection is HTTPS (for scangate's own origin). `cert`: the connection's verified client
   // certificate (mTLS on the main listener; null otherwise): its terminal is the caller's, or must be the token's
@@ -90,7 +92,8 @@ class Router {
   Admission Admit(const Header& h, Listener listener, bool tls, const boost::asio::ip::address& peer = {},
                   const ClientCertificate* cert = nullptr) const;
 
-  // The whole request, `route` from Admit. `done` runs exactly once on `ex` (inline or later). Call on the
+  // The whole request, `route` from an Admit that answered nothing (its path, method and body are the route's:
+  // a HEAD is answered as a GET, the transport sends the header only). `done` runs exactly once on `ex` (inline or later). Call on the
   // thread that owns `ex` and `counters`.
   // `terminal`: Admission::terminal (tokens on: the recorded source is its id; a body source naming
   // another terminal is 403 source-not-allowed). `peer`: Admit's (with tokens off, the rate limit's key: a

@@ -42,11 +42,16 @@ Router::Answer Router::AdminAnswer(Route route, const Header& h) {
       // So does a stale follower (--follow: its database's new keys are decided in PostgreSQL meanwhile).
       const std::string journal = service_.JournalState();
       const std::string follower = service_.FollowerState();
+      // So does a lagging peer (issue 42: its database's new keys wait or get 503 meanwhile; repeats are answered).
+      const std::string peers = service_.PeerState();
       if (service_.ready()) {
-        if (journal.empty() && follower.empty()) return Ok(http::status::ok, R"({"status":"ready"})", kJson, route, &h);
+        if (journal.empty() && follower.empty() && peers.empty()) {
+          return Ok(http::status::ok, R"({"status":"ready"})", kJson, route, &h);
+        }
         boost::json::object body{{"status", "ready"}};
         if (!journal.empty()) body["journal"] = journal;
         if (!follower.empty()) body["follower"] = follower;
+        if (!peers.empty()) body["peers"] = peers;
         return Ok(http::status::ok, boost::json::serialize(body), kJson, route, &h);
       }
       std::string detail = !service_.warm() ? "warm start from PostgreSQL still running" : "PostgreSQL is unavailable";

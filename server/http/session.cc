@@ -1,6 +1,7 @@
 #include "server/http/session.h"
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -20,16 +21,17 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/error.hpp>
-#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
+#include "server/http/address_key.h"
 #include "server/http/client_certificate.h"
+#include "server/http/connection_limit.h"
 #include "server/http/proxy_protocol.h"
-#include "server/http/rate_limit.h"
 #include "server/http/request.h"
+#include "server/http/request_parser.h"
 #include "server/http/response_wire.h"
 #include "server/http/sweeper.h"
 #include "server/log.h"
@@ -46,10 +48,6 @@ constexpr std::size_t kFirstReadBytes = 4096;      // first read of an idle conn
 constexpr std::size_t kLingerDrainBytes = 1 << 20;  // bytes discarded after an error response, then close
 constexpr auto kLingerTimeout = std::chrono::seconds(2);
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-
-bool IsHttpParseError(const beast::error_code& ec) {
-  return &ec.category() == &http::make_error_code(http::error::bad_target).category();
-}
 
 // Connection endings a client causes routinely (closing mid-request, resets): not worth a log line.
 bool IsPeerGone(const beast::error_code& ec) {
@@ -73,28 +71,26 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   static constexpr bool kTls = !std::is_same_v<Stream, PlainStream>;
 
   // `tls`: the context `stream_args` names (HTTPS), kept alive as long as the session; null for plain HTTP.
+  // `peer`: the address accept() returned; `slot`: the address's connection slot the accept took (empty for a
+  // proxy's connection: its client's is taken once the PROXY header names it), given back when the session ends.
   template <typename... StreamArgs>
-  Session(HttpServer::Worker& w, Listener listener, bool address_slot, bool proxied,
-          std::shared_ptr<net::ssl::context> tls, StreamArgs&&... stream_args)
+  Session(HttpServer::Worker& w, Listener listener, const net::ip::address& peer, ConnectionLimiter::Slot slot,
+          bool proxied, std::shared_ptr<net::ssl::context> tls, StreamArgs&&... stream_args)
       : tls_(std::move(tls)),
         stream_(std::forward<StreamArgs>(stream_args)...),
         w_(w),
         listener_(listener),
-        proxied_(proxied) {
-    beast::error_code ec;  // a peer already gone: the unspecified address (its request will fail anyway)
-    const auto peer = Lowest().socket().remote_endpoint(ec);
-    if (!ec) peer_ = peer.address();
-    // The accept took the slot under the same address (the peer's address does not change).
-    if (address_slot) address_key_ = AddressKey(peer_, address_buf_);
+        proxied_(proxied),
+        peer_(peer),
+        slot_(std::move(slot)) {
     w_.sessions.insert(this);
     // relaxed: gauges for WaitDrained and the accept caps; nothing is published through them.
     w_.shared.sessions.fetch_add(1, std::memory_order_relaxed);
-    if (listener_ == Listener::kAdmin) w_.shared.admin_sessions.fetch_add(1, std::memory_order_relaxed);
+    ListenerSessions().fetch_add(1, std::memory_order_relaxed);
   }
   ~Session() override {
     w_.sessions.erase(this);
-    if (!address_key_.empty()) w_.shared.per_address.Release(address_key_);
-    if (listener_ == Listener::kAdmin) w_.shared.admin_sessions.fetch_sub(1, std::memory_order_relaxed);  // relaxed: see constructor
+    ListenerSessions().fetch_sub(1, std::memory_order_relaxed);  // relaxed: see constructor
     w_.shared.sessions.fetch_sub(1, std::memory_order_relaxed);  // relaxed: see constructor
   }
 
@@ -126,6 +122,9 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   static constexpr auto kNoDeadline = std::chrono::steady_clock::time_point::max();
 
   std::shared_ptr<Session> Self() { return this->shared_from_this(); }
+  std::atomic<std::size_t>& ListenerSessions() {
+    return w_.shared.listener_sessions[static_cast<std::size_t>(listener_)];
+  }
   PlainStream& Lowest() { return beast::get_lowest_layer(stream_); }
   // The current phase must end within `timeout` (see kSweepInterval).
   void SetDeadline(std::chrono::steady_clock::duration timeout) { deadline_ = w_.now + timeout + kSweepInterval; }
@@ -168,12 +167,13 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     const auto client = ParseProxyV2(std::string_view(proxy_header_.data(), proxy_header_bytes_));
     if (const auto* e = std::get_if<std::string>(&client)) return RefuseProxy(*e);
     if (const auto& address = std::get<std::optional<net::ip::address>>(client)) peer_ = *address;
-    const std::string_view key = AddressKey(peer_, address_buf_);
-    if (!w_.shared.per_address.Acquire(key)) {  // the client is past its share
+    AddressKeyBuffer buf{};
+    auto slot = w_.shared.per_address.Acquire(AddressKey(peer_, shared().config.ipv6_prefix_length, buf));
+    if (!slot) {  // the client is past its share
       w_.counters.refused_per_address.Inc();
       return Lowest().close();
     }
-    address_key_ = key;
+    slot_ = std::move(*slot);
     Begin();
   }
 
@@ -220,8 +220,14 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       ReadHeader();
       return;
     }
-    // A new connection must send its first request within the header timeout; a kept-alive one may idle.
-    SetDeadline(first_request_ ? kHeaderReadTimeout : kIdleTimeout);
+    // A new connection must send its first request within the header timeout; a kept-alive one may idle. On the
+    // admin listener both are --admin-idle-timeout (probes send their request at once; a host holding idle
+    // connections must not keep the listener's slots).
+    if (listener_ == Listener::kAdmin) {
+      SetDeadline(shared().config.admin_idle_timeout);
+    } else {
+      SetDeadline(first_request_ ? kHeaderReadTimeout : kIdleTimeout);
+    }
     stream_.async_read_some(buffer_.prepare(kFirstReadBytes), beast::bind_front_handler(&Session::OnFirstBytes, Self()));
   }
 
@@ -233,6 +239,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 
   void ReadHeader() {
     start_ = std::chrono::steady_clock::now();  // latency: first byte of the request .. response written
+    head_ = false;  // a header that fails to parse is answered in full (and the connection closes)
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(kMaxHeaderBytes));
     // No limit while reading the header: the route's limit is set once the target is known (Content-Length
@@ -248,6 +255,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     const auto& req = parser_->get();
     version_ = req.version();
     keep_alive_ = req.keep_alive();
+    head_ = req.method() == http::verb::head;
     // Route, Origin policy, size limit, preflight and token: all decided before any body byte is read; a
     // refused request with a body closes the connection (the body is drained by Linger, never buffered).
     Router::Admission ad = router().Admit(req.base(), listener_, kTls, peer_, cert_ ? &*cert_ : nullptr);
@@ -259,7 +267,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       ad.answer->close = ad.answer->close || !parser_->is_done();
       return Send(std::move(*ad.answer));
     }
-    parser_->body_limit(body_limit_);  // enforced while reading a chunked body
+    parser_->SetBodyLimit(body_limit_);  // enforced while reading the body
     if (parser_->is_done()) return Handle();
     phase_ = Phase::kBody;
     SetDeadline(kBodyReadTimeout);
@@ -307,13 +315,12 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     // A read timeout (header 10 s, body: its minimum rate, idle 60 s: CloseIfExpired) or shutdown closed the
     // connection (operation_aborted, or any error of an operation that found it closed): no response, no log line.
     if (ec == net::error::operation_aborted || !Lowest().socket().is_open()) return;
-    if (ec == http::error::header_limit) return ReplyProblem(Problem::HeaderTooLarge());
     if (ec == http::error::body_limit) {
       return Send(router().ProblemAnswer(Problem::BodyTooLarge(body_limit_), route_, &parser_->get().base(), true));
     }
-    if (IsHttpParseError(ec) && ec != http::error::partial_message) {
-      return ReplyProblem(Problem::BadRequest("the request is not valid HTTP/1.1: " + ec.message()));
-    }
+    // Bad framing (431, 400: server/http/request_parser.h), including a chunk-size line or trailer section that
+    // does not fit the read buffer.
+    if (auto p = ReadProblem(ec)) return ReplyProblem(*p);
     Fail(ec, what);
   }
 
@@ -334,7 +341,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     res_.version(version_);
     res_.keep_alive(keep_alive_ && !a.close && !shared().stopping.load() && !VerifiedByOldContext());
     res_.prepare_payload();
-    SerializeResponse(res_, wire_);
+    SerializeResponse(res_, wire_, head_);
     SetDeadline(kWriteTimeout);
     net::async_write(stream_, net::buffer(wire_), beast::bind_front_handler(&Session::OnWrite, Self()));
   }
@@ -397,8 +404,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   const bool proxied_;  // the peer is in --proxy-protocol-from: a PROXY v2 header comes first
   std::array<char, kProxyV2FixedBytes + kProxyV2MaxRestBytes> proxy_header_{};
   std::size_t proxy_header_bytes_ = 0;
-  beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  beast::flat_buffer buffer_{kReadBufferBytes};  // unparsed bytes, bounded (server/http/request_parser.h)
+  std::optional<RequestParser> parser_;
   http::response<http::string_body> res_;
   std::string wire_;  // res_ serialized (SerializeResponse); its capacity is reused by the next response
   Phase phase_ = Phase::kWaiting;
@@ -407,11 +414,11 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   std::optional<ClientCertificate> cert_;     // mTLS on the main listener: the connection's, from OnHandshake
   BodyBudget::Hold body_hold_;                // the current body's bytes in the budget, from Router::Admit
   net::ip::address peer_;                     // the client's address (the rate limit's key with tokens off)
-  std::array<char, 17> address_buf_{};        // address_key_'s bytes
-  std::string_view address_key_;              // the --max-connections-per-address slot held; "" = none
+  ConnectionLimiter::Slot slot_;              // the client address's connection slot (given back at the end)
   std::size_t body_limit_ = kMaxOtherBodyBytes;  // of route_, from Router::Admit
   unsigned version_ = 11;
   bool keep_alive_ = false;
+  bool head_ = false;  // the request is HEAD: its answer goes out without the body (RFC 9110 §9.3.2)
   bool first_request_ = true;
   std::size_t drained_ = 0;
   std::chrono::steady_clock::time_point body_start_{};  // ReadBody: the sweeper's clock at the header's end
@@ -422,16 +429,19 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 
 }  // namespace
 
-void StartSession(HttpServer::Worker& w, Listener listener, PlainSocket socket, bool address_slot, bool proxied) {
+void StartSession(HttpServer::Worker& w, Listener listener, PlainSocket socket, const net::ip::address& peer,
+                  ConnectionLimiter::Slot slot, bool proxied) {
   // HTTPS on the main listener with --tls-cert, on the admin listener with --admin-tls too (without TLS no lock).
   const bool https = w.shared.config.tls() && (listener == Listener::kMain || w.shared.config.admin_tls);
   std::shared_ptr<net::ssl::context> tls = https ? w.shared.Tls() : nullptr;
   if (tls) {
     net::ssl::context& ctx = *tls;
-    std::make_shared<Session<TlsStream>>(w, listener, address_slot, proxied, std::move(tls), std::move(socket), ctx)
+    std::make_shared<Session<TlsStream>>(w, listener, peer, std::move(slot), proxied, std::move(tls),
+                                         std::move(socket), ctx)
         ->Run();
   } else {
-    std::make_shared<Session<PlainStream>>(w, listener, address_slot, proxied, nullptr, std::move(socket))->Run();
+    std::make_shared<Session<PlainStream>>(w, listener, peer, std::move(slot), proxied, nullptr, std::move(socket))
+        ->Run();
   }
 }
 

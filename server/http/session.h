@@ -7,6 +7,9 @@
 // header and once after the body. Use: the listener (server/http/http_server.cc) starts one per accepted socket.
 #pragma once
 
+#include <boost/asio/ip/address.hpp>
+
+#include "server/http/connection_limit.h"
 #include "server/http/http_server.h"
 #include "server/http/router.h"
 #include "server/http/worker.h"
@@ -16,9 +19,11 @@ namespace scangate::server {
 // On the worker's thread: starts the session of an accepted socket, over TLS on the main listener when
 // --tls-cert is set (HttpServer::Shared::tls), plain HTTP otherwise. The session keeps itself alive through
 // its pending operations and ends with the connection.
-// `address_slot`: the accept took one of the client address's --max-connections-per-address slots; the session
-// gives it back when it ends. `proxied`: the peer is in --proxy-protocol-from; the session reads the PROXY v2
-// header first and takes its client's slot then.
-void StartSession(HttpServer::Worker& w, Listener listener, PlainSocket socket, bool address_slot, bool proxied);
+// `peer`: the address accept() returned (never asked of the socket again). `slot`: the client address's connection
+// slot the accept took; the session gives back exactly that when it ends. `proxied`: the peer is in
+// --proxy-protocol-from (`slot` is empty); the session reads the PROXY v2 header first and takes its client's
+// slot then.
+void StartSession(HttpServer::Worker& w, Listener listener, PlainSocket socket, const boost::asio::ip::address& peer,
+                  ConnectionLimiter::Slot slot, bool proxied);
 
 }  // namespace scangate::server

@@ -27,9 +27,12 @@ void AddClientVerification(net::ssl::context& ctx, const Config& config) {
     if (lookup == nullptr || X509_load_crl_file(lookup, config.tls_crl.c_str(), X509_FILETYPE_PEM) <= 0) {
       throw std::runtime_error("--tls-crl: no CRL in '" + config.tls_crl + "'");
     }
-    // The client's own certificate is checked against its issuer's CRL (a CA without a CRL in the file fails
-    // every certificate it issued: the file must hold one per --tls-client-ca CA that issues terminals').
-    X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK);
+    // Every certificate of the client's chain is checked against its issuer's CRL: the terminal's, and each
+    // intermediate CA's against the CA above it (CRL_CHECK alone checks the leaf only, so a revoked intermediate
+    // CA's terminals passed: issue 43). A CA without a CRL in the file fails every certificate it issued: the
+    // file must hold a current CRL of every CA that issues a certificate of a chain (the trust anchor's own
+    // self-signed certificate needs none).
+    X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK | X509_V_FLAG_CRL_CHECK_ALL);
   }
   ctx.set_verify_mode(net::ssl::verify_peer | net::ssl::verify_fail_if_no_peer_cert);
   // Session resumption with verification on needs a session id context (else OpenSSL fails the handshake).

@@ -3,10 +3,11 @@
 // listener (http_server.cc), the sessions (session.h) and the sweeper (sweeper.h) meet here; the public
 // interface is server/http/http_server.h.
 // Invariant: a Worker is touched only on its own thread (its io_context is run by exactly one thread, no
-// strands); Shared is written only through its atomics, the internally locked `per_address` and `tls` (under
+// strands); Shared is written only through its atomics, the internally locked limiters and `tls` (under
 // `tls_mu`: swapped by a SIGHUP reload, read once per new connection).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -49,7 +50,9 @@ struct HttpServer::Shared {
   Router& router;                         // everything about a request but its transport
   std::atomic<bool> stopping{false};      // set once by BeginShutdown; read by sessions between requests
   std::atomic<std::size_t> sessions{0};   // open sessions (all threads, both listeners), for WaitDrained
-  std::atomic<std::size_t> admin_sessions{0};  // of them on the admin listener (kMaxAdminConnections)
+  // Open sessions per listener (index: Listener), for its cap (kMaxConnections, kMaxAdminConnections): counted
+  // apart, never one by subtracting the other (two relaxed loads apart could underflow: issue 43).
+  std::array<std::atomic<std::size_t>, 2> listener_sessions{};
   // The TLS context of new connections (config.tls()): set by Start(), swapped by HttpServer::ReloadTls (SIGHUP).
   // A session keeps the context it was made with (a shared_ptr), so a swap never pulls one from under it.
   std::shared_ptr<boost::asio::ssl::context> Tls() const {
@@ -67,7 +70,8 @@ struct HttpServer::Shared {
   std::atomic<const boost::asio::ssl::context*> tls_current{nullptr};
   mutable Mutex tls_mu;
   std::shared_ptr<boost::asio::ssl::context> tls ABSL_GUARDED_BY(tls_mu);
-  ConnectionLimiter per_address{config.max_connections_per_address};  // main listener only
+  ConnectionLimiter per_address{config.max_connections_per_address};  // main listener
+  ConnectionLimiter admin_per_address{config.admin_max_connections_per_address};  // admin listener
   const ProxySources proxy_sources = ParseProxySources(config.proxy_protocol_from);  // checked by ParseConfig
 };
 
@@ -84,6 +88,9 @@ struct HttpServer::Worker {
   boost::asio::ip::tcp::acceptor acceptor{ioc};
   // Open on worker 0 only, with --admin-listen (light traffic).
   boost::asio::ip::tcp::acceptor admin_acceptor{ioc};
+  // The peer of the connection each acceptor is accepting, filled by accept() itself: the one reading of a
+  // connection's address (a second getpeername() fails once the peer has reset).
+  boost::asio::ip::tcp::endpoint accept_peer, admin_accept_peer;
   boost::asio::steady_timer accept_retry{ioc};
   boost::asio::steady_timer sweep{ioc};  // kSweepInterval: closes sessions past their deadline
   // The sweeper's reading of the clock (this thread only): sessions set their deadlines from it.

@@ -13,8 +13,8 @@ void WriteAccessMetrics(PromWriter& w, const MetricsSnapshot& s) {
            "Requests answered 503 before their body was read: --max-body-bytes-in-flight was held by others.",
            s.body_budget_refused);
   w.Header("scangate_connections_refused_total", "counter",
-           "Connections closed at accept, unanswered: past --max-connections-per-address (per_address) or past the "
-           "listener's connection cap (full).");
+           "Connections closed at accept, unanswered: past --max-connections-per-address or "
+           "--admin-max-connections-per-address (per_address) or past the listener's connection cap (full).");
   w.Sample("scangate_connections_refused_total", "reason=\"per_address\"", s.refused_per_address);
   w.Sample("scangate_connections_refused_total", "reason=\"full\"", s.refused_full);
   w.Single("scangate_tls_client_certificate_refused_total", "counter",

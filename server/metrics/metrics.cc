@@ -11,6 +11,7 @@
 #include "server/metrics/prom_writer.h"
 #include "server/metrics/access_metrics.h"
 #include "server/metrics/follower_metrics.h"
+#include "server/metrics/peer_metrics.h"
 #include "server/metrics/table_metrics.h"
 
 namespace scangate::server {
@@ -65,8 +66,14 @@ void Metrics::Collect(MetricsSnapshot& out) const {
     out.untrusted_negatives += b->untrusted_negatives.Get();
     out.recent_hits += b->recent_hits.Get();
     out.idempotent_replays += b->idempotent_replays.Get();
+    out.recent_replays += b->recent_replays.Get();
     out.follower_fallbacks += b->follower_fallbacks.Get();
     out.commit_lag_fallbacks += b->commit_lag_fallbacks.Get();
+    out.peer_uncovered += b->peer_uncovered.Get();
+    out.peer_read_duplicates += b->peer_read_duplicates.Get();
+    out.peer_waits += b->peer_waits.Get();
+    out.peer_wait_timeouts += b->peer_wait_timeouts.Get();
+    out.unpublished_fallbacks += b->unpublished_fallbacks.Get();
     out.mismatch_lot += b->mismatch_lot.Get();
     out.mismatch_expiry += b->mismatch_expiry.Get();
     out.queue_waits += b->queue_waits.Get();
@@ -163,6 +170,10 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
            "Retries (the same Idempotency-Key, the same terminal, the same key) answered their first request's "
            "new again (Idempotent-Replayed: true); also counted in scangate_verdicts_total{verdict=\"new\"}.");
   w.Sample("scangate_idempotent_replays_total", "", s.idempotent_replays);
+  w.Header("scangate_recent_replays_total", "counter",
+           "Of those retries, the ones answered from the recent set (it knows the request that recorded the key), "
+           "without a PostgreSQL round trip.");
+  w.Sample("scangate_recent_replays_total", "", s.recent_replays);
   w.Header("scangate_pack_mismatches_total", "counter",
            "--keys=gs1: duplicates whose lot or expiry differs from the pack's recorded first scan (a suspected "
            "falsification or a mislabelled pack), by field; one duplicate may count for both fields.");
@@ -214,6 +225,7 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   WritePartitionMetrics(w, s);
   WriteAccessMetrics(w, s);
   WriteFollowerMetrics(w, s);
+  WritePeerMetrics(w, s);
   w.Header("scangate_pg_batch_size", "histogram", "Keys per PostgreSQL transaction.");
   w.Histogram("scangate_pg_batch_size", "", s.store.batch_size_buckets, s.store.batch_size_sum,
               s.store.batch_size_count);
@@ -307,7 +319,10 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
   o["verdicts"] = json::object{{"new_via_filter", s.new_via_filter},
                                {"new_via_exact", s.new_via_exact},
                                {"duplicate_via_exact", s.duplicate_via_exact}};
-  o["recent"] = json::object{{"hits", s.recent_hits}, {"keys", s.recent_keys}, {"capacity", s.recent_capacity}};
+  o["recent"] = json::object{{"hits", s.recent_hits},
+                             {"replays", s.recent_replays},
+                             {"keys", s.recent_keys},
+                             {"capacity", s.recent_capacity}};
   o["idempotent_replays"] = s.idempotent_replays;
   o["pack_mismatches"] = json::object{{"lot", s.mismatch_lot}, {"expiry", s.mismatch_expiry}};
   json::array shards;
@@ -367,6 +382,7 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
   AddPartitionStats(o, s);
   AddAccessStats(o, s);
   AddFollowerStats(o, s);
+  AddPeerStats(o, s);
   if (s.journal) {
     const storage::JournalDrainStats& j = *s.journal;
     o["journal"] = json::object{

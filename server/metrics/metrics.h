@@ -21,6 +21,8 @@
 #include "storage/horizon/brin_summarizer.h"
 #include "storage/horizon/expiry.h"
 #include "storage/follow/follower_stats.h"
+#include "storage/peers/peer_view.h"
+#include "storage/peers/watermark_publisher.h"
 #include "storage/journal/journal_drain.h"
 #include "storage/store.h"
 
@@ -64,14 +66,20 @@ struct alignas(64) ThreadCounters {
   SingleWriterCounter stale;            // filter said "definitely new", PostgreSQL had it (ack=commit)
   SingleWriterCounter untrusted_negatives;  // filter said "definitely new" but its shard forgot within the window
   SingleWriterCounter recent_hits;          // answered "duplicate" from the recent set (no PostgreSQL round trip)
+  SingleWriterCounter recent_replays;       // Idempotency-Key: a retry's replayed "new" from the recent set
   SingleWriterCounter idempotent_replays;   // Idempotency-Key: a retry answered its first request's "new" again
   SingleWriterCounter follower_fallbacks;   // --follow: a "definitely new" decided in PostgreSQL, the follower stale
   SingleWriterCounter commit_lag_fallbacks;  // --max-commit-lag: a "definitely new" decided in PostgreSQL, the
                                              // journal's oldest uncommitted record too old
+  // Issue 42 (the peers' watermark): keys that could not be decided new because a peer did not cover their request;
+  // of those, answered duplicate by a read, parked to wait for coverage, answered 503 when the wait ended; and
+  // definitely-new keys decided in PostgreSQL because this instance's own watermark row was not registered yet.
+  SingleWriterCounter peer_uncovered, peer_read_duplicates, peer_waits, peer_wait_timeouts, unpublished_fallbacks;
   SingleWriterCounter mismatch_lot, mismatch_expiry;  // --keys=gs1: duplicates whose lot / expiry contradict the record
   SingleWriterCounter queue_waits;          // keys that found the write queue full and waited for room
   SingleWriterCounter queue_wait_timeouts;  // of those, answered 503 because --queue-wait passed
-  // Connections closed unanswered: at accept, past --max-connections-per-address, or past the listener's cap
+  // Connections closed unanswered: at accept, past --max-connections-per-address (the admin listener's:
+  // --admin-max-connections-per-address), or past the listener's cap
   // (kMaxConnections, kMaxAdminConnections); after the TLS handshake failed for the client certificate (mTLS).
   SingleWriterCounter refused_per_address, refused_full, client_certificates_refused;
 };
@@ -86,11 +94,19 @@ struct MetricsSnapshot {
   // The recent set (core/recent_set.h): hits (also counted in duplicate_via_exact), entries held now, bound.
   std::uint64_t recent_hits = 0, recent_keys = 0, recent_capacity = 0;
   std::uint64_t idempotent_replays = 0;  // also counted in new_via_exact
+  std::uint64_t recent_replays = 0;      // of those, answered from the recent set (no PostgreSQL round trip)
   // --follow (issue 32): one sample per followed database ("" for one database, "p<i>" per partition), and the
   // definitely-new keys decided in PostgreSQL because their database's follower was stale.
   std::vector<std::pair<std::string, storage::FollowerStats>> followers;
   std::uint64_t follower_fallbacks = 0;
   std::uint64_t commit_lag_fallbacks = 0;  // --max-commit-lag (issue 32)
+  // Issue 42: the peers' watermark — ThreadCounters' figures, the view of each database's (partition's) peers and,
+  // for a journal owner, its own publisher per database ("" for one database, "p<i>" per partition).
+  std::uint64_t peer_uncovered = 0, peer_read_duplicates = 0, peer_waits = 0, peer_wait_timeouts = 0;
+  std::uint64_t unpublished_fallbacks = 0;
+  std::vector<std::pair<std::string, storage::PeerViewStats>> peer_views;
+  std::vector<std::pair<std::string, storage::WatermarkPublisherStats>> publishers;
+  double peer_window_seconds = 0;
   std::uint64_t mismatch_lot = 0, mismatch_expiry = 0;
   std::uint64_t queue_waits = 0, queue_wait_timeouts = 0;
   std::vector<ShardStats> shards;

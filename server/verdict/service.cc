@@ -5,6 +5,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,8 @@
 
 namespace scangate::server {
 namespace net = boost::asio;
+
+static_assert(std::is_same_v<storage::RequestId, RequestRecord>, "the recent set keeps storage's request records");
 
 namespace {
 std::uint64_t NextInstanceId() {
@@ -39,9 +42,10 @@ Service::Service(const Config& config, Digester digester, ShardedFilter& filter,
       filter_telemetry_(filter),
       recent_(config.recent_keys),
       journal_(journal),
-      max_commit_lag_us_(config.following() && journal != nullptr
-                             ? std::chrono::duration_cast<std::chrono::microseconds>(config.max_commit_lag).count()
+      max_commit_lag_ns_(config.following() && journal != nullptr
+                             ? std::chrono::duration_cast<std::chrono::nanoseconds>(config.max_commit_lag).count()
                              : 0),
+      peer_wait_(std::min(config.peer_wait, config.request_timeout)),
       instance_id_(NextInstanceId()) {}
 
 std::int64_t Service::ExpiredBeforeUs(std::int64_t now_us) const {
@@ -49,31 +53,55 @@ std::int64_t Service::ExpiredBeforeUs(std::int64_t now_us) const {
   return now_us - std::chrono::duration_cast<std::chrono::microseconds>(retention_).count();
 }
 
-std::int64_t Service::ExpiredBeforeUs() const {
-  if (retention_.count() <= 0) return std::numeric_limits<std::int64_t>::min();  // no clock read when off
-  return ExpiredBeforeUs(KeyReader::SystemNowUs());
+std::optional<std::int64_t> Service::PgNowUs(const Digest& d, bool upper) const {
+  if (clocks_ == nullptr) return KeyReader::SystemNowUs();
+  const storage::PgClock& c = clocks_->Of(d);
+  return upper ? c.UpperUs() : c.LowerUs();
 }
 
-bool Service::RecentKnown(const Digest& d, std::int64_t keep_until_us, Verdict& v, ThreadCounters& counters) {
-  const std::optional<std::int64_t> first_seen_us = recent_.FindConcurrently(d);
-  if (!first_seen_us) return false;
-  const std::int64_t now_us = KeyReader::SystemNowUs();
+std::int64_t Service::ExpiredBeforeUs(const Digest& d) const {
+  if (retention_.count() <= 0) return std::numeric_limits<std::int64_t>::min();  // no clock read when off
+  const std::optional<std::int64_t> now_us = PgNowUs(d, /*upper=*/false);
+  return now_us ? ExpiredBeforeUs(*now_us) : std::numeric_limits<std::int64_t>::min();
+}
+
+bool Service::RecentKnown(const Digest& d, const Digest& identity, std::int64_t keep_until_us,
+                          const std::optional<storage::RequestId>& request, Verdict& v, ThreadCounters& counters) {
+  const std::optional<RecentSet::Entry> entry = recent_.FindConcurrently(d);
+  if (!entry) return false;
+  // The most PostgreSQL's clock can read now: an entry is an answer only while PostgreSQL surely holds its row
+  // inside the horizon (unknown clock: not an answer).
+  const std::optional<std::int64_t> pg_now_us = PgNowUs(identity, /*upper=*/true);
+  if (!pg_now_us) return false;
+  const std::int64_t now_us = *pg_now_us;
   // Past the horizon the record counts as absent: PostgreSQL decides (it takes the row over: `new`). A pack's
   // entry (keyed by its expiry, so `keep_until_us` is the record's own) also stops answering at its horizon.
-  if (*first_seen_us < ExpiredBeforeUs(now_us)) return false;
+  if (entry->first_seen_us < ExpiredBeforeUs(now_us)) return false;
   if (keep_until_us != 0 && keep_until_us < now_us) return false;
+  if (request) {
+    // Idempotency-Key: only an entry that knows the request that recorded the key tells a retry from a second
+    // scan; one that does not (a follower's row, a duplicate whose row's record was not read) asks PostgreSQL.
+    if (!entry->recorder.known()) return false;
+    if (entry->recorder.Is(*request)) {  // the recording request again: its answer again, as the row would say
+      Replay(v, counters);
+      counters.recent_replays.Inc();
+      return true;
+    }
+  }
   v.is_new = false;
   v.via_filter = false;
-  v.first_seen = Rfc3339Micros(*first_seen_us);
+  v.first_seen = Rfc3339Micros(entry->first_seen_us);
   counters.recent_hits.Inc();
   return true;
 }
 
 void Service::LearnCommitted(std::span<const Digest> digests, std::span<const std::int64_t> first_seen_us) {
-  if (!recent_.enabled()) return;
-  const std::int64_t expired_before = ExpiredBeforeUs();
+  if (!recent_.enabled() || digests.empty()) return;
+  const std::int64_t expired_before = ExpiredBeforeUs(digests[0]);  // one follower: one partition, one clock
   for (std::size_t i = 0; i < digests.size() && i < first_seen_us.size(); ++i) {
-    recent_.InsertConcurrently(digests[i], first_seen_us[i], expired_before);  // a raw key: its digest is its key
+    // A raw key: its digest is its recent-set key. The follower does not read the row's idempotency record:
+    // unknown (a request with one still asks PostgreSQL; this instance's own commit of it makes it known).
+    recent_.InsertConcurrently(digests[i], first_seen_us[i], Recorder::Unknown(), expired_before);
   }
 }
 
@@ -82,7 +110,11 @@ void Service::RememberStored(const Digest& d, const storage::Result& r) {
   if (r.outcome != storage::Outcome::kInserted && r.outcome != storage::Outcome::kDuplicate) return;
   // No first_seen: not remembered (forgetting is always safe; the next repeat asks PostgreSQL).
   if (r.first_seen.empty()) return;
-  recent_.InsertConcurrently(keys_.RecentDigest(d, r.recorded), r.first_seen_us, ExpiredBeforeUs());
+  // The row's recorder (never this request's, unless it inserted the row); unknown when it was not read.
+  const Recorder recorder = r.request_known ? Recorder::Of(r.recorded.request) : Recorder::Unknown();
+  const RecentSet::Fact fact =
+      r.outcome == storage::Outcome::kInserted ? RecentSet::Fact::kInsertedNow : RecentSet::Fact::kRecorded;
+  recent_.InsertConcurrently(keys_.RecentDigest(d, r.recorded), r.first_seen_us, recorder, ExpiredBeforeUs(d), fact);
 }
 
 void Service::Observe(const Observation& obs, const net::any_io_executor& ex, ThreadCounters& counters,

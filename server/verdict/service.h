@@ -15,10 +15,19 @@
 // accepted or a journal record became durable, with the first_seen the row will carry. A key the filter does
 // not vouch for as new is looked up there first and, when found, answered "duplicate" at once (no PostgreSQL
 // round trip; counted as a recent hit). It is exact, so only recorded keys are ever answered from it; a
-// forgotten key goes to PostgreSQL. Write-behind inserts happen under the stripe lock with the enqueue, so
-// a concurrent observer of the digest finds either nothing (and queues behind the row, FIFO) or the entry.
+// forgotten key goes to PostgreSQL. Each entry also keeps its recorder — the idempotency record of the request
+// that recorded the key (the row's: the inserting request's, or read back from the row), none, or unknown when
+// its source did not carry it (--follow's rows, a raw batch's duplicate) — so a request with an Idempotency-Key
+// is answered from it too: its retry replayed `new`, a second scan "duplicate"; unknown -> PostgreSQL.
+// Write-behind inserts happen under the stripe lock with the enqueue, so a concurrent observer of the digest
+// finds either nothing (and queues behind the row, FIFO) or the entry.
 // Eviction is safe only because a key not found still queues behind its digest's write-behind row: a lane that
 // skipped the write-behind queue would need the set to keep pending rows' digests.
+// Peers (issue 42, service_peers.cc; the argument: storage/peers/peer_view.h): a key is decided `new` — by the
+// filter (journal, write-behind) or by an insert on the exact path — only while every running journal owner of its
+// database covers the request's arrival (PeerHooks::covered, read with the follower's freshness BEFORE the filter is
+// probed); otherwise a read answers `duplicate` when PostgreSQL holds the key, else it waits for coverage up to
+// min(--peer-wait, --request-timeout), then 503 unavailable.
 // Backpressure (--queue-wait, service_backpressure.cc): a key the Store refuses because its queue is full
 // waits for room (server/verdict/room_wait.h) up to min(--queue-wait, --request-timeout), then 503 unavailable — the
 // same for a single key and for each key of a batch; a Store that is down still answers 503 at once.
@@ -36,6 +45,7 @@
 #include <absl/base/thread_annotations.h>
 #include <boost/asio/any_io_executor.hpp>
 
+#include "core/boot_clock.h"
 #include "core/digest.h"
 #include "core/mutex.h"
 #include "core/filter.h"
@@ -48,8 +58,10 @@
 #include "server/http/request.h"
 #include "storage/horizon/brin_summarizer.h"
 #include "storage/horizon/expiry.h"
+#include "storage/clock/pg_clock.h"
 #include "storage/exact_store.h"
 #include "storage/journal/journal_drain.h"
+#include "storage/read/lookup.h"
 #include "storage/store.h"
 
 namespace scangate::server {
@@ -82,7 +94,13 @@ class Service {
   // (as --ack=commit), so its answers stay right; JournalState() names the fault for /readyz's body instead.
   // The store "serving" (storage::ExactStore::serving): with --partitions one partition down leaves the instance
   // ready — its keys get 503, the others are answered — so a load balancer does not take every instance out.
-  bool ready() const { return warm() && store_.serving() && (journal_ == nullptr || journal_->replayed()); }
+  // Issue 42: and, once, the peers read and this instance's own watermark rows registered (PeerHooks::started), so
+  // that its first keys are not all decided in PostgreSQL or made to wait; later lapses leave it ready (named by
+  // PeerState()).
+  bool ready() const {
+    return warm() && store_.serving() && (journal_ == nullptr || journal_->replayed()) &&
+           (!peers_.started || peers_.started());
+  }
   // "" without a journal or while it is usable, else e.g. "unusable: ENOSPC: No space left on device (...)".
   // Safe to call concurrently.
   std::string JournalState() const {
@@ -95,14 +113,42 @@ class Service {
   // on the scraping thread and must be thread-safe.
   void AttachStorageStats(std::function<void(MetricsSnapshot&)> fill) { storage_stats_ = std::move(fill); }
 
-  // --follow (issue 32, ack=filter): `fresh(d)` is true while the follower of d's database holds every digest
-  // committed there more than --follow-max-lag ago; a definitely-new is the verdict only then (else PostgreSQL
-  // decides it: counted as a follower fallback). `state` names the stale followers for /readyz ("" when none).
-  // Call before serving; both run on I/O threads and must be thread-safe.
-  void AttachFollowers(std::function<bool(const Digest&)> fresh, std::function<std::string()> state) {
+  // --follow (issue 32, ack=filter): `fresh(d, t)` is true while the follower of d's database holds every digest
+  // committed there more than --follow-max-lag before boot time t; a definitely-new is the verdict only then (else
+  // PostgreSQL decides it: counted as a follower fallback). Read before the filter is probed (issue 42: with acquire,
+  // after which the probe sees every digest the follower applied before its stamp). `state` names the stale
+  // followers for /readyz ("" when none). Call before serving; both run on I/O threads and must be thread-safe.
+  void AttachFollowers(std::function<bool(const Digest&, BootClock::time_point)> fresh,
+                       std::function<std::string()> state) {
     fresh_ = std::move(fresh);
     follower_state_ = std::move(state);
   }
+  // The clock of every partition's PostgreSQL (storage/clock/pg_clock.h, issue 42): the first_seen of a key this
+  // instance answers new is the least its PostgreSQL's clock can read at the answer, and a record it remembers is
+  // past the horizon once the most that clock can read says so — never this host's wall clock. A partition whose
+  // clock is not read yet decides its new keys in PostgreSQL. Without (unit tests), this host's wall clock.
+  // Call before serving; `clocks` must outlive the Service.
+  void AttachClocks(const storage::PgClocks* clocks) { clocks_ = clocks; }
+  // Issue 42: what the Service asks of the peers' watermark (storage/peers/). Every member may be empty (no peers
+  // read or published: everything covered). All run on I/O threads and must be thread-safe and lock-free.
+  struct PeerHooks {
+    // Every running journal owner of d's database covers a request that arrived at boot time t_ns
+    // (storage::PeerView::Covered, acquire).
+    std::function<bool(const Digest&, std::int64_t t_ns)> covered;
+    // This instance's own row of d's database is registered (WatermarkPublisher::published): a journal `new` of d
+    // may be given. Empty: it publishes nothing (no journal).
+    std::function<bool(const Digest&)> published;
+    std::function<unsigned(const Digest&)> partition;  // d's logical partition (its waiters' queue)
+    unsigned partitions = 1;
+    storage::DigestReader* reader = nullptr;  // reads PostgreSQL while coverage lacks; null = none (wait at once)
+    std::function<std::string()> state;       // what lags, for /readyz ("" when covered)
+    // Every view has been sampled once and every own row registered (part of ready()).
+    std::function<bool()> started;
+  };
+  // Call before serving.
+  void AttachPeers(PeerHooks hooks);
+  // "" without peers or while covered, else e.g. "instance 1b4e... (host) 3.1 s behind". Thread-safe.
+  std::string PeerState() const { return peers_.state ? peers_.state() : std::string(); }
   // "" without followers or while every one is fresh, else e.g. "stale: p1 (connection refused...)".
   std::string FollowerState() const { return follower_state_ ? follower_state_() : std::string(); }
   // --ack=commit with --follow (Config::follow_commit): raw keys any instance committed, with their first_seen,
@@ -143,8 +189,12 @@ class Service {
   // The rule itself, once the probe is in call->at(i) (under the stripe lock in ack=filter).
   void DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t route, const Digest& d,
                     const std::string& source);
+  // Reads the followers' freshness and the peers' coverage for key i (Entry::fresh, covered): BEFORE the filter is
+  // probed (issue 42: acquire loads that make the follower's applied digests visible to the probe).
+  void ReadTrust(Call& call, std::size_t i, const Digest& d) const;
   // The exact path: PostgreSQL decides. Submits key i to the Store, waits for room when the queue is full
-  // (backpressure, the same for both routes), or fails it 503 unavailable.
+  // (backpressure, the same for both routes), or fails it 503 unavailable. A key whose request the peers do not
+  // cover goes to Uncovered instead (an insert could answer `new` a key a peer holds uncommitted).
   void ExactPath(const CallPtr& call, std::size_t i, std::uint32_t route, const Digest& d,
                  const std::string& source);
   // One Store submission of key i; false = refused (nothing queued). Arms the call's deadline.
@@ -152,9 +202,10 @@ class Service {
                    const std::string& source);
   // The Store's outcome of key i, on the call's thread.
   void OnStored(Call& call, std::size_t i, const storage::Result& r) const;
-  // --max-commit-lag: the journal's oldest record of d's partition not yet in PostgreSQL is older than the bound
-  // at `now_us` (always false when the bound is 0, i.e. unbounded or not following with the journal).
-  bool CommitLagPastBound(std::int64_t now_us, const Digest& d) const;
+  // --max-commit-lag: the journal's oldest record of d's partition not yet in PostgreSQL was appended longer than
+  // the bound before boot time `now_ns` (always false when the bound is 0, i.e. unbounded or not following with the
+  // journal). On the boot clock (issue 42): a wall-clock step cannot switch it off.
+  bool CommitLagPastBound(std::int64_t now_ns, const Digest& d) const;
   // Idempotency-Key: `v` answers a retry of the request that recorded its key — `new` again, marked replayed
   // (counted). Decide (from the row) and OnJournal (from the journal's record) share it.
   static void Replay(Verdict& v, ThreadCounters& counters);
@@ -167,6 +218,17 @@ class Service {
   // queued keys are withdrawn (503 unavailable) or, if one is in a transaction or a journal commit, 503
   // outcome-unknown.
   void ArmDeadline(const CallPtr& call);
+
+  // Peers' hooks (service_peers.cc). Key i may not be decided `new` now: a read answers `duplicate` when
+  // PostgreSQL holds it (not for an Idempotency-Key: the read does not return the row's request record), else it
+  // waits for coverage (WaitForCoverage), then takes the exact path.
+  void Uncovered(const CallPtr& call, std::size_t i, std::uint32_t route, const Digest& d, const std::string& source);
+  void OnUncoveredRead(const CallPtr& call, std::size_t i, std::uint32_t route, const Digest& d,
+                       const std::string& source, const storage::RecordLookup& r);
+  // Parks key i on its partition's queue (server/verdict/room_wait.h) until the peers cover its arrival (then the
+  // exact path) or min(--peer-wait, the request deadline) passes (503 unavailable, counted).
+  void WaitForCoverage(const CallPtr& call, std::size_t i, std::uint32_t route, const Digest& d,
+                       const std::string& source);
 
   // Backpressure hooks (service_backpressure.cc). True when a refused item may wait for room: --queue-wait
   // is not 0 and the Store is up (a refusal while up means its queue is full or it is shutting down).
@@ -184,13 +246,23 @@ class Service {
   // first_seen within the horizon (an older entry is not an answer: PostgreSQL decides).
   // `d` is the key's recent-set digest (ScanKey::recent_digest): a hit is a record with the scan's attributes;
   // `keep_until_us` (0 = none) the scan's pack horizon, past which the entry is not an answer either.
-  bool RecentKnown(const Digest& d, std::int64_t keep_until_us, Verdict& v, ThreadCounters& counters);
+  // `identity` is the key's digest (its partition's clock judges the horizon). `request` (Idempotency-Key): the
+  // scan's idempotency record. When the entry's recorder is that request, `v` is its replayed `new` (counted);
+  // another recorder (or none) — a duplicate as above; an unknown recorder — no answer (false: PostgreSQL, which
+  // holds the row's record, decides).
+  bool RecentKnown(const Digest& d, const Digest& identity, std::int64_t keep_until_us,
+                   const std::optional<storage::RequestId>& request, Verdict& v, ThreadCounters& counters);
+  // Now by the clock of d's PostgreSQL (AttachClocks): the least it can read (`upper` false: a first_seen to
+  // record) or the most (`upper` true: is a record past the horizon?); nullopt while unknown.
+  std::optional<std::int64_t> PgNowUs(const Digest& d, bool upper) const;
   // µs since the epoch before which a record has expired (now - --retention); the minimum when off. The
-  // overload takes a `now_us` the caller already read.
-  std::int64_t ExpiredBeforeUs() const;
+  // overload takes a `now_us` the caller already read; the other, d's PostgreSQL's least reading (an entry of
+  // the recent set older than it is surely expired: replaced by a new record).
+  std::int64_t ExpiredBeforeUs(const Digest& d) const;
   std::int64_t ExpiredBeforeUs(std::int64_t now_us) const;
   // Puts `d` (the identity digest; --keys=gs1: keyed with r.recorded's attributes) into the recent set when `r`
-  // is a committed fact (kInserted/kDuplicate with a first_seen). Any thread (writer threads call it).
+  // is a committed fact (kInserted/kDuplicate with a first_seen), with the row's recorder (unknown when the
+  // statement did not read it: Result::request_known). Any thread (writer threads call it).
   void RememberStored(const Digest& d, const storage::Result& r);
 
   // Journal hooks (service_journal.cc), called by DecideProbed under the digest's stripe lock in ack=filter.
@@ -246,10 +318,16 @@ class Service {
   RecentSet recent_;
   storage::JournalDrain* const journal_;
   std::function<void(MetricsSnapshot&)> storage_stats_;  // set before serving, read-only afterwards
-  std::function<bool(const Digest&)> fresh_;              // --follow; set before serving, read-only afterwards
-  // --max-commit-lag in µs while following with the journal (else 0: unbounded).
-  const std::int64_t max_commit_lag_us_;
+  std::function<bool(const Digest&, BootClock::time_point)> fresh_;  // --follow; set before serving, then read-only
+  // --max-commit-lag in ns while following with the journal (else 0: unbounded).
+  const std::int64_t max_commit_lag_ns_;
   std::function<std::string()> follower_state_;           // --follow; as fresh_
+  const storage::PgClocks* clocks_ = nullptr;             // set before serving, read-only afterwards
+  PeerHooks peers_;                                       // issue 42; set before serving, read-only afterwards
+  const std::chrono::milliseconds peer_wait_;             // --peer-wait, capped by request_timeout_
+  // One waiters' queue per partition (their addresses are the queues' owners: room_wait.h), so a partition whose
+  // peer lags does not hold up another's waiters. Sized by AttachPeers.
+  std::vector<char> peer_queues_;
   const std::uint64_t instance_id_;  // tells this Service's thread-local group apart from an earlier one's
   Mutex groups_mu_;             // taken once per I/O thread (its first journalled or stored request)
   std::vector<std::unique_ptr<JournalGroupSlot>> groups_ ABSL_GUARDED_BY(groups_mu_);

@@ -16,6 +16,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "core/boot_clock.h"
 #include "server/verdict/service.h"
 
 namespace scangate::server {
@@ -42,6 +43,10 @@ struct Service::Call {
     Verdict verdict;          // its answer, once finished without a problem
     bool in_store = false;    // submitted to the Store, outcome not here yet
     bool in_journal = false;  // waiting for a journal group commit (it may still become durable)
+    // Read before the probe (Service::ReadTrust, issue 42): the follower of its database was fresh, and every
+    // running peer's watermark covered the call's arrival.
+    bool fresh = true;
+    bool covered = true;
   };
   using Done = std::variant<ObserveDone, BatchDone>;
 
@@ -85,6 +90,8 @@ struct Service::Call {
   const boost::asio::any_io_executor ex;
   ThreadCounters& counters;
   const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  // The call's arrival on the boot clock (core/boot_clock.h): the moment the peers' watermark must cover (issue 42).
+  const std::int64_t arrived_ns = BootClock::NowNs();
   // The request deadline; constructed when the first key goes to the Store (most calls never need one).
   std::optional<boost::asio::steady_timer> deadline;
 

@@ -82,10 +82,10 @@ Service::Journalled Service::JournalKnown(const CallPtr& call, std::size_t i, co
 
 bool Service::JournalNew(const CallPtr& call, std::size_t i, const Digest& d, const std::string& source,
                          std::int64_t time_us, const std::optional<storage::RequestId>& request) {
-  auto waiter = [this, call, i, d, time_us](storage::JournalFate fate) {
+  auto waiter = [this, call, i, d, time_us, recorder = Recorder::Of(request)](storage::JournalFate fate) {
     // Durable: recorded. The journal's pending set answers repeats until PostgreSQL commits the row (with this
-    // same time); the recent set answers them after that.
-    if (fate == storage::JournalFate::kDurable) recent_.InsertConcurrently(d, time_us, ExpiredBeforeUs());
+    // same time and request record); the recent set answers them after that.
+    if (fate == storage::JournalFate::kDurable) recent_.InsertConcurrently(d, time_us, recorder, ExpiredBeforeUs(d));
     OnJournal(*call, i, /*is_new=*/true, fate);
   };
   if (journal_->Append(d, source, JournalGroup(call->ex), std::move(waiter), time_us, request)) {

@@ -12,8 +12,12 @@
 // Idempotency-Key (issue 34): a key observed with one carries its request's idempotency record wherever it is
 // recorded (step 2: the journal record, the pending set and the write-behind row; step 4: the row), and a
 // duplicate whose record is this request's is a retry of the request that recorded it, answered `new` again
-// (replayed): from the pending set in step 1, from PostgreSQL's row in step 4. It skips step 3 — a recent-set
-// entry holds no request record, so it cannot tell a retry from a second scan.
+// (replayed): from the pending set in step 1, from the recent set in step 3 (an entry keeps the recording
+// request's record; one whose record is unknown — a follower's row, a duplicate whose row was not read — is no
+// answer for such a request), from PostgreSQL's row in step 4.
+// Peers (issue 42): step 2's `new` and step 4's insert need every running journal owner's watermark to cover the
+// request (read with the follower's freshness before the probe); otherwise the key is read (a duplicate when
+// PostgreSQL holds it), waits for coverage (bounded) or gets 503 (service_peers.cc).
 // Invariants: a filter positive always reaches step 1, 3 or 4 (never a "duplicate" from the filter); in
 // ack=filter steps 1-4 run under the digest's stripe lock, so a concurrent observer of the digest finds
 // either nothing (and queues behind its write-behind row: same Store route, FIFO) or the record.
@@ -116,10 +120,21 @@ void CountUntrusted(bool filter_trusted, Probe probe, ThreadCounters& counters) 
 }
 }  // namespace
 
+void Service::ReadTrust(Call& call, std::size_t i, const Digest& d) const {
+  Call::Entry& e = call.at(i);
+  // Issue 42, item 2: read BEFORE the probe. The follower stores its stamp (and the peers' view its deadline) with
+  // release after setting a poll's digests in the filter; these acquire loads make those digests visible to the
+  // probe below. Read after the probe (as before), a stale->fresh flip in between vouched for a negative the probe
+  // had taken before the digests were set — a key committed elsewhere answered `new`.
+  if (fresh_) e.fresh = fresh_(d, BootClock::time_point(BootClock::duration(call.arrived_ns)));
+  if (peers_.covered) e.covered = peers_.covered(d, call.arrived_ns);
+}
+
 void Service::DecideKey(const CallPtr& call, std::size_t i, const Digest& d, const std::string& source,
                         std::optional<Probe> probe) {
   Call::Entry& e = call->at(i);
   const std::uint32_t route = RouteOfDigest(d);
+  ReadTrust(*call, i, d);
   if (ack_ == AckMode::kFilter && filter_on_) {
     // Probe and decide atomically per stripe: if another observer of this digest sees our bits, its exact
     // Submit is queued after our write-behind row (same store route, FIFO) and so gets "duplicate".
@@ -157,18 +172,30 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
   // --follow: a definitely-new is a verdict only while the follower of the digest's database is fresh (it holds
   // every digest committed there, by any instance, up to --follow-max-lag ago); stale, PostgreSQL decides.
   if (ack_ == AckMode::kFilter && filter_said_new) {
-    if (fresh_ && !fresh_(d)) {
+    if (!e.fresh) {
       call->counters.follower_fallbacks.Inc();
       return ExactPath(call, i, route, d, source);
     }
-    // first_seen of the journal record / write-behind row and the set
-    const std::int64_t now_us = KeyReader::SystemNowUs();
+    // Issue 42: a peer may hold this key answered `new` and uncommitted (ExactPath sends it to Uncovered).
+    if (!e.covered) return ExactPath(call, i, route, d, source);
+    // This instance's own watermark row is not registered yet (at start): the other instances could not know what
+    // it journals, so PostgreSQL decides.
+    if (journal_ != nullptr && peers_.published && !peers_.published(d)) {
+      call->counters.unpublished_fallbacks.Inc();
+      return ExactPath(call, i, route, d, source);
+    }
+    // first_seen of the journal record / write-behind row and the set: the least PostgreSQL's clock can read now
+    // (Service::AttachClocks), so its row expires no later than --retention from now, when every filter may forget
+    // it — whatever this host's clock says. Not read yet (a partition just moved): PostgreSQL decides, by its own.
+    const std::optional<std::int64_t> stamp_us = PgNowUs(d, /*upper=*/false);
+    if (!stamp_us) return ExactPath(call, i, route, d, source);
+    const std::int64_t now_us = *stamp_us;
     // --max-commit-lag: a key this instance answered `new` is unknown to the other instances until PostgreSQL
     // commits it; while the oldest such key has waited longer than the bound (PostgreSQL behind this instance's
     // rate), new keys are decided in PostgreSQL — which adds nothing to the journal's backlog — until it is
     // younger. So the cross-instance window stays bounded under any load. Per partition (the journal keeps the
     // oldest per partition): one partition's outage does not send the others' new keys to PostgreSQL.
-    if (CommitLagPastBound(now_us, d)) {
+    if (CommitLagPastBound(call->arrived_ns, d)) {
       call->counters.commit_lag_fallbacks.Inc();
       return ExactPath(call, i, route, d, source);
     }
@@ -180,7 +207,7 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
     if (!OthersWaitForRoom() && store_.SubmitWriteBehind(route, d, source, now_us, e.attrs.request)) {
       // Recorded (written behind with this first_seen and request record). Inserted under the stripe lock, so a
       // concurrent observer of the digest finds either nothing yet (and queues behind the row) or this entry.
-      recent_.InsertConcurrently(d, now_us, ExpiredBeforeUs(now_us));
+      recent_.InsertConcurrently(d, now_us, Recorder::Of(e.attrs.request), ExpiredBeforeUs(now_us));
       e.verdict.is_new = true;
       e.verdict.via_filter = true;
       return call->Finish();
@@ -191,10 +218,11 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
     // both exact, PostgreSQL tells exactly one of them "new" (invariant 2).
     return ExactPath(call, i, route, d, source);
   }
-  // 3. A recorded repeat: no PostgreSQL round trip. A trusted "definitely new" skips the set (ack=commit:
-  // PostgreSQL decides it anyway; no lookup per new key).
-  const bool idempotent = e.attrs.request.has_value();
-  if (!filter_said_new && !idempotent && RecentKnown(e.recent_digest, e.attrs.keep_until_us, e.verdict, call->counters)) {
+  // 3. A recorded repeat: no PostgreSQL round trip — a duplicate, or (Idempotency-Key) the recording request's
+  // retry replayed. A trusted "definitely new" skips the set (ack=commit: PostgreSQL decides it anyway; no lookup
+  // per new key).
+  if (!filter_said_new &&
+      RecentKnown(e.recent_digest, d, e.attrs.keep_until_us, e.attrs.request, e.verdict, call->counters)) {
     return call->Finish();
   }
   // 4. PostgreSQL decides.
@@ -203,6 +231,8 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
 
 void Service::ExactPath(const CallPtr& call, std::size_t i, std::uint32_t route, const Digest& d,
                         const std::string& source) {
+  // Issue 42: an insert cannot see a key a peer answered `new` and has not committed.
+  if (!call->at(i).covered) return Uncovered(call, i, route, d, source);
   // Behind parked requests, this one parks too (first come, first served) rather than taking their room.
   if (!OthersWaitForRoom() && SubmitExact(call, i, route, d, source)) return;
   if (!MayWaitForRoom()) return call->Fail(Problem::Unavailable(std::string(kUnavailableDetail)));
@@ -247,10 +277,10 @@ void Service::OnStored(Call& call, std::size_t i, const storage::Result& r) cons
   call.Finish();
 }
 
-bool Service::CommitLagPastBound(std::int64_t now_us, const Digest& d) const {
-  if (max_commit_lag_us_ == 0) return false;  // unbounded, or not following with the journal (no journal_)
-  const std::int64_t oldest = journal_->oldest_uncommitted_us(d);  // of d's partition
-  return oldest != 0 && now_us - oldest > max_commit_lag_us_;
+bool Service::CommitLagPastBound(std::int64_t now_ns, const Digest& d) const {
+  if (max_commit_lag_ns_ == 0) return false;  // unbounded, or not following with the journal (no journal_)
+  const std::int64_t oldest = journal_->oldest_uncommitted_ns(d);  // of d's partition; boot clock
+  return oldest != 0 && now_ns - oldest > max_commit_lag_ns_;
 }
 
 void Service::Replay(Verdict& v, ThreadCounters& counters) {

@@ -1,5 +1,6 @@
 #include "storage/follow/follower.h"
 
+#include <string_view>
 #include <utility>
 
 #include "core/thread_name.h"
@@ -9,14 +10,38 @@
 namespace scangate::storage {
 namespace follow_detail {
 
-ConnPtr Open(const std::string& conninfo, const char* application_name, bool replication, const char* what) {
+ConnPtr Open(const std::string& conninfo, const ConnectionDefaults& defaults, const char* application_name,
+             bool replication, const char* what) {
+  const std::string full = WithConnectionDefaults(conninfo, defaults);
+  // application_name after dbname: it overrides whatever the expanded string says.
   const char* keys[] = {"dbname", "application_name", replication ? "replication" : nullptr, nullptr};
-  const char* values[] = {conninfo.c_str(), application_name, "database", nullptr};
+  const char* values[] = {full.c_str(), application_name, "database", nullptr};
   ConnPtr c(PQconnectdbParams(keys, values, /*expand_dbname=*/1));
   if (!c || PQstatus(c.get()) != CONNECTION_OK) {
     throw FollowError(std::string(what) + ": " + ErrorSummary(c ? PQerrorMessage(c.get()) : "out of memory"));
   }
   return c;
+}
+
+ResultPtr Exec(PGconn* conn, const char* sql, std::span<const char* const> params, bool binary,
+               std::chrono::milliseconds within, const std::atomic<bool>& stop, const char* what) {
+  std::string error;
+  ResultPtr r = ExecWithin(conn, sql, params, binary, within, stop, &error);
+  if (!r) throw FollowError(std::string(what) + ": " + error);
+  return r;
+}
+
+void RefuseStandby(PGconn* conn, std::chrono::milliseconds within, const std::atomic<bool>& stop) {
+  ResultPtr r = Exec(conn, "SELECT pg_is_in_recovery()", {}, false, within, stop, "recovery check");
+  if (PQresultStatus(r.get()) != PGRES_TUPLES_OK || PQntuples(r.get()) != 1) {
+    throw FollowError("recovery check: " + ErrorSummary(PQerrorMessage(conn)));
+  }
+  if (std::string_view(PQgetvalue(r.get(), 0, 0)) == "t") {
+    throw FollowError(
+        "the server is a standby (pg_is_in_recovery()): a standby's snapshots list none of the transactions running "
+        "on the primary, so their rows would be missed; following the primary only (target_session_attrs=read-write "
+        "in a multi-host URL), retrying");
+  }
 }
 
 }  // namespace follow_detail
@@ -37,10 +62,9 @@ Follower::Follower(FollowerOptions options, Apply apply, Reload reload)
     : options_(std::move(options)),
       apply_(std::move(apply)),
       reload_(std::move(reload)),
-      max_lag_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(options_.max_lag).count()) {
+      max_lag_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(options_.max_lag).count()),
+      target_(options_.conninfo) {
   if (!options_.log) options_.log = StderrLogSink();
-  MutexLock lock(&mu_);
-  conninfo_ = options_.conninfo;
 }
 
 Follower::~Follower() { Stop(); }
@@ -94,11 +118,8 @@ bool Follower::Start() {
 }
 
 void Follower::Connect(Connections& c) {
-  std::string conninfo;
-  {
-    MutexLock lock(&mu_);
-    conninfo = conninfo_;
-  }
+  // The generation with the string: a Retarget from now on moves it on, and Moved() drops this connection.
+  const std::string conninfo = target_.Get(&c.generation);
   if (options_.method == FollowMethod::kPoll) {
     ConnectPoll(c, conninfo);
   } else {
@@ -121,16 +142,21 @@ void Follower::Stop() {
 }
 
 void Follower::Retarget(std::string conninfo) {
-  {
-    MutexLock lock(&mu_);
-    conninfo_ = std::move(conninfo);
-  }
-  retarget_.store(true);
+  target_.Set(std::move(conninfo));
+  // What commits at the new server from now on is not followed until the follower is there (and reloaded): not
+  // fresh. relaxed: as in Run; the next probe there stamps it again.
+  fresh_as_of_ns_.store(0, std::memory_order_relaxed);
+}
+
+bool Follower::Moved(Connections& c) {
+  if (!c.moved) c.moved = target_.Changed(c.generation);
+  return c.moved;
 }
 
 void Follower::Fail(const std::string& what) {
   {
     MutexLock lock(&mu_);
+    if (error_ == what) return;  // the same cause again (a retry every reconnect_delay): logged once
     error_ = what;
   }
   boost::json::object f{{"state", "down"}, {"error", what}};
@@ -176,20 +202,23 @@ void Follower::Session(std::unique_ptr<Connections> c, bool reload) {
     c = std::make_unique<Connections>();
     Connect(*c);
   }
-  retarget_.store(false);
   if (reload) {
     reloads_.fetch_add(1);
-    const std::uint64_t n = reload_(apply_);
+    // Stop() ends a long reload at its next chunk of rows.
+    const std::uint64_t n = reload_([this](std::span<const Digest> digests) {
+      if (stop_.load()) throw FollowError("stopping");
+      apply_(digests);
+    });
     keys_.fetch_add(n);
   }
   Stream(*c);  // returns on Stop() or a retarget
   connected_.store(false);
-  if (retarget_.load()) throw FollowError("the partition moved: reconnecting to its new server");
+  if (c->moved) throw FollowError("the partition moved: reconnecting to its new server");
 }
 
 FollowerStats Follower::Stats() const {
   FollowerStats s;
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = BootClock::now();
   s.connected = connected_.load();
   s.fresh = Fresh(now);
   const auto as_of = fresh_as_of_ns_.load(std::memory_order_relaxed);  // relaxed: a figure for a scrape

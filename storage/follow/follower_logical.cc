@@ -18,9 +18,13 @@
 namespace scangate::storage {
 namespace {
 
+using follow_detail::Exec;
 using follow_detail::FollowError;
+using follow_detail::kAnswerGrace;
+using follow_detail::kNoAnswerBound;
 using follow_detail::kStopSlice;
 using follow_detail::Open;
+using follow_detail::RefuseStandby;
 using follow_detail::ResultPtr;
 using follow_detail::SteadyNs;
 
@@ -44,13 +48,20 @@ std::string SlotName() {
 }  // namespace
 
 void Follower::ConnectLogical(Connections& c, const std::string& conninfo) {
-  c.repl = Open(conninfo, "scangate-follower", /*replication=*/true, "replication connection");
-  c.probe = Open(conninfo, "scangate-follower-probe", /*replication=*/false, "probe connection");
+  // The replication connection gets no statement_timeout: creating the slot waits for the transactions running
+  // anywhere on the cluster. The probe connection's statements are bounded like the poll's.
+  ConnectionDefaults repl_defaults = options_.connection;
+  repl_defaults.statement_timeout = std::chrono::milliseconds(0);
+  ConnectionDefaults probe_defaults = options_.connection;
+  probe_defaults.statement_timeout = options_.statement_timeout;
+  c.repl = Open(conninfo, repl_defaults, "scangate-follower", /*replication=*/true, "replication connection");
+  c.probe = Open(conninfo, probe_defaults, "scangate-follower-probe", /*replication=*/false, "probe connection");
+  RefuseStandby(c.probe.get(), options_.statement_timeout + kAnswerGrace, stop_);
   c.slot = SlotName();
   // TEMPORARY: dropped by PostgreSQL with this connection. NOEXPORT_SNAPSHOT: the reload reads its own snapshot,
   // taken after this point, so nothing committed in between is missed.
   const std::string sql = "CREATE_REPLICATION_SLOT " + c.slot + " TEMPORARY LOGICAL pgoutput NOEXPORT_SNAPSHOT";
-  ResultPtr r(PQexec(c.repl.get(), sql.c_str()));
+  ResultPtr r = Exec(c.repl.get(), sql.c_str(), {}, false, kNoAnswerBound, stop_, "create slot");
   if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) {
     const char* state = PQresultErrorField(r.get(), PG_DIAG_SQLSTATE);
     const std::string what = ErrorSummary(PQerrorMessage(c.repl.get()));
@@ -68,8 +79,9 @@ void Follower::ConnectLogical(Connections& c, const std::string& conninfo) {
 void Follower::StreamLogical(Connections& c) {
   const std::string start = "START_REPLICATION SLOT " + c.slot + " LOGICAL 0/0 (proto_version '1', publication_names '" +
                             kPublication + "')";
+  const auto within = options_.statement_timeout + kAnswerGrace;
   {
-    ResultPtr r(PQexec(c.repl.get(), start.c_str()));
+    ResultPtr r = Exec(c.repl.get(), start.c_str(), {}, false, within, stop_, "start replication");
     if (PQresultStatus(r.get()) != PGRES_COPY_BOTH) {
       throw FollowError("start replication: " + ErrorSummary(PQerrorMessage(c.repl.get())));
     }
@@ -82,9 +94,16 @@ void Follower::StreamLogical(Connections& c) {
   struct Probe {
     std::uint64_t lsn;
     std::int64_t taken_ns;
+    std::string peer_rows;  // issue 42: the peers' rows in the probe's snapshot (FollowerOptions::peers)
   };
+  const bool peers = options_.peers && !options_.peers_sql.empty();
+  const std::string probe_sql =
+      std::string("SELECT pg_current_wal_flush_lsn()") + (peers ? ", " + options_.peers_sql : std::string());
   std::deque<Probe> probes;
-  auto next_probe = std::chrono::steady_clock::now();
+  auto next_probe = BootClock::now();
+  // Every probe asks the server for a reply (a keepalive), so a live stream is never silent for long; one silent
+  // past `within` is a network that drops packets, or a frozen walsender: the connection is given up.
+  auto last_message = next_probe;
   const auto send = [&](const std::string& msg) {
     if (PQputCopyData(c.repl.get(), msg.data(), static_cast<int>(msg.size())) != 1 || PQflush(c.repl.get()) != 0) {
       throw FollowError("status update: " + ErrorSummary(PQerrorMessage(c.repl.get())));
@@ -99,6 +118,7 @@ void Follower::StreamLogical(Connections& c) {
       if (n == 0) return any;
       if (n < 0) throw FollowError("stream ended: " + ErrorSummary(PQerrorMessage(c.repl.get())));
       any = true;
+      last_message = BootClock::now();
       const std::string_view msg(buf, static_cast<std::size_t>(n));
       std::optional<std::string> bad = reader.Read(msg, ev);
       PQfreemem(buf);
@@ -116,17 +136,24 @@ void Follower::StreamLogical(Connections& c) {
       }
     }
   };
-  while (!stop_.load() && !retarget_.load()) {
-    const auto now = std::chrono::steady_clock::now();
+  while (!stop_.load() && !Moved(c)) {
+    const auto now = BootClock::now();
+    if (now - last_message > within) {
+      throw FollowError("stream: no message within " + std::to_string(within.count()) +
+                        " ms (a network dropping packets, or a frozen server): the connection is given up");
+    }
     if (now >= next_probe) {
-      // The server's flush position now: every commit acknowledged before `now` is at or before it.
-      ResultPtr r(PQexec(c.probe.get(), "SELECT pg_current_wal_flush_lsn()"));
+      // The server's flush position now: every commit acknowledged before `now` is at or before it — and every
+      // commit the peers' rows of this snapshot cover (issue 42: visible, so flushed, before the position is read).
+      ResultPtr r = Exec(c.probe.get(), probe_sql.c_str(), {}, false, within, stop_, "probe");
       if (PQresultStatus(r.get()) != PGRES_TUPLES_OK || PQntuples(r.get()) != 1) {
         throw FollowError("probe: " + ErrorSummary(PQerrorMessage(c.probe.get())));
       }
       const auto lsn = ParseLsn(PQgetvalue(r.get(), 0, 0));
       if (!lsn) throw FollowError("probe: malformed LSN");
-      if (probes.size() < 64) probes.push_back({*lsn, SteadyNs(now)});
+      if (probes.size() < 64) {
+        probes.push_back({*lsn, SteadyNs(now), peers && !PQgetisnull(r.get(), 0, 1) ? PQgetvalue(r.get(), 0, 1) : ""});
+      }
       send(StandbyStatusUpdate(progress, UnixUs(), /*reply=*/true));  // the server answers with its position
       next_probe = now + options_.probe_interval;
     }
@@ -143,9 +170,11 @@ void Follower::StreamLogical(Connections& c) {
       if (!read_buffered()) break;
       read_any = true;
     }
+    if (Moved(c)) return;  // a move meanwhile: no stamp from the server left behind (as the poll)
     while (!probes.empty() && progress >= probes.front().lsn) {
-      // relaxed: the stamp is the datum; the filter's bits were set (seq_cst) before it.
-      fresh_as_of_ns_.store(probes.front().taken_ns, std::memory_order_relaxed);
+      if (peers) options_.peers(probes.front().peer_rows, probes.front().taken_ns);  // its snapshot's keys applied
+      // release: after the digests were applied (as the poll's stamp; issue 42).
+      fresh_as_of_ns_.store(probes.front().taken_ns, std::memory_order_release);
       probes.pop_front();
     }
     if (read_any) std::this_thread::sleep_for(kGather);

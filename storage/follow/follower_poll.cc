@@ -18,13 +18,19 @@
 namespace scangate::storage {
 namespace {
 
+using follow_detail::Exec;
 using follow_detail::FollowError;
+using follow_detail::kAnswerGrace;
 using follow_detail::kStopSlice;
 using follow_detail::Open;
+using follow_detail::RefuseStandby;
 using follow_detail::ResultPtr;
 using follow_detail::SteadyNs;
 
-constexpr const char* kSessionSql = "SET statement_timeout = '5s'";
+// SET statement_timeout = <FollowerOptions::statement_timeout>, in ms.
+std::string SessionSql(std::chrono::milliseconds statement_timeout) {
+  return "SET statement_timeout = " + std::to_string(statement_timeout.count());
+}
 // The first snapshot, and that the schema has the column (sql/010; a database scangate did not migrate may not).
 constexpr const char* kStartSql =
     "SELECT pg_current_snapshot()::text, EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'scan_keys'::regclass "
@@ -43,21 +49,24 @@ constexpr const char* kStartSql =
 // in binary a timestamptz is int8 µs since 2000-01-01 (no conversion on the server). Without `learned`, NULL.
 // The digest column's type is the table's (bytea, or sql/013's uuid: 16 bytes in binary), so the snapshot row's
 // NULL is left untyped and takes it.
+// The fourth column ({PEERS}, issue 42): with FollowerOptions::peers, the peers' watermark rows as JSON text in the
+// snapshot row (storage/peers/peer_sql.h) — the same snapshot as the digests — else NULL.
 constexpr const char* kPollSql = R"sql(
-SELECT pg_current_snapshot()::text, NULL, NULL::timestamptz
+SELECT pg_current_snapshot()::text, NULL, NULL::timestamptz, {PEERS}
 UNION ALL
-SELECT NULL, digest, {SEEN} FROM scan_keys
+SELECT NULL, digest, {SEEN}, NULL FROM scan_keys
  WHERE commit_xid >= pg_snapshot_xmax($1::pg_snapshot) AND commit_xid < pg_snapshot_xmax(pg_current_snapshot())
 UNION ALL
-SELECT NULL, digest, {SEEN} FROM scan_keys
+SELECT NULL, digest, {SEEN}, NULL FROM scan_keys
  WHERE commit_xid = ANY (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot)))
 )sql";
 constexpr const char* kSeen = "CASE WHEN lot IS NULL AND expiry IS NULL THEN first_seen END";
 constexpr const char* kNoSeen = "NULL::timestamptz";
 
-std::string PollSql(bool seen) {
+std::string PollSql(bool seen, const std::string& peers_sql) {
   std::string sql = kPollSql;
   for (std::size_t at; (at = sql.find("{SEEN}")) != std::string::npos;) sql.replace(at, 6, seen ? kSeen : kNoSeen);
+  sql.replace(sql.find("{PEERS}"), 7, peers_sql.empty() ? std::string("NULL::text") : peers_sql);
   return sql;
 }
 
@@ -73,14 +82,18 @@ bool WellFormedSnapshot(std::string_view s) {
 // a failover the server may be a promoted standby that reuses the xids of transactions the old primary lost,
 // which the old snapshot would count as visible — and their rows would never be read.
 void Follower::ConnectPoll(Connections& c, const std::string& conninfo) {
-  c.poll = Open(conninfo, "scangate-follower", /*replication=*/false, "follower connection");
+  c.poll = Open(conninfo, options_.connection, "scangate-follower", /*replication=*/false, "follower connection");
   // A poll that hangs (a lock, a stuck server) ends with an error, and the follower reconnects; meanwhile it is
-  // stale past --follow-max-lag and PostgreSQL decides new keys. Stop() waits at most this long for a poll.
-  ResultPtr set(PQexec(c.poll.get(), kSessionSql));
+  // stale past --follow-max-lag and PostgreSQL decides new keys. One that gets no answer at all (a silent network)
+  // is given up kAnswerGrace later.
+  const auto within = options_.statement_timeout + kAnswerGrace;
+  ResultPtr set = Exec(c.poll.get(), SessionSql(options_.statement_timeout).c_str(), {}, false, within, stop_,
+                       "follower connection");
   if (PQresultStatus(set.get()) != PGRES_COMMAND_OK) {
     throw FollowError("follower connection: " + ErrorSummary(PQerrorMessage(c.poll.get())));
   }
-  ResultPtr r(PQexec(c.poll.get(), kStartSql));
+  RefuseStandby(c.poll.get(), within, stop_);
+  ResultPtr r = Exec(c.poll.get(), kStartSql, {}, false, within, stop_, "first snapshot");
   if (PQresultStatus(r.get()) != PGRES_TUPLES_OK || PQntuples(r.get()) != 1) {
     throw FollowError("first snapshot: " + ErrorSummary(PQerrorMessage(c.poll.get())));
   }
@@ -96,13 +109,16 @@ void Follower::ConnectPoll(Connections& c, const std::string& conninfo) {
 
 void Follower::Poll(Connections& c) {
   Up("poll");
-  const std::string sql = PollSql(static_cast<bool>(options_.learned));
+  const bool peers = options_.peers && !options_.peers_sql.empty();
+  const std::string sql = PollSql(static_cast<bool>(options_.learned), peers ? options_.peers_sql : std::string());
   std::vector<Digest> digests, learned;
   std::vector<std::int64_t> learned_us;
-  while (!stop_.load() && !retarget_.load()) {
-    const auto sent = std::chrono::steady_clock::now();
+  const auto within = options_.statement_timeout + kAnswerGrace;
+  std::string peer_rows;
+  while (!stop_.load() && !Moved(c)) {
+    const auto sent = BootClock::now();
     const char* params[] = {c.snapshot.c_str()};
-    ResultPtr r(PQexecParams(c.poll.get(), sql.c_str(), 1, nullptr, params, nullptr, nullptr, /*resultFormat=*/1));
+    ResultPtr r = Exec(c.poll.get(), sql.c_str(), params, /*binary=*/true, within, stop_, "poll");
     if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) {
       throw FollowError("poll: " + ErrorSummary(PQerrorMessage(c.poll.get())));
     }
@@ -115,6 +131,9 @@ void Follower::Poll(Connections& c) {
     for (int i = 0; i < rows; ++i) {
       if (!PQgetisnull(r.get(), i, 0)) {  // binary text: the snapshot's characters
         next.assign(PQgetvalue(r.get(), i, 0), static_cast<std::size_t>(PQgetlength(r.get(), i, 0)));
+        if (peers && !PQgetisnull(r.get(), i, 3)) {
+          peer_rows.assign(PQgetvalue(r.get(), i, 3), static_cast<std::size_t>(PQgetlength(r.get(), i, 3)));
+        }
         continue;
       }
       Digest& d = digests.emplace_back();
@@ -136,13 +155,17 @@ void Follower::Poll(Connections& c) {
     if (!learned.empty()) options_.learned(learned, learned_us);
     transactions_.fetch_add(1);  // with --follow=poll: polls
     c.snapshot = std::move(next);
-    // relaxed: the stamp is the datum; the filter's bits were set (seq_cst) before it. Every commit acknowledged
-    // before `sent` is visible in the snapshot this poll read.
-    fresh_as_of_ns_.store(SteadyNs(sent), std::memory_order_relaxed);
+    // A move while this poll ran: its answer came from the server left behind, so neither its stamp nor its peers'
+    // rows may say fresh (Session drops the stamp and connects to the new one).
+    if (Moved(c)) return;
+    // Issue 42: the peers' rows of this same snapshot, now that its digests are in the filter.
+    if (peers) options_.peers(peer_rows, SteadyNs(sent));
+    // release: after the digests were applied, so a Fresh() that reads this stamp (acquire) and then probes the
+    // filter sees them (issue 42). Every commit acknowledged before `sent` is visible in the snapshot this poll read.
+    fresh_as_of_ns_.store(SteadyNs(sent), std::memory_order_release);
     const auto next_poll = sent + options_.probe_interval;
-    while (!stop_.load() && !retarget_.load() && std::chrono::steady_clock::now() < next_poll) {
-      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
-          kStopSlice, next_poll - std::chrono::steady_clock::now()));
+    while (!stop_.load() && !Moved(c) && BootClock::now() < next_poll) {
+      std::this_thread::sleep_for(std::min<BootClock::duration>(kStopSlice, next_poll - BootClock::now()));
     }
   }
 }

@@ -18,6 +18,7 @@
 #include <limits>
 #include <system_error>
 
+#include "core/boot_clock.h"
 #include "core/thread_name.h"
 #include "storage/histogram.h"
 #include "storage/journal/journal_files.h"
@@ -76,7 +77,7 @@ Journal::Journal(JournalOptions options)
   if (options_.partitions == 0 || (options_.partitions & (options_.partitions - 1)) != 0) {
     throw JournalError("journal: the partition count must be a power of two");
   }
-  oldest_us_ = std::make_unique<std::atomic<std::int64_t>[]>(options_.partitions);  // C++20: zeroed
+  oldest_ns_ = std::make_unique<std::atomic<std::int64_t>[]>(options_.partitions);  // C++20: zeroed
   {
     const MutexLock lk(&mu_);
     if (options_.partitions > 1) outstanding_by_partition_.resize(options_.partitions);
@@ -165,7 +166,7 @@ void Journal::EncodeLocked(JournalRecord&& record) {
   crc.process_bytes(buffer_.data() + at + kRecordHeader, len);
   const std::uint32_t sum = crc.checksum();
   std::memcpy(buffer_.data() + at + 4, &sum, 4);
-  AddOutstandingLocked(next_lsn_, record);
+  AddOutstandingLocked(next_lsn_, record, BootClock::NowNs());
   buffered_.push_back(JournalEntry{std::move(record), next_lsn_});
   next_lsn_ += kRecordHeader + len;
 }

@@ -10,6 +10,7 @@
 // LSN, little endian) then records: u32 payload length, u32 CRC32C over (length bytes, payload), payload =
 // 32-byte digest, i64 time in µs since the epoch, u8 source length, source bytes. CRC32C is Boost.CRC's
 // crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true> (check value of "123456789": 0xE3069283).
+// `instance` = the owner's identity (a UUID and a newline; issue 42: the peers' watermark names it).
 // `checkpoint` = u64 LSN + u32 CRC32C: every record below it is committed in PostgreSQL. It is written to a
 // temporary file, fdatasync'ed, renamed over, and the directory fsync'ed; segments wholly below it are deleted.
 //
@@ -92,11 +93,17 @@ class JournalError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+class PgClocks;  // storage/clock/pg_clock.h
+
 struct JournalOptions {
   std::string dir;
   // The de-duplication horizon (--retention; 0 = off). Used by JournalDrain::Start(), not the journal: a
   // recovered record older than it is expired — neither pending, nor the filter's, nor replayed.
   std::chrono::seconds retention{0};
+  // The clock the horizon is judged by (JournalDrain, not the journal): each record's partition's PostgreSQL clock
+  // (storage/clock/pg_clock.h, issue 42) — a record is expired only once PostgreSQL would take its row over. Null:
+  // this host's wall clock (tests of the journal alone). Must outlive the drain.
+  const PgClocks* clocks = nullptr;
   // Identity of the database the records belong to (e.g. "system_identifier=... database=scangate").
   std::string identity;
   std::uint64_t max_bytes = 64ull << 20;     // LSN bytes past the checkpoint; beyond it Append waits
@@ -105,7 +112,7 @@ struct JournalOptions {
   std::chrono::milliseconds checkpoint_interval{100};  // at most one checkpoint write per interval
   // Zero-fill the next segment ahead (see "Pre-zeroed segments" above); false = segments grow by appending.
   bool preallocate = true;
-  // With --partitions: the partition count (a power of two), so that oldest_uncommitted_us is kept per
+  // With --partitions: the partition count (a power of two), so that oldest_uncommitted_ns is kept per
   // partition (storage/partitions/partition_map.h PartitionOf of the record's digest) — one partition's outage then
   // bounds that partition's new keys alone. 1 = one database.
   unsigned partitions = 1;
@@ -176,14 +183,32 @@ class Journal {
   // concurrently.
   std::string unusable_cause() const;
   const std::string& dir() const { return options_.dir; }
-  // The time (µs since the epoch) of the oldest record not yet Applied — appended or recovered, so not yet known
-  // to PostgreSQL — of the partition `d` belongs to (JournalOptions::partitions; every record with one), or 0 when
-  // every such record is. One atomic load, for the hot path (the server bounds how long a key it answered stays
-  // unknown to other instances, --max-commit-lag). Safe to call concurrently.
-  std::int64_t oldest_uncommitted_us(const Digest& d) const {
-    // relaxed: a bound checked per key, no data behind it
-    return oldest_us_[options_.partitions == 1 ? 0 : PartitionOf(d, options_.partitions)].load(std::memory_order_relaxed);
+  // When (BootClock ns, core/boot_clock.h) the oldest record not yet Applied — appended or recovered, so not yet
+  // known to PostgreSQL — of the partition `d` belongs to (JournalOptions::partitions; every record with one) was
+  // appended; kAgeUnknown for a record recovered at Open (appended before this process: older than anything it can
+  // date); 0 when every such record is Applied. Dated by the boot clock, never by the record's time (the wall
+  // clock: a step back would make an old record young; issue 42). One atomic load, for the hot path (the server
+  // bounds how long a key it answered stays unknown to other instances, --max-commit-lag). Safe to call
+  // concurrently.
+  std::int64_t oldest_uncommitted_ns(const Digest& d) const {
+    // relaxed: a bound checked per key, no data behind it (the watermark reads Uncommitted(), under the lock)
+    return oldest_ns_[PartitionIndex(d)].load(std::memory_order_relaxed);
   }
+  static constexpr std::int64_t kAgeUnknown = 1;
+  // Partition `p`'s records not yet Applied, read under the journal's lock together with the boot time: every
+  // record appended before `now_ns` and not counted here was Applied (committed in PostgreSQL) before this call
+  // returned. The peers' watermark (storage/peers/watermark_publisher.h) is built on that. Safe to call
+  // concurrently; p < JournalOptions::partitions.
+  struct Uncommitted {
+    std::int64_t oldest_ns = 0;  // as oldest_uncommitted_ns: 0 none, kAgeUnknown recovered, else its append time
+    std::uint64_t count = 0;
+    std::int64_t now_ns = 0;  // BootClock::NowNs() under the lock
+  };
+  Uncommitted UncommittedOf(unsigned p) const;
+  // This journal's owner's identity (issue 42): a random UUID written to the directory's `instance` file when the
+  // journal is created, kept by every later Open (a restart with this journal is the same instance) and by a
+  // rebuilt directory. Safe to call concurrently.
+  const std::string& instance_id() const { return instance_id_; }
 
  private:
   struct Parked {
@@ -248,6 +273,7 @@ class Journal {
   bool rebuild_ = false;               // the adopted directory still lacks the segments' copies (flusher)
   std::chrono::steady_clock::time_point next_probe_, next_folder_check_;  // flusher thread
   std::vector<JournalEntry> recovered_;
+  std::string instance_id_;  // read or created by CheckMeta(); fixed afterwards
 
   mutable Mutex mu_;
   CondVar cv_;  // wakes the flusher: a group to write, stop, Applied() with records parked
@@ -261,18 +287,23 @@ class Journal {
   // in ascending order, erased roughly so, one node per many LSNs instead of std::map's allocation (and
   // rebalancing) per record.
   struct Outstanding {
-    std::int64_t time_us;
-    unsigned partition;  // PartitionOf(digest, options_.partitions); 0 with one database
+    std::int64_t appended_ns;  // BootClock ns of its append; kAgeUnknown when recovered
+    unsigned partition;        // PartitionOf(digest, options_.partitions); 0 with one database
   };
   absl::btree_map<std::uint64_t, Outstanding> outstanding_ ABSL_GUARDED_BY(mu_);
-  // With partitions > 1: each partition's outstanding LSNs and their records' times (outstanding_ split by
+  // With partitions > 1: each partition's outstanding LSNs and their append times (outstanding_ split by
   // partition), so each partition's oldest is its map's first entry. Empty with one database.
   std::vector<absl::btree_map<std::uint64_t, std::int64_t>> outstanding_by_partition_ ABSL_GUARDED_BY(mu_);
-  // Per partition (one with one database): the time of its lowest outstanding LSN's record (0 = none), for
-  // oldest_uncommitted_us() without the lock.
-  std::unique_ptr<std::atomic<std::int64_t>[]> oldest_us_;
+  // Per partition (one with one database): the append time of its lowest outstanding LSN's record (0 = none), for
+  // oldest_uncommitted_ns() without the lock.
+  std::unique_ptr<std::atomic<std::int64_t>[]> oldest_ns_;
+  unsigned PartitionIndex(const Digest& d) const {
+    return options_.partitions == 1 ? 0 : PartitionOf(d, options_.partitions);
+  }
   // The bookkeeping of records not yet Applied: outstanding_ (and its partition's map), then the oldest figures.
-  void AddOutstandingLocked(std::uint64_t lsn, const JournalRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `appended_ns`: BootClock::NowNs() at the append, kAgeUnknown for a recovered record.
+  void AddOutstandingLocked(std::uint64_t lsn, const JournalRecord& record, std::int64_t appended_ns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EraseOutstandingLocked(std::uint64_t lsn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NoteOldestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -11,6 +11,7 @@
 
 #include "core/thread_name.h"
 #include "core/time_format.h"
+#include "storage/clock/pg_clock.h"
 
 namespace scangate::storage {
 namespace {
@@ -48,6 +49,16 @@ constexpr const char* kIdentitySql =
 
 std::string FormatTimeUs(std::int64_t time_us) { return Rfc3339Micros(time_us); }
 
+std::optional<std::int64_t> JournalDrain::ClockUs(const Digest& d, bool upper) const {
+  if (options_.clocks == nullptr) return NowUs();
+  const PgClock& c = options_.clocks->Of(d);
+  return upper ? c.UpperUs() : c.LowerUs();
+}
+
+std::int64_t JournalDrain::RetentionUs() const {
+  return std::chrono::duration_cast<std::chrono::microseconds>(options_.retention).count();
+}
+
 std::string JournalDrain::QueryIdentity(const std::string& url, const ConnectionDefaults& defaults) {
   pqxx::connection conn(WithConnectionDefaults(url, defaults));
   pqxx::nontransaction tx(conn);
@@ -68,14 +79,14 @@ void JournalDrain::Start(const std::function<void(std::span<const Digest>)>& rec
   journal_ = std::make_unique<Journal>(options_);
   std::vector<JournalEntry> entries = journal_->TakeRecovered();
   if (options_.retention.count() > 0) {
-    // Expired while scangate was down (by the local clock, which wrote their times): their key's next
-    // observation is `new`, so they are not pending, not the filter's and not replayed; the checkpoint
-    // passes them.
-    const std::int64_t expired_before =
-        NowUs() - std::chrono::duration_cast<std::chrono::microseconds>(options_.retention).count();
+    // Expired while scangate was down (by PostgreSQL's clock, at the least it can read now: surely past the
+    // horizon there too): their key's next observation is `new`, so they are not pending, not the filter's and not
+    // replayed; the checkpoint passes them. A partition whose clock is unknown keeps its records (replayed: a row
+    // PostgreSQL already counts as expired is taken over by the key's next observation).
     std::vector<std::uint64_t> expired;
     std::erase_if(entries, [&](const JournalEntry& e) {
-      if (e.record.time_us >= expired_before) return false;
+      const std::optional<std::int64_t> now = ClockUs(e.record.digest, /*upper=*/false);
+      if (!now || e.record.time_us >= *now - RetentionUs()) return false;
       expired.push_back(e.lsn);
       return true;
     });
@@ -109,7 +120,7 @@ void JournalDrain::Start(const std::function<void(std::span<const Digest>)>& rec
 
 bool JournalDrain::Append(const Digest& d, std::string source, WaiterGroup& group, Waiter done,
                           std::int64_t time_us, const std::optional<RequestId>& request) {
-  const std::int64_t now = time_us != 0 ? time_us : NowUs();
+  const std::int64_t now = time_us != 0 ? time_us : ClockUs(d, /*upper=*/false).value_or(NowUs());
   Shard& s = ShardOf(d);
   {
     const MutexLock lk(&s.mu);
@@ -139,8 +150,12 @@ JournalDrain::LookupResult JournalDrain::Lookup(const Digest& d, WaiterGroup& gr
   if (it == s.map.end()) return r;
   r.first_seen = FormatTimeUs(it->second.time_us);
   r.request = it->second.request;
-  if (it->second.durable && options_.retention.count() > 0 &&
-      it->second.time_us < NowUs() - std::chrono::duration_cast<std::chrono::microseconds>(options_.retention).count()) {
+  // Past the horizon by PostgreSQL's clock at the most it can read now (unknown: past it): PostgreSQL decides.
+  const auto expired = [&] {
+    const std::optional<std::int64_t> now = ClockUs(d, /*upper=*/true);
+    return !now || it->second.time_us < *now - RetentionUs();
+  };
+  if (it->second.durable && options_.retention.count() > 0 && expired()) {
     r.state = LookupResult::kExpired;
   } else if (it->second.durable) {
     r.state = LookupResult::kDurable;

@@ -113,11 +113,17 @@ class JournalDrain final : private WriteBehindSink {
   // Why it is unusable ("" while usable), for /readyz and /stats. Safe to call concurrently.
   std::string unusable_cause() const { return journal_ != nullptr ? journal_->unusable_cause() : std::string(); }
 
-  // The time (µs since the epoch) of the oldest record not yet committed in PostgreSQL (Journal::
-  // oldest_uncommitted_us), 0 when none or before Start(). One atomic load. Safe to call concurrently.
-  std::int64_t oldest_uncommitted_us(const Digest& d) const {
-    return journal_ != nullptr ? journal_->oldest_uncommitted_us(d) : 0;
+  // When (BootClock ns) the oldest record of d's partition not yet committed in PostgreSQL was appended
+  // (Journal::oldest_uncommitted_ns: Journal::kAgeUnknown for a recovered one), 0 when none or before Start(). One
+  // atomic load. Safe to call concurrently.
+  std::int64_t oldest_uncommitted_ns(const Digest& d) const {
+    return journal_ != nullptr ? journal_->oldest_uncommitted_ns(d) : 0;
   }
+  // Partition p's records not yet committed, with the boot time read under the journal's lock
+  // (Journal::UncommittedOf: the peers' watermark). After Start(). Safe to call concurrently.
+  Journal::Uncommitted UncommittedOf(unsigned p) const { return journal_->UncommittedOf(p); }
+  // The journal's owner's identity (Journal::instance_id). After Start().
+  const std::string& instance_id() const { return journal_->instance_id(); }
 
   // Flushes queued appends and stops the journal's flusher; later Append() calls fail. Idempotent.
   void StopAppends();
@@ -132,6 +138,10 @@ class JournalDrain final : private WriteBehindSink {
   static std::string QueryIdentity(const std::string& url, const ConnectionDefaults& defaults);
 
  private:
+  // Now by the clock of d's PostgreSQL (options.clocks): its least (`upper` false) or most (`upper` true) reading;
+  // nullopt when unknown (no reading yet). Without clocks, this host's wall clock.
+  std::optional<std::int64_t> ClockUs(const Digest& d, bool upper) const;
+  std::int64_t RetentionUs() const;
   struct Pending {
     std::int64_t time_us = 0;
     std::uint64_t lsn = 0;    // valid once durable

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <system_error>
 
 namespace scangate::storage::journal_files {
@@ -35,6 +36,35 @@ std::string FaultCause(const std::exception& e) {
   if (const auto colon = what.rfind(": "); colon != std::string::npos) what.resize(colon);
   return std::string(name != nullptr ? name : "errno " + std::to_string(se->code().value())) + ": " +
          se->code().message() + " (" + what + ")";
+}
+
+std::string NewInstanceId() {
+  std::random_device rd;  // getrandom(2)
+  unsigned char b[16];
+  for (int i = 0; i < 16; i += 4) {
+    const std::uint32_t w = rd();
+    std::memcpy(b + i, &w, 4);
+  }
+  b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);  // version 4
+  b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);  // variant 1
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) s.push_back('-');
+    s.push_back(kHex[b[i] >> 4]);
+    s.push_back(kHex[b[i] & 15]);
+  }
+  return s;
+}
+
+bool WellFormedInstanceId(std::string_view id) {
+  if (id.size() != 36) return false;
+  for (std::size_t i = 0; i < id.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash != (id[i] == '-')) return false;
+    if (!dash && !((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f'))) return false;
+  }
+  return true;
 }
 
 std::string SegmentName(std::uint64_t base) {

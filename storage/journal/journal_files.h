@@ -25,6 +25,7 @@ inline constexpr std::string_view kMetaHeader = "scangate-journal 1\n";
 inline constexpr std::size_t kCheckpointBytes = 12;  // u64 LSN + u32 CRC32C
 inline constexpr const char* kSpareName = "spare.tmp";  // the next segment, being zero-filled
 inline constexpr const char* kProbeName = "probe.tmp";  // the heal probe's scratch file
+inline constexpr const char* kInstanceName = "instance";  // the owner's identity (issue 42)
 
 using Crc32cAlgo = boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true>;
 
@@ -42,6 +43,10 @@ void WriteFileDurably(int dir_fd, const std::string& dir, const std::string& nam
 // A fault's cause for logs and /readyz: "ENOSPC: No space left on device (journal: write segment)" for a
 // std::system_error, else what() as it is.
 std::string FaultCause(const std::exception& e);
+// A random (version 4) UUID in its text form, e.g. "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b" (std::random_device).
+std::string NewInstanceId();
+// `id` is a UUID's text form (36 characters, lower-case hex and dashes at 8-4-4-4-12).
+bool WellFormedInstanceId(std::string_view id);
 // The `meta` file's content for `identity`.
 inline std::string MetaContent(const std::string& identity) { return std::string(kMetaHeader) + identity + "\n"; }
 

@@ -160,6 +160,7 @@ void Journal::AdoptFolder() {
       throw JournalError("journal folder " + options_.dir + " was replaced by another database's journal");
     }
     WriteFileDurably(dfd, options_.dir, "meta", meta);
+    WriteFileDurably(dfd, options_.dir, kInstanceName, instance_id_ + "\n");  // the same instance (issue 42)
     SyncParent(options_.dir);
   } catch (...) {
     ::close(lfd);

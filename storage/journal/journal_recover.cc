@@ -26,6 +26,16 @@ bool Exists(int dir_fd, const char* name) { return ::faccessat(dir_fd, name, F_O
 
 void Journal::CheckMeta() {
   const std::string expected = MetaContent(options_.identity);
+  // The owner's identity (issue 42): kept when present and well formed, else a new one (a journal made before
+  // issue 42, or a new journal: a new instance).
+  if (Exists(dir_fd_, kInstanceName)) {
+    instance_id_ = ReadWhole(dir_fd_, options_.dir, kInstanceName);
+    while (!instance_id_.empty() && instance_id_.back() == '\n') instance_id_.pop_back();
+  }
+  if (!WellFormedInstanceId(instance_id_)) {
+    instance_id_ = NewInstanceId();
+    WriteFileDurably(dir_fd_, options_.dir, kInstanceName, instance_id_ + "\n");
+  }
   if (Exists(dir_fd_, "meta")) {
     const std::string found = ReadWhole(dir_fd_, options_.dir, "meta");
     if (found != expected) {
@@ -159,7 +169,7 @@ void Journal::Recover() {
   }
   // No other thread exists yet; the lock is for the analysis (and costs one uncontended lock per start).
   const MutexLock lk(&mu_);
-  for (const JournalEntry& e : recovered_) AddOutstandingLocked(e.lsn, e.record);  // ascending LSNs
+  for (const JournalEntry& e : recovered_) AddOutstandingLocked(e.lsn, e.record, kAgeUnknown);  // ascending LSNs
   NoteOldestLocked();
   checkpoint_lsn_ = checkpoint;
   next_lsn_ = durable_lsn_ = std::max(end, checkpoint);

@@ -223,8 +223,8 @@ BatchAnswer BatchStatement::BeginCopy(PGconn* c) {
   a.results.reserve(n);
   for (std::size_t i = 0; i < slot_.size(); ++i) {
     const PackAttrs& sent = attrs_[slot_[i]];
-    a.results.push_back(
-        Result{Outcome::kInserted, formatted[slot_[i]], first_seen[slot_[i]], PackAttrs{sent.lot, sent.expiry, 0, sent.request}});
+    a.results.push_back(Result{Outcome::kInserted, formatted[slot_[i]], first_seen[slot_[i]],
+                               PackAttrs{sent.lot, sent.expiry, 0, sent.request}, /*request_known=*/true});
   }
   a.any_inserted = true;
   return a;

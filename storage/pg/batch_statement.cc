@@ -207,6 +207,7 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
   std::vector<std::int64_t> first_seen(n, 0);
 
   std::vector<PackAttrs> recorded(n);  // pack batches: the lot/expiry each digest's row holds
+  std::vector<char> request_known(n, 0);  // recorded[i].request is the row's (Result::request_known)
   pqxx::result r;
   if (!pack_) {
     r = tx.exec_prepared(kInsertName, Binary(digests_.Finish()), Binary(sources_.Finish()), Binary(times_.Finish()));
@@ -261,6 +262,7 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
     if (!inserted[i]) continue;
     first_seen[i] = first_seen_us_[i] != 0 ? first_seen_us_[i] : now_us;
     recorded[i] = PackAttrs{attrs_[i].lot, attrs_[i].expiry, 0, attrs_[i].request};
+    request_known[i] = 1;
   }
 
   std::vector<std::uint32_t> missing;
@@ -276,7 +278,8 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
       if (k >= missing.size()) throw std::runtime_error("follow-up select returned an index out of range");
       answered[missing[k]] = 1;
       first_seen[missing[k]] = row[1].as<std::int64_t>();
-      if (!pack_) continue;
+      if (!pack_) continue;  // the raw statement does not read the row's record: unknown
+      request_known[missing[k]] = 1;
       PackAttrs& rec = recorded[missing[k]];
       if (!row[2].is_null()) {  // the lot as the layout stores it (16 bytes: its stored form)
         rec.lot.emplace();
@@ -305,8 +308,8 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
     const std::uint32_t u = slot_[i];
     const bool won = inserted[u] && first_item_[u] == i;
     a.any_inserted = a.any_inserted || won;
-    a.results.push_back(
-        Result{won ? Outcome::kInserted : Outcome::kDuplicate, formatted[u], first_seen[u], recorded[u]});
+    a.results.push_back(Result{won ? Outcome::kInserted : Outcome::kDuplicate, formatted[u], first_seen[u], recorded[u],
+                               request_known[u] != 0});
   }
   return a;
 }

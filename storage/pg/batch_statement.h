@@ -6,7 +6,8 @@
 // in the same transaction, after the INSERT, so a row committed concurrently is found too) and, for a pack
 // batch, the lot and expiry that row holds (an inserted item: what it sent). Use: one per
 // batch, on the writer thread; Add() every item in queue order, then Run() inside a transaction (again in a
-// fresh transaction after a rollback).
+// fresh transaction after a rollback). Result::request_known says whether an item's recorded.request is the row's:
+// always for kInserted, for a duplicate only when the pack statements read the row (the raw ones do not).
 //
 // Shape (chosen by measurement, bench/RESULTS.md "Batch statement shapes"):
 //   1. INSERT ... SELECT FROM unnest($1::bytea[], $2::text[], $3::int8[]) ORDER BY digest (uuid[] and seen_by in

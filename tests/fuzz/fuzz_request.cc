@@ -84,7 +84,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   const Route route = RouteOf(target);
   Check(!RouteLabel(route).empty());
-  Check(BodyLimitFor(route) >= kMaxObserveBodyBytes);
+  // A client route takes a body of at least /observe's limit; the others take none (issue 43).
+  Check(IsClientRoute(route) ? BodyLimitFor(route) >= kMaxObserveBodyBytes : BodyLimitFor(route) == 0);
+  Check(MethodAllowed(route, AllowedMethod(route)));
   CheckProblem(Problem::MethodNotAllowed(content_type, route));
   CheckProblem(Problem::NotFound(target));
 

@@ -162,6 +162,33 @@ TEST_F(MtlsTest, RevokedByACrlReloadedOnSighup) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
+// Issue 43 item 7: every certificate of a client's chain is checked against its issuer's CRL. Two intermediate CAs
+// under the shop CA issue a terminal each; the shop CA's CRL revokes one intermediate: its terminal is refused at
+// the handshake (before issue 43 only the terminal's own certificate was checked, against the intermediate's empty
+// CRL, and it was served: seen against the build of 1558fbb), the other's is served.
+TEST_F(MtlsTest, ARevokedIntermediateCaIsRefused) {
+  TestCa branch("Branch terminals CA", shop_, 21);
+  TestCa other("Other branch CA", shop_, 22);
+  branch.Issue("till-7", 31, Path("till-7.pem"), Path("till-7.key"));
+  branch.AppendCert(Path("till-7.pem"));
+  other.Issue("till-8", 32, Path("till-8.pem"), Path("till-8.key"));
+  other.AppendCert(Path("till-8.pem"));
+  shop_.WriteCrl({21}, Path("shop-crl.pem"));  // the branch CA revoked
+  branch.WriteCrl({}, Path("branch-crl.pem"));
+  other.WriteCrl({}, Path("other-crl.pem"));
+  hardening::WriteFile(Path("crl.pem"), it::ReadFile(Path("shop-crl.pem")) + it::ReadFile(Path("branch-crl.pem")) +
+                                            it::ReadFile(Path("other-crl.pem")));
+  Server server(TlsFlags());
+  ASSERT_TRUE(server.WaitListening()) << server.Log();
+  TlsConnection till8 = Connect(server.port, "till-8");
+  const auto served =
+      hardening::UntilReady([&] { return till8.Exchange("POST", "/observe", it::ObserveBody(it::UniqueKey("ica"))); });
+  EXPECT_EQ(served.status, 201) << "a terminal of a good intermediate CA: " << served.body;
+  EXPECT_EQ(Connect(server.port, "till-7").Observe(it::UniqueKey("ica")), -1)
+      << "a terminal of a revoked intermediate CA was served";
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 TEST_F(MtlsTest, WithTokensATokenCountsOnlyFromItsOwnTerminalsCertificate) {
   const std::string token1 = "sg-mtls-" + it::RandomHex(16), token2 = "sg-mtls-" + it::RandomHex(16);
   hardening::WriteFile(Path("tokens"), it::Sha256Hex(token1) + " till-1 observe,batch\n" + it::Sha256Hex(token2) +

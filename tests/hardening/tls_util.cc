@@ -99,6 +99,18 @@ TestCa::TestCa(const std::string& cn) {
   Check(X509_sign(cert_, key_, EVP_sha256()) > 0, "CA sign");
 }
 
+TestCa::TestCa(const std::string& cn, const TestCa& issuer, long serial) {
+  key_ = EVP_EC_gen("P-256");
+  Check(key_ != nullptr, "CA key generation");
+  cert_ = NewCertificate(cn, serial, key_, -3600, 86400);
+  X509_set_issuer_name(cert_, X509_get_subject_name(issuer.cert_));
+  AddExtension(cert_, issuer.cert_, NID_basic_constraints, "critical,CA:TRUE");
+  AddExtension(cert_, issuer.cert_, NID_key_usage, "critical,keyCertSign,cRLSign");
+  AddExtension(cert_, cert_, NID_subject_key_identifier, "hash");
+  AddExtension(cert_, issuer.cert_, NID_authority_key_identifier, "keyid");
+  Check(X509_sign(cert_, issuer.key_, EVP_sha256()) > 0, "intermediate CA sign");
+}
+
 TestCa::~TestCa() {
   X509_free(cert_);
   EVP_PKEY_free(key_);
@@ -106,6 +118,14 @@ TestCa::~TestCa() {
 
 void TestCa::WriteCert(const std::string& path) const {
   WritePem(path, [&](FILE* f) { return PEM_write_X509(f, cert_); });
+}
+
+void TestCa::AppendCert(const std::string& path) const {
+  FILE* f = std::fopen(path.c_str(), "a");
+  Check(f != nullptr, "cannot open a PEM file for appending");
+  const int ok = PEM_write_X509(f, cert_);
+  std::fclose(f);
+  Check(ok == 1, "PEM write");
 }
 
 void TestCa::Issue(const std::string& cn, long serial, const std::string& cert_path, const std::string& key_path,

@@ -33,10 +33,14 @@ void MakeSelfSigned(const std::string& cert_path, const std::string& key_path, c
 class TestCa {
  public:
   explicit TestCa(const std::string& cn);
+  // An intermediate CA for CN=`cn` with serial `serial`, issued by `issuer`.
+  TestCa(const std::string& cn, const TestCa& issuer, long serial);
   ~TestCa();
   TestCa(const TestCa&) = delete;
   TestCa& operator=(const TestCa&) = delete;
   void WriteCert(const std::string& path) const;
+  // Appends this CA's certificate to a PEM file (a client's chain: its certificate, then the intermediates).
+  void AppendCert(const std::string& path) const;
   // A client certificate (extendedKeyUsage clientAuth) for subject CN=`cn` with serial `serial`, valid from
   // `not_before_s` to `not_after_s` seconds from now; PEM certificate and key files.
   void Issue(const std::string& cn, long serial, const std::string& cert_path, const std::string& key_path,

@@ -517,9 +517,19 @@ std::optional<std::chrono::milliseconds> WaitReady(std::uint16_t port, std::chro
 // -------------------------------------------------------------------------------------------------
 // Raw sockets
 
-RawConn::RawConn(std::uint16_t port) {
+RawConn::RawConn(std::uint16_t port, const std::string& source) {
   fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd_ < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+  if (!source.empty()) {
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    if (::inet_pton(AF_INET, source.c_str(), &from.sin_addr) != 1 ||
+        ::bind(fd_, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+      throw std::runtime_error("bind to " + source + " failed");
+    }
+  }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);

@@ -183,7 +183,9 @@ std::optional<std::chrono::milliseconds> WaitReady(std::uint16_t port, std::chro
 // Raw sockets for hostile clients (blocking fd with poll-based deadlines).
 class RawConn {
  public:
-  explicit RawConn(std::uint16_t port);  // throws std::runtime_error on connect failure
+  // To 127.0.0.1:port, from `source` (another local IPv4 address, e.g. "127.0.0.2") when given. Throws
+  // std::runtime_error on connect failure.
+  explicit RawConn(std::uint16_t port, const std::string& source = "");
   ~RawConn();
   RawConn(const RawConn&) = delete;
   RawConn& operator=(const RawConn&) = delete;

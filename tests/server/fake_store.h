@@ -49,6 +49,7 @@ class FakeStore final : public storage::ExactStore {
         auto [rec, fresh_attrs] = attrs_.try_emplace(it->first, attrs);
         r.recorded = rec->second;
         r.recorded.keep_until_us = 0;  // as storage::Result: not reported
+        r.request_known = request_known;
       }
     }
     done(r);
@@ -68,6 +69,14 @@ class FakeStore final : public storage::ExactStore {
     }
     return true;
   }
+  // A row put in behind the Service's back (another instance recorded it): `first_seen_us` and `attrs` (its
+  // request record) as PostgreSQL would hold them.
+  void RecordRow(const Digest& d, std::int64_t first_seen_us, const storage::PackAttrs& attrs) {
+    const std::lock_guard lock(mu_);
+    rows.try_emplace(ToHex(d), "");
+    first_seen_us_.try_emplace(ToHex(d), first_seen_us);
+    attrs_.try_emplace(ToHex(d), attrs);
+  }
   bool up() const override { return !down; }
   bool full() const override { return full_refusals > 0; }
   storage::StoreStats Stats() const override { return storage::StoreStats{}; }
@@ -80,6 +89,7 @@ class FakeStore final : public storage::ExactStore {
   bool refuse_write_behind = false;         // the write-behind lane alone refuses (its share of the queue)
   int full_refusals = 0;                    // the next this many submissions (any lane) find the queue full
   std::optional<storage::Outcome> outcome;  // every Submit completes with this (kUnavailable, kUnknown)
+  bool request_known = true;  // Result::request_known of every outcome (false: as a raw batch's duplicate)
 
  private:
   bool Refuse() {

@@ -242,6 +242,13 @@ std::vector<boost::json::object> ScangateProcess::LogEvents(std::string_view eve
   return out;
 }
 
+std::string ScangateProcess::journal_dir() const {
+  for (const auto& f : flags_) {
+    if (f.rfind("--journal-dir=", 0) == 0) return f.substr(std::string("--journal-dir=").size());
+  }
+  return dir_ + "/journal";
+}
+
 ::testing::AssertionResult ScangateProcess::Start() {
   if (pid_ > 0) return ::testing::AssertionFailure() << "already running";
   const TestEnv& env = Env();
@@ -625,6 +632,67 @@ static bool RefuseSharedClusterControl(const char* what) {
   return true;
 }
 
+std::string TempDir(const char* tag) {
+  std::string tmpl = std::string("/tmp/scangate-") + tag + ".XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  return tmpl;
+}
+
+std::vector<std::string> UniqueKeys(int n, std::string_view tag) {
+  std::vector<std::string> keys;
+  for (int i = 0; i < n; ++i) keys.push_back(UniqueKey(tag));
+  return keys;
+}
+
+boost::json::object FollowerOf(HttpClient& c) {
+  const boost::json::object stats = c.Get("/stats").json();
+  if (!stats.contains("follower")) return {};
+  const auto& dbs = stats.at("follower").at("databases").as_array();
+  return dbs.empty() ? boost::json::object{} : dbs[0].as_object();
+}
+
+namespace {
+constexpr auto kStatsWait = std::chrono::seconds(20);  // failure detection only
+
+template <class Pred>
+bool PollStats(Pred done) {
+  const auto deadline = std::chrono::steady_clock::now() + kStatsWait;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+}  // namespace
+
+bool WaitFollowerFresh(HttpClient& c) {
+  return PollStats([&c] {
+    const boost::json::object f = FollowerOf(c);
+    return f.contains("fresh") && f.at("fresh").as_bool();
+  });
+}
+
+bool WaitJournalDrained(HttpClient& c) {
+  return PollStats([&c] {
+    const boost::json::object stats = c.Get("/stats").json();
+    return stats.contains("journal") && stats.at("journal").at("backlog").to_number<std::uint64_t>() == 0;
+  });
+}
+
+int RetireInstance(const std::string& journal_dir) {
+  std::string id = ReadFile(journal_dir + "/instance");
+  while (!id.empty() && id.back() == '\n') id.pop_back();
+  if (id.empty()) {
+    ADD_FAILURE() << "no instance file in " << journal_dir;
+    return -1;
+  }
+  const TestEnv& env = Env();
+  const std::string cmd = ShellQuote(env.server_binary) + " --retire-instance=" + ShellQuote(id) +
+                          " --database-url=" + ShellQuote(env.pg_url) + " 1>&2";
+  const int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
 int PgClusterStop() {
   if (RefuseSharedClusterControl("pg.sh stop")) return 1;
   const TestEnv& env = Env();
@@ -646,6 +714,26 @@ double ScrapeMetric(HttpClient& c, std::string_view name) {
   const auto v = MetricValue(r.body, name);
   EXPECT_TRUE(v.has_value()) << name << " missing from /metrics";
   return v.value_or(-1);
+}
+
+DecidedWhere ReadDecidedWhere(HttpClient& c) {
+  const HttpResponse r = c.Get("/stats");
+  EXPECT_EQ(r.status, 200) << r;
+  const boost::json::object o = r.json();
+  const auto number = [](const boost::json::object& obj, std::string_view key) -> std::uint64_t {
+    return obj.contains(key) ? obj.at(key).to_number<std::uint64_t>() : 0;
+  };
+  DecidedWhere d;
+  if (o.contains("pg")) {
+    d.pg_inserted = number(o.at("pg").as_object(), "inserted");
+    d.pg_duplicates = number(o.at("pg").as_object(), "duplicates");
+  }
+  if (o.contains("recent")) {
+    d.recent_hits = number(o.at("recent").as_object(), "hits");
+    d.recent_replays = number(o.at("recent").as_object(), "replays");
+  }
+  d.replays = number(o, "idempotent_replays");
+  return d;
 }
 
 ObserveAnswer ReadObserveAnswer(const HttpResponse& r) {

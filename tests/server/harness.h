@@ -67,6 +67,8 @@ class ScangateProcess {
   std::uint16_t port() const { return port_; }
   std::uint16_t admin_port() const { return admin_port_; }  // with --admin-listen (from the log), else 0
   const std::string& log_path() const { return log_path_; }
+  // The --journal-dir it runs with (its own flag, else the one the harness gives it).
+  std::string journal_dir() const;
   std::string Log() const { return ReadFile(log_path_); }
   std::string LogTail(std::size_t max_bytes = 8000) const;
   // JSON log lines whose "event" equals `event`.
@@ -178,6 +180,22 @@ class RowBlocker {
   pqxx::work tx_;
 };
 
+// A fresh directory "/tmp/scangate-<tag>.XXXXXX" (journals of the tests that name theirs, e.g. to restart on it).
+std::string TempDir(const char* tag);
+// `n` keys unique to this run (UniqueKey).
+std::vector<std::string> UniqueKeys(int n, std::string_view tag);
+// /stats "follower" of the first followed database of the instance at `c` ({} without one).
+boost::json::object FollowerOf(HttpClient& c);
+// Polls /stats (bounded, 20 s) until that follower is fresh / the journal's backlog is 0 (every key the instance
+// answered new is committed in PostgreSQL). False when the bound passed.
+bool WaitFollowerFresh(HttpClient& c);
+bool WaitJournalDrained(HttpClient& c);
+
+// `scangate --retire-instance=<id> --database-url=<the test's>` for the instance whose journal is `journal_dir` (its
+// `instance` file; issue 42): the operator's command for an instance gone for good, so the others stop waiting for
+// it. Returns the command's exit status (0 retired, 3 nothing running to retire); its output goes to stderr.
+int RetireInstance(const std::string& journal_dir);
+
 // The shared throwaway cluster, via scripts/pg.sh. Both return the shell exit status.
 int PgClusterStop();
 int PgClusterStart();
@@ -187,5 +205,13 @@ std::optional<double> MetricValue(const std::string& metrics_text, std::string_v
 // GET /metrics on `c` and the value of `name` (a labelled sample as `name{l="v"}`); a test failure and -1 when
 // the request fails or the sample is absent.
 double ScrapeMetric(HttpClient& c, std::string_view name);
+
+// What an instance decided in PostgreSQL and what from memory, from its /stats (issue 44): PostgreSQL's outcomes
+// (a repeat decided there is one more duplicate), the recent set's duplicate hits and replayed retries, and every
+// replayed retry. A counter the binary does not report reads 0.
+struct DecidedWhere {
+  std::uint64_t pg_inserted = 0, pg_duplicates = 0, recent_hits = 0, recent_replays = 0, replays = 0;
+};
+DecidedWhere ReadDecidedWhere(HttpClient& c);
 
 }  // namespace scangate::it

@@ -35,44 +35,10 @@ using Clock = std::chrono::steady_clock;
 
 constexpr auto kBound = std::chrono::seconds(20);  // failure detection only
 
-std::string TempDir(const char* tag) {
-  std::string tmpl = std::string("/tmp/scangate-") + tag + ".XXXXXX";
-  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-  return tmpl;
-}
-
 std::vector<std::string> FilterFlags(const std::string& journal_dir, std::vector<std::string> more = {}) {
   std::vector<std::string> f = {"--ack=filter", "--capacity=1000000", "--journal-dir=" + journal_dir};
   f.insert(f.end(), more.begin(), more.end());
   return f;
-}
-
-json::object FollowerOf(HttpClient& c) {
-  const json::object stats = c.Get("/stats").json();
-  if (!stats.contains("follower")) return {};
-  const auto& dbs = stats.at("follower").at("databases").as_array();
-  return dbs.empty() ? json::object{} : dbs[0].as_object();
-}
-
-bool WaitFresh(HttpClient& c) {
-  const auto deadline = Clock::now() + kBound;
-  while (Clock::now() < deadline) {
-    const json::object f = FollowerOf(c);
-    if (f.contains("fresh") && f.at("fresh").as_bool()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
-
-// The journal's backlog reached 0: every key A answered new is committed in PostgreSQL.
-bool WaitDrained(HttpClient& c) {
-  const auto deadline = Clock::now() + kBound;
-  while (Clock::now() < deadline) {
-    const json::object stats = c.Get("/stats").json();
-    if (stats.contains("journal") && stats.at("journal").at("backlog").to_number<std::uint64_t>() == 0) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
 }
 
 // This database's replication slots, once their count is `want` (or the bound passed).
@@ -104,12 +70,6 @@ std::int64_t WaitFollowerConnections(Pg& pg, std::int64_t want) {
   return n;
 }
 
-std::vector<std::string> Keys(int n, const char* tag) {
-  std::vector<std::string> keys;
-  for (int i = 0; i < n; ++i) keys.push_back(UniqueKey(tag));
-  return keys;
-}
-
 // Each key at `c`: its status code, counted.
 std::map<int, int> ObserveAll(HttpClient& c, const std::vector<std::string>& keys) {
   std::map<int, int> by_status;
@@ -134,15 +94,15 @@ TEST_P(ServiceFollowBy, TwoInstancesLearnEachOthersKeysBothWays) {
   ASSERT_TRUE(a.Start());
   ASSERT_TRUE(b.Start());
   HttpClient ca(a.port()), cb(b.port());
-  ASSERT_TRUE(WaitFresh(ca)) << json::serialize(FollowerOf(ca));
-  ASSERT_TRUE(WaitFresh(cb)) << json::serialize(FollowerOf(cb));
+  ASSERT_TRUE(WaitFollowerFresh(ca)) << json::serialize(FollowerOf(ca));
+  ASSERT_TRUE(WaitFollowerFresh(cb)) << json::serialize(FollowerOf(cb));
   for (int direction = 0; direction < 2; ++direction) {
     SCOPED_TRACE(direction == 0 ? "A then B" : "B then A");
     HttpClient& first = direction == 0 ? ca : cb;
     HttpClient& second = direction == 0 ? cb : ca;
-    const auto keys = Keys(300, "follow");
+    const auto keys = UniqueKeys(300, "follow");
     EXPECT_EQ(ObserveAll(first, keys)[201], 300);
-    ASSERT_TRUE(WaitDrained(first));
+    ASSERT_TRUE(WaitJournalDrained(first));
     std::this_thread::sleep_for(std::chrono::seconds(2));  // the issue's check: the same keys 2 s later
     const auto at_second = ObserveAll(second, keys);
     EXPECT_EQ(at_second.count(201), 0u) << "keys new at one instance were new again at the other";
@@ -164,8 +124,8 @@ TEST_P(ServiceFollowBy, KillNineLeavesNoSlotAndItsKeysDuplicates) {
   ScangateProcess b(Flags(dir + "/b"));
   ASSERT_TRUE(b.Start());
   HttpClient cb(b.port());
-  ASSERT_TRUE(WaitFresh(cb));
-  const auto keys = Keys(300, "follow-kill");
+  ASSERT_TRUE(WaitFollowerFresh(cb));
+  const auto keys = UniqueKeys(300, "follow-kill");
   Pg pg;
   {
     ScangateProcess a(Flags(dir + "/a"));
@@ -173,7 +133,7 @@ TEST_P(ServiceFollowBy, KillNineLeavesNoSlotAndItsKeysDuplicates) {
     HttpClient ca(a.port());
     ASSERT_EQ(WaitFollowerConnections(pg, 2), 2);
     EXPECT_EQ(ObserveAll(ca, keys)[201], 300);
-    ASSERT_TRUE(WaitDrained(ca));
+    ASSERT_TRUE(WaitJournalDrained(ca));
     a.Kill();
   }
   std::this_thread::sleep_for(std::chrono::seconds(2));
@@ -183,6 +143,9 @@ TEST_P(ServiceFollowBy, KillNineLeavesNoSlotAndItsKeysDuplicates) {
   const std::int64_t slots = GetParam() == "logical" ? 1 : 0;
   EXPECT_EQ(WaitFollowerConnections(pg, 1), 1) << "a killed instance's follower connection was left behind";
   EXPECT_EQ(WaitSlots(pg, slots), slots) << "a killed instance's slot was left behind";
+  // Issue 42: the dead instance's watermark row holds every other instance's new keys until it returns or is
+  // retired (service_peers_test): the operator's command, so the tests after this one are not held.
+  EXPECT_EQ(RetireInstance(dir + "/a"), 0);
   EXPECT_EQ(b.Stop(), 0);
   EXPECT_EQ(WaitSlots(pg, 0), 0) << "a stopped instance's slot was left behind";
   EXPECT_EQ(WaitFollowerConnections(pg, 0), 0);
@@ -196,7 +159,7 @@ TEST_P(ServiceFollowBy, TerminatedFollowerReconnectsAndCatchesUpWithoutAGap) {
   ASSERT_TRUE(a.Start());
   ASSERT_TRUE(b.Start());
   HttpClient ca(a.port()), cb(b.port());
-  ASSERT_TRUE(WaitFresh(cb));
+  ASSERT_TRUE(WaitFollowerFresh(cb));
   Pg pg;
   {
     pqxx::nontransaction tx(pg.conn());
@@ -204,14 +167,14 @@ TEST_P(ServiceFollowBy, TerminatedFollowerReconnectsAndCatchesUpWithoutAGap) {
                            "'scangate-follower' AND datname = current_database()");
     ASSERT_EQ(r.size(), 1u) << "B's follower is not the one follower connection of this database";
   }
-  const auto keys = Keys(200, "follow-gap");
+  const auto keys = UniqueKeys(200, "follow-gap");
   EXPECT_EQ(ObserveAll(ca, keys)[201], 200);
-  ASSERT_TRUE(WaitDrained(ca));
+  ASSERT_TRUE(WaitJournalDrained(ca));
   const auto deadline = Clock::now() + kBound;
   while (Clock::now() < deadline && FollowerOf(cb).at("reloads").to_number<std::uint64_t>() == 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  ASSERT_TRUE(WaitFresh(cb));
+  ASSERT_TRUE(WaitFollowerFresh(cb));
   const json::object f = FollowerOf(cb);
   EXPECT_GE(f.at("reconnects").to_number<std::uint64_t>(), 1u) << json::serialize(f);
   EXPECT_GE(f.at("reloads").to_number<std::uint64_t>(), 1u) << json::serialize(f);
@@ -230,7 +193,7 @@ TEST_P(ServiceFollowBy, TransactionsCommittingOutOfOrderAreBothFollowed) {
   ScangateProcess b(Flags(dir + "/b"));
   ASSERT_TRUE(b.Start());
   HttpClient cb(b.port());
-  ASSERT_TRUE(WaitFresh(cb));
+  ASSERT_TRUE(WaitFollowerFresh(cb));
   const std::string older = UniqueKey("follow-older"), younger = UniqueKey("follow-younger");
   const char* kInsert = "INSERT INTO scan_keys (digest) VALUES (scangate_stored_digest(decode($1, 'hex')))";
   Pg held_pg, pg;
@@ -246,7 +209,7 @@ TEST_P(ServiceFollowBy, TransactionsCommittingOutOfOrderAreBothFollowed) {
   EXPECT_EQ(y.status, 200) << y;
   held.commit();
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  ASSERT_TRUE(WaitFresh(cb));
+  ASSERT_TRUE(WaitFollowerFresh(cb));
   const HttpResponse o = cb.Post("/observe", ObserveBody(older));
   EXPECT_EQ(o.status, 200) << "a transaction that committed after a younger one was not followed: " << o;
   EXPECT_EQ(b.Stop(), 0);
@@ -291,7 +254,7 @@ TEST(ServiceFollow, CommitModeLearnsOtherInstancesKeysIntoItsRecentSet) {
   ASSERT_TRUE(b.Start());
   ASSERT_TRUE(c.Start());
   HttpClient ca(a.port()), cb(b.port()), cc(c.port());
-  const auto keys = Keys(200, "follow-commit");
+  const auto keys = UniqueKeys(200, "follow-commit");
   const HttpResponse first = ca.Post("/observe", ObserveBody(keys[0]));
   ASSERT_EQ(first.status, 201) << first;
   EXPECT_EQ(ObserveAll(ca, std::vector<std::string>(keys.begin() + 1, keys.end()))[201], 199);
@@ -325,7 +288,7 @@ TEST(ServiceFollow, StaleFollowerSendsNewKeysToPostgreSQL) {
   ScangateProcess a(FilterFlags(dir + "/a", {"--follow-max-lag=10ms"}));
   ASSERT_TRUE(a.Start());
   HttpClient c(a.port());
-  const auto keys = Keys(200, "follow-stale");
+  const auto keys = UniqueKeys(200, "follow-stale");
   EXPECT_EQ(ObserveAll(c, keys)[201], 200);
   EXPECT_EQ(ObserveAll(c, keys)[200], 200);
   const HttpResponse metrics = c.Get("/metrics");
@@ -343,7 +306,7 @@ TEST(ServiceFollow, CommitLagPastTheBoundSendsNewKeysToPostgreSQL) {
   ScangateProcess a(FilterFlags(dir + "/a", {"--max-commit-lag=100ms", "--writers=2"}));
   ASSERT_TRUE(a.Start());
   HttpClient c(a.port());
-  ASSERT_TRUE(WaitFresh(c));
+  ASSERT_TRUE(WaitFollowerFresh(c));
   Pg pg;
   const std::string held = UniqueKey("follow-lag-held");
   RowBlocker blocker({held});
@@ -374,7 +337,7 @@ TEST(ServiceFollow, CommitLagPastTheBoundSendsNewKeysToPostgreSQL) {
             20)
       << "their rows are committed before their answer";
   blocker.Release();
-  ASSERT_TRUE(WaitDrained(c));
+  ASSERT_TRUE(WaitJournalDrained(c));
   const HttpResponse after = c.Post("/observe", ObserveBody(UniqueKey("follow-lag-after")));
   EXPECT_EQ(after.status, 201) << after;
   EXPECT_EQ(journalled(), before + 1) << "the journal did not answer again once the backlog committed";

@@ -10,7 +10,9 @@
 //   at the same instance and at another;
 // - /observe/batch: a per-entry "request_id", replayed per entry;
 // - the record is in the key's own row (`request`, 16 bytes), NULL without the header; no header means exactly
-//   today's answers; a malformed or repeated header is 400 invalid-idempotency-key.
+//   today's answers; a malformed or repeated header is 400 invalid-idempotency-key;
+// - (issue 44) repeats with the header are answered from memory — the recent set keeps the recording request —
+//   in every mode and for packs, PostgreSQL not asked; past the horizon a retry is a fresh scan.
 #include <stdlib.h>
 
 #include <chrono>
@@ -27,12 +29,6 @@ namespace scangate::it {
 namespace {
 
 namespace json = boost::json;
-
-std::string TempDir(const char* tag) {
-  std::string tmpl = std::string("/tmp/scangate-") + tag + ".XXXXXX";
-  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-  return tmpl;
-}
 
 HttpResponse ObserveWith(HttpClient& c, const std::string& body, const std::string& idempotency_key) {
   return c.Request("POST", "/observe", body, "application/json", {{"Idempotency-Key", idempotency_key}});
@@ -234,6 +230,125 @@ TEST(ServiceIdempotency, RetryWhileTheFirstIsInFlightWaitsForItsVerdict) {
   EXPECT_EQ(first, 1) << "exactly one answer is the first attempt's";
   EXPECT_EQ(a.Stop(), 0);
   EXPECT_EQ(b.Stop(), 0);
+}
+
+// Issue 44: a till that sends an Idempotency-Key with every scan pays nothing for it on a repeat. The recent set
+// keeps the request that recorded each key, so the recording request's retry is replayed (201) and a second scan
+// (another idempotency key, none) is a duplicate (200) from memory: PostgreSQL decides no repeat (its duplicate
+// outcomes stay as they were). ack=commit; ack=filter with the journal (once the rows are committed and the
+// journal has forgotten them, so the recent set answers, not the pending set); ack=filter with the write-behind
+// and a 10 s flush (answered while PostgreSQL does not even have the rows yet).
+TEST(ServiceIdempotency, RepeatsAreAnsweredFromMemoryInEveryMode) {
+  const std::string dir = TempDir("idem-memory");
+  const std::vector<std::vector<std::string>> modes = {
+      {"--ack=commit"},
+      {"--ack=filter", "--journal-dir=" + dir + "/j"},
+      {"--ack=filter", "--journal=off", "--flush-interval=10s"}};
+  for (const auto& mode : modes) {
+    std::vector<std::string> flags = mode;
+    flags.push_back("--capacity=1000000");
+    SCOPED_TRACE(flags[0] + " " + flags[1]);
+    ScangateProcess server(flags);
+    ASSERT_TRUE(server.Start());
+    HttpClient c(server.port());
+    Pg pg;
+    std::vector<std::string> keys, ids;
+    for (int i = 0; i < 5; ++i) {
+      keys.push_back(UniqueKey("idem-memory"));
+      ids.push_back(RandomHex(12));
+      const HttpResponse first = ObserveWith(c, BodyFrom(keys.back(), "till-7"), ids.back());
+      ASSERT_EQ(first.status, 201) << first;
+    }
+    const bool journal = flags[1].rfind("--journal-dir", 0) == 0;
+    for (int i = 0; journal && i < 600; ++i) {  // the journal's pending set empties as PostgreSQL commits the rows
+      if (c.Get("/stats").json().at("journal").at("backlog").to_number<std::uint64_t>() == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    const DecidedWhere before = ReadDecidedWhere(c);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      for (int n = 0; n < 2; ++n) {
+        const HttpResponse retry = ObserveWith(c, BodyFrom(keys[i], "till-7"), ids[i]);
+        EXPECT_TRUE(Replayed(retry)) << retry;
+      }
+      const HttpResponse second = ObserveWith(c, BodyFrom(keys[i], "till-7"), RandomHex(12));
+      EXPECT_EQ(second.status, 200) << "a second scan: " << second;
+      EXPECT_FALSE(second.has_header("idempotent-replayed")) << second;
+      EXPECT_FALSE(ReadObserveAnswer(second).first_seen.empty()) << second;
+      EXPECT_EQ(ObserveWith(c, BodyFrom(keys[i], "till-8"), ids[i]).status, 200) << "another terminal's scan";
+      EXPECT_EQ(c.Post("/observe", BodyFrom(keys[i], "till-7")).status, 200) << "a scan without the header";
+    }
+    const DecidedWhere after = ReadDecidedWhere(c);
+    EXPECT_EQ(after.pg_duplicates, before.pg_duplicates) << "a repeat with an Idempotency-Key asked PostgreSQL";
+    EXPECT_EQ(after.recent_replays - before.recent_replays, 10u);
+    EXPECT_EQ(after.replays - before.replays, 10u);
+    EXPECT_EQ(after.recent_hits - before.recent_hits, 15u);
+    if (flags[1] == "--journal=off") {
+      EXPECT_EQ(pg.CountDigests({Sha256Hex(keys[0]), Sha256Hex(keys[4])}), 0) << "the rows were flushed already";
+    }
+    EXPECT_EQ(server.Stop(), 0);
+    for (const auto& k : keys) EXPECT_EQ(WaitRequestBytes(pg, k, 16), 16) << "the row lost its request's record";
+  }
+}
+
+// --keys=gs1 (both ack modes): a pack's retry is replayed and its second scan is a duplicate from the recent set
+// (keyed by the pack's lot and expiry), PostgreSQL not asked; a second scan with another lot still reaches
+// PostgreSQL, which reports the mismatch.
+TEST(ServiceIdempotency, PackRepeatsAreAnsweredFromMemory) {
+  for (const char* ack : {"--ack=commit", "--ack=filter"}) {
+    SCOPED_TRACE(ack);
+    ScangateProcess server({ack, "--keys=gs1", "--journal=off", "--capacity=1000000"});
+    ASSERT_TRUE(server.Start());
+    HttpClient c(server.port());
+    const std::string serial = "S" + RandomHex(8);
+    const std::string pack = "(01)00361414030008(17)291231(10)A(21)" + serial;
+    const std::string id = RandomHex(12);
+    ASSERT_EQ(ObserveWith(c, BodyFrom(pack, "till-3"), id).status, 201);
+    const DecidedWhere before = ReadDecidedWhere(c);
+    EXPECT_TRUE(Replayed(ObserveWith(c, BodyFrom(pack, "till-3"), id)));
+    const HttpResponse second = ObserveWith(c, BodyFrom(pack, "till-3"), RandomHex(12));
+    EXPECT_EQ(second.status, 200) << second;
+    EXPECT_FALSE(second.json().contains("mismatch")) << second;
+    const DecidedWhere after = ReadDecidedWhere(c);
+    EXPECT_EQ(after.pg_duplicates, before.pg_duplicates) << "a pack's repeat asked PostgreSQL";
+    EXPECT_EQ(after.recent_replays - before.recent_replays, 1u);
+    const HttpResponse other_lot =
+        ObserveWith(c, BodyFrom("(01)00361414030008(17)291231(10)B(21)" + serial, "till-3"), RandomHex(12));
+    EXPECT_EQ(other_lot.status, 200) << other_lot;
+    EXPECT_TRUE(other_lot.json().contains("mismatch")) << other_lot;
+    EXPECT_EQ(ReadDecidedWhere(c).pg_duplicates, before.pg_duplicates + 1) << "a differing scan must reach the row";
+    EXPECT_EQ(server.Stop(), 0);
+  }
+}
+
+// --retention=2s (ack=commit): within the horizon the retry is replayed from memory; past it the entry answers
+// nothing — the retry is decided in PostgreSQL as a fresh scan (the expired row taken over: `new`, not replayed),
+// and from then on the set holds the new row and its record: the same request's next retry is replayed from
+// memory again, a second scan is a duplicate.
+TEST(ServiceIdempotency, PastTheHorizonARetryIsAFreshScan) {
+  ScangateProcess server({"--ack=commit", "--capacity=1000000", "--retention=2s"});
+  ASSERT_TRUE(server.Start());
+  HttpClient c(server.port());
+  const std::string key = UniqueKey("idem-horizon");
+  const std::string id = RandomHex(12);
+  ASSERT_EQ(ObserveWith(c, BodyFrom(key, "till-2"), id).status, 201);
+  const DecidedWhere d0 = ReadDecidedWhere(c);
+  EXPECT_TRUE(Replayed(ObserveWith(c, BodyFrom(key, "till-2"), id)));
+  const DecidedWhere d1 = ReadDecidedWhere(c);
+  EXPECT_EQ(d1.recent_replays - d0.recent_replays, 1u);
+  EXPECT_EQ(d1.pg_duplicates, d0.pg_duplicates);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // the row's first_seen leaves the horizon
+  const HttpResponse fresh = ObserveWith(c, BodyFrom(key, "till-2"), id);
+  EXPECT_EQ(fresh.status, 201) << fresh;
+  EXPECT_FALSE(fresh.has_header("idempotent-replayed")) << "an expired record replayed: " << fresh;
+  const DecidedWhere d2 = ReadDecidedWhere(c);
+  EXPECT_EQ(d2.pg_inserted - d1.pg_inserted, 1u) << "past the horizon PostgreSQL must take the row over";
+  EXPECT_EQ(d2.recent_replays, d1.recent_replays);
+  EXPECT_TRUE(Replayed(ObserveWith(c, BodyFrom(key, "till-2"), id)));
+  EXPECT_EQ(ObserveWith(c, BodyFrom(key, "till-2"), RandomHex(12)).status, 200);
+  const DecidedWhere d3 = ReadDecidedWhere(c);
+  EXPECT_EQ(d3.recent_replays - d2.recent_replays, 1u) << "the taken-over row's record was not kept";
+  EXPECT_EQ(d3.pg_duplicates, d2.pg_duplicates);
+  EXPECT_EQ(server.Stop(), 0);
 }
 
 TEST(ServiceIdempotency, BatchEntriesCarryTheirOwnRequestIds) {

@@ -23,12 +23,6 @@ namespace json = boost::json;
 constexpr int kClients = 32;
 constexpr int kRounds = 8;
 
-std::string TempDir(const char* tag) {
-  std::string tmpl = std::string("/tmp/scangate-") + tag + ".XXXXXX";
-  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-  return tmpl;
-}
-
 // 32 connections observe one key at once. The first is journalled; the others see "possibly seen" while its
 // group commit is still in fdatasync. Without the pending set they would reach PostgreSQL first and one of
 // them would be inserted: a second 201. Exactly one 201, every 200 with the same first_seen, and (write-behind

@@ -233,5 +233,36 @@ TEST_F(PartitionsTest, ARetryIsReplayedFromTheKeysPartition) {
   }
 }
 
+// Issue 44 with --partitions, both ack modes: an instance's repeats with an Idempotency-Key are answered from its
+// recent set — the recording request's retry replayed, a second scan a duplicate — whichever partition holds the
+// key; no partition is asked.
+TEST_F(PartitionsTest, RepeatsWithTheHeaderAreAnsweredFromMemory) {
+  for (const char* ack : {"commit", "filter"}) {
+    SCOPED_TRACE(ack);
+    ScangateProcess server(Flags({std::string("--ack=") + ack, "--journal=off"}));
+    ASSERT_TRUE(server.Start());
+    HttpClient c(server.port());
+    std::vector<std::string> keys = KeysOf(0, 2), more = KeysOf(1, 2), ids;
+    keys.insert(keys.end(), more.begin(), more.end());
+    const auto observe = [&c](const std::string& key, const std::string& id) {
+      return c.Request("POST", "/observe", "{\"key\":" + JsonString(key) + ",\"source\":\"till-5\"}",
+                       "application/json", {{"Idempotency-Key", id}});
+    };
+    for (const auto& key : keys) {
+      ids.push_back(RandomHex(8));
+      ASSERT_EQ(observe(key, ids.back()).status, 201);
+    }
+    const DecidedWhere before = ReadDecidedWhere(c);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      EXPECT_EQ(observe(keys[i], ids[i]).header("idempotent-replayed"), "true") << keys[i];
+      EXPECT_EQ(observe(keys[i], RandomHex(8)).status, 200) << "a second scan";
+    }
+    const DecidedWhere after = ReadDecidedWhere(c);
+    EXPECT_EQ(after.pg_duplicates, before.pg_duplicates) << "a repeat asked its partition";
+    EXPECT_EQ(after.recent_replays - before.recent_replays, keys.size());
+    EXPECT_EQ(server.Stop(), 0);
+  }
+}
+
 }  // namespace
 }  // namespace scangate::it

@@ -1,7 +1,8 @@
 // Black-box tests of the recent set (--recent-keys, core/recent_set.h): a repeat of a key this instance knows
 // is recorded is answered "duplicate" without a PostgreSQL round trip, with PostgreSQL's first_seen — in
 // ack=commit after the commit, in ack=filter while its write-behind row is still pending — and
-// --recent-keys=0 sends every repeat to PostgreSQL. (That a key refused during an outage is not in the set,
+// --recent-keys=0 sends every repeat to PostgreSQL; an entry that does not know which request recorded its key
+// leaves a request with an Idempotency-Key to PostgreSQL. (That a key refused during an outage is not in the set,
 // and is "new" after recovery, is checked in service_outage_test.cc, which may stop the cluster.)
 #include <cstdlib>
 #include <filesystem>
@@ -194,6 +195,43 @@ TEST(ServiceRecent, JournalledKeyRepeatsKeepTheirFirstSeen) {
   EXPECT_EQ(Stats(c).pg_duplicates, 0u);
   EXPECT_EQ(server.Stop(), 0);
   std::filesystem::remove_all(dir);
+}
+
+// Issue 44: an entry whose recorder is unknown answers no request with an Idempotency-Key. B records a key with a
+// request's record; A meets the key without the header (a raw batch: PostgreSQL's duplicate, the row's record not
+// read), so A's entry does not know who recorded it. A retry of B's request at A is then decided by PostgreSQL
+// (replayed from the row: the record is B's), and A's entry learns the row's record from that answer, so the next
+// retry and a second scan at A come from memory. ack=commit (every instance's rows are its repeats' answers).
+TEST(ServiceRecent, UnknownRecorderAsksPostgreSQLOnceThenKnows) {
+  ScangateProcess a({"--ack=commit", "--capacity=1000000"});
+  ScangateProcess b({"--ack=commit", "--capacity=1000000"});
+  ASSERT_TRUE(a.Start());
+  ASSERT_TRUE(b.Start());
+  HttpClient ca(a.port()), cb(b.port());
+  const std::string key = UniqueKey("recent-unknown");
+  const std::string id = RandomHex(12);
+  const std::string body = "{\"key\":" + JsonString(key) + ",\"source\":\"till-6\"}";
+  auto with_id = [&](HttpClient& c, const std::string& idem) {
+    return c.Request("POST", "/observe", body, "application/json", {{"Idempotency-Key", idem}});
+  };
+  ASSERT_EQ(with_id(cb, id).status, 201);
+  ASSERT_EQ(ca.Post("/observe", body).status, 200);  // A's entry: recorded, by an unknown request
+  const DecidedWhere d0 = ReadDecidedWhere(ca);
+  const HttpResponse retry = with_id(ca, id);
+  EXPECT_EQ(retry.status, 201) << retry;
+  EXPECT_EQ(retry.header("idempotent-replayed"), "true") << "B's request's retry at A: " << retry;
+  const DecidedWhere d1 = ReadDecidedWhere(ca);
+  EXPECT_EQ(d1.pg_duplicates - d0.pg_duplicates, 1u) << "an unknown recorder must leave the retry to PostgreSQL";
+  EXPECT_EQ(d1.recent_replays, d0.recent_replays);
+  const HttpResponse again = with_id(ca, id);
+  EXPECT_EQ(again.header("idempotent-replayed"), "true") << again;
+  const HttpResponse second = with_id(ca, RandomHex(12));
+  EXPECT_EQ(second.status, 200) << second;
+  const DecidedWhere d2 = ReadDecidedWhere(ca);
+  EXPECT_EQ(d2.pg_duplicates, d1.pg_duplicates) << "the row's record, read once, was not kept";
+  EXPECT_EQ(d2.recent_replays - d1.recent_replays, 1u);
+  EXPECT_EQ(a.Stop(), 0);
+  EXPECT_EQ(b.Stop(), 0);
 }
 
 }  // namespace

@@ -2342,7 +2342,9 @@ std::optional<RequestId> RequestOf(const Digest& d) {
 }
 
 // A raw key's idempotency record goes into its row, by ON CONFLICT and by COPY, and comes back: kInserted reports
-// what was sent, a later kDuplicate the row's record (not its own), and a raw Submit leaves no record.
+// what was sent, a later kDuplicate the row's record (not its own), and a raw Submit leaves no record. Each says
+// whether its record is the row's (request_known): always, but for a raw Submit's duplicate of a row present
+// before it (the raw statements do not read the record: unknown, never "none").
 TEST_F(PgTest, RequestRecordRoundTrips) {
   Store store(Options(1));
   store.Start();
@@ -2355,6 +2357,7 @@ TEST_F(PgTest, RequestRecordRoundTrips) {
     ASSERT_TRUE(ins.has_value());
     ASSERT_EQ(ins->outcome, Outcome::kInserted);
     EXPECT_EQ(ins->recorded.request, first);
+    EXPECT_TRUE(ins->request_known);
     EXPECT_FALSE(ins->recorded.lot || ins->recorded.expiry);
     EXPECT_EQ(RequestOf(d), first);
     EXPECT_FALSE(PackRowOf(d).lot || PackRowOf(d).expiry || PackRowOf(d).keep_until_us) << "a raw key got pack columns";
@@ -2366,18 +2369,27 @@ TEST_F(PgTest, RequestRecordRoundTrips) {
     ASSERT_TRUE(again.has_value());
     EXPECT_EQ(again->outcome, Outcome::kDuplicate);
     EXPECT_EQ(again->recorded.request, first) << "a retry must see its own record";
+    EXPECT_TRUE(again->request_known);
     const auto other = SubmitPackAndWait(store, d, WithRequest(second), "till-1");
     ASSERT_TRUE(other.has_value());
     EXPECT_EQ(other->outcome, Outcome::kDuplicate);
     EXPECT_EQ(other->recorded.request, first) << "a duplicate reports the row's record, not its own";
     EXPECT_EQ(RequestOf(d), first) << "a duplicate changed the record";
+    const auto raw = SubmitAndWait(store, d, "till-1");
+    ASSERT_TRUE(raw.has_value());
+    EXPECT_EQ(raw->outcome, Outcome::kDuplicate);
+    EXPECT_FALSE(raw->request_known) << "a raw duplicate claimed to know the row's record";
   }
   const Digest plain = RandomDigest();
-  ASSERT_EQ(SubmitAndWait(store, plain, "till-1")->outcome, Outcome::kInserted);
+  const auto plain_ins = SubmitAndWait(store, plain, "till-1");
+  ASSERT_EQ(plain_ins->outcome, Outcome::kInserted);
+  EXPECT_TRUE(plain_ins->request_known) << "an inserted row's record (none) is known";
+  EXPECT_FALSE(plain_ins->recorded.request.has_value());
   EXPECT_FALSE(RequestOf(plain).has_value());
   const auto later = SubmitPackAndWait(store, plain, WithRequest(RandomRequest()));
   EXPECT_EQ(later->outcome, Outcome::kDuplicate);
   EXPECT_FALSE(later->recorded.request.has_value()) << "a row recorded without the header holds no record";
+  EXPECT_TRUE(later->request_known) << "the pack statements read the row's record: known none";
   EXPECT_EQ(store.Stats().batch_failures, 0u);
 }
 

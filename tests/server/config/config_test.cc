@@ -201,6 +201,34 @@ TEST(Config, FollowAndItsBounds) {
   }
 }
 
+// The peers' settings (issue 42): --peer-wait 0..10m (1 s by default); --retire-instance a UUID (a command) or
+// nothing; W = --max-commit-lag + --follow-max-lag; a journal owner publishes, --ack=commit and --journal=off do not.
+TEST(Config, Peers) {
+  using namespace std::chrono_literals;
+  const Config d = ParseOk({"--database-url", kUrl});
+  EXPECT_EQ(d.peer_wait, 1000ms);
+  EXPECT_TRUE(d.retire_instance.empty());
+  EXPECT_EQ(d.peer_window(), 2000ms);
+  EXPECT_FALSE(d.publishes_watermark());
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--peer-wait", "0"}).peer_wait, 0ms);
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--peer-wait", "250ms"}).peer_wait, 250ms);
+  EXPECT_NE(ParseError({"--database-url", kUrl, "--peer-wait", "11m"}).find("--peer-wait"), std::string::npos);
+  EXPECT_NE(ParseError({"--database-url", kUrl, "--peer-wait", "soon"}).find("peer-wait"), std::string::npos);
+  const std::string id = "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b";
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--retire-instance", id}).retire_instance, id);
+  for (const char* bad : {"1b4e28ba", "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633", "1b4e28ba_2fa1-4d3b-a3f5-ef19b5a7633b",
+                          "zb4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b"}) {
+    EXPECT_NE(ParseError({"--database-url", kUrl, "--retire-instance", bad}).find("--retire-instance"),
+              std::string::npos)
+        << bad;
+  }
+  const Config f = ParseOk({"--database-url", kUrl, "--ack", "filter", "--journal-dir", "/tmp/j", "--max-commit-lag",
+                            "300ms", "--follow-max-lag", "200ms"});
+  EXPECT_EQ(f.peer_window(), 500ms);
+  EXPECT_TRUE(f.publishes_watermark());
+  EXPECT_FALSE(ParseOk({"--database-url", kUrl, "--ack", "filter", "--journal", "off"}).publishes_watermark());
+}
+
 // Every option parses from the command line, both "--x v" and "--x=v".
 TEST(Config, CommandLine) {
   Config c = ParseOk({"--database-url=" + std::string(kUrl), "--listen", "127.0.0.1", "--port", "0", "--threads", "3",
@@ -420,12 +448,13 @@ TEST(Config, Help) {
   EXPECT_NE(o.help.find("SCANGATE_"), std::string::npos);
   EXPECT_EQ(o.help.rfind(VersionLine(), 0), 0u) << o.help;
   const std::vector<std::pair<std::string, std::vector<std::string>>> groups = {
-      {"Listening", {"listen", "port", "threads", "port-file", "max-connections-per-address", "max-body-bytes-in-flight",
-                     "admin-listen"}},
+      {"Listening", {"listen", "port", "threads", "port-file", "max-connections-per-address", "ipv6-prefix-length",
+                     "max-body-bytes-in-flight", "admin-listen", "admin-max-connections-per-address",
+                     "admin-idle-timeout"}},
       {"PostgreSQL", {"database-url", "writers", "batch-limit", "queue-limit", "queue-wait", "request-timeout"}},
       {"Filter", {"capacity", "fp-target", "window", "retention", "shards", "filter", "recent-keys"}},
       {"Acknowledgement", {"ack", "flush-interval", "journal", "journal-dir", "journal-max-bytes", "follow", "follow-max-lag",
-                           "max-commit-lag"}},
+                           "max-commit-lag", "peer-wait", "retire-instance"}},
       {"Security", {"tls-cert", "tls-key", "admin-tls", "tls-client-ca", "tls-crl", "tls-client-routes", "tokens-file", "rate-limit", "rate-burst", "cors-origins", "allowed-hosts",
                     "proxy-protocol-from", "insecure", "digest-secret-file"}},
       {"Operations", {"access-log", "help", "version"}},
@@ -527,6 +556,32 @@ TEST(Config, MaxBodyBytesInFlight) {
             std::string::npos);
   EXPECT_NE(ParseError({"--database-url", kUrl, "--max-body-bytes-in-flight", "64M"}).find("--max-body-bytes-in-flight"),
             std::string::npos);
+}
+
+// Issue 43: --ipv6-prefix-length (128, 32..128), --admin-max-connections-per-address (16, 0 = no limit) and
+// --admin-idle-timeout (5s, 100ms..10m), flag or environment, in Describe.
+TEST(Config, PerAddressLimits) {
+  const Config d = ParseOk({"--database-url", kUrl});
+  EXPECT_EQ(d.ipv6_prefix_length, 128u);
+  EXPECT_EQ(d.admin_max_connections_per_address, 16u);
+  EXPECT_EQ(d.admin_idle_timeout, 5s);
+  const Config c = ParseOk({"--database-url", kUrl, "--ipv6-prefix-length=64", "--admin-max-connections-per-address=0",
+                            "--admin-idle-timeout=1500ms"});
+  EXPECT_EQ(c.ipv6_prefix_length, 64u);
+  EXPECT_EQ(c.admin_max_connections_per_address, 0u);
+  EXPECT_EQ(c.admin_idle_timeout, 1500ms);
+  {
+    ScopedEnv env("SCANGATE_ADMIN_IDLE_TIMEOUT", "30s");
+    EXPECT_EQ(ParseOk({"--database-url", kUrl}).admin_idle_timeout, 30s);
+  }
+  const std::string described = boost::json::serialize(Describe(c));
+  EXPECT_NE(described.find("\"ipv6_prefix_length\":64"), std::string::npos) << described;
+  EXPECT_NE(described.find("\"admin_idle_timeout_ms\":1500"), std::string::npos) << described;
+  for (const char* bad : {"--ipv6-prefix-length=31", "--ipv6-prefix-length=129", "--admin-idle-timeout=50ms",
+                          "--admin-idle-timeout=11m", "--admin-idle-timeout=5", "--admin-max-connections-per-address=-1"}) {
+    const std::string flag = std::string(bad).substr(0, std::string(bad).find('='));
+    EXPECT_NE(ParseError({"--database-url", kUrl, bad}).find(flag), std::string::npos) << bad;
+  }
 }
 
 // --rate-limit (0 = off) and --rate-burst (default: the rate), from the command line or the environment.

@@ -1,6 +1,7 @@
 // Tests server/http/connection_limit.h: per-address slots up to the limit, refusals counted, a released slot
-// reusable, addresses independent, entries dropped at their last release, 0 = unlimited, and concurrent
-// accepts of one address never exceeding the limit.
+// reusable, addresses independent, entries dropped at their last release, a Slot gives back exactly its own key
+// once (moved, reassigned, released early), 0 = unlimited, and concurrent accepts of one address never exceeding
+// the limit.
 #include "server/http/connection_limit.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <atomic>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace scangate::server {
@@ -15,25 +17,61 @@ namespace {
 
 TEST(ConnectionLimiter, SlotsPerAddress) {
   ConnectionLimiter l(3);
-  for (int i = 0; i < 3; ++i) EXPECT_TRUE(l.Acquire("a")) << i;
+  std::vector<ConnectionLimiter::Slot> a;
+  for (int i = 0; i < 3; ++i) {
+    auto s = l.Acquire("a");
+    ASSERT_TRUE(s) << i;
+    EXPECT_TRUE(s->held());
+    a.push_back(std::move(*s));
+  }
   EXPECT_FALSE(l.Acquire("a"));
   EXPECT_FALSE(l.Acquire("a"));
   EXPECT_EQ(l.refused(), 2u);
-  EXPECT_TRUE(l.Acquire("b")) << "another address is independent";
+  auto b = l.Acquire("b");
+  EXPECT_TRUE(b) << "another address is independent";
   EXPECT_EQ(l.addresses(), 2u);
-  l.Release("a");
-  EXPECT_TRUE(l.Acquire("a")) << "a released slot is reusable";
+  a.pop_back();  // destroyed: its slot comes back
+  auto again = l.Acquire("a");
+  EXPECT_TRUE(again) << "a released slot is reusable";
   EXPECT_FALSE(l.Acquire("a"));
-  for (int i = 0; i < 3; ++i) l.Release("a");
-  l.Release("b");
+  a.clear();
+  again.reset();
+  b.reset();
   EXPECT_EQ(l.addresses(), 0u) << "an address without connections keeps no entry";
-  l.Release("never-acquired");  // harmless
+}
+
+// What a Slot gives back is its own key, exactly once: a moved-from Slot gives back nothing, Release() before the
+// destructor does not give back twice, assigning over a held Slot gives back the old one.
+TEST(ConnectionLimiter, ASlotReleasesExactlyWhatItTook) {
+  ConnectionLimiter l(1);
+  auto s = l.Acquire("a");
+  ASSERT_TRUE(s);
+  ConnectionLimiter::Slot moved = std::move(*s);
+  EXPECT_FALSE(s->held());
+  s.reset();
+  EXPECT_FALSE(l.Acquire("a")) << "a moved-from Slot gave the slot back";
+  moved.Release();
+  moved.Release();
+  auto a = l.Acquire("a");
+  ASSERT_TRUE(a);
+  auto b = l.Acquire("b");
+  ASSERT_TRUE(b);
+  *a = std::move(*b);  // a's slot comes back; a now holds b's
+  EXPECT_TRUE(l.Acquire("a").has_value());
+  EXPECT_FALSE(l.Acquire("b")) << "b's slot is still held, by a";
+  a.reset();
   EXPECT_EQ(l.addresses(), 0u);
 }
 
 TEST(ConnectionLimiter, ZeroIsUnlimited) {
   ConnectionLimiter l(0);
-  for (int i = 0; i < 10000; ++i) ASSERT_TRUE(l.Acquire("a"));
+  std::vector<ConnectionLimiter::Slot> held;
+  for (int i = 0; i < 10000; ++i) {
+    auto s = l.Acquire("a");
+    ASSERT_TRUE(s);
+    EXPECT_FALSE(s->held()) << "nothing to give back";
+    held.push_back(std::move(*s));
+  }
   EXPECT_EQ(l.addresses(), 0u);
   EXPECT_EQ(l.refused(), 0u);
 }
@@ -42,11 +80,15 @@ TEST(ConnectionLimiter, ZeroIsUnlimited) {
 TEST(ConnectionLimiter, ConcurrentAcquiresNeverExceedTheLimit) {
   ConnectionLimiter l(16);
   std::atomic<int> granted{0};
+  std::vector<std::vector<ConnectionLimiter::Slot>> held(8);
   std::vector<std::thread> ts;
   for (int t = 0; t < 8; ++t) {
-    ts.emplace_back([&] {
+    ts.emplace_back([&, t] {
       for (int i = 0; i < 100; ++i) {
-        if (l.Acquire("same")) ++granted;
+        if (auto s = l.Acquire("same")) {
+          ++granted;
+          held[t].push_back(std::move(*s));
+        }
       }
     });
   }

@@ -158,19 +158,5 @@ TEST(RateLimiter, RejectsBadSettings) {
   EXPECT_THROW(RateLimiter(1, 0.5), std::invalid_argument);
 }
 
-// The rate limits key an IPv6 client by its /64 (one end site), an IPv4-mapped address as the IPv4 one.
-TEST(AddressKey, Ipv6ByPrefixAndMappedAsIpv4) {
-  auto key = [](const char* a) {
-    std::array<char, 17> buf{};
-    return std::string(AddressKey(boost::asio::ip::make_address(a), buf));
-  };
-  EXPECT_EQ(key("2001:db8:1:2::1"), key("2001:db8:1:2:ffff:ffff:ffff:fffe"));
-  EXPECT_NE(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
-  EXPECT_EQ(key("::ffff:192.0.2.7"), key("192.0.2.7"));
-  EXPECT_NE(key("192.0.2.7"), key("192.0.2.8"));
-  EXPECT_EQ(key("192.0.2.7").size(), 5u);
-  EXPECT_EQ(key("2001:db8::1").size(), 9u);
-}
-
 }  // namespace
 }  // namespace scangate::server

@@ -262,6 +262,23 @@ TEST(Request, SourceControlAndBidiRefused) {
   EXPECT_EQ(ObserveOk(R"({"key":"k","source":"\u05e7\u05d5\u05e4\u05d4"})").source, "\u05e7\u05d5\u05e4\u05d4");
 }
 
+// Issue 43: the line and paragraph separators, zero-width and other invisible characters are refused like the
+// controls and bidi formatting characters (format characters, Cf, and default-ignorable code points), the detail
+// naming the code point; visible text and combining marks pass.
+TEST(Request, SourceInvisibleCharactersRefused) {
+  for (const char* cp : {"2028", "2029", "200b", "200c", "200d", "2060", "feff", "00ad", "180e", "3164", "fe0f",
+                         "115f"}) {
+    const Problem p = ObserveProblem(std::string(R"({"key":"k","source":"till)") + "\\u" + cp + "7\"}");
+    EXPECT_EQ(p.slug, "invalid-source") << cp;
+    std::string upper = cp;
+    for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    EXPECT_NE(p.detail.find("U+" + upper), std::string::npos) << p.detail;
+  }
+  EXPECT_EQ(FormSlug("key=k&source=a%E2%80%A8b"), "invalid-source");
+  EXPECT_EQ(ObserveOk(R"({"key":"k","source":"Caf\u0065\u0301 1"})").source, "Cafe\u0301 1") << "a combining mark";
+  EXPECT_EQ(ObserveOk(R"({"key":"k","source":"Kasse\u00a03"})").source, "Kasse\u00a03") << "a no-break space";
+}
+
 // Issue 33: a keyboard-wedge scanner's Enter (trailing CR, LF, CR LF) is not part of the key, in every body
 // form; inner ones and other trailing whitespace are kept; a key of newlines only is empty.
 TEST(Request, ScannerNewlineTrimmed) {

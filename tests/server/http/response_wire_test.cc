@@ -38,4 +38,18 @@ TEST(ResponseWire, SameBytesAsBeast) {
   }
 }
 
+// The answer to a HEAD: Beast's bytes up to the end of the header, Content-Length still the body's, no body.
+TEST(ResponseWire, HeadSendsTheHeaderOnly) {
+  http::response<http::string_body> res{http::status::method_not_allowed, 11};
+  res.set(http::field::content_type, "application/problem+json");
+  res.body() = R"({"status":405})";
+  res.prepare_payload();
+  std::string wire;
+  SerializeResponse(res, wire, /*head=*/true);
+  const std::string full = Beast(res);
+  EXPECT_EQ(wire, full.substr(0, full.size() - res.body().size()));
+  EXPECT_NE(wire.find("Content-Length: 14\r\n"), std::string::npos) << wire;
+  EXPECT_EQ(wire.substr(wire.size() - 4), "\r\n\r\n");
+}
+
 }  // namespace

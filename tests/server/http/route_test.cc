@@ -26,6 +26,20 @@ TEST(Route, RouteOf) {
   EXPECT_EQ(BodyLimitFor(Route::kObserveBatch), 1024u * 1024);
 }
 
+// Issue 43: the operational routes and unknown paths take no body; HEAD is served where GET is.
+TEST(Route, MethodsAndBodies) {
+  EXPECT_EQ(BodyLimitFor(Route::kHealthz), 0u);
+  EXPECT_EQ(BodyLimitFor(Route::kNotFound), 0u);
+  EXPECT_TRUE(MethodAllowed(Route::kMetrics, "GET"));
+  EXPECT_TRUE(MethodAllowed(Route::kMetrics, "HEAD"));
+  EXPECT_FALSE(MethodAllowed(Route::kMetrics, "POST"));
+  EXPECT_TRUE(MethodAllowed(Route::kObserve, "POST"));
+  EXPECT_FALSE(MethodAllowed(Route::kObserve, "HEAD"));
+  EXPECT_FALSE(MethodAllowed(Route::kObserve, "post"));
+  EXPECT_EQ(AllowHeader(Route::kObserve), "POST");
+  EXPECT_EQ(AllowHeader(Route::kReadyz), "GET, HEAD");
+}
+
 TEST(Route, LookupRoute) {
   EXPECT_EQ(RouteOf("/lookup"), Route::kLookup);
   EXPECT_EQ(RouteOf("/lookup?key=x"), Route::kLookup);

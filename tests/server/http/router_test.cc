@@ -679,6 +679,49 @@ TEST_F(RouterTest, BodyBudgetAdmitsWhatFits) {
   EXPECT_EQ(Exchange(Make(http::verb::post, "/observe", padded(1000))).res.result_int(), 201u);
 }
 
+// Issue 43 item 2: a path or method the server does not serve, or a body on a route that takes none, is answered
+// at the header (404, 405, 413), closing the connection when a body follows, and takes no body budget — whatever
+// the budget left (with tokens on, POST /x needs no token). HEAD is a GET route's (item 5).
+TEST_F(RouterTest, BodiesTheRoutesDoNotTakeHoldNoBudget) {
+  config_.max_body_bytes_in_flight = 16 * 1024;
+  router_ = std::make_unique<Router>(config_, *service_, &reader_);
+  const std::string body(16 * 1024, 'x');
+  struct Case {
+    http::verb method;
+    const char* target;
+    unsigned status;
+  };
+  for (const Case& c : {Case{http::verb::post, "/x", 404u}, Case{http::verb::put, "/observe", 405u},
+                        Case{http::verb::options, "/observe", 405u}, Case{http::verb::get, "/readyz", 413u},
+                        Case{http::verb::post, "/metrics", 405u}}) {
+    for (int i = 0; i < 3; ++i) {  // more than the budget holds, were any of it taken
+      Router::Admission ad = router_->Admit(Make(c.method, c.target, body).base(), Listener::kMain, false);
+      ASSERT_TRUE(ad.answer) << c.target;
+      EXPECT_EQ(ad.answer->res.result_int(), c.status) << c.target;
+      EXPECT_TRUE(ad.answer->close) << c.target << ": its body is never read";
+    }
+  }
+  Router::Admission put = router_->Admit(Make(http::verb::put, "/observe", body).base(), Listener::kMain, false);
+  EXPECT_EQ(put.answer->res[http::field::allow], "POST");
+  EXPECT_EQ(Exchange(Make(http::verb::post, "/observe", R"({"key":"budget-left"})")).res.result_int(), 201u)
+      << "the whole budget is still there for a till";
+  // Without a body the connection stays open.
+  EXPECT_FALSE(router_->Admit(Make(http::verb::get, "/nope", "", "").base(), Listener::kMain, false).answer->close);
+}
+
+TEST_F(RouterTest, HeadIsAGetRoutesMethod) {
+  Router::Admission ad = router_->Admit(Make(http::verb::head, "/healthz", "", "").base(), Listener::kMain, false);
+  EXPECT_FALSE(ad.answer);
+  EXPECT_EQ(ad.route, Route::kHealthz);
+  EXPECT_EQ(Exchange(Make(http::verb::head, "/readyz", "", "")).res.result_int(), 200u);
+  auto a = Exchange(Make(http::verb::head, "/observe", "", ""));
+  EXPECT_EQ(a.res.result_int(), 405u);
+  EXPECT_EQ(a.res[http::field::allow], "POST");
+  a = Exchange(Make(http::verb::post, "/healthz", "", ""));
+  EXPECT_EQ(a.res.result_int(), 405u);
+  EXPECT_EQ(a.res[http::field::allow], "GET, HEAD");
+}
+
 TEST_F(TokenRouterTest, TokenRequiredButNotOnPreflight) {
   auto a = Exchange(Make(http::verb::post, "/lookup", R"({"key":"x"})"));
   EXPECT_EQ(a.res.result_int(), 401u);

@@ -45,6 +45,7 @@ MetricsSnapshot SampleSnapshot() {
   m.ForThread(0).stale.Inc(2);
   m.ForThread(0).recent_hits.Inc(2);
   m.ForThread(1).recent_hits.Inc(3);
+  m.ForThread(1).recent_replays.Inc(7);
   MetricsSnapshot s;
   m.Collect(s);
   s.recent_keys = 13;
@@ -131,7 +132,7 @@ TEST(Metrics, PrometheusText) {
         "scangate_pg_commit_seconds histogram", "scangate_write_behind_lost_total counter",
         "scangate_write_behind_dead_lettered_total counter", "scangate_batch_failures_total counter",
         "scangate_commit_in_doubt_total counter", "scangate_recent_hits_total counter",
-        "scangate_recent_keys gauge", "scangate_recent_capacity gauge",
+        "scangate_recent_replays_total counter", "scangate_recent_keys gauge", "scangate_recent_capacity gauge",
         "scangate_brin_summarized_ranges_total counter", "scangate_brin_summarize_failures_total counter",
         "scangate_brin_summarize_stopped gauge"}) {
     EXPECT_NE(text.find(std::string("# TYPE ") + family + "\n"), std::string::npos) << family;
@@ -164,6 +165,7 @@ TEST(Metrics, PrometheusText) {
   EXPECT_EQ(at("scangate_filter_untrusted_negatives_total"), "4");
   EXPECT_EQ(at("scangate_filter_distrusting_shards"), "1");
   EXPECT_EQ(at("scangate_recent_hits_total"), "5");
+  EXPECT_EQ(at("scangate_recent_replays_total"), "7");
   EXPECT_EQ(at("scangate_recent_keys"), "13");
   EXPECT_EQ(at("scangate_recent_capacity"), "1000");
   EXPECT_EQ(at(R"(scangate_filter_fill_ratio{shard="1"})"), "0.5");
@@ -207,6 +209,7 @@ TEST(Metrics, StatsJson) {
   EXPECT_EQ(v.at("filter").at("false_positives").to_number<std::uint64_t>(), 1u);
   EXPECT_EQ(v.at("filter").at("untrusted_negatives").to_number<std::uint64_t>(), 4u);
   EXPECT_EQ(v.at("recent").at("hits").to_number<std::uint64_t>(), 5u);
+  EXPECT_EQ(v.at("recent").at("replays").to_number<std::uint64_t>(), 7u);
   EXPECT_EQ(v.at("recent").at("keys").to_number<std::uint64_t>(), 13u);
   EXPECT_EQ(v.at("recent").at("capacity").to_number<std::uint64_t>(), 1000u);
   EXPECT_EQ(v.at("filter").at("rotations").at("capacity").to_number<std::uint64_t>(), 3u);

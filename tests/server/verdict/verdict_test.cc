@@ -6,7 +6,10 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <utility>
+#include <span>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -40,6 +43,7 @@ struct Case {
   bool filter = true;
   bool warm = true;
   std::chrono::milliseconds queue_wait{1000};
+  std::chrono::seconds retention = std::chrono::hours(24);  // --retention (the horizon)
   bool seen_before = false;  // the key was observed once already through this Service (same route)
   bool recorded_before = false;  // the key's row exists in the store, put there behind the Service's back
   void (*fault)(FakeStore&) = nullptr;  // set on the store just before the case's key is observed
@@ -56,6 +60,7 @@ class Rig {
     config_.filter = c.filter;
     config_.queue_wait = c.queue_wait;
     config_.request_timeout = std::chrono::milliseconds(3000);
+    config_.retention = c.retention;
     FilterOptions fo;
     fo.capacity = 10'000;
     fo.shards = 1;
@@ -112,6 +117,13 @@ class Rig {
   }
 
   FakeStore& store() { return store_; }
+  Service& service() { return *service_; }
+  ShardedFilter& filter() { return *filter_; }
+  MetricsSnapshot Counters() {
+    MetricsSnapshot s;
+    metrics_.Collect(s);
+    return s;
+  }
 
  private:
   // Runs the io_context until `done` (a missing answer fails within 10 s instead of hanging the test).
@@ -271,8 +283,8 @@ TEST(Verdict, Gs1PacksAreDecidedExactlyAndMismatchesFlagged) {
 
 // Idempotency-Key (issue 34), in both ack modes: the first request with the header is new — decided by the store
 // in ack=commit, by the filter in ack=filter (written behind with its request record); its retry (same scope,
-// same idempotency key) is new again, replayed, from the store's row (the recent set cannot tell a retry from a
-// repeat, so the retry skips it); another idempotency key, another scope or no header is a duplicate.
+// same idempotency key) is new again, replayed — from the recent set, which keeps the recording request's record:
+// the store is not asked; another idempotency key, another scope or no header is a duplicate, from the set too.
 TEST(Verdict, IdempotentRetryIsReplayedARepeatIsDuplicate) {
   for (AckMode ack : {AckMode::kCommit, AckMode::kFilter}) {
     SCOPED_TRACE(ack == AckMode::kCommit ? "ack=commit" : "ack=filter");
@@ -284,19 +296,126 @@ TEST(Verdict, IdempotentRetryIsReplayedARepeatIsDuplicate) {
     EXPECT_TRUE(first.via_filter);  // ack=filter: the verdict; ack=commit: confirmed by the store
     EXPECT_EQ(rig.store().write_behinds, ack == AckMode::kFilter ? 1 : 0);
     const int submits = rig.store().submits;
-    const Verdict retry = rig.ObserveOne(Observation{"idem-a", "till-1", "r-1", "source:till-1"});
-    EXPECT_TRUE(retry.is_new);
-    EXPECT_TRUE(retry.replayed);
-    EXPECT_EQ(retry.digest_hex, first.digest_hex);
-    EXPECT_EQ(rig.store().submits, submits + 1) << "the retry is decided by the row (it skips the recent set)";
+    for (int i = 0; i < 2; ++i) {
+      const Verdict retry = rig.ObserveOne(Observation{"idem-a", "till-1", "r-1", "source:till-1"});
+      EXPECT_TRUE(retry.is_new);
+      EXPECT_TRUE(retry.replayed);
+      EXPECT_FALSE(retry.via_filter);
+      EXPECT_EQ(retry.digest_hex, first.digest_hex);
+    }
     for (const Observation& o : {Observation{"idem-a", "till-1", "r-2", "source:till-1"},
                                  Observation{"idem-a", "till-2", "r-1", "source:till-2"},
                                  Observation{"idem-a", "till-1", "", ""}}) {
       const Verdict v = rig.ObserveOne(o);
       EXPECT_FALSE(v.is_new) << o.idempotency_key << " " << o.scope;
       EXPECT_FALSE(v.replayed);
+      EXPECT_EQ(v.first_seen, first.first_seen.empty() ? v.first_seen : first.first_seen);
+      EXPECT_FALSE(v.first_seen.empty());
+    }
+    EXPECT_EQ(rig.store().submits, submits) << "a retry or a second scan of a key in the recent set asked the store";
+    const MetricsSnapshot m = rig.Counters();
+    EXPECT_EQ(m.idempotent_replays, 2u);
+    EXPECT_EQ(m.recent_replays, 2u);
+    EXPECT_EQ(m.recent_hits, 3u);
+  }
+}
+
+// A key recorded without the header is a duplicate for a request with one (it is not the recording request's
+// retry), from the recent set; a key recorded by a request with a record is a duplicate for a request without.
+TEST(Verdict, RecordedWithoutARecordIsADuplicateForAnyRequest) {
+  for (AckMode ack : {AckMode::kCommit, AckMode::kFilter}) {
+    SCOPED_TRACE(ack == AckMode::kCommit ? "ack=commit" : "ack=filter");
+    Case c{.name = "idempotent-none", .ack = ack, .expected = ""};
+    Rig rig(c);
+    EXPECT_TRUE(rig.ObserveOne(Observation{"plain", "till-1", "", ""}).is_new);
+    const int submits = rig.store().submits;
+    const Verdict v = rig.ObserveOne(Observation{"plain", "till-1", "r-1", "source:till-1"});
+    EXPECT_FALSE(v.is_new);
+    EXPECT_FALSE(v.replayed);
+    EXPECT_EQ(rig.store().submits, submits) << "a known absence of a record is an answer";
+    EXPECT_EQ(rig.Counters().recent_hits, 1u);
+  }
+}
+
+// The recorder of an entry is unknown when its source did not carry it: a row learned by --follow
+// (LearnCommitted), a duplicate whose row's record the statement did not read (a raw batch). A request with an
+// Idempotency-Key then asks the store (a request without one is still answered from the set); the store's answer
+// reads the row's record, which the entry learns (same first_seen: the same row), so the next retry is answered
+// from the set. Both ack modes; a retry of the recording request and a second scan alike.
+TEST(Verdict, UnknownRecorderSendsAnIdempotentRequestToTheStore) {
+  for (const auto& [ack, learned] : {std::pair{AckMode::kCommit, true}, std::pair{AckMode::kCommit, false},
+                                     std::pair{AckMode::kFilter, false}}) {
+    {
+      SCOPED_TRACE(std::string(ack == AckMode::kCommit ? "ack=commit" : "ack=filter") +
+                   (learned ? ", learned from a follower" : ", a raw duplicate"));
+      Case c{.name = "idempotent-unknown", .ack = ack, .expected = ""};
+      Rig rig(c);
+      const Digest d = Digester::Sha256()("elsewhere");
+      const std::int64_t first_seen = KeyReader::SystemNowUs() - 1'000'000;
+      storage::PackAttrs row;
+      row.request = KeyReader(Digester::Sha256(), KeysMode::kRaw, std::chrono::seconds(0))
+                        .RequestIdOf("source:till-9", "r-9");  // another instance's request recorded it
+      rig.store().RecordRow(d, first_seen, row);
+      // Another instance's key is in the filter (--follow sets it there), so the filter does not vouch for it.
+      rig.filter().InsertBatchConcurrently(std::span<const Digest>(&d, 1));
+      if (learned) {
+        rig.service().LearnCommitted(std::span<const Digest>(&d, 1), std::span<const std::int64_t>(&first_seen, 1));
+      } else {
+        rig.store().request_known = false;  // the duplicate's row record not read
+        EXPECT_FALSE(rig.ObserveOne(Observation{"elsewhere", "till-1", "", ""}).is_new);
+        rig.store().request_known = true;
+      }
+      int submits = rig.store().submits;
+      EXPECT_FALSE(rig.ObserveOne(Observation{"elsewhere", "till-1", "", ""}).is_new);
+      EXPECT_EQ(rig.store().submits, submits) << "a request without a record is answered from the set";
+      const Verdict second_scan = rig.ObserveOne(Observation{"elsewhere", "till-1", "r-1", "source:till-1"});
+      EXPECT_FALSE(second_scan.is_new);
+      EXPECT_FALSE(second_scan.replayed);
+      EXPECT_EQ(rig.store().submits, submits + 1) << "an unknown recorder answered a request with a record";
+      submits = rig.store().submits;
+      const Verdict retry = rig.ObserveOne(Observation{"elsewhere", "till-9", "r-9", "source:till-9"});
+      EXPECT_TRUE(retry.replayed) << "the recording request's retry, answered from a learned recorder";
+      EXPECT_EQ(rig.store().submits, submits) << "the row's record, read once, was not kept";
+      EXPECT_EQ(rig.Counters().recent_replays, 1u);
     }
   }
+}
+
+// --keys=gs1: a pack's retry is replayed and its second scan (the same lot and expiry) is a duplicate from the
+// recent set, keyed by the pack's attributes; a second scan with another lot still reaches the record (mismatch).
+TEST(Verdict, Gs1PackRetryIsReplayedFromTheRecentSet) {
+  for (AckMode ack : {AckMode::kCommit, AckMode::kFilter}) {
+    SCOPED_TRACE(ack == AckMode::kCommit ? "ack=commit" : "ack=filter");
+    Case c{.name = "gs1-idempotent", .ack = ack, .keys = KeysMode::kGs1, .expected = ""};
+    Rig rig(c);
+    const std::string pack = "(01)00361414030008(17)291231(10)A(21)SN9";
+    EXPECT_TRUE(rig.ObserveOne(Observation{pack, "till-1", "r-1", "source:till-1"}).is_new);
+    const int submits = rig.store().submits;
+    const Verdict retry = rig.ObserveOne(Observation{pack, "till-1", "r-1", "source:till-1"});
+    EXPECT_TRUE(retry.replayed);
+    const Verdict again = rig.ObserveOne(Observation{pack, "till-1", "r-2", "source:till-1"});
+    EXPECT_FALSE(again.is_new);
+    EXPECT_EQ(again.mismatch, 0);
+    EXPECT_EQ(rig.store().submits, submits) << "a pack's retry or second scan asked the store";
+    const Verdict other_lot =
+        rig.ObserveOne(Observation{"(01)00361414030008(17)291231(10)B(21)SN9", "till-1", "r-3", "source:till-1"});
+    EXPECT_FALSE(other_lot.is_new);
+    EXPECT_EQ(other_lot.mismatch, kMismatchLot);
+    EXPECT_EQ(rig.store().submits, submits + 1);
+  }
+}
+
+// Past the horizon (--retention) an entry answers nothing, for a retry either: the store decides.
+TEST(Verdict, IdempotentRetryPastTheHorizonAsksTheStore) {
+  Case c{.name = "idempotent-horizon", .retention = std::chrono::seconds(1), .expected = ""};
+  Rig rig(c);
+  EXPECT_TRUE(rig.ObserveOne(Observation{"idem-h", "till-1", "r-1", "source:till-1"}).is_new);
+  const int submits = rig.store().submits;
+  EXPECT_TRUE(rig.ObserveOne(Observation{"idem-h", "till-1", "r-1", "source:till-1"}).replayed);
+  EXPECT_EQ(rig.store().submits, submits);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // the record's first_seen leaves the horizon
+  rig.ObserveOne(Observation{"idem-h", "till-1", "r-1", "source:till-1"});
+  EXPECT_EQ(rig.store().submits, submits + 1) << "an entry past the horizon answered a retry";
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // and directories of another database or of a running instance refused; faults (I/O error, removed folder,
 // full disk on a small tmpfs when root) that make the journal unusable and heal by its probe. No PostgreSQL.
 #include "storage/journal/journal.h"
+#include "core/boot_clock.h"
 #include "storage/partitions/partition_map.h"
 
 #include <gtest/gtest.h>
@@ -154,30 +155,84 @@ TEST_F(JournalFiles, RequestRecordsRoundTripBesideRecordsWithout) {
   }
 }
 
-// oldest_uncommitted_us: the time of the lowest-LSN record not yet Applied (0 with none) — after appends, after
-// Applied of the oldest (the next one's), of one in the middle (unchanged), of all (0), and after a reopen (the
-// recovered records are uncommitted again).
+// oldest_uncommitted_ns: when (boot clock) the lowest-LSN record not yet Applied was appended (0 with none) — after
+// appends, after Applied of the oldest (the next one's), of one in the middle (unchanged), of all (0), and after a
+// reopen (a recovered record is uncommitted again, of unknown age: kAgeUnknown).
 TEST_F(JournalFiles, OldestUncommittedFollowsApplied) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> appended;  // boot-clock bounds of each append
   {
     Journal j(Options());
-    EXPECT_EQ(j.oldest_uncommitted_us(Digest{}), 0);
+    EXPECT_EQ(j.oldest_uncommitted_ns(Digest{}), 0);
     j.Start();
-    Write(j, 0, 4);
+    for (int i = 0; i < 4; ++i) {
+      const std::int64_t before = BootClock::NowNs();
+      Write(j, i, i + 1);
+      appended.emplace_back(before, BootClock::NowNs());
+    }
     ASSERT_EQ(sink.durable.size(), 4u);
-    EXPECT_EQ(j.oldest_uncommitted_us(Digest{}), Rec(0).time_us);
+    auto oldest_is = [&](int i) {
+      const std::int64_t t = j.oldest_uncommitted_ns(Digest{});
+      return t >= appended[static_cast<std::size_t>(i)].first && t <= appended[static_cast<std::size_t>(i)].second;
+    };
+    EXPECT_TRUE(oldest_is(0));
     j.Applied(sink.durable[0].lsn);
-    EXPECT_EQ(j.oldest_uncommitted_us(Digest{}), Rec(1).time_us);
+    EXPECT_TRUE(oldest_is(1));
     j.Applied(sink.durable[2].lsn);
-    EXPECT_EQ(j.oldest_uncommitted_us(Digest{}), Rec(1).time_us);
+    EXPECT_TRUE(oldest_is(1));
     j.Applied(sink.durable[1].lsn);
-    EXPECT_EQ(j.oldest_uncommitted_us(Digest{}), Rec(3).time_us);
+    EXPECT_TRUE(oldest_is(3));
+    const Journal::Uncommitted u = j.UncommittedOf(0);
+    EXPECT_EQ(u.count, 1u);
+    EXPECT_EQ(u.oldest_ns, j.oldest_uncommitted_ns(Digest{}));
+    EXPECT_GE(u.now_ns, u.oldest_ns);
   }
   Journal j(Options());
-  EXPECT_EQ(j.oldest_uncommitted_us(Digest{}), Rec(3).time_us) << "the recovered record is uncommitted";
+  EXPECT_EQ(j.oldest_uncommitted_ns(Digest{}), Journal::kAgeUnknown) << "the recovered record is uncommitted";
   const auto recovered = j.TakeRecovered();
   ASSERT_EQ(recovered.size(), 1u);
   j.Applied(recovered[0].lsn);
-  EXPECT_EQ(j.oldest_uncommitted_us(Digest{}), 0);
+  EXPECT_EQ(j.oldest_uncommitted_ns(Digest{}), 0);
+  EXPECT_EQ(j.UncommittedOf(0).count, 0u);
+}
+
+// Issue 42, item 3: the oldest uncommitted record is dated by the boot clock, not by its own time (the wall clock,
+// the key's first_seen). A record whose time lies an hour ahead — what every record written before a backward step
+// of the wall clock by an hour looks like afterwards — still ages from its append: --max-commit-lag (now - oldest)
+// acts after the bound, not an hour later. Seen failing on 1558fbb: its oldest_uncommitted_us() returned the
+// record's time, and now_us - oldest stayed negative (-3.6e9 µs) for the whole test.
+TEST_F(JournalFiles, OldestUncommittedAgesByTheBootClockNotTheRecordTime) {
+  Journal j(Options());
+  j.Start();
+  JournalRecord r = Rec(7);
+  r.time_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                  (std::chrono::system_clock::now() + std::chrono::hours(1)).time_since_epoch())
+                  .count();
+  ASSERT_TRUE(j.Append(r));
+  ASSERT_TRUE(sink.Wait(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  const std::int64_t age_ns = BootClock::NowNs() - j.oldest_uncommitted_ns(r.digest);
+  EXPECT_GE(age_ns, 60'000'000) << "the record's age does not count from its append";
+  EXPECT_LT(age_ns, 60'000'000'000) << "the record's age came from its own (wall-clock) time";
+}
+
+// The owner's identity (issue 42): a UUID in `instance`, created with the journal and kept by a reopen; a journal
+// without one (made before issue 42) gets one.
+TEST_F(JournalFiles, InstanceIdIsCreatedOnceAndKept) {
+  std::string first;
+  {
+    Journal j(Options());
+    first = j.instance_id();
+  }
+  EXPECT_EQ(first.size(), 36u) << first;
+  EXPECT_EQ(first[14], '4') << "not a version 4 UUID: " << first;
+  {
+    Journal j(Options());
+    EXPECT_EQ(j.instance_id(), first) << "a reopened journal is the same instance";
+  }
+  fs::remove(fs::path(dir) / "instance");
+  Journal j(Options());
+  EXPECT_NE(j.instance_id(), first);
+  EXPECT_EQ(j.instance_id().size(), 36u);
 }
 
 // With partitions (--partitions), each partition's oldest uncommitted record is its own: a partition whose
@@ -197,24 +252,31 @@ TEST_F(JournalFiles, OldestUncommittedIsPerPartition) {
     Journal j(o);
     j.Start();
     ASSERT_TRUE(j.Append(in(1, 0)));  // the oldest: partition 1's
+    ASSERT_TRUE(sink.Wait(1));
+    const std::int64_t between = BootClock::NowNs();
     ASSERT_TRUE(j.Append(in(2, 1)));
+    ASSERT_TRUE(sink.Wait(2));
+    const std::int64_t between2 = BootClock::NowNs();
     ASSERT_TRUE(j.Append(in(2, 2)));
     ASSERT_TRUE(sink.Wait(3));
-    EXPECT_EQ(j.oldest_uncommitted_us(in(1, 9).digest), Rec(0).time_us);
-    EXPECT_EQ(j.oldest_uncommitted_us(in(2, 9).digest), Rec(1).time_us) << "partition 1's record aged partition 2";
-    EXPECT_EQ(j.oldest_uncommitted_us(in(0, 9).digest), 0);
+    EXPECT_LE(j.oldest_uncommitted_ns(in(1, 9).digest), between);
+    EXPECT_GE(j.oldest_uncommitted_ns(in(2, 9).digest), between) << "partition 1's record aged partition 2";
+    EXPECT_LE(j.oldest_uncommitted_ns(in(2, 9).digest), between2);
+    EXPECT_EQ(j.oldest_uncommitted_ns(in(0, 9).digest), 0);
+    EXPECT_EQ(j.UncommittedOf(2).count, 2u);
+    EXPECT_EQ(j.UncommittedOf(0).count, 0u);
     j.Applied(sink.durable[1].lsn);
-    EXPECT_EQ(j.oldest_uncommitted_us(in(2, 9).digest), Rec(2).time_us);
-    EXPECT_EQ(j.oldest_uncommitted_us(in(1, 9).digest), Rec(0).time_us);
+    EXPECT_GE(j.oldest_uncommitted_ns(in(2, 9).digest), between2);
+    EXPECT_LE(j.oldest_uncommitted_ns(in(1, 9).digest), between);
     j.Applied(sink.durable[2].lsn);
-    EXPECT_EQ(j.oldest_uncommitted_us(in(2, 9).digest), 0);
+    EXPECT_EQ(j.oldest_uncommitted_ns(in(2, 9).digest), 0);
   }
   Journal j(o);
-  EXPECT_EQ(j.oldest_uncommitted_us(in(1, 9).digest), Rec(0).time_us) << "the recovered record is uncommitted";
+  EXPECT_EQ(j.oldest_uncommitted_ns(in(1, 9).digest), Journal::kAgeUnknown) << "the recovered record is uncommitted";
   // Partition 2's records were applied, but the checkpoint cannot pass partition 1's older one: they are
   // recovered again (their replay is idempotent), into partition 2.
-  EXPECT_EQ(j.oldest_uncommitted_us(in(2, 9).digest), Rec(1).time_us);
-  EXPECT_EQ(j.oldest_uncommitted_us(in(0, 9).digest), 0);
+  EXPECT_EQ(j.oldest_uncommitted_ns(in(2, 9).digest), Journal::kAgeUnknown);
+  EXPECT_EQ(j.oldest_uncommitted_ns(in(0, 9).digest), 0);
   o.partitions = 3;
   try {
     Journal bad(o);

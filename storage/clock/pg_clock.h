@@ -1,0 +1,90 @@
+// PgClock: what one PostgreSQL server's clock reads now — the clock its now() judges every row's first_seen by
+// (the expiry's deletes, the take-over of an expired row, the warm start's window, /lookup) — as bounds measured
+// by round trips against this host's monotonic clock, never read from this host's wall clock, whatever its offset.
+// The design (issue 42, item 4): a key this instance answers `new` gets first_seen = LowerUs() at the answer, which
+// is at or before PostgreSQL's clock then, so PostgreSQL treats its row as expired no later than --retention after
+// the answer, while every filter holds the key at least --window >= --retention from the answer on (this instance's
+// from the answer, the followers' from the commit, a warm start's from the load): no filter forgets a key whose row
+// PostgreSQL still holds inside the horizon. A record this instance remembers (the recent set, the journal) is
+// judged past the horizon with UpperUs(), at or after PostgreSQL's clock: never called a duplicate after
+// PostgreSQL would have taken its row over. Exact while the two clocks' rates differ by at most kRateError between
+// readings and PostgreSQL's clock does not step backwards (which breaks PostgreSQL's own horizon as much).
+// Use: one per database (partition), fed by a PgClockReader (pg_clock_reader.h); PgClocks picks a digest's.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <absl/base/thread_annotations.h>
+
+#include "core/digest.h"
+#include "core/mutex.h"
+
+namespace scangate::storage {
+
+// One round trip: the server's clock_timestamp() in µs since the epoch, read between `sent` and `answered`.
+struct PgClockReading {
+  std::int64_t server_us = 0;
+  std::chrono::steady_clock::time_point sent, answered;
+};
+
+class PgClock {
+ public:
+  // How much the server's clock and this host's monotonic clock may drift apart per unit of time: 500 ppm, the
+  // most NTP (and the kernel's frequency adjustment) slews a disciplined clock; free-running quartz is ~50 ppm.
+  // At one reading a second it widens the bounds by 1 ms a second past the last reading (an outage's age).
+  static constexpr double kRateError = 500e-6;
+
+  // Takes a reading: kept intersected with the bounds held (the tighter of both), or alone when the two disagree
+  // (the server's clock stepped, or another server answers now). Any thread.
+  void Record(const PgClockReading& r) ABSL_LOCKS_EXCLUDED(write_mu_);
+  // Another server from now on (a moved partition): no bounds until its first reading. Any thread.
+  void Forget() ABSL_LOCKS_EXCLUDED(write_mu_);
+
+  // The server's clock at `now` (this host's monotonic clock) is at least LowerUs and at most UpperUs, in µs since
+  // the epoch; nullopt before the first reading (and after Forget). Lock-free (a sequence lock); any thread.
+  using Steady = std::chrono::steady_clock;
+  std::optional<std::int64_t> LowerUs(Steady::time_point now = Steady::now()) const;
+  std::optional<std::int64_t> UpperUs(Steady::time_point now = Steady::now()) const;
+  // The server's clock minus this host's wall clock (the bounds' middle) and the bounds' width, in seconds, for
+  // the log and /stats; nullopt without bounds. Any thread.
+  struct Offset {
+    double seconds, uncertainty;
+  };
+  std::optional<Offset> OffsetNow() const;
+
+ private:
+  // The bounds held: at steady time `at_ns_`, the server's clock read within [lo_us_, hi_us_].
+  struct Bounds {
+    std::int64_t at_ns, lo_us, hi_us;
+  };
+  std::optional<Bounds> Load() const;
+  void Store(const std::optional<Bounds>& b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  static std::int64_t Lower(const Bounds& b, std::int64_t now_ns);
+  static std::int64_t Upper(const Bounds& b, std::int64_t now_ns);
+
+  Mutex write_mu_;  // writers (the reader thread, a retarget) one at a time; readers take no lock
+  // The sequence lock: odd while a writer changes the fields. The fields are atomics read relaxed between two
+  // loads of seq_ (acquire), so a torn read is retried, never used.
+  std::atomic<std::uint64_t> seq_{0};
+  std::atomic<bool> valid_{false};
+  std::atomic<std::int64_t> at_ns_{0}, lo_us_{0}, hi_us_{0};
+};
+
+// One PgClock per partition; Of(d) is the one whose server holds d's row (storage/partitions/partition_map.h).
+class PgClocks {
+ public:
+  explicit PgClocks(std::size_t partitions);
+  std::size_t size() const { return clocks_.size(); }
+  PgClock& at(std::size_t p) { return *clocks_.at(p); }
+  const PgClock& Of(const Digest& d) const;
+
+ private:
+  std::vector<std::unique_ptr<PgClock>> clocks_;
+};
+
+}  // namespace scangate::storage

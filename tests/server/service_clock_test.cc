@@ -1,0 +1,117 @@
+// Black-box tests of an instance whose clock is off PostgreSQL's (issue 42, item 4; storage/clock/pg_clock.h): the
+// instance runs under libfaketime (LD_PRELOAD, FAKETIME; scripts/deps.sh test installs it), PostgreSQL does not,
+// with a short horizon (--retention = --window, the default pairing).
+// - ack=filter, the instance's clock an hour ahead, horizon 2 s: a key answered `new` is sent again once the
+//   filter has surely forgotten it (6.5 s later): `new` again, and that must be because PostgreSQL's horizon passed
+//   too — its row taken over (a later first_seen), never a write-behind row that met the live first row
+//   (scangate_write_behind_conflicts_total). On 87ad733 (first_seen from the instance's clock, an hour in
+//   PostgreSQL's future) the filter forgot the key while PostgreSQL held it for an hour: a trusted second `new`
+//   whose row conflicted, seen failing.
+// - ack=commit, the instance's clock an hour behind, horizon 3 s: a key's repeat past the horizon is `new` again
+//   (PostgreSQL takes its row over), not a recent-set `duplicate` that PostgreSQL would not give. On 87ad733 (the
+//   recent set judged PostgreSQL's first_seen by the instance's clock) every repeat for an hour was a duplicate: a
+//   lost event, seen failing.
+#include <stdlib.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "harness.h"
+
+namespace scangate::it {
+namespace {
+
+namespace json = boost::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kFakeTime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+// Starts `p` with its wall clock `offset` off (libfaketime): only the child is affected.
+::testing::AssertionResult StartWithClockOffset(ScangateProcess& p, const char* offset) {
+  if (::access(kFakeTime, R_OK) != 0) {
+    return ::testing::AssertionFailure() << kFakeTime << " missing (scripts/deps.sh test)";
+  }
+  ::setenv("LD_PRELOAD", kFakeTime, 1);
+  ::setenv("FAKETIME", offset, 1);
+  ::setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);  // only the wall clock is off, as on a host with a wrong time
+  auto started = p.Start();
+  ::unsetenv("LD_PRELOAD");
+  ::unsetenv("FAKETIME");
+  ::unsetenv("FAKETIME_DONT_FAKE_MONOTONIC");
+  return started;
+}
+
+std::string TempDir(const char* tag) {
+  std::string tmpl = "/tmp/scangate-";
+  tmpl.append(tag).append(".XXXXXX");
+  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  return tmpl;
+}
+
+// The row's first_seen as µs since the epoch (PostgreSQL's), or -1 without a row.
+std::int64_t RowFirstSeenUs(Pg& pg, const std::string& key) {
+  pqxx::nontransaction tx(pg.conn());
+  const auto r = tx.exec_params("SELECT (extract(epoch FROM first_seen) * 1000000)::int8 FROM scan_keys "
+                                "WHERE digest = decode($1, 'hex')",
+                                Sha256Hex(key));
+  return r.empty() ? -1 : r[0][0].as<std::int64_t>();
+}
+
+bool WaitDrained(HttpClient& c) {
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (Clock::now() < deadline) {
+    const json::object stats = c.Get("/stats").json();
+    if (stats.contains("journal") && stats.at("journal").at("backlog").to_number<std::uint64_t>() == 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+TEST(ServiceClock, InstanceAheadOfPostgreSQLNeverAnswersNewForALiveRow) {
+  std::string journal = "--journal-dir=";
+  journal.append(TempDir("clock-ahead"));
+  ScangateProcess a({"--ack=filter", "--capacity=100000", "--retention=2s", journal});
+  ASSERT_TRUE(StartWithClockOffset(a, "+3600s"));
+  HttpClient c(a.port());
+  Pg pg;
+  const std::string key = UniqueKey("clock-ahead");
+  const HttpResponse first = c.Post("/observe", ObserveBody(key));
+  ASSERT_EQ(first.status, 201) << first;
+  ASSERT_TRUE(WaitDrained(c));
+  const std::int64_t first_row = RowFirstSeenUs(pg, key);
+  ASSERT_GT(first_row, 0);
+  // Not observed meanwhile (an observation sets the key's bits again): past the horizon and past the filter's
+  // memory of it — two generations of --window (2 s) each, rotated by the 1 s maintenance tick: at most 6 s.
+  std::this_thread::sleep_for(std::chrono::milliseconds(6500));
+  const HttpResponse again = c.Post("/observe", ObserveBody(key));
+  ASSERT_EQ(again.status, 201) << "past the horizon and the filter's memory: " << again;
+  ASSERT_TRUE(WaitDrained(c));
+  EXPECT_EQ(ScrapeMetric(c, "scangate_write_behind_conflicts_total"), 0.0)
+      << "the second `new` was written behind into the row PostgreSQL still held: two `new`s inside its horizon";
+  EXPECT_NE(RowFirstSeenUs(pg, key), first_row)
+      << "the row was not taken over: PostgreSQL still held the first observation when the key was `new` again";
+  EXPECT_EQ(a.Stop(), 0);
+}
+
+TEST(ServiceClock, InstanceBehindPostgreSQLDoesNotAnswerDuplicatePastTheHorizon) {
+  ScangateProcess a({"--ack=commit", "--capacity=100000", "--retention=3s"});
+  ASSERT_TRUE(StartWithClockOffset(a, "-3600s"));
+  HttpClient c(a.port());
+  const std::string key = UniqueKey("clock-behind");
+  const HttpResponse first = c.Post("/observe", ObserveBody(key));
+  ASSERT_EQ(first.status, 201) << first;
+  const HttpResponse repeat = c.Post("/observe", ObserveBody(key));
+  EXPECT_EQ(repeat.status, 200) << repeat;  // inside the horizon: a duplicate (from the recent set)
+  std::this_thread::sleep_for(std::chrono::seconds(4));  // past the 3 s horizon by PostgreSQL's clock
+  const HttpResponse late = c.Post("/observe", ObserveBody(key));
+  EXPECT_EQ(late.status, 201) << "a repeat past the horizon was answered duplicate from the recent set, where "
+                                 "PostgreSQL takes the expired row over: " << late;
+  EXPECT_EQ(a.Stop(), 0);
+}
+
+}  // namespace
+}  // namespace scangate::it

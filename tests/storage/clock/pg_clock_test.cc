@@ -1,0 +1,138 @@
+// Tests storage/clock/pg_clock.h: the bounds of a server's clock from round trips, against a simulated server
+// clock — the bounds always contain it (at the reading, later, and across readings), a tighter reading narrows
+// them, a reading that contradicts them (a step of the server's clock) replaces them, Forget() empties them, and
+// the rate allowance grows with the age of the reading, and readers on other threads never see a torn or wrong
+// pair of bounds while readings are recorded (also run under ThreadSanitizer: scripts/test.sh). Pure: no PostgreSQL.
+#include "storage/clock/pg_clock.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace scangate::storage {
+namespace {
+
+using namespace std::chrono_literals;
+using Steady = std::chrono::steady_clock;
+
+const Steady::time_point kT0 = Steady::time_point(100s);
+constexpr std::int64_t kServerAtT0 = 1'800'000'000'000'000;  // µs since the epoch
+
+// The server's clock at steady time `t`, running `ppm` fast (positive) or slow.
+std::int64_t Server(Steady::time_point t, double ppm = 0) {
+  const double us = std::chrono::duration<double, std::micro>(t - kT0).count();
+  return kServerAtT0 + static_cast<std::int64_t>(us * (1 + ppm * 1e-6));
+}
+
+// A reading sent at `sent`, read by the server `server_delay` later, answered `rtt` after `sent`.
+PgClockReading Read(Steady::time_point sent, std::chrono::microseconds server_delay, std::chrono::microseconds rtt,
+                    double ppm = 0) {
+  return {Server(sent + server_delay, ppm), sent, sent + rtt};
+}
+
+TEST(PgClock, NoBoundsBeforeTheFirstReadingAndAfterForget) {
+  PgClock c;
+  EXPECT_FALSE(c.LowerUs(kT0));
+  EXPECT_FALSE(c.UpperUs(kT0));
+  c.Record(Read(kT0, 300us, 1000us));
+  EXPECT_TRUE(c.LowerUs(kT0 + 1s));
+  c.Forget();
+  EXPECT_FALSE(c.LowerUs(kT0 + 1s));
+  EXPECT_FALSE(c.UpperUs(kT0 + 1s));
+}
+
+TEST(PgClock, BoundsContainTheServersClockAndWidenWithAge) {
+  for (const double ppm : {-400.0, 0.0, 400.0}) {
+    SCOPED_TRACE(ppm);
+    PgClock c;
+    c.Record(Read(kT0, 200us, 1000us, ppm));
+    for (const auto later : {1ms, 1000ms, 60'000ms, 600'000ms}) {
+      const auto t = kT0 + 1000us + later;
+      ASSERT_TRUE(c.LowerUs(t) && c.UpperUs(t));
+      EXPECT_LE(*c.LowerUs(t), Server(t, ppm));
+      EXPECT_GE(*c.UpperUs(t), Server(t, ppm));
+    }
+    // Width: the round trip, plus the rate allowance both ways (1 ms per second of age).
+    const auto t = kT0 + 1000us + 10s;
+    EXPECT_LE(*c.UpperUs(t) - *c.LowerUs(t), 1000 + 2 * 5000 + 2);
+    // Also before the reading was taken (a reader that read the steady clock first).
+    EXPECT_LE(*c.LowerUs(kT0 - 1ms), Server(kT0 - 1ms, ppm));
+    EXPECT_GE(*c.UpperUs(kT0 - 1ms), Server(kT0 - 1ms, ppm));
+  }
+}
+
+TEST(PgClock, ATighterReadingNarrowsAndALooseOneKeepsTheTightBounds) {
+  PgClock c;
+  c.Record(Read(kT0, 5ms, 10ms));  // a slow round trip: 10 ms wide
+  const auto t1 = kT0 + 1s;
+  c.Record(Read(t1, 100us, 200us));  // a quick one
+  EXPECT_LE(*c.UpperUs(t1 + 200us) - *c.LowerUs(t1 + 200us), 201);
+  const auto t2 = t1 + 1s;
+  c.Record(Read(t2, 20ms, 40ms));  // slow again: the quick one, aged 1 s (2 ms wider), is still tighter
+  const auto t = t2 + 40ms;
+  EXPECT_LE(*c.UpperUs(t) - *c.LowerUs(t), 200 + 2 * 1040 + 2);
+  EXPECT_LE(*c.LowerUs(t), Server(t));
+  EXPECT_GE(*c.UpperUs(t), Server(t));
+}
+
+TEST(PgClock, AReadingThatContradictsTheBoundsReplacesThem) {
+  PgClock c;
+  c.Record(Read(kT0, 100us, 200us));
+  const auto t = kT0 + 1s;
+  // The server's clock stepped back 5 s (or another server answers now): the old bounds cannot hold it.
+  const PgClockReading stepped{Server(t + 100us) - 5'000'000, t, t + 200us};
+  c.Record(stepped);
+  EXPECT_LE(*c.LowerUs(t + 200us), stepped.server_us);
+  EXPECT_GE(*c.UpperUs(t + 200us), stepped.server_us);
+  EXPECT_LT(*c.UpperUs(t + 200us), Server(t) - 4'000'000);
+}
+
+TEST(PgClock, ClocksPickTheDigestsPartition) {
+  PgClocks clocks(4);
+  ASSERT_EQ(clocks.size(), 4u);
+  clocks.at(2).Record(Read(kT0, 100us, 200us));
+  int with_bounds = 0;
+  for (int i = 0; i < 64; ++i) {
+    Digest d{};
+    d[4] = static_cast<std::uint8_t>(i * 37);
+    d[7] = static_cast<std::uint8_t>(i);
+    if (clocks.Of(d).LowerUs(kT0 + 1s)) ++with_bounds;
+  }
+  EXPECT_GT(with_bounds, 0);
+  EXPECT_LT(with_bounds, 64);
+}
+
+// Readers on two threads while a writer records a reading a (simulated) second: every pair of bounds they load
+// contains the server's clock at the time they asked for. A torn read, mixing one reading's time with another's
+// bounds, is off by a second and would not.
+TEST(PgClock, ConcurrentReadersSeeWholeReadings) {
+  PgClock c;
+  c.Record(Read(kT0, 100us, 200us));
+  std::atomic<int> step{0};
+  std::atomic<bool> done{false};
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 2; ++r) {
+    readers.emplace_back([&] {
+      while (!done.load()) {
+        const auto t = kT0 + std::chrono::seconds(step.load()) + 1ms;
+        const auto lo = c.LowerUs(t), hi = c.UpperUs(t);
+        if (!lo || !hi || *lo > Server(t) || *hi < Server(t)) wrong.fetch_add(1);
+      }
+    });
+  }
+  for (int i = 1; i < 20000; ++i) {
+    c.Record(Read(kT0 + std::chrono::seconds(i), 100us, 200us));
+    step.store(i);
+  }
+  done.store(true);
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+}  // namespace
+}  // namespace scangate::storage
