@@ -86,11 +86,11 @@ TEST(RecentSet, StoredFormIsTheSameKey) {
   RecentSet s(100'000);
   for (std::uint64_t n = 0; n < 2000; ++n) {
     const Digest full = DigestOf(n, 45);
-    s.InsertConcurrently(n % 2 == 0 ? StoredDigest(full) : full, TimeOf(n));
+    Insert(s, n % 2 == 0 ? StoredDigest(full) : full, TimeOf(n));
   }
   for (std::uint64_t n = 0; n < 2000; ++n) {
     const Digest full = DigestOf(n, 45);
-    EXPECT_EQ(s.FindConcurrently(n % 2 == 0 ? full : StoredDigest(full)), TimeOf(n)) << n;
+    EXPECT_EQ(TimeFound(s, n % 2 == 0 ? full : StoredDigest(full)), TimeOf(n)) << n;
   }
   for (std::uint64_t n = 2000; n < 4000; ++n) EXPECT_FALSE(s.FindConcurrently(DigestOf(n, 45)).has_value()) << n;
   EXPECT_EQ(s.size(), 2000u);

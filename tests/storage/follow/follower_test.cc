@@ -66,7 +66,7 @@ bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds bound)
 void Insert(const std::string& url, const Digest& d) {
   pqxx::connection c(url);
   pqxx::work tx(c);
-  tx.exec_params("INSERT INTO scan_keys (digest) VALUES ($1::bytea)", HexBytea(d));
+  tx.exec_params("INSERT INTO scan_keys (digest) VALUES (scangate_stored_digest($1::bytea))", HexBytea(d));
   tx.commit();
 }
 
