@@ -10,6 +10,7 @@
 -- env BENCH_IDEMPOTENCY=1 (issue 34): every request carries an Idempotency-Key of its own ("<run id>-<thread>-i<seq>"),
 --   as a till sends a fresh one per scan (a repeat is a new scan: a new key); the server writes the idempotency
 --   record with each new key's row and answers the repeats (second scans) from its recent set (issue 44).
+-- env BENCH_SOURCE: the "source" every request sends (default "wrk"; issue 45's bytes per key: "till-07").
 -- COUNT (or env BENCH_COUNT_STATUS; default 1): 1 = count responses per status with response() (wrk then
 --   parses every response in Lua, which costs wrk CPU); 0 = no response() hook (wrk still counts non-2xx/3xx).
 -- done() prints one line "BENCH_SUMMARY {json}" with requests, rps, latency p50/p99/max (us), socket
@@ -19,6 +20,7 @@ repeat_share = tonumber(os.getenv("BENCH_REPEAT") or "0")  -- global: done() rea
 local count_status = (os.getenv("BENCH_COUNT_STATUS") or "1") ~= "0"
 local gs1_keys = os.getenv("BENCH_KEYS") == "gs1"
 local idempotency = os.getenv("BENCH_IDEMPOTENCY") == "1"
+local source = os.getenv("BENCH_SOURCE") or "wrk"
 local seq = 0
 
 local threads = {}
@@ -63,7 +65,7 @@ function request()
     n = counter
     counter = counter + 1
   end
-  local body = '{"key":"' .. prefix .. n .. '","source":"wrk"}'
+  local body = '{"key":"' .. prefix .. n .. '","source":"' .. source .. '"}'
   if idempotency then
     seq = seq + 1
     return wrk.format("POST", "/observe",

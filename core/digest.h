@@ -47,6 +47,22 @@ class Digester {
   std::shared_ptr<const Hmac> hmac_;  // null for plain SHA-256
 };
 
+// The stored form of a digest (issue 45). PostgreSQL keeps only a digest's first kStoredDigestBytes bytes (a uuid:
+// a fixed 16 bytes, no varlena header), so a digest read back from it (warm start, the follower) carries only those;
+// the answers still show the full digest computed from the key. Everything that meets such digests keys on the same
+// prefix: the Bloom filter's bit positions and shard, the recent set (core/) and every comparison in storage/.
+// Two keys whose digests share the prefix are one key: the later one's first observation would be answered
+// "duplicate". For n keys the probability that any two share it is ~n^2 / 2^129: 1.5e-15 at 10^12 keys (the full
+// 256 bits: ~4e-54); storage/README.md "Table layout" states it for invariant 2.
+inline constexpr std::size_t kStoredDigestBytes = 16;
+
+// `d` with every byte past the stored prefix zero: the digest exactly as PostgreSQL holds it. Pure.
+inline Digest StoredDigest(const Digest& d) {
+  Digest s{};
+  for (std::size_t i = 0; i < kStoredDigestBytes; ++i) s[i] = d[i];
+  return s;
+}
+
 // 64 lowercase hex characters. Threading: pure function.
 std::string ToHex(const Digest& d);
 // Parses exactly 64 hex characters (either case); nullopt otherwise. Threading: pure function.

@@ -148,9 +148,15 @@ std::uint32_t ShardedFilter::ShardOf(const Digest& d) const {
 }
 
 ShardedFilter::Location ShardedFilter::Locate(const Digest& d) const {
+  // Only the stored prefix (bytes 0..15, core/digest.h kStoredDigestBytes) decides a digest's place, so a digest read
+  // back from PostgreSQL (the warm start, the follower) sets the bits the full digest of its key probes. The word
+  // comes from bytes 0..7, the shard from 8..15 (ShardOf); the bit mask from a mix of both words, so digests that
+  // share a word or a shard still get independent masks.
   const std::uint64_t h0 = Load64(d.data());
-  const std::uint64_t h2 = Load64(d.data() + 16);
-  const std::uint64_t h3 = Load64(d.data() + 24);
+  std::uint64_t mix = h0 ^ std::rotl(Load64(d.data() + 8), 32);
+  const std::uint64_t h2 = SplitMix64(mix);
+  const std::uint64_t h3 = SplitMix64(mix);
+  static_assert(kStoredDigestBytes == 16);
   Location loc;
   loc.shard = &shards_[ShardOf(d)];
   // Multiply-shift range reduction (Lemire): uniform over [0, W) for uniform h0, no division.

@@ -12,8 +12,10 @@
 // Layout. The filter has S shards (power of two, chosen by digest bits 64..127, top bits). Each shard has
 // two generations of W 64-bit words (std::atomic<uint64_t>). A digest maps to ONE word per generation
 // (bits 0..63, multiply-shift range reduction: word = (h0 * W) >> 64, no power-of-two requirement) and
-// sets k DISTINCT bits in it (6-bit chunks of digest bits 128..255, duplicates skipped; when 20 chunks do
-// not yield k distinct positions a splitmix64 stream seeded from those bits continues deterministically).
+// sets k DISTINCT bits in it (6-bit chunks of two splitmix64 outputs of digest bits 0..127 mixed, duplicates skipped;
+// when 20 chunks do not yield k distinct positions a splitmix64 stream seeded from them continues
+// deterministically). Only bits 0..127 — the stored form PostgreSQL keeps (core/digest.h StoredDigest) — decide a
+// digest's place, so a digest read back from PostgreSQL sets exactly the bits its key's full digest probes.
 // One cache line per key per generation: a query costs one (possibly missing) load per live generation.
 //
 // Sizing (the blocked model, FilterGeometry::For): core/filter_geometry.h.

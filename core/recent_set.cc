@@ -55,7 +55,8 @@ Value Merge(const Value& held, std::int64_t first_seen_us, const Recorder& r, st
   return held;  // the first record wins
 }
 
-// Bits 128..191 pick the shard, bits 64..127 hash inside it (core/digest_hash.h).
+// Keys are stored forms (core/digest.h StoredDigest): bits 0..63 pick the shard, bits 64..127 hash inside it
+// (core/digest_hash.h).
 using Map = absl::flat_hash_map<Digest, Value, DigestHash, DigestEq>;
 
 }  // namespace
@@ -98,14 +99,15 @@ RecentSet::~RecentSet() = default;
 
 RecentSet::Shard& RecentSet::ShardOf(const Digest& d) const {
   std::uint64_t w;
-  std::memcpy(&w, d.data() + 16, sizeof w);
+  std::memcpy(&w, d.data(), sizeof w);
   const auto index = static_cast<std::uint32_t>((static_cast<unsigned __int128>(w) * shard_count_) >> 64);
   return shards_[index];
 }
 
-void RecentSet::InsertConcurrently(const Digest& d, std::int64_t first_seen_us, const Recorder& recorder,
+void RecentSet::InsertConcurrently(const Digest& full, std::int64_t first_seen_us, const Recorder& recorder,
                                    std::int64_t expired_before_us, Fact fact) {
   if (!enabled()) return;
+  const Digest d = StoredDigest(full);
   Shard& s = ShardOf(d);
   const MutexLock lock(&s.mu);
   if (const auto it = s.current.find(d); it != s.current.end()) {
@@ -121,8 +123,9 @@ void RecentSet::InsertConcurrently(const Digest& d, std::int64_t first_seen_us, 
   s.AddLocked(d, Value(first_seen_us, recorder), generation_capacity_);
 }
 
-std::optional<RecentSet::Entry> RecentSet::FindConcurrently(const Digest& d) {
+std::optional<RecentSet::Entry> RecentSet::FindConcurrently(const Digest& full) {
   if (!enabled()) return std::nullopt;
+  const Digest d = StoredDigest(full);
   Shard& s = ShardOf(d);
   const MutexLock lock(&s.mu);
   if (const auto it = s.current.find(d); it != s.current.end()) return it->second.entry();

@@ -9,7 +9,9 @@
 // forgotten digest then goes to PostgreSQL, which is always safe). No HTTP, no SQL. The server's use of it (what
 // may enter, and when) is in server/verdict/service.h.
 //
-// Design. S shards (chosen by digest bits 128..191, multiply-shift), each an absl::flat_hash_map pair under
+// A digest is known by its stored form (core/digest.h StoredDigest: its first 16 bytes, what PostgreSQL holds), so a
+// digest the follower read back from PostgreSQL finds the entry of the full digest of its key and vice versa.
+// Design. S shards (chosen by digest bits 0..63, multiply-shift), each an absl::flat_hash_map pair under
 // its own mutex: a `current` generation that takes inserts and a `previous` one that is only read. When the
 // current generation holds `generation_capacity` entries it becomes the previous one and the old previous
 // one is dropped (like the Bloom filter's generations): memory is bounded and eviction is coarse but O(1)

@@ -67,7 +67,7 @@ Digest KeyReader::RecentDigest(const Digest& identity, const storage::PackAttrs&
   // identity || lot-or-zeros || presence flags || expiry (little-endian days): one SHA-256 of 70 bytes.
   std::array<std::uint8_t, 32 + 32 + 2 + 4> buf{};
   std::memcpy(buf.data(), identity.data(), 32);
-  if (recorded.lot) std::memcpy(buf.data() + 32, recorded.lot->data(), 32);
+  if (recorded.lot) std::memcpy(buf.data() + 32, StoredDigest(*recorded.lot).data(), 32);  // as PostgreSQL holds it
   buf[64] = recorded.lot ? 1 : 0;
   buf[65] = recorded.expiry ? 1 : 0;
   const std::uint32_t days = recorded.expiry ? static_cast<std::uint32_t>(*recorded.expiry) : 0;
@@ -90,7 +90,8 @@ storage::RequestId KeyReader::RequestIdOf(std::string_view scope, std::string_vi
 
 std::uint8_t KeyReader::Mismatch(const storage::PackAttrs& scan, const storage::PackAttrs& recorded) {
   std::uint8_t bits = 0;
-  if (scan.lot && recorded.lot && *scan.lot != *recorded.lot) bits |= kMismatchLot;
+  // A recorded lot read back from PostgreSQL is its stored form (core/digest.h): lots compare as stored.
+  if (scan.lot && recorded.lot && StoredDigest(*scan.lot) != StoredDigest(*recorded.lot)) bits |= kMismatchLot;
   if (scan.expiry && recorded.expiry && *scan.expiry != *recorded.expiry) bits |= kMismatchExpiry;
   return bits;
 }

@@ -18,6 +18,9 @@
 -- postgres user) or PGPASSWORD supply them, for PL/Proxy as for scangate, which reads the same map.
 -- Partition count: a power of two. PL/Proxy's RUN ON <int4> sends a call to partition `hash & (count - 1)`,
 -- exactly storage/partitions/partition_map.h's PartitionOf.
+-- Digests are given and answered in full (32 bytes) whatever layout a partition's scan_keys has: the old one, or
+-- sql/013's 16-byte one, whose partition functions look a digest up by its stored form. Partitions move to the new
+-- layout one at a time (storage/README.md "Moving a database to the 16-byte layout"); nothing here changes.
 --
 -- Writes through the proxy: scangate_observe here splits one batch by partition and runs the parts in
 -- parallel, each as ONE AUTOCOMMITTED call on its partition. A caller that loses its connection mid-call

@@ -13,6 +13,7 @@
 #include "storage/follow/follower_connection.h"
 #include "storage/pg/error_summary.h"
 #include "storage/pg/pg_binary.h"
+#include "storage/pg/table_layout.h"
 
 namespace scangate::storage {
 namespace {
@@ -46,10 +47,12 @@ constexpr const char* kStartSql =
 // The third column ({SEEN}): with FollowerOptions::learned, the row's first_seen when it carries neither lot nor
 // expiry (a raw key's row, whose recent-set key is its digest: server/verdict/scan_key.h RecentDigest), else NULL;
 // in binary a timestamptz is int8 µs since 2000-01-01 (no conversion on the server). Without `learned`, NULL.
+// The digest column's type is the table's (bytea, or sql/013's uuid: 16 bytes in binary), so the snapshot row's
+// NULL is left untyped and takes it.
 // The fourth column ({PEERS}, issue 42): with FollowerOptions::peers, the peers' watermark rows as JSON text in the
 // snapshot row (storage/peers/peer_sql.h) — the same snapshot as the digests — else NULL.
 constexpr const char* kPollSql = R"sql(
-SELECT pg_current_snapshot()::text, NULL::bytea, NULL::timestamptz, {PEERS}
+SELECT pg_current_snapshot()::text, NULL, NULL::timestamptz, {PEERS}
 UNION ALL
 SELECT NULL, digest, {SEEN}, NULL FROM scan_keys
  WHERE commit_xid >= pg_snapshot_xmax($1::pg_snapshot) AND commit_xid < pg_snapshot_xmax(pg_current_snapshot())
@@ -133,11 +136,11 @@ void Follower::Poll(Connections& c) {
         }
         continue;
       }
-      if (PQgetisnull(r.get(), i, 1) || PQgetlength(r.get(), i, 1) != static_cast<int>(sizeof(Digest))) {
-        throw FollowError("poll: a row whose digest is not 32 bytes");  // the CHECK of sql/001 makes it impossible
-      }
       Digest& d = digests.emplace_back();
-      std::memcpy(d.data(), PQgetvalue(r.get(), i, 1), d.size());
+      if (PQgetisnull(r.get(), i, 1) ||
+          !StoredDigestFromBytes({PQgetvalue(r.get(), i, 1), static_cast<std::size_t>(PQgetlength(r.get(), i, 1))}, d)) {
+        throw FollowError("poll: a row whose digest is neither 32 nor 16 bytes");  // sql/001's CHECK, sql/013's uuid
+      }
       if (options_.learned && !PQgetisnull(r.get(), i, 2) && PQgetlength(r.get(), i, 2) == 8) {
         learned.push_back(d);
         learned_us.push_back(static_cast<std::int64_t>(LoadBe64(PQgetvalue(r.get(), i, 2))) + kPgEpochUs);

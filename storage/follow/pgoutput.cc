@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "storage/pg/pg_binary.h"
+#include "storage/pg/table_layout.h"
 
 namespace scangate::storage {
 namespace {
@@ -28,23 +29,6 @@ bool TakeCString(std::string_view& m, std::string_view& out) {
   if (end == std::string_view::npos) return false;
   out = m.substr(0, end);
   m.remove_prefix(end + 1);
-  return true;
-}
-
-int Nibble(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
-
-// bytea's text output ("\x" + 64 lowercase hex digits: bytea_output = hex, the default) as a digest.
-bool DigestOfText(std::string_view text, Digest& out) {
-  if (text.size() != 2 + 2 * out.size() || text[0] != '\\' || text[1] != 'x') return false;
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    const int hi = Nibble(text[2 + 2 * i]), lo = Nibble(text[3 + 2 * i]);
-    if (hi < 0 || lo < 0) return false;
-    out[i] = static_cast<std::uint8_t>(hi << 4 | lo);
-  }
   return true;
 }
 
@@ -143,7 +127,7 @@ std::optional<std::string> StreamReader::ReadRow(std::string_view& m) {
   std::string_view text;
   if (!TakeInt(m, length) || !Take(m, length, text)) return "short tuple column";
   Digest d{};
-  if (!DigestOfText(text, d)) return "the followed row's digest is not 32 bytes of bytea hex";
+  if (!StoredDigestFromText(text, d)) return "the followed row's digest is neither bytea hex nor a uuid";
   pending_.push_back(d);
   // The other columns (none with the publication's column list): skipped.
   for (std::uint16_t i = 1; i < columns; ++i) {

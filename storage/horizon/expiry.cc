@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <exception>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include <boost/json/object.hpp>
 #include <pqxx/pqxx>
 
 #include "storage/pg/error_summary.h"
+#include "storage/pg/table_layout.h"
 
 namespace scangate::storage {
 namespace {
@@ -16,12 +19,15 @@ namespace {
 // over, or another instance's expiry holds, are skipped), then deleted by ctid — one index-ordered read of the
 // partial btree on first_seen (sql/006, which holds exactly the rows without a keep_until), no sort. $1 = the
 // horizon in µs. Autocommit: each slice is its own transaction.
+// {KEY} is that btree's (leading) key, {CUT} the horizon's edge in it: first_seen itself (the layout of sql/006), or
+// its second (sql/013's index leads with it, then the transaction), where only whole seconds before the edge's are
+// taken — a row expired less than a second ago waits for the next pass; none is ever taken before it expired.
 constexpr const char* kDeleteSliceSql = R"sql(
 DELETE FROM scan_keys
 WHERE ctid = ANY(ARRAY(
   SELECT ctid FROM scan_keys
-  WHERE keep_until IS NULL AND first_seen < now() - $1::int8 * interval '1 microsecond'
-  ORDER BY first_seen
+  WHERE keep_until IS NULL AND {KEY} < {CUT}
+  ORDER BY {KEY}
   LIMIT $2::int8
   FOR UPDATE SKIP LOCKED))
 )sql";
@@ -40,15 +46,26 @@ WHERE ctid = ANY(ARRAY(
 
 // The vital signs: the oldest unpinned row's age in seconds and the earliest keep_until's distance from now
 // (NULL: no such row; one descent of each partial btree), table and index bytes, and the statistics
-// collector's dead and live tuple estimates (NULL before its first report).
+// collector's dead and live tuple estimates (NULL before its first report). {OLDEST}: the oldest first_seen as
+// the btree holds it (sql/013's: its second, so the age may read up to a second more).
 constexpr const char* kVitalSignsSql = R"sql(
-SELECT extract(epoch FROM now() - (SELECT min(first_seen) FROM scan_keys WHERE keep_until IS NULL))::float8,
+SELECT extract(epoch FROM now() - (SELECT {OLDEST} FROM scan_keys WHERE keep_until IS NULL))::float8,
        pg_table_size('scan_keys'::regclass),
        pg_indexes_size('scan_keys'::regclass),
        (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'scan_keys'::regclass),
        (SELECT n_live_tup FROM pg_stat_user_tables WHERE relid = 'scan_keys'::regclass),
        extract(epoch FROM (SELECT min(keep_until) FROM scan_keys WHERE keep_until IS NOT NULL) - now())::float8
 )sql";
+
+// The first_seen btree's key in each layout (storage/pg/table_layout.h): the statements above for it.
+std::string ForKey(std::string_view sql, TableLayout layout) {
+  constexpr std::string_view kSecond = "date_trunc('second', first_seen AT TIME ZONE 'UTC')";
+  constexpr std::string_view kCut = "now() - $1::int8 * interval '1 microsecond'";
+  if (layout == TableLayout::kBytea32) return Substitute(sql, {{"{KEY}", "first_seen"}, {"{CUT}", kCut}, {"{OLDEST}", "min(first_seen)"}});
+  const std::string cut = "date_trunc('second', (" + std::string(kCut) + ") AT TIME ZONE 'UTC')";
+  const std::string oldest = "min(" + std::string(kSecond) + ") AT TIME ZONE 'UTC'";
+  return Substitute(sql, {{"{KEY}", kSecond}, {"{CUT}", cut}, {"{OLDEST}", oldest}});
+}
 
 // An expiry this far behind (oldest row older than this times the horizon) is logged and counted.
 constexpr double kBehindFactor = 1.5;
@@ -114,13 +131,16 @@ std::uint64_t Expiry::RunOnce() {
   try {
     if (target_.Changed(target_seen_)) conn_.reset();  // retargeted: the old database is left
     if (!conn_) conn_ = std::make_unique<Conn>(target_.Get(&target_seen_));
+    // Read every pass: the table may have moved to sql/013's layout (its online swap) since the last one.
+    const TableLayout layout = ReadTableLayout(conn_->c);
     std::uint64_t deleted = 0;
     if (options_.retention.count() > 0) {
       const auto horizon_us = std::chrono::duration_cast<std::chrono::microseconds>(options_.retention).count();
+      const std::string sql = ForKey(kDeleteSliceSql, layout);
       deleted += DeleteSlices(
           [&] {
             pqxx::nontransaction tx(conn_->c);
-            return tx.exec_params(kDeleteSliceSql, horizon_us, options_.slice_rows).affected_rows();
+            return tx.exec_params(sql, horizon_us, options_.slice_rows).affected_rows();
           },
           false);
     }
@@ -133,7 +153,7 @@ std::uint64_t Expiry::RunOnce() {
           true);
     }
     pqxx::nontransaction tx(conn_->c);
-    const pqxx::row v = tx.exec1(kVitalSignsSql);
+    const pqxx::row v = tx.exec1(ForKey(kVitalSignsSql, layout));
     std::optional<double> oldest, earliest;
     if (!v[0].is_null()) oldest = v[0].as<double>();
     if (!v[5].is_null()) earliest = v[5].as<double>();

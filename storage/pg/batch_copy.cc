@@ -16,18 +16,18 @@
 namespace scangate::storage {
 namespace {
 
-constexpr std::size_t kDigestBytes = std::tuple_size_v<Digest>;
-
 // BeginCopy's query, one simple-protocol message: BEGIN; the transaction's xid (forced: the COPY writes
 // anyway, and an in-doubt COMMIT needs it) and now() — the first_seen of rows with $3 = 0, sent explicitly
 // since a binary COPY row cannot ask for the column default — in µs; the COPY, its columns in this order;
 // and the COMMIT, which the server runs as soon as the COPY ends. A statement that fails skips the rest of the
 // query (so never the COMMIT), leaving the transaction aborted. One message instead of four round trips:
 // bench/RESULTS.md "COPY's prologue in the COPY's round trip" and "BEGIN and COMMIT in the COPY's round trips".
+// A template for the table's layout (storage/pg/table_layout.h ForLayout: the source column's name; a digest field
+// is 32 bytes of bytea or the 16 of a uuid).
 constexpr const char* kCopySql =
     "BEGIN; "
     "SELECT txid_current()::int8, (extract(epoch FROM now()) * 1000000)::int8; "
-    "COPY scan_keys (digest, source, first_seen) FROM STDIN (FORMAT binary); "
+    "COPY scan_keys (digest, {SOURCE}, first_seen) FROM STDIN (FORMAT binary); "
     "COMMIT";
 constexpr std::string_view kCopyHeader{"PGCOPY\n\377\r\n\0" "\0\0\0\0" "\0\0\0\0", 19};  // signature, flags, ext
 constexpr const char* kUniqueViolation = "23505";
@@ -36,8 +36,15 @@ constexpr const char* kUniqueViolation = "23505";
 constexpr const char* kPackCopySql =
     "BEGIN; "
     "SELECT txid_current()::int8, (extract(epoch FROM now()) * 1000000)::int8; "
-    "COPY scan_keys (digest, source, first_seen, lot, expiry, keep_until, request) FROM STDIN (FORMAT binary); "
+    "COPY scan_keys (digest, {SOURCE}, first_seen, lot, expiry, keep_until, request) FROM STDIN (FORMAT binary); "
     "COMMIT";
+// The COPY query of a batch (pack or raw) for `layout`, written once per process.
+const std::string& CopySql(bool pack, TableLayout layout) {
+  static const std::string kSql[2][2] = {
+      {ForLayout(kCopySql, TableLayout::kBytea32), ForLayout(kPackCopySql, TableLayout::kBytea32)},
+      {ForLayout(kCopySql, TableLayout::kUuid16), ForLayout(kPackCopySql, TableLayout::kUuid16)}};
+  return kSql[layout == TableLayout::kBytea32 ? 0 : 1][pack ? 1 : 0];
+}
 // date on the wire: days since 2000-01-01.
 constexpr std::int32_t kPgEpochDays = 10'957;
 
@@ -107,12 +114,20 @@ void AppendTimestamp(std::string& out, std::int64_t unix_us) {
   AppendBe32(out, static_cast<std::uint32_t>(pg_us));
 }
 
-// The pack columns of one binary COPY row: lot (bytea), expiry (date), keep_until (timestamptz), request
-// (bytea), NULL when absent. keep_until as the INSERT computes it: max(the pack's, first_seen + retention) when retention is on.
-void AppendPackFields(std::string& out, const PackAttrs& a, std::int64_t first_seen_us, std::int64_t retention_us) {
+// One digest field of a binary COPY row: the bytes `layout` stores (32 of a bytea, 16 of a uuid).
+void AppendDigest(std::string& out, const Digest& d, TableLayout layout) {
+  const std::string_view bytes = StoredBytesOf(d, layout);
+  AppendBe32(out, static_cast<std::uint32_t>(bytes.size()));
+  out.append(bytes);
+}
+
+// The pack columns of one binary COPY row: lot (a digest field), expiry (date), keep_until (timestamptz), request
+// (16 bytes: a bytea or a uuid alike), NULL when absent. keep_until as the INSERT computes it: max(the pack's,
+// first_seen + retention) when retention is on.
+void AppendPackFields(std::string& out, const PackAttrs& a, std::int64_t first_seen_us, std::int64_t retention_us,
+                      TableLayout layout) {
   if (a.lot) {
-    AppendBe32(out, kDigestBytes);
-    out.append(reinterpret_cast<const char*>(a.lot->data()), kDigestBytes);
+    AppendDigest(out, *a.lot, layout);
   } else {
     AppendBe32(out, 0xFFFFFFFFu);
   }
@@ -149,13 +164,13 @@ BatchAnswer BatchStatement::BeginCopy(PGconn* c) {
   if (PQstatus(c) != CONNECTION_OK) throw pqxx::broken_connection(PQerrorMessage(c));
   // Inside a transaction the query's BEGIN would only warn, and its COMMIT would end the outer one: refuse.
   if (PQtransactionStatus(c) != PQTRANS_IDLE) throw std::logic_error("BatchStatement::BeginCopy: connection not idle");
-  const char* sql = pack_ ? kPackCopySql : kCopySql;
+  const char* sql = CopySql(pack_, layout_).c_str();
   if (PQsendQuery(c, sql) != 1) FailCopy(c, nullptr, sql);
   const std::size_t n = distinct();
   std::vector<std::uint32_t> order(n);  // sorted while the server starts the transaction
   for (std::uint32_t i = 0; i < n; ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](std::uint32_t x, std::uint32_t y) {
-    return DigestLess{}(digest_[x], digest_[y]);  // bytea order
+    return DigestLess{}(digest_[x], digest_[y]);  // bytea (uuid) order: the stored bytes compared unsigned
   });
   {
     PgResult begin(PQgetResult(c));
@@ -184,13 +199,14 @@ BatchAnswer BatchStatement::BeginCopy(PGconn* c) {
   const std::int64_t retention_us = std::chrono::duration_cast<std::chrono::microseconds>(retention_).count();
   std::string& buf = copy_rows_;
   buf.assign(kCopyHeader);
-  buf.reserve(kCopyHeader.size() + n * (2 + 4 + kDigestBytes + 4 + 16 + 4 + 8 + (pack_ ? 4 + kDigestBytes + 8 + 12 + 4 + sizeof(RequestId) : 0)) +
+  const std::size_t digest_bytes = StoredBytes(layout_);
+  buf.reserve(kCopyHeader.size() +
+              n * (2 + 4 + digest_bytes + 4 + 16 + 4 + 8 + (pack_ ? 4 + digest_bytes + 8 + 12 + 4 + sizeof(RequestId) : 0)) +
               2);
   for (const auto i : order) {
     first_seen[i] = first_seen_us_[i] != 0 ? first_seen_us_[i] : now_us;
     buf.append(pack_ ? "\0\7" : "\0\3", 2);  // field count
-    AppendBe32(buf, kDigestBytes);
-    buf.append(reinterpret_cast<const char*>(digest_[i].data()), kDigestBytes);
+    AppendDigest(buf, digest_[i], layout_);
     if (source_[i].empty()) {
       AppendBe32(buf, 0xFFFFFFFFu);  // NULL
     } else {
@@ -198,7 +214,7 @@ BatchAnswer BatchStatement::BeginCopy(PGconn* c) {
       buf.append(source_[i]);
     }
     AppendTimestamp(buf, first_seen[i]);
-    if (pack_) AppendPackFields(buf, attrs_[i], first_seen[i], retention_us);
+    if (pack_) AppendPackFields(buf, attrs_[i], first_seen[i], retention_us, layout_);
   }
   buf.append("\377\377", 2);  // trailer
 
@@ -215,7 +231,7 @@ BatchAnswer BatchStatement::BeginCopy(PGconn* c) {
 }
 
 void BatchStatement::CommitCopy(PGconn* c) {
-  const char* sql = pack_ ? kPackCopySql : kCopySql;
+  const char* sql = CopySql(pack_, layout_).c_str();
   // Until the end of the COPY is sent the server cannot run the COMMIT: a connection lost here is a plain
   // failure (broken_connection), retried like any other.
   if (PQputCopyData(c, copy_rows_.data(), static_cast<int>(copy_rows_.size())) != 1) FailCopy(c, nullptr, sql);

@@ -8,10 +8,11 @@
 namespace scangate::storage {
 namespace {
 
-constexpr std::size_t kDigestBytes = std::tuple_size_v<Digest>;
-static_assert(kDigestBytes == 32);
+// The statements are templates for both layouts of scan_keys (storage/pg/table_layout.h ForLayout): {DIGEST} is the
+// digests' SQL type (bytea: 32 bytes, the layout of sql/001..010; uuid: their first 16, sql/013), {SOURCE} the source
+// column, {SEND} what makes a digest column bytes for encode().
 
-// $1 = the batch's distinct digests (bytea[]), $2 = their sources (text[], NULL = none), $3 = their first_seen
+// $1 = the batch's distinct digests ({DIGEST}[]), $2 = their sources (text[], NULL = none), $3 = their first_seen
 // in µs since the epoch (int8[], 0 = now(), i.e. the column default) — three binary arrays of equal length.
 // Returns one row (hex digest, NULL, NULL) per digest this statement inserted and one last row (NULL, xid,
 // now_us): txid_current_if_assigned(), the id an in-doubt COMMIT is settled by (no extra round trip; unused
@@ -25,9 +26,9 @@ static_assert(kDigestBytes == 32);
 constexpr const char* kInsertName = "scangate_insert_batch";
 constexpr const char* kInsertHead = R"sql(
 WITH ins AS (
-  INSERT INTO scan_keys AS k (digest, source, first_seen)
+  INSERT INTO scan_keys AS k (digest, {SOURCE}, first_seen)
   SELECT d, s, CASE WHEN us = 0 THEN now() ELSE timestamptz 'epoch' + us * interval '1 microsecond' END
-  FROM unnest($1::bytea[], $2::text[], $3::int8[]) AS u(d, s, us)
+  FROM unnest($1::{DIGEST}[], $2::text[], $3::int8[]) AS u(d, s, us)
   ORDER BY d
 )sql";
 // Without a horizon (--retention=off) a present row is a duplicate for ever.
@@ -42,17 +43,17 @@ constexpr const char* kConflictKeep = "  ON CONFLICT (digest) DO NOTHING\n";
 // The taken-over row drops the previous observer's idempotency record (sql/008): a retry of that request, past
 // the horizon, is not the new observer's.
 constexpr const char* kConflictTakeOverExpired =
-    "  ON CONFLICT (digest) DO UPDATE SET first_seen = EXCLUDED.first_seen, source = EXCLUDED.source, request = NULL\n"
+    "  ON CONFLICT (digest) DO UPDATE SET first_seen = EXCLUDED.first_seen, {SOURCE} = EXCLUDED.{SOURCE}, request = NULL\n"
     "    WHERE k.first_seen < now() - {R} * interval '1 microsecond'\n";
 constexpr const char* kInsertTail = R"sql(  RETURNING digest
 )
-SELECT encode(digest, 'hex'), NULL::int8, NULL::int8 FROM ins
+SELECT encode({SEND}(digest), 'hex'), NULL::int8, NULL::int8 FROM ins
 UNION ALL
 SELECT NULL, txid_current_if_assigned()::int8, (extract(epoch FROM now()) * 1000000)::int8
 )sql";
 
 // The batch INSERT for a horizon of `retention` (0 = off). The horizon is a constant of the process,
-// written into the prepared statement as an integer literal.
+// written into the prepared statement as an integer literal. Still a template (ForLayout).
 std::string InsertSql(std::chrono::seconds retention) {
   std::string conflict = kConflictKeep;
   if (retention.count() > 0) {
@@ -65,19 +66,19 @@ std::string InsertSql(std::chrono::seconds retention) {
 
 // Follow-up in the same transaction (a new statement, so a new READ COMMITTED snapshot) for the digests the
 // INSERT did not insert: rows present before it, and rows committed by another transaction after its
-// snapshot (ON CONFLICT skipped them, waiting for their commit). $1 = those digests (bytea[]); returns
+// snapshot (ON CONFLICT skipped them, waiting for their commit). $1 = those digests ({DIGEST}[]); returns
 // (i, first_seen µs), i 1-based into $1.
 constexpr const char* kSelectName = "scangate_select_existing";
 constexpr const char* kSelectSql = R"sql(
 SELECT u.i, (extract(epoch FROM k.first_seen) * 1000000)::int8
-FROM unnest($1::bytea[]) WITH ORDINALITY AS u(d, i)
+FROM unnest($1::{DIGEST}[]) WITH ORDINALITY AS u(d, i)
 JOIN scan_keys k ON k.digest = u.d
 )sql";
 
 // The pack INSERT (--keys=gs1, issue 24; and any batch with an idempotency record, issue 34): the raw one with
-// four more arrays — $4 lot digests (bytea[], NULL = none), $5 expiry in days since 1970-01-01 (int4[], NULL =
+// four more arrays — $4 lot digests ({DIGEST}[], NULL = none), $5 expiry in days since 1970-01-01 (int4[], NULL =
 // none), $6 keep_until in µs since the epoch (int8[], 0 = none: the row follows the retention), $7 the request's
-// idempotency record (bytea[] of 16 bytes, NULL = none; sql/008). A row's keep_until is the pack's, but never before
+// idempotency record ({DIGEST}[] of 16 bytes, NULL = none; sql/008). A row's keep_until is the pack's, but never before
 // first_seen + R when the retention R is on ({KEEP}). The answer is the raw INSERT's (kInsertTail).
 // Take-over ({EXPIRED}): a present row is expired when its keep_until has passed, or — without one — when it is
 // older than R (never with R off). An expired row is taken over with everything the new item carries (first_seen,
@@ -87,16 +88,16 @@ JOIN scan_keys k ON k.digest = u.d
 constexpr const char* kPackInsertName = "scangate_insert_pack_batch";
 constexpr const char* kPackInsertSql = R"sql(
 WITH ins AS (
-  INSERT INTO scan_keys AS k (digest, source, first_seen, lot, expiry, keep_until, request)
+  INSERT INTO scan_keys AS k (digest, {SOURCE}, first_seen, lot, expiry, keep_until, request)
   SELECT d, s, f, l, date 'epoch' + e, CASE WHEN ku = 0 THEN NULL ELSE {KEEP} END, rq
   FROM (
     SELECT d, s, l, e, ku, rq,
            CASE WHEN us = 0 THEN now() ELSE timestamptz 'epoch' + us * interval '1 microsecond' END AS f
-    FROM unnest($1::bytea[], $2::text[], $3::int8[], $4::bytea[], $5::int4[], $6::int8[], $7::bytea[])
+    FROM unnest($1::{DIGEST}[], $2::text[], $3::int8[], $4::{DIGEST}[], $5::int4[], $6::int8[], $7::{DIGEST}[])
       AS u(d, s, us, l, e, ku, rq)
   ) AS v
   ORDER BY d
-  ON CONFLICT (digest) DO UPDATE SET first_seen = EXCLUDED.first_seen, source = EXCLUDED.source,
+  ON CONFLICT (digest) DO UPDATE SET first_seen = EXCLUDED.first_seen, {SOURCE} = EXCLUDED.{SOURCE},
     lot = EXCLUDED.lot, expiry = EXCLUDED.expiry, keep_until = EXCLUDED.keep_until, request = EXCLUDED.request
     WHERE {EXPIRED}
 )sql";
@@ -110,25 +111,20 @@ constexpr const char* kExpiredPackOrR = "coalesce(k.keep_until, k.first_seen + {
 // 1970-01-01, NULL = none) and idempotency record (hex, NULL = none), so a duplicate reports what the row holds.
 constexpr const char* kPackSelectName = "scangate_select_existing_pack";
 constexpr const char* kPackSelectSql = R"sql(
-SELECT u.i, (extract(epoch FROM k.first_seen) * 1000000)::int8, encode(k.lot, 'hex'), k.expiry - date 'epoch',
-       encode(k.request, 'hex')
-FROM unnest($1::bytea[]) WITH ORDINALITY AS u(d, i)
+SELECT u.i, (extract(epoch FROM k.first_seen) * 1000000)::int8, encode({SEND}(k.lot), 'hex'), k.expiry - date 'epoch',
+       encode({SEND}(k.request), 'hex')
+FROM unnest($1::{DIGEST}[]) WITH ORDINALITY AS u(d, i)
 JOIN scan_keys k ON k.digest = u.d
 )sql";
-
-void ReplaceAll(std::string& s, std::string_view what, std::string_view with) {
-  for (auto at = s.find(what); at != std::string::npos; at = s.find(what, at + with.size())) {
-    s.replace(at, what.size(), with);
-  }
-}
 
 // The pack INSERT for a horizon of `retention` (0 = off), written into the prepared statement as literals.
 std::string PackInsertSql(std::chrono::seconds retention) {
   const bool r_on = retention.count() > 0;
-  std::string sql = kPackInsertSql;
-  ReplaceAll(sql, "{KEEP}", r_on ? kKeepPackAtLeastR : kKeepPack);
-  ReplaceAll(sql, "{EXPIRED}", r_on ? kExpiredPackOrR : kExpiredPack);
-  ReplaceAll(sql, "{R}", std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(retention).count()));
+  const std::string r = std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(retention).count());
+  // {R} last: the other two bring it in.
+  const std::string sql = Substitute(kPackInsertSql, {{"{KEEP}", r_on ? kKeepPackAtLeastR : kKeepPack},
+                                                      {"{EXPIRED}", r_on ? kExpiredPackOrR : kExpiredPack},
+                                                      {"{R}", r}});
   return sql + kInsertTail;
 }
 
@@ -149,21 +145,27 @@ bool ParseHex(std::string_view hex, std::array<std::uint8_t, N>& out) {
   }
   return true;
 }
-bool ParseHexDigest(std::string_view hex, Digest& out) { return ParseHex(hex, out); }
 
 pqxx::binarystring Binary(std::string_view bytes) { return pqxx::binarystring(bytes.data(), bytes.size()); }
 
+// The array element type of digests, lots and idempotency records in `layout`.
+std::uint32_t DigestOid(TableLayout layout) { return layout == TableLayout::kBytea32 ? kOidBytea : kOidUuid; }
+
 }  // namespace
 
-void BatchStatement::Prepare(pqxx::connection& conn, std::chrono::seconds retention) {
-  conn.prepare(kInsertName, InsertSql(retention));
-  conn.prepare(kSelectName, kSelectSql);
-  conn.prepare(kPackInsertName, PackInsertSql(retention));
-  conn.prepare(kPackSelectName, kPackSelectSql);
+TableLayout BatchStatement::Prepare(pqxx::connection& conn, std::chrono::seconds retention) {
+  const TableLayout layout = ReadTableLayout(conn);
+  conn.prepare(kInsertName, ForLayout(InsertSql(retention), layout));
+  conn.prepare(kSelectName, ForLayout(kSelectSql, layout));
+  conn.prepare(kPackInsertName, ForLayout(PackInsertSql(retention), layout));
+  conn.prepare(kPackSelectName, ForLayout(kPackSelectSql, layout));
+  return layout;
 }
 
-BatchStatement::BatchStatement(std::size_t expected_items, bool pack_horizons, std::chrono::seconds retention)
-    : digests_(kOidBytea, expected_items, expected_items * kDigestBytes),
+BatchStatement::BatchStatement(std::size_t expected_items, bool pack_horizons, std::chrono::seconds retention,
+                               TableLayout layout)
+    : layout_(layout),
+      digests_(DigestOid(layout), expected_items, expected_items * StoredBytes(layout)),
       sources_(kOidText, expected_items, expected_items * 16),
       times_(kOidInt8, expected_items, expected_items * 8) {
   slot_.reserve(expected_items);
@@ -177,8 +179,9 @@ BatchStatement::BatchStatement(std::size_t expected_items, bool pack_horizons, s
   retention_ = retention;
 }
 
-void BatchStatement::Add(const Digest& d, std::string_view source, std::int64_t first_seen_us,
+void BatchStatement::Add(const Digest& full, std::string_view source, std::int64_t first_seen_us,
                          const PackAttrs& attrs) {
+  const Digest d = KeyOf(full, layout_);
   const auto next = static_cast<std::uint32_t>(first_item_.size());
   const auto [it, fresh] = index_of_.try_emplace(d, next);
   slot_.push_back(it->second);
@@ -186,7 +189,7 @@ void BatchStatement::Add(const Digest& d, std::string_view source, std::int64_t 
   first_item_.push_back(static_cast<std::uint32_t>(slot_.size() - 1));
   digest_.push_back(d);
   first_seen_us_.push_back(first_seen_us);
-  digests_.Add(std::string_view(reinterpret_cast<const char*>(d.data()), d.size()));
+  digests_.Add(StoredBytesOf(d, layout_));
   source_.push_back(source);
   if (source.empty()) {
     sources_.AddNull();
@@ -209,11 +212,12 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
   if (!pack_) {
     r = tx.exec_prepared(kInsertName, Binary(digests_.Finish()), Binary(sources_.Finish()), Binary(times_.Finish()));
   } else {
-    PgBinaryArray lots(kOidBytea, n, n * kDigestBytes), expiries(kOidInt4, n, n * 4), keep(kOidInt8, n, n * 8),
-        requests(kOidBytea, n, n * sizeof(RequestId));
+    const std::uint32_t oid = DigestOid(layout_);
+    PgBinaryArray lots(oid, n, n * StoredBytes(layout_)), expiries(kOidInt4, n, n * 4), keep(kOidInt8, n, n * 8),
+        requests(oid, n, n * sizeof(RequestId));
     for (const PackAttrs& at : attrs_) {
       if (at.lot) {
-        lots.Add(std::string_view(reinterpret_cast<const char*>(at.lot->data()), kDigestBytes));
+        lots.Add(StoredBytesOf(*at.lot, layout_));
       } else {
         lots.AddNull();
       }
@@ -244,7 +248,7 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
       continue;
     }
     Digest d;
-    if (!ParseHexDigest(std::string_view(row[0].c_str(), row[0].size()), d)) {
+    if (!DigestFromLayoutHex(std::string_view(row[0].c_str(), row[0].size()), layout_, d)) {
       throw std::runtime_error("batch statement returned a malformed digest");
     }
     const auto it = index_of_.find(d);
@@ -266,10 +270,8 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
     if (!answered[i]) missing.push_back(i);
   }
   if (!missing.empty()) {
-    PgBinaryArray missing_digests(kOidBytea, missing.size(), missing.size() * kDigestBytes);
-    for (const auto i : missing) {
-      missing_digests.Add(std::string_view(reinterpret_cast<const char*>(digest_[i].data()), kDigestBytes));
-    }
+    PgBinaryArray missing_digests(DigestOid(layout_), missing.size(), missing.size() * StoredBytes(layout_));
+    for (const auto i : missing) missing_digests.Add(StoredBytesOf(digest_[i], layout_));
     const pqxx::result m = tx.exec_prepared(pack_ ? kPackSelectName : kSelectName, Binary(missing_digests.Finish()));
     for (const auto& row : m) {
       const auto k = row[0].as<std::size_t>() - 1;
@@ -279,9 +281,11 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
       if (!pack_) continue;  // the raw statement does not read the row's record: unknown
       request_known[missing[k]] = 1;
       PackAttrs& rec = recorded[missing[k]];
-      if (!row[2].is_null()) {
-        rec.lot = DigestFromHex(std::string_view(row[2].c_str(), row[2].size()));
-        if (!rec.lot) throw std::runtime_error("follow-up select returned a malformed lot");
+      if (!row[2].is_null()) {  // the lot as the layout stores it (16 bytes: its stored form)
+        rec.lot.emplace();
+        if (!DigestFromLayoutHex(std::string_view(row[2].c_str(), row[2].size()), layout_, *rec.lot)) {
+          throw std::runtime_error("follow-up select returned a malformed lot");
+        }
       }
       if (!row[3].is_null()) rec.expiry = row[3].as<std::int32_t>();
       if (!row[4].is_null()) {

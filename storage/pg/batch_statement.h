@@ -10,7 +10,8 @@
 // always for kInserted, for a duplicate only when the pack statements read the row (the raw ones do not).
 //
 // Shape (chosen by measurement, bench/RESULTS.md "Batch statement shapes"):
-//   1. INSERT ... SELECT FROM unnest($1::bytea[], $2::text[], $3::int8[]) ORDER BY digest
+//   1. INSERT ... SELECT FROM unnest($1::bytea[], $2::text[], $3::int8[]) ORDER BY digest (uuid[] and seen_by in
+//      sql/013's layout: the statements are written for the table's layout, storage/pg/table_layout.h)
 //      ON CONFLICT DO NOTHING RETURNING digest — the three arrays sent as binary parameters
 //      (with a horizon, --retention: ON CONFLICT DO UPDATE ... WHERE first_seen is older than it, so an
 //      expired row is taken over and returned as inserted)
@@ -48,6 +49,7 @@
 #include "core/digest.h"
 #include "core/digest_hash.h"
 #include "storage/pg/pg_array.h"
+#include "storage/pg/table_layout.h"
 #include "storage/outcome.h"
 
 namespace scangate::storage {
@@ -68,16 +70,20 @@ class CopyConflict : public std::runtime_error {
 
 class BatchStatement {
  public:
-  // Prepares the batch statements on a writer connection; once per connection, before any Run().
-  // `retention`: the de-duplication horizon (StoreOptions::retention; 0 = off): a row older than it is taken
-  // over by the INSERT (kInserted, first_seen and source replaced) instead of answering kDuplicate. Prepares
-  // the raw and the pack statements (a row with a keep_until expires by it instead).
-  static void Prepare(pqxx::connection& conn, std::chrono::seconds retention = std::chrono::seconds{0});
+  // Prepares the batch statements on a writer connection for the layout scan_keys has now, and returns it;
+  // once per connection, before any Run(). `retention`: the de-duplication horizon (StoreOptions::retention;
+  // 0 = off): a row older than it is taken over by the INSERT (kInserted, first_seen and source replaced) instead
+  // of answering kDuplicate. Prepares the raw and the pack statements (a row with a keep_until expires by it
+  // instead).
+  static TableLayout Prepare(pqxx::connection& conn, std::chrono::seconds retention = std::chrono::seconds{0});
 
   // `pack_horizons` (StoreOptions::pack_horizons): the batch goes through the pack statements even without
-  // attrs. `retention`: as Prepare's (the COPY computes a pack row's keep_until with it).
+  // attrs. `retention`: as Prepare's (the COPY computes a pack row's keep_until with it). `layout`: what Prepare
+  // returned on the connection the batch runs on. Digests are told apart as the layout compares them (KeyOf): in
+  // the 16-byte layout two digests with one stored form are one digest of the batch.
   explicit BatchStatement(std::size_t expected_items = 0, bool pack_horizons = false,
-                          std::chrono::seconds retention = std::chrono::seconds{0});
+                          std::chrono::seconds retention = std::chrono::seconds{0},
+                          TableLayout layout = TableLayout::kUuid16);
 
   // Adds the next item of the batch. `source`: empty = NULL; otherwise valid UTF-8 without NUL (the caller
   // validates; PostgreSQL would reject the whole statement otherwise). `first_seen_us`: µs since the
@@ -121,12 +127,13 @@ class BatchStatement {
  private:
   std::vector<std::uint32_t> slot_;        // item -> distinct digest index
   std::vector<std::uint32_t> first_item_;  // distinct digest index -> its first item
-  std::vector<Digest> digest_;             // distinct digest index -> digest
+  std::vector<Digest> digest_;             // distinct digest index -> digest as the layout compares it (KeyOf)
   std::vector<std::int64_t> first_seen_us_;  // distinct digest index -> requested first_seen (0 = now())
   std::vector<std::string_view> source_;     // distinct digest index -> source ("" = NULL), the caller's bytes
   std::vector<PackAttrs> attrs_;             // distinct digest index -> its first item's attrs
   absl::flat_hash_map<Digest, std::uint32_t, DigestHash, DigestEq> index_of_;  // digest -> distinct digest index
-  PgBinaryArray digests_{kOidBytea};
+  TableLayout layout_;
+  PgBinaryArray digests_;
   PgBinaryArray sources_{kOidText};
   PgBinaryArray times_{kOidInt8};
   std::string copy_rows_;  // BeginCopy -> CommitCopy: the COPY's binary payload

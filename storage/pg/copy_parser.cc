@@ -1,5 +1,7 @@
 #include "storage/pg/copy_parser.h"
 
+#include "storage/pg/table_layout.h"
+
 #include <cstring>
 #include <stdexcept>
 #include <tuple>
@@ -11,7 +13,6 @@ namespace {
 // field, a 32-bit header extension length and that many bytes; then per row a 16-bit field count and per
 // field a 32-bit length (-1 = NULL) and the bytes; a field count of -1 is the trailer. Integers big-endian.
 constexpr std::string_view kCopyBinarySignature{"PGCOPY\n\377\r\n\0", 11};
-constexpr std::size_t kDigestBytes = std::tuple_size_v<Digest>;
 
 std::uint32_t Be32(const char* p) {
   return (std::uint32_t{static_cast<unsigned char>(p[0])} << 24) |
@@ -58,7 +59,7 @@ std::size_t CopyDigestParser::Parse(std::string_view data) {
     pos = kFixed + ext;
     header_seen_ = true;
   }
-  constexpr std::size_t kRow = 2 + 4 + kDigestBytes;  // field count, field length, bytes
+  constexpr std::size_t kRowHead = 2 + 4;  // field count, field length; then the digest's bytes
   while (!trailer_seen_ && data.size() - pos >= 2) {
     const std::int16_t fields = Be16(data.data() + pos);
     if (fields == -1) {
@@ -67,11 +68,16 @@ std::size_t CopyDigestParser::Parse(std::string_view data) {
       break;
     }
     if (fields != 1) throw std::runtime_error("WarmLoad: unexpected COPY row shape");
-    if (data.size() - pos < kRow) break;
-    if (Be32(data.data() + pos + 2) != kDigestBytes) throw std::runtime_error("WarmLoad: digest is not 32 bytes");
-    Digest& d = chunk_.emplace_back();
-    std::memcpy(d.data(), data.data() + pos + 6, kDigestBytes);
-    pos += kRow;
+    if (data.size() - pos < kRowHead) break;
+    const std::uint32_t length = Be32(data.data() + pos + 2);  // 32 (bytea) or 16 (uuid); NULL is 0xFFFFFFFF
+    if (length != std::tuple_size_v<Digest> && length != kStoredDigestBytes) {
+      throw std::runtime_error("WarmLoad: digest is neither 32 nor 16 bytes");
+    }
+    if (data.size() - pos < kRowHead + length) break;
+    if (!StoredDigestFromBytes(data.substr(pos + kRowHead, length), chunk_.emplace_back())) {
+      throw std::logic_error("WarmLoad: digest length checked above");
+    }
+    pos += kRowHead + length;
     if (chunk_.size() == chunk_digests_) Flush();
   }
   return pos;

@@ -1,8 +1,9 @@
 // CopyDigestParser: incremental parser of a PostgreSQL binary COPY stream (`COPY ... TO STDOUT (FORMAT
-// binary)`) whose rows are exactly one 32-byte bytea — a digest. Store::WarmLoad (storage/read/warm_load.cc)
-// feeds it the CopyData messages libpq returns; rows need not align with messages.
+// binary)`) whose rows are exactly one digest: a 32-byte bytea (the layout of sql/001..010) or a 16-byte uuid
+// (sql/013), delivered as its stored form (core/digest.h StoredDigest) either way. Store::WarmLoad
+// (storage/read/warm_load.cc) feeds it the CopyData messages libpq returns; rows need not align with messages.
 // Invariant: only complete, well-formed rows reach the sink; a bad signature, a row of another shape, a
-// field that is not 32 bytes (NULL included) or a stream that ends before its trailer throws
+// field of another length (NULL included) or a stream that ends before its trailer throws
 // std::runtime_error — never a partial or guessed digest. No PostgreSQL needed: unit-tested alone.
 #pragma once
 

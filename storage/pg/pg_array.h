@@ -18,6 +18,7 @@ inline constexpr std::uint32_t kOidBytea = 17;
 inline constexpr std::uint32_t kOidInt8 = 20;
 inline constexpr std::uint32_t kOidInt4 = 23;
 inline constexpr std::uint32_t kOidText = 25;
+inline constexpr std::uint32_t kOidUuid = 2950;  // elements of 16 bytes (sql/013's digests, lots, requests)
 
 class PgBinaryArray {
  public:
@@ -25,7 +26,7 @@ class PgBinaryArray {
   explicit PgBinaryArray(std::uint32_t element_oid, std::size_t expected_elements = 0,
                          std::size_t reserve_bytes = 0);
 
-  // Appends one element: its bytes as-is (bytea: raw bytes; text: UTF-8 in the client encoding).
+  // Appends one element: its bytes as-is (bytea: raw bytes; uuid: its 16 bytes; text: UTF-8 in the client encoding).
   void Add(std::string_view bytes);
   // Appends one int8 element (8 bytes, big-endian). Only for kOidInt8 arrays.
   void AddInt8(std::int64_t v);

@@ -8,6 +8,7 @@
 #include <pqxx/pqxx>
 
 #include "core/thread_name.h"
+#include "storage/pg/table_layout.h"
 
 namespace scangate::storage {
 
@@ -17,12 +18,14 @@ constexpr const char* kLookupName = "scangate_lookup";
 // One digest's row; first_seen in the same RFC 3339 shape as the writers' verdicts; the pack columns (lot hex,
 // expiry in days since 1970-01-01, keep_until in µs; NULL when none). An expired row — the next observation of
 // the key is `new` — is not reported, whether or not the expiry (storage/horizon/expiry.h) has deleted it yet: one past
-// its keep_until, or without one, older than $2 = the horizon in µs (0 = off: never).
+// its keep_until, or without one, older than $2 = the horizon in µs (0 = off: never). A template for the table's
+// layout (storage/pg/table_layout.h): $1 is the digest as it stores it (32 bytes of bytea or 16 of a uuid), the lot
+// comes back in that width.
 constexpr const char* kLookupSql = R"sql(
-SELECT to_char(first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), source,
-       encode(lot, 'hex'), expiry - date 'epoch', (extract(epoch FROM keep_until) * 1000000)::int8
+SELECT to_char(first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), {SOURCE},
+       encode({SEND}(lot), 'hex'), expiry - date 'epoch', (extract(epoch FROM keep_until) * 1000000)::int8
 FROM scan_keys
-WHERE digest = $1 AND CASE WHEN keep_until IS NOT NULL THEN keep_until >= now()
+WHERE digest = $1::{DIGEST} AND CASE WHEN keep_until IS NOT NULL THEN keep_until >= now()
                            ELSE $2::int8 = 0 OR first_seen >= now() - $2::int8 * interval '1 microsecond' END
 )sql";
 
@@ -30,6 +33,7 @@ WHERE digest = $1 AND CASE WHEN keep_until IS NOT NULL THEN keep_until >= now()
 
 struct Lookup::Conn {
   pqxx::connection c;
+  TableLayout layout = TableLayout::kUuid16;  // scan_keys' layout when the statement was prepared
   explicit Conn(const std::string& url) : c(url) {}
 };
 
@@ -48,7 +52,8 @@ bool Lookup::Connect() {
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
     conn->c.inhibit_reactivation(true);
 #pragma GCC diagnostic pop
-    conn->c.prepare(kLookupName, kLookupSql);
+    conn->layout = ReadTableLayout(conn->c);
+    conn->c.prepare(kLookupName, ForLayout(kLookupSql, conn->layout));
     conn_ = std::move(conn);
     up_.store(true, std::memory_order_release);  // release: pairs with up()
     return true;
@@ -78,8 +83,9 @@ bool Lookup::Find(const Digest& d, LookupDone done) {
 
 RecordLookup Lookup::Read(const Digest& d) {
   pqxx::nontransaction tx(conn_->c);  // one SELECT: atomic on its own, no BEGIN/COMMIT round trips
+  const std::string_view stored = StoredBytesOf(d, conn_->layout);
   const pqxx::result r = tx.exec_prepared(
-      kLookupName, pqxx::binarystring(d.data(), d.size()),
+      kLookupName, pqxx::binarystring(stored.data(), stored.size()),
       static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::microseconds>(options_.retention).count()));
   RecordLookup out;
   if (r.empty()) {
@@ -89,9 +95,11 @@ RecordLookup Lookup::Read(const Digest& d) {
   out.status = RecordLookup::Status::kFound;
   out.first_seen = r[0][0].c_str();
   if (!r[0][1].is_null()) out.source = r[0][1].c_str();
-  if (!r[0][2].is_null()) {
-    out.lot = DigestFromHex(std::string_view(r[0][2].c_str(), r[0][2].size()));
-    if (!out.lot) throw std::runtime_error("lookup returned a malformed lot");
+  if (!r[0][2].is_null()) {  // the lot as the layout stores it (16 bytes: its stored form)
+    out.lot.emplace();
+    if (!DigestFromLayoutHex(std::string_view(r[0][2].c_str(), r[0][2].size()), conn_->layout, *out.lot)) {
+      throw std::runtime_error("lookup returned a malformed lot");
+    }
   }
   if (!r[0][3].is_null()) out.expiry = r[0][3].as<std::int32_t>();
   if (!r[0][4].is_null()) out.keep_until_us = r[0][4].as<std::int64_t>();
@@ -137,7 +145,14 @@ void Lookup::Run() {
       RecordLookup result;  // kUnavailable unless the query succeeds
       if (conn_ != nullptr) {
         try {
-          result = Read(item.digest);
+          try {
+            result = Read(item.digest);
+          } catch (const pqxx::sql_error& e) {
+            // The table moved to the other layout under the prepared statement (sql/013's swap): read it again on
+            // a new connection, which prepares the statement for the layout it finds. Anything else: below.
+            if (!IsLayoutChange(e) || !Connect()) throw;
+            result = Read(item.digest);
+          }
         } catch (const std::exception&) {
           // Broken connection or a server error: this read (and the rest of the batch) get 503; reconnect.
           conn_.reset();

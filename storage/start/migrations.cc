@@ -22,7 +22,7 @@ constexpr const char* kRecordMigrationSql =
 
 }  // namespace
 
-int ApplyMigrations(pqxx::connection_base& conn) {
+int ApplyMigrations(pqxx::connection_base& conn, int up_to) {
   pqxx::work tx(conn, "scangate_migrations");
   tx.exec_params(kLockSql, kMigrationLockKey);
   tx.exec0(kCreateMigrationsTableSql);
@@ -30,7 +30,7 @@ int ApplyMigrations(pqxx::connection_base& conn) {
   for (const auto& row : tx.exec(kAppliedVersionsSql)) applied.insert(row[0].as<int>());
   int count = 0;
   for (const Migration& m : EmbeddedMigrations()) {
-    if (applied.count(m.version) != 0) continue;
+    if (applied.count(m.version) != 0 || m.version > up_to) continue;
     tx.exec(std::string(m.sql), "migration " + std::to_string(m.version));
     tx.exec_params0(kRecordMigrationSql, m.version, std::string(m.name));
     ++count;

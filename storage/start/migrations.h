@@ -4,6 +4,7 @@
 // runs twice and a half-applied set is never committed. Used by Store::Start(); tests call it directly.
 #pragma once
 
+#include <limits>
 #include <span>
 #include <string_view>
 
@@ -24,6 +25,7 @@ std::span<const Migration> EmbeddedMigrations();
 
 // Applies every embedded migration not yet recorded, in one transaction guarded by
 // pg_advisory_xact_lock. Idempotent. Returns how many were applied now. Throws pqxx errors.
-int ApplyMigrations(pqxx::connection_base& conn);
+// `up_to`: only versions up to it (tests: a database as an older scangate left it, e.g. 10 = before sql/013).
+int ApplyMigrations(pqxx::connection_base& conn, int up_to = std::numeric_limits<int>::max());
 
 }  // namespace scangate::storage

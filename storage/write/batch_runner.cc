@@ -149,7 +149,12 @@ BatchRunner::PartEnd BatchRunner::RunPart(std::vector<QueuedItem>& part, std::st
       error = ErrorSummary(e.what());
     } catch (const pqxx::sql_error& e) {
       error = ErrorSummary(e.what());
-      if (w_.conn && w_.conn->is_open()) return IsDataError(e) ? PartEnd::kDataError : PartEnd::kFailed;
+      if (w_.conn && w_.conn->is_open()) {
+        // The table was moved to the other layout under the prepared statements (sql/013's swap): nothing of the
+        // part committed; a new connection prepares the statements for the layout it finds, and the part runs again.
+        if (IsLayoutChange(e) && reconnect_once()) continue;
+        return IsDataError(e) ? PartEnd::kDataError : PartEnd::kFailed;
+      }
       if (!reconnect_once()) return PartEnd::kFailed;
       continue;
     } catch (const std::exception& e) {
@@ -206,7 +211,7 @@ BatchRunner::PartEnd BatchRunner::SettleAndFinish(std::vector<QueuedItem>& part,
 // Runs `batch` as one transaction and commits it. Fills `att` before the COMMIT (outcomes, xid), so an
 // in-doubt COMMIT can still deliver them. Throws on any failure; records metrics on success.
 void BatchRunner::WriteBatch(std::vector<QueuedItem>& batch, Attempt& att) {
-  BatchStatement statement(batch.size(), shared_.options.pack_horizons, w_.retention);
+  BatchStatement statement(batch.size(), shared_.options.pack_horizons, w_.retention, w_.layout);
   for (const auto& item : batch) statement.Add(item.digest, item.source, item.first_seen_us, item.attrs);
   att.distinct = statement.distinct();
   // A batch of Bloom negatives ("definitely new": write-behind rows, and Submit items the filter called new)

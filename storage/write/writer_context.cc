@@ -17,14 +17,14 @@ bool FollowTarget(const StoreShared& shared, WriterState& w) {
   return true;
 }
 
-// Every writer connection prepares the batch statements once.
+// Every writer connection reads the table's layout and prepares the batch statements for it once.
 bool ConnectWriter(WriterState& w, const std::string& conninfo, std::string* error) {
   try {
     auto conn = std::make_unique<PgConnection>(conninfo);  // reactivation inhibited: see there
     // Sources are validated UTF-8: say so, or a non-UTF-8 database would store them as mojibake (and one
     // it cannot convert is rejected per row: see BatchRunner).
     conn->set_client_encoding("UTF8");
-    BatchStatement::Prepare(*conn, w.retention);
+    w.layout = BatchStatement::Prepare(*conn, w.retention);
     w.conn = std::move(conn);
     return true;
   } catch (const std::exception& e) {

@@ -17,6 +17,7 @@
 #include "storage/log_sink.h"
 #include "storage/outcome.h"
 #include "storage/pg/pg_connection.h"
+#include "storage/pg/table_layout.h"
 #include "storage/write/store_metrics.h"
 #include "storage/store_options.h"
 #include "storage/write/writer_queue.h"
@@ -49,6 +50,7 @@ struct WriterState {
   StoreTarget target;
   std::uint64_t target_generation = 0;  // the generation of StoreShared::target `target` is; as `target`
   std::chrono::seconds retention{0};     // StoreOptions::retention: the batch statements' horizon
+  TableLayout layout = TableLayout::kUuid16;  // writer thread only: scan_keys' layout when `conn` was prepared
   WriterQueue queue;
   std::unique_ptr<PgConnection> conn;      // writer thread only
   std::vector<WriteBehindDone> sink_rows;  // writer thread only: Deliver's batch for a WriteBehindSink
@@ -60,8 +62,8 @@ struct WriterState {
 // the old one). True when it did. Writer thread, before a batch and before a (re)connect.
 bool FollowTarget(const StoreShared& shared, WriterState& w);
 
-// Opens a writer connection on `conninfo` (utf-8 client encoding, the batch statements prepared) into
-// w.conn. False (w.conn untouched) with `error` (libpq's first line) set when that fails. Writer thread.
+// Opens a writer connection on `conninfo` (utf-8 client encoding, the batch statements prepared for the table's
+// layout, which goes to w.layout) into w.conn. False (w.conn untouched) with `error` (libpq's first line) set when that fails. Writer thread.
 bool ConnectWriter(WriterState& w, const std::string& conninfo, std::string* error);
 
 // Never carries a key or digest: only state and libpq's error summary.

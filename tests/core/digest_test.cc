@@ -198,6 +198,15 @@ TEST(Digest, CopyAndMoveKeepState) {
   EXPECT_EQ(c("x"), moved("x"));
 }
 
+// The stored form keeps the first 16 bytes and zeroes the rest; it is idempotent (issue 45).
+TEST(Digest, StoredFormKeepsTheFirst16Bytes) {
+  const Digest d = Digester::Sha256()("abc");
+  const Digest s = StoredDigest(d);
+  EXPECT_EQ(ToHex(s), ToHex(d).substr(0, 32) + std::string(32, '0'));
+  EXPECT_EQ(StoredDigest(s), s);
+  static_assert(kStoredDigestBytes == 16);
+}
+
 TEST(Digest, HexRoundTrip) {
   const Digest d = Digester::Sha256()("abc");
   const std::string hex = ToHex(d);

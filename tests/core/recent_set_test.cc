@@ -80,6 +80,22 @@ TEST(RecentSet, FindsWhatWasInsertedOnly) {
   EXPECT_EQ(s.size(), 100u);
 }
 
+// A digest is known by its stored form (issue 45): the full digest finds what its stored form (as the follower reads it
+// back from PostgreSQL) recorded and vice versa, with that record's first_seen; other digests are not found.
+TEST(RecentSet, StoredFormIsTheSameKey) {
+  RecentSet s(100'000);
+  for (std::uint64_t n = 0; n < 2000; ++n) {
+    const Digest full = DigestOf(n, 45);
+    Insert(s, n % 2 == 0 ? StoredDigest(full) : full, TimeOf(n));
+  }
+  for (std::uint64_t n = 0; n < 2000; ++n) {
+    const Digest full = DigestOf(n, 45);
+    EXPECT_EQ(TimeFound(s, n % 2 == 0 ? full : StoredDigest(full)), TimeOf(n)) << n;
+  }
+  for (std::uint64_t n = 2000; n < 4000; ++n) EXPECT_FALSE(s.FindConcurrently(DigestOf(n, 45)).has_value()) << n;
+  EXPECT_EQ(s.size(), 2000u);
+}
+
 // The geometry never exceeds the capacity, over small and large capacities, and loses little of it.
 TEST(RecentSet, GeometryWithinCapacity) {
   for (std::uint64_t cap : {1ull, 2ull, 3ull, 10ull, 1000ull, 1791ull, 1792ull, 5000ull, 100'000ull, 1'048'576ull,

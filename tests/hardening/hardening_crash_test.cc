@@ -167,7 +167,7 @@ TEST(HardeningLedger, CheckerDetectsEachViolation) {
   it::Pg pg;
   for (const std::string* k : {&unknown_dup, &recorded503}) {
     pqxx::nontransaction tx(pg.conn());
-    tx.exec_params("INSERT INTO scan_keys (digest) VALUES (decode($1, 'hex')) ON CONFLICT DO NOTHING",
+    tx.exec_params("INSERT INTO scan_keys (digest) VALUES (scangate_stored_digest(decode($1, 'hex'))) ON CONFLICT DO NOTHING",
                    it::Sha256Hex(*k));
   }
   const LedgerCheck c = l.Check(pg);  // of these keys only unknown_dup and recorded503 are in PostgreSQL

@@ -153,8 +153,13 @@ void RunPrivacy(const std::string& mode, const std::vector<std::string>& flags, 
   }
   // The searched data is the right data: digests are in the dump, the run tag's keys were logged about.
   std::size_t digests_in_dump = 0, sha_in_db_with_secret = 0;
-  for (const auto& d : digests)
-    digests_in_dump += src.dump.find("\\\\x" + d) != std::string::npos || src.dump.find("\\x" + d) != std::string::npos;
+  for (const auto& d : digests) {
+    // sql/013's table holds a digest's first 16 bytes as a uuid (8-4-4-4-12 hex digits); the old one a bytea.
+    const std::string uuid =
+        d.substr(0, 8) + "-" + d.substr(8, 4) + "-" + d.substr(12, 4) + "-" + d.substr(16, 4) + "-" + d.substr(20, 12);
+    digests_in_dump += src.dump.find("\\\\x" + d) != std::string::npos || src.dump.find("\\x" + d) != std::string::npos ||
+                       src.dump.find(uuid) != std::string::npos;
+  }
   if (!secret.empty()) {
     std::vector<std::string> plain;
     for (const auto& k : valid) plain.push_back(it::Sha256Hex(k));

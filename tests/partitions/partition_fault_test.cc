@@ -125,12 +125,12 @@ unsigned PartitionOfHex(const std::string& hex, std::size_t count) {
 
 constexpr const char* kCountDigestsSql =
     "SELECT count(*) FROM scan_keys WHERE digest IN "
-    "(SELECT DISTINCT decode(h, 'hex') FROM unnest(string_to_array($1, ',')) AS h)";
+    "(SELECT DISTINCT scangate_stored_digest(decode(h, 'hex')) FROM unnest(string_to_array($1, ',')) AS h)";
 constexpr const char* kTotalRowsSql = "SELECT count(*) FROM scan_keys";
 // Rows whose hash names another partition than the database they are in ($1 = count - 1, $2 = partition).
 constexpr const char* kMisplacedSql =
-    "SELECT count(*) FROM scan_keys WHERE (scangate_partition_hash(digest) & $1) <> $2";
-constexpr const char* kAllDigestsSql = "SELECT encode(digest, 'hex') FROM scan_keys";
+    "SELECT count(*) FROM scan_keys WHERE (scangate_partition_hash(uuid_send(digest)) & $1) <> $2";
+constexpr const char* kAllDigestsSql = "SELECT encode(uuid_send(digest), 'hex') FROM scan_keys";  // stored forms
 
 // One fresh connection per partition database (fresh per check: a killed server's old sessions are gone).
 class PartitionDbs {

@@ -69,7 +69,7 @@ def post(port, path, body, headers=None):
 
 def psql_count(url, key):
     digest = hashlib.sha256(key.encode()).hexdigest()
-    out = subprocess.run(["psql", url, "-tAc", f"SELECT count(*) FROM scan_keys WHERE digest = '\\x{digest}'::bytea"],
+    out = subprocess.run(["psql", url, "-tAc", f"SELECT count(*) FROM scan_keys WHERE digest = scangate_stored_digest('\\x{digest}'::bytea)"],
                          capture_output=True, text=True, timeout=TIMEOUT)
     if out.returncode != 0:
         fail("psql: " + out.stderr)

@@ -567,7 +567,7 @@ Pg::Pg() : conn_(std::make_unique<pqxx::connection>(Env().pg_url)) {}
 
 RowBlocker::RowBlocker(const std::vector<std::string>& keys) : conn_(Env().pg_url), tx_(conn_) {
   for (const auto& k : keys) {
-    tx_.exec_params0("INSERT INTO scan_keys (digest, source) VALUES (decode($1, 'hex'), 'blocker')", Sha256Hex(k));
+    tx_.exec_params0("INSERT INTO scan_keys (digest, seen_by) VALUES (scangate_stored_digest(decode($1, 'hex')), 'blocker')", Sha256Hex(k));
   }
 }
 
@@ -591,7 +591,7 @@ bool Pg::WaitForLockWaiter() {
 
 std::int64_t Pg::CountDigest(const std::string& hex) {
   pqxx::nontransaction tx(*conn_);
-  return tx.exec_params("SELECT count(*) FROM scan_keys WHERE digest = decode($1, 'hex')", hex)[0][0]
+  return tx.exec_params("SELECT count(*) FROM scan_keys WHERE digest = scangate_stored_digest(decode($1, 'hex'))", hex)[0][0]
       .as<std::int64_t>();
 }
 
@@ -605,14 +605,14 @@ std::int64_t Pg::CountDigests(const std::vector<std::string>& hexes) {
   return tx
       .exec_params(
           "SELECT count(*) FROM scan_keys WHERE digest IN "
-          "(SELECT DISTINCT decode(h, 'hex') FROM unnest(string_to_array($1, ',')) AS h)",
+          "(SELECT DISTINCT scangate_stored_digest(decode(h, 'hex')) FROM unnest(string_to_array($1, ',')) AS h)",
           joined)[0][0]
       .as<std::int64_t>();
 }
 
 std::optional<std::string> Pg::SourceOf(const std::string& hex) {
   pqxx::nontransaction tx(*conn_);
-  auto r = tx.exec_params("SELECT source FROM scan_keys WHERE digest = decode($1, 'hex')", hex);
+  auto r = tx.exec_params("SELECT seen_by FROM scan_keys WHERE digest = scangate_stored_digest(decode($1, 'hex'))", hex);
   if (r.empty() || r[0][0].is_null()) return std::nullopt;
   return r[0][0].as<std::string>();
 }

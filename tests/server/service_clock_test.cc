@@ -56,7 +56,7 @@ std::string TempDir(const char* tag) {
 std::int64_t RowFirstSeenUs(Pg& pg, const std::string& key) {
   pqxx::nontransaction tx(pg.conn());
   const auto r = tx.exec_params("SELECT (extract(epoch FROM first_seen) * 1000000)::int8 FROM scan_keys "
-                                "WHERE digest = decode($1, 'hex')",
+                                "WHERE digest = scangate_stored_digest(decode($1, 'hex'))",
                                 Sha256Hex(key));
   return r.empty() ? -1 : r[0][0].as<std::int64_t>();
 }

@@ -195,7 +195,7 @@ TEST_P(ServiceFollowBy, TransactionsCommittingOutOfOrderAreBothFollowed) {
   HttpClient cb(b.port());
   ASSERT_TRUE(WaitFollowerFresh(cb));
   const std::string older = UniqueKey("follow-older"), younger = UniqueKey("follow-younger");
-  const char* kInsert = "INSERT INTO scan_keys (digest) VALUES (decode($1, 'hex'))";
+  const char* kInsert = "INSERT INTO scan_keys (digest) VALUES (scangate_stored_digest(decode($1, 'hex')))";
   Pg held_pg, pg;
   pqxx::work held(held_pg.conn());
   held.exec_params(kInsert, Sha256Hex(older));

@@ -44,10 +44,10 @@ bool Replayed(const HttpResponse& r) {
          r.header("idempotent-replayed") == "true";
 }
 
-// octet_length(request) of the key's row: -1 when NULL, -2 when there is no row.
+// The byte length of the key's row's request record (a uuid: 16): -1 when NULL, -2 when there is no row.
 int RequestBytes(Pg& pg, const std::string& key) {
   pqxx::nontransaction tx(pg.conn());
-  const auto r = tx.exec_params("SELECT octet_length(request) FROM scan_keys WHERE digest = decode($1, 'hex')",
+  const auto r = tx.exec_params("SELECT octet_length(uuid_send(request)) FROM scan_keys WHERE digest = scangate_stored_digest(decode($1, 'hex'))",
                                 Sha256Hex(key));
   if (r.empty()) return -2;
   return r[0][0].is_null() ? -1 : r[0][0].as<int>();

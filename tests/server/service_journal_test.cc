@@ -81,7 +81,7 @@ TEST(ServiceJournal, ConcurrentRepeatsAreAnsweredFromTheJournal) {
     pqxx::work tx(pg.conn());
     const auto r = tx.exec_params(
         "SELECT to_char(first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') FROM scan_keys "
-        "WHERE digest = decode($1, 'hex')",
+        "WHERE digest = scangate_stored_digest(decode($1, 'hex'))",
         Sha256Hex(keys[i]));
     ASSERT_EQ(r.size(), 1u);
     EXPECT_EQ(std::string(r[0][0].c_str()), answered_first_seen[i]) << "PostgreSQL's first_seen differs from the "

@@ -143,7 +143,7 @@ TEST(ServiceOverload, AckFilterPastCapacityForgottenKeyIsDuplicate) {
   EXPECT_EQ(server.Stop(), 0);
   pqxx::connection conn(db.url());
   pqxx::nontransaction tx(conn);
-  EXPECT_EQ(tx.exec_params1("SELECT count(*) FROM scan_keys WHERE digest = decode($1, 'hex')", Sha256Hex(early))[0]
+  EXPECT_EQ(tx.exec_params1("SELECT count(*) FROM scan_keys WHERE digest = scangate_stored_digest(decode($1, 'hex'))", Sha256Hex(early))[0]
                 .as<int>(),
             1);
 }

@@ -49,7 +49,7 @@ void Exec(const std::string& db, const std::string& sql) {
 std::int64_t CountIn(const std::string& db, const std::string& hex) {
   pqxx::connection c(UrlOf(db));
   pqxx::nontransaction tx(c);
-  return tx.exec_params1("SELECT count(*) FROM scan_keys WHERE digest = decode($1, 'hex')", hex)[0].as<std::int64_t>();
+  return tx.exec_params1("SELECT count(*) FROM scan_keys WHERE digest = scangate_stored_digest(decode($1, 'hex'))", hex)[0].as<std::int64_t>();
 }
 
 // Refuses (true) or allows new connections to `db`; refusing also ends the ones it has.

@@ -28,7 +28,7 @@ std::optional<std::string> FirstSeenInPg(Pg& pg, const std::string& hex) {
   pqxx::nontransaction tx(pg.conn());
   const auto r = tx.exec_params(
       "SELECT to_char(first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') FROM scan_keys "
-      "WHERE digest = decode($1, 'hex')",
+      "WHERE digest = scangate_stored_digest(decode($1, 'hex'))",
       hex);
   if (r.empty()) return std::nullopt;
   return r[0][0].as<std::string>();

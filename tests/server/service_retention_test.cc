@@ -74,7 +74,7 @@ std::optional<std::string> PgFirstSeen(Pg& pg, const std::string& hex) {
   pqxx::nontransaction tx(pg.conn());
   const pqxx::result r = tx.exec_params(
       "SELECT to_char(first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') FROM scan_keys "
-      "WHERE digest = decode($1, 'hex')",
+      "WHERE digest = scangate_stored_digest(decode($1, 'hex'))",
       hex);
   if (r.empty()) return std::nullopt;
   return std::string(r[0][0].c_str());
@@ -101,7 +101,7 @@ std::optional<std::string> PgFirstSeen(Pg& pg, const std::string& hex) {
 void InsertBackdated(Pg& pg, const std::string& hex, const std::string& age) {
   pqxx::work tx(pg.conn());
   tx.exec_params(
-      "INSERT INTO scan_keys (digest, source, first_seen) VALUES (decode($1, 'hex'), 'backdated', now() - "
+      "INSERT INTO scan_keys (digest, seen_by, first_seen) VALUES (scangate_stored_digest(decode($1, 'hex')), 'backdated', now() - "
       "$2::interval)",
       hex, age);
   tx.commit();
@@ -111,7 +111,7 @@ void InsertBackdated(Pg& pg, const std::string& hex, const std::string& age) {
 // one of them is gone already (the expiry deleted it between the insert and the lock).
 bool LockRows(pqxx::work& tx, const std::vector<std::string>& hexes) {
   for (const auto& hex : hexes) {
-    if (tx.exec_params("SELECT 1 FROM scan_keys WHERE digest = decode($1, 'hex') FOR UPDATE", hex).size() != 1) {
+    if (tx.exec_params("SELECT 1 FROM scan_keys WHERE digest = scangate_stored_digest(decode($1, 'hex')) FOR UPDATE", hex).size() != 1) {
       return false;
     }
   }

@@ -608,8 +608,8 @@ TEST(ServiceExactPath, KeyWrittenBehindTheBackIsDuplicateTheRestNew) {
   {
     pqxx::work tx(pg.conn());
     tx.exec_params0(
-        "INSERT INTO scan_keys (digest, source, first_seen) "
-        "VALUES (decode($1, 'hex'), 'psql', '2021-03-04 05:06:07.891011+00')",
+        "INSERT INTO scan_keys (digest, seen_by, first_seen) "
+        "VALUES (scangate_stored_digest(decode($1, 'hex')), 'psql', '2021-03-04 05:06:07.891011+00')",
         Sha256Hex(behind));
     tx.commit();
   }

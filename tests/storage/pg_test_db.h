@@ -11,6 +11,7 @@
 #include <fstream>
 #include <mutex>
 #include <random>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,12 +80,24 @@ inline std::string HexBytea(const Digest& d) {
   return s;
 }
 
+// The stored form of `d` (core/digest.h StoredDigest: what scan_keys holds of it) as HexBytea renders it, and the SQL
+// that renders a row's digest the same way (sql/013's uuid, padded with zeros to 32 bytes).
+inline std::string StoredHexBytea(const Digest& d) { return HexBytea(StoredDigest(d)); }
+inline constexpr const char* kStoredHexByteaSql = "'\\x' || rpad(encode(uuid_send(digest), 'hex'), 64, '0')";
+
+// A lot as scan_keys holds it and reads it back (sql/013: its stored form), for comparing what was sent with what
+// a duplicate or a lookup reports.
+inline std::optional<Digest> StoredLot(const std::optional<Digest>& lot) {
+  if (!lot) return std::nullopt;
+  return StoredDigest(*lot);
+}
+
 // How many of `ds` are rows of scan_keys.
 inline std::int64_t CountRows(pqxx::connection& c, const std::vector<Digest>& ds) {
   pqxx::work tx(c);
   std::int64_t n = 0;
   for (const auto& d : ds) {
-    n += tx.exec_params1("SELECT count(*) FROM scan_keys WHERE digest = $1::bytea", HexBytea(d))[0].as<std::int64_t>();
+    n += tx.exec_params1("SELECT count(*) FROM scan_keys WHERE digest = scangate_stored_digest($1::bytea)", HexBytea(d))[0].as<std::int64_t>();
   }
   tx.commit();
   return n;

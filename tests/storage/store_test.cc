@@ -135,8 +135,8 @@ TEST_F(PgTest, InsertThenDuplicateSameFirstSeen) {
   pqxx::connection c(Url());
   pqxx::work tx(c);
   const auto row = tx.exec_params1(
-      "SELECT source, to_char(first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') "
-      "FROM scan_keys WHERE digest = $1::bytea",
+      "SELECT seen_by, to_char(first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') "
+      "FROM scan_keys WHERE digest = scangate_stored_digest($1::bytea)",
       HexBytea(d));
   EXPECT_EQ(row[0].as<std::string>(), "t1");  // the first observation's source is kept
   EXPECT_EQ(row[1].as<std::string>(), first->first_seen);
@@ -147,7 +147,7 @@ TEST_F(PgTest, InsertThenDuplicateSameFirstSeen) {
 class RowBlocker {
  public:
   explicit RowBlocker(const Digest& d) : conn_(Url()), tx_(conn_) {
-    tx_.exec_params0("INSERT INTO scan_keys (digest, source) VALUES ($1::bytea, 'blocker')", HexBytea(d));
+    tx_.exec_params0("INSERT INTO scan_keys (digest, seen_by) VALUES (scangate_stored_digest($1::bytea), 'blocker')", HexBytea(d));
   }
   void Commit() { tx_.commit(); }
   void Rollback() { tx_.abort(); }
@@ -215,7 +215,7 @@ TEST_F(PgTest, InBatchDuplicates) {
   pqxx::connection c(Url());
   EXPECT_EQ(CountRows(c, {a, b, blocked}), 3);
   pqxx::work tx(c);
-  EXPECT_EQ(tx.exec_params1("SELECT source FROM scan_keys WHERE digest = $1::bytea", HexBytea(a))[0].as<std::string>(),
+  EXPECT_EQ(tx.exec_params1("SELECT seen_by FROM scan_keys WHERE digest = scangate_stored_digest($1::bytea)", HexBytea(a))[0].as<std::string>(),
             "first");
 }
 
@@ -345,7 +345,7 @@ TEST_F(PgTest, RowCommittedConcurrentlyIsDuplicate) {
   {
     pqxx::work tx(c);
     EXPECT_EQ(tx.exec_params1("SELECT to_char(first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), "
-                              "source FROM scan_keys WHERE digest = $1::bytea",
+                              "seen_by FROM scan_keys WHERE digest = scangate_stored_digest($1::bytea)",
                               HexBytea(d))[0]
                   .as<std::string>(),
               r1.first_seen);
@@ -584,7 +584,7 @@ TEST_F(PgTest, SourcesRoundTrip) {
   pqxx::connection c(Url());
   pqxx::work tx(c);
   for (std::size_t i = 0; i < sources.size(); ++i) {
-    const auto f = tx.exec_params1("SELECT source FROM scan_keys WHERE digest = $1::bytea", HexBytea(ds[i]))[0];
+    const auto f = tx.exec_params1("SELECT seen_by FROM scan_keys WHERE digest = scangate_stored_digest($1::bytea)", HexBytea(ds[i]))[0];
     if (i + 3 >= sources.size()) {
       EXPECT_TRUE(f.is_null()) << i;
     } else {
@@ -601,7 +601,7 @@ std::vector<std::string> PgFirstSeen(const std::vector<Digest>& ds) {
   std::vector<std::string> out;
   for (const auto& d : ds) {
     const auto r = tx.exec_params("SELECT to_char(first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') "
-                                  "FROM scan_keys WHERE digest = $1::bytea",
+                                  "FROM scan_keys WHERE digest = scangate_stored_digest($1::bytea)",
                                   HexBytea(d));
     out.push_back(r.empty() ? "" : r[0][0].as<std::string>());
   }
@@ -641,7 +641,7 @@ std::vector<Result> SubmitAsOneBatch(Store& store, const std::vector<Digest>& ds
 void InsertBehindTheStoresBack(const Digest& d, const std::string& first_seen) {
   pqxx::connection c(Url());
   pqxx::work tx(c);
-  tx.exec_params0("INSERT INTO scan_keys (digest, source, first_seen) VALUES ($1::bytea, 'psql', $2::timestamptz)",
+  tx.exec_params0("INSERT INTO scan_keys (digest, seen_by, first_seen) VALUES (scangate_stored_digest($1::bytea), 'psql', $2::timestamptz)",
                   HexBytea(d), first_seen);
   tx.commit();
 }
@@ -864,10 +864,10 @@ TEST_F(PgTest, WriteBehindCopyFallsBackOnConflict) {
   EXPECT_EQ(results[kBatch / 2].first_seen, "2022-05-06T07:08:09.000001Z");
   pqxx::connection c(Url());
   pqxx::work tx(c);
-  EXPECT_EQ(tx.exec_params1("SELECT source FROM scan_keys WHERE digest = $1::bytea", HexBytea(behind))[0].as<std::string>(),
+  EXPECT_EQ(tx.exec_params1("SELECT seen_by FROM scan_keys WHERE digest = scangate_stored_digest($1::bytea)", HexBytea(behind))[0].as<std::string>(),
             "psql");
-  EXPECT_TRUE(tx.exec_params1("SELECT source FROM scan_keys WHERE digest = $1::bytea", HexBytea(ds[0]))[0].is_null());
-  EXPECT_EQ(tx.exec_params1("SELECT source FROM scan_keys WHERE digest = $1::bytea", HexBytea(ds[1]))[0].as<std::string>(),
+  EXPECT_TRUE(tx.exec_params1("SELECT seen_by FROM scan_keys WHERE digest = scangate_stored_digest($1::bytea)", HexBytea(ds[0]))[0].is_null());
+  EXPECT_EQ(tx.exec_params1("SELECT seen_by FROM scan_keys WHERE digest = scangate_stored_digest($1::bytea)", HexBytea(ds[1]))[0].as<std::string>(),
             "till-1");
 }
 
@@ -887,10 +887,10 @@ TEST_F(PgTest, WarmLoadReturnsRecentDigestsOnly) {
   {
     pqxx::work tx(c);
     for (const auto& d : old) {
-      tx.exec_params0("INSERT INTO scan_keys (digest, first_seen) VALUES ($1::bytea, now() - interval '3 days')",
+      tx.exec_params0("INSERT INTO scan_keys (digest, first_seen) VALUES (scangate_stored_digest($1::bytea), now() - interval '3 days')",
                       HexBytea(d));
     }
-    tx.exec_params0("INSERT INTO scan_keys (digest) SELECT sha256(convert_to(gen_random_uuid()::text || g, 'UTF8')) "
+    tx.exec_params0("INSERT INTO scan_keys (digest) SELECT scangate_stored_digest(sha256(convert_to(gen_random_uuid()::text || g, 'UTF8'))) "
                     "FROM generate_series(1, $1::bigint) g",
                     kBulkRows);
     tx.commit();
@@ -898,7 +898,7 @@ TEST_F(PgTest, WarmLoadReturnsRecentDigestsOnly) {
   std::set<std::string> expected;
   {
     pqxx::work tx(c);
-    for (const auto& row : tx.exec("SELECT digest FROM scan_keys WHERE first_seen > now() - interval '48 hours'")) {
+    for (const auto& row : tx.exec(std::string("SELECT ") + kStoredHexByteaSql + " FROM scan_keys WHERE first_seen > now() - interval '48 hours'")) {
       expected.insert(row[0].as<std::string>());
     }
     // The split path must really be taken below: the heap spans many blocks.
@@ -929,8 +929,8 @@ TEST_F(PgTest, WarmLoadReturnsRecentDigestsOnly) {
     for (const auto& d : loaded) got.insert(HexBytea(d));
     EXPECT_EQ(got.size(), loaded.size());  // no digest delivered twice
     EXPECT_TRUE(got == expected) << "loaded " << got.size() << " expected " << expected.size();
-    for (const auto& d : recent) EXPECT_EQ(got.count(HexBytea(d)), 1u);
-    for (const auto& d : old) EXPECT_EQ(got.count(HexBytea(d)), 0u);
+    for (const auto& d : recent) EXPECT_EQ(got.count(StoredHexBytea(d)), 1u);
+    for (const auto& d : old) EXPECT_EQ(got.count(StoredHexBytea(d)), 0u);
 
     // A zero window loads nothing.
     EXPECT_EQ(store.WarmLoad(std::chrono::seconds(0), [](std::span<const Digest>) {}), 0u);
@@ -952,13 +952,13 @@ TEST_F(PgTest, WarmLoadReturnsRecentDigestsOnly) {
 TEST_F(PgTest, WarmLoadWithConcurrentInserts) {
   pqxx::connection c(Url());
   pqxx::nontransaction(c).exec0(
-      "INSERT INTO scan_keys (digest) SELECT sha256(convert_to('cw-' || gen_random_uuid()::text || g, 'UTF8')) "
+      "INSERT INTO scan_keys (digest) SELECT scangate_stored_digest(sha256(convert_to('cw-' || gen_random_uuid()::text || g, 'UTF8'))) "
       "FROM generate_series(1, 40000) g");
   for (const unsigned streams : {1u, 2u, 3u}) {
     SCOPED_TRACE("warm_streams " + std::to_string(streams));
     std::set<std::string> before;
     for (const auto& row : pqxx::nontransaction(c).exec(
-             "SELECT digest FROM scan_keys WHERE first_seen > now() - interval '48 hours'")) {
+             std::string("SELECT ") + kStoredHexByteaSql + " FROM scan_keys WHERE first_seen > now() - interval '48 hours'")) {
       before.insert(row[0].as<std::string>());
     }
     std::atomic<bool> stop{false};
@@ -967,8 +967,8 @@ TEST_F(PgTest, WarmLoadWithConcurrentInserts) {
       pqxx::connection ic(Url());
       while (!stop.load()) {
         pqxx::nontransaction(ic).exec0(
-            "INSERT INTO scan_keys (digest) SELECT sha256(convert_to('ci-' || gen_random_uuid()::text || g, "
-            "'UTF8')) FROM generate_series(1, 500) g");
+            "INSERT INTO scan_keys (digest) SELECT scangate_stored_digest(sha256(convert_to('ci-' || "
+            "gen_random_uuid()::text || g, 'UTF8'))) FROM generate_series(1, 500) g");
         batches.fetch_add(1);
       }
     });
@@ -996,7 +996,7 @@ TEST_F(PgTest, WarmLoadWithConcurrentInserts) {
     EXPECT_EQ(missing, 0u) << "of " << before.size();
     std::set<std::string> now_recent;
     for (const auto& row : pqxx::nontransaction(c).exec(
-             "SELECT digest FROM scan_keys WHERE first_seen > now() - interval '48 hours'")) {
+             std::string("SELECT ") + kStoredHexByteaSql + " FROM scan_keys WHERE first_seen > now() - interval '48 hours'")) {
       now_recent.insert(row[0].as<std::string>());
     }
     std::size_t foreign = 0;  // delivered but not a recent row of the table
@@ -1010,7 +1010,7 @@ TEST_F(PgTest, WarmLoadSinkExceptionPropagates) {
   struct SinkStop {};
   pqxx::connection c(Url());
   pqxx::nontransaction(c).exec0(
-      "INSERT INTO scan_keys (digest) SELECT sha256(convert_to('se-' || gen_random_uuid()::text || g, 'UTF8')) "
+      "INSERT INTO scan_keys (digest) SELECT scangate_stored_digest(sha256(convert_to('se-' || gen_random_uuid()::text || g, 'UTF8'))) "
       "FROM generate_series(1, 20000) g");
   StoreOptions o = Options(1);
   o.warm_streams = 3;
@@ -1694,7 +1694,7 @@ constexpr auto kShortHorizon = 2s;
 void Backdate(const Digest& d, const std::string& interval) {
   pqxx::connection c(Url());
   pqxx::work tx(c);
-  const auto r = tx.exec_params("UPDATE scan_keys SET first_seen = now() - $2::interval WHERE digest = $1::bytea",
+  const auto r = tx.exec_params("UPDATE scan_keys SET first_seen = now() - $2::interval WHERE digest = scangate_stored_digest($1::bytea)",
                                 HexBytea(d), interval);
   ASSERT_EQ(r.affected_rows(), 1u) << "no row to backdate";
   tx.commit();
@@ -1710,8 +1710,8 @@ Row RowOf(const Digest& d) {
   pqxx::connection c(Url());
   pqxx::work tx(c);
   const auto r = tx.exec_params(
-      "SELECT to_char(first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), source, "
-      "extract(epoch FROM now() - first_seen)::float8 FROM scan_keys WHERE digest = $1::bytea",
+      "SELECT to_char(first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), seen_by, "
+      "extract(epoch FROM now() - first_seen)::float8 FROM scan_keys WHERE digest = scangate_stored_digest($1::bytea)",
       HexBytea(d));
   Row row;
   if (r.empty()) return row;
@@ -1926,7 +1926,7 @@ TEST_F(PgTest, CrossStoreRaceOnExpiredKeysExactlyOneInserted) {
     pqxx::connection c(Url());
     pqxx::work tx(c);
     for (const auto& d : ds) {
-      tx.exec_params0("INSERT INTO scan_keys (digest, source, first_seen) VALUES ($1::bytea, 'old', "
+      tx.exec_params0("INSERT INTO scan_keys (digest, seen_by, first_seen) VALUES (scangate_stored_digest($1::bytea), 'old', "
                       "now() - interval '2 hours')",
                       HexBytea(d));
     }
@@ -1995,9 +1995,9 @@ struct PackRow {
 PackRow PackRowOf(const Digest& d) {
   pqxx::connection c(Url());
   pqxx::work tx(c);
-  const auto r = tx.exec_params("SELECT encode(lot, 'hex'), expiry - date 'epoch', "
+  const auto r = tx.exec_params("SELECT rpad(encode(uuid_send(lot), 'hex'), 64, '0'), expiry - date 'epoch', "
                                 "(extract(epoch FROM keep_until) * 1000000)::int8, "
-                                "(extract(epoch FROM first_seen) * 1000000)::int8 FROM scan_keys WHERE digest = $1::bytea",
+                                "(extract(epoch FROM first_seen) * 1000000)::int8 FROM scan_keys WHERE digest = scangate_stored_digest($1::bytea)",
                                 HexBytea(d));
   PackRow row;
   if (r.empty()) return row;
@@ -2013,14 +2013,14 @@ PackRow PackRowOf(const Digest& d) {
 void ExpireKeepUntil(const Digest& d, const std::string& interval) {
   pqxx::connection c(Url());
   pqxx::work tx(c);
-  const auto r = tx.exec_params("UPDATE scan_keys SET keep_until = now() - $2::interval WHERE digest = $1::bytea",
+  const auto r = tx.exec_params("UPDATE scan_keys SET keep_until = now() - $2::interval WHERE digest = scangate_stored_digest($1::bytea)",
                                 HexBytea(d), interval);
   ASSERT_EQ(r.affected_rows(), 1u) << "no row to expire";
   tx.commit();
 }
 
 void ExpectRecorded(const Result& r, const PackAttrs& want) {
-  EXPECT_EQ(r.recorded.lot, want.lot);
+  EXPECT_EQ(StoredLot(r.recorded.lot), StoredLot(want.lot));
   EXPECT_EQ(r.recorded.expiry, want.expiry);
   EXPECT_EQ(r.recorded.keep_until_us, 0) << "keep_until is not reported";
 }
@@ -2039,7 +2039,7 @@ TEST_F(PgTest, PackAttrsRoundTrip) {
   ExpectRecorded(*ins, first);
   const PackRow row = PackRowOf(d);
   ASSERT_TRUE(row.present);
-  EXPECT_EQ(row.lot, first.lot);
+  EXPECT_EQ(row.lot, StoredLot(first.lot));
   EXPECT_EQ(row.expiry, first.expiry);
   EXPECT_EQ(row.keep_until_us, first.keep_until_us);  // retention off: the pack's own horizon as sent
   EXPECT_EQ(row.first_seen_us, ins->first_seen_us);
@@ -2051,7 +2051,7 @@ TEST_F(PgTest, PackAttrsRoundTrip) {
   EXPECT_EQ(dup->first_seen, ins->first_seen);
   ExpectRecorded(*dup, first);
   const PackRow after = PackRowOf(d);
-  EXPECT_EQ(after.lot, first.lot);
+  EXPECT_EQ(after.lot, StoredLot(first.lot));
   EXPECT_EQ(after.keep_until_us, first.keep_until_us);
   EXPECT_EQ(RowOf(d).source, std::optional<std::string>("scanner-1"));
 
@@ -2109,7 +2109,7 @@ TEST_F(PgTest, PackBatchDuplicatesReportTheRecordedAttrs) {
     SCOPED_TRACE(i);
     EXPECT_EQ(results[i].outcome, Outcome::kInserted);
     ExpectRecorded(results[i], attrs[i]);
-    EXPECT_EQ(PackRowOf(ds[i]).lot, attrs[i].lot);
+    EXPECT_EQ(PackRowOf(ds[i]).lot, StoredLot(attrs[i].lot));
     EXPECT_EQ(PackRowOf(ds[i]).expiry, attrs[i].expiry);
   }
   EXPECT_EQ(results.back().outcome, Outcome::kDuplicate);
@@ -2136,7 +2136,7 @@ TEST_F(PgTest, PackPastItsKeepUntilIsTakenOver) {
     EXPECT_EQ(r->outcome, Outcome::kInserted);
     ExpectRecorded(*r, renewed);
     const PackRow row = PackRowOf(d);
-    EXPECT_EQ(row.lot, renewed.lot);
+    EXPECT_EQ(row.lot, StoredLot(renewed.lot));
     EXPECT_EQ(row.expiry, renewed.expiry);
     EXPECT_EQ(row.keep_until_us, renewed.keep_until_us);
     EXPECT_EQ(row.first_seen_us, r->first_seen_us);
@@ -2222,7 +2222,7 @@ TEST_F(PgTest, PackCopyWritesTheAttrs) {
     ASSERT_EQ(r.outcome, Outcome::kInserted);
     ExpectRecorded(r, attrs[i]);
     const PackRow row = PackRowOf(ds[i]);
-    EXPECT_EQ(row.lot, attrs[i].lot);
+    EXPECT_EQ(row.lot, StoredLot(attrs[i].lot));
     EXPECT_EQ(row.expiry, attrs[i].expiry);
     EXPECT_EQ(row.first_seen_us, r.first_seen_us);
     if (attrs[i].keep_until_us == 0) {
@@ -2268,7 +2268,7 @@ TEST_F(PgTest, CrossStoreRaceOnExpiredPacksExactlyOneInserted) {
     pqxx::connection c(Url());
     pqxx::work tx(c);
     for (const auto& d : ds) {
-      tx.exec_params0("INSERT INTO scan_keys (digest, source, first_seen, expiry, keep_until) VALUES ($1::bytea, "
+      tx.exec_params0("INSERT INTO scan_keys (digest, seen_by, first_seen, expiry, keep_until) VALUES (scangate_stored_digest($1::bytea), "
                       "'old', now() - interval '2 years', date '2025-01-31', now() - interval '1 day')",
                       HexBytea(d));
     }
@@ -2305,7 +2305,7 @@ TEST_F(PgTest, CrossStoreRaceOnExpiredPacksExactlyOneInserted) {
   for (const auto& [d, results] : tally.by_digest) {
     const PackRow row = PackRowOf(d);
     EXPECT_EQ(row.keep_until_us, keep);
-    for (const auto& r : results) EXPECT_EQ(r.recorded.lot, row.lot);
+    for (const auto& r : results) EXPECT_EQ(StoredLot(r.recorded.lot), row.lot);
   }
   pqxx::connection c(Url());
   EXPECT_EQ(CountRows(c, ds), static_cast<std::int64_t>(kDigests));
@@ -2330,7 +2330,7 @@ PackAttrs WithRequest(const RequestId& r) {
 std::optional<RequestId> RequestOf(const Digest& d) {
   pqxx::connection c(Url());
   pqxx::work tx(c);
-  const auto r = tx.exec_params("SELECT encode(request, 'hex') FROM scan_keys WHERE digest = $1::bytea", HexBytea(d));
+  const auto r = tx.exec_params("SELECT encode(uuid_send(request), 'hex') FROM scan_keys WHERE digest = scangate_stored_digest($1::bytea)", HexBytea(d));
   if (r.empty() || r[0][0].is_null()) return std::nullopt;
   const std::string hex = r[0][0].as<std::string>();
   EXPECT_EQ(hex.size(), 32u);

@@ -66,7 +66,7 @@ bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds bound)
 void Insert(const std::string& url, const Digest& d) {
   pqxx::connection c(url);
   pqxx::work tx(c);
-  tx.exec_params("INSERT INTO scan_keys (digest) VALUES ($1::bytea)", HexBytea(d));
+  tx.exec_params("INSERT INTO scan_keys (digest) VALUES (scangate_stored_digest($1::bytea))", HexBytea(d));
   tx.commit();
 }
 
@@ -88,7 +88,7 @@ struct Applied {
       pqxx::connection c(reload_url);
       pqxx::nontransaction tx(c);
       std::vector<Digest> ds;
-      for (const auto& row : tx.exec("SELECT digest FROM scan_keys")) {
+      for (const auto& row : tx.exec("SELECT uuid_send(digest) FROM scan_keys")) {  // sql/013's 16-byte layout
         const pqxx::binarystring b(row[0]);
         Digest d{};
         std::memcpy(d.data(), b.data(), std::min(b.size(), d.size()));
@@ -98,9 +98,10 @@ struct Applied {
       return ds.size();
     };
   }
+  // Whether `d` was applied, as the follower reads digests back: in their stored form (core/digest.h StoredDigest).
   bool Has(const Digest& d) {
     MutexLock lock(&mu);
-    return digests.contains(d);
+    return digests.contains(StoredDigest(d));
   }
 };
 

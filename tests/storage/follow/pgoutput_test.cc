@@ -1,7 +1,8 @@
 // StreamReader (storage/follow/pgoutput.h) over hand-built replication messages in pgoutput's protocol version 1:
 // a transaction's inserted and updated digests of scan_keys come out at its commit with its end LSN and time,
 // another table's rows are ignored, keepalives report the server's position, and a malformed message or a row
-// without a 32-byte digest is an error, never an empty transaction. Also ParseLsn and the status update's layout.
+// without a digest (bytea hex of 32 bytes, or sql/013's uuid) is an error, never an empty transaction. Digests come
+// out in their stored form (core/digest.h). Also ParseLsn and the status update's layout.
 #include "storage/follow/pgoutput.h"
 
 #include <string>
@@ -93,11 +94,32 @@ TEST(StreamReader, ATransactionsDigestsComeOutAtItsCommit) {
   EXPECT_EQ(ev.commit_time_us, 1'700'000'000'000'000);
   ASSERT_EQ(ev.digests.size(), 2u) << "another table's row was followed, or one of scan_keys' lost";
   EXPECT_EQ(ev.digests[0][0], 0xab);
-  EXPECT_EQ(ev.digests[1][31], 0xcd);
+  EXPECT_EQ(ev.digests[1][15], 0xcd);
+  EXPECT_EQ(ev.digests[1][31], 0) << "not the stored form";
   // The next transaction starts empty.
   ASSERT_FALSE(r.Read(Begin(), ev).has_value());
   ASSERT_FALSE(r.Read(Commit(0x6000, 1'700'000'000'000'001), ev).has_value());
   EXPECT_TRUE(ev.digests.empty());
+}
+
+// sql/013's table publishes its digest as a uuid: the same stored form as the old table's bytea of the same digest.
+TEST(StreamReader, UuidDigestsAreTheStoredForm) {
+  StreamReader r;
+  StreamEvent ev;
+  for (const std::string& m : {Begin(), Relation(7, "scan_keys"), Insert(7, HexText(0xab)),
+                               Insert(7, "abababab-abab-abab-abab-abababababab"), Update(7, "00112233-4455-6677-8899-aabbccddeeff")}) {
+    ASSERT_FALSE(r.Read(m, ev).has_value()) << m;
+  }
+  ASSERT_FALSE(r.Read(Commit(0x5000, 1'700'000'000'000'000), ev).has_value());
+  ASSERT_EQ(ev.digests.size(), 3u);
+  EXPECT_EQ(ev.digests[0], ev.digests[1]) << "a bytea and a uuid of one digest differ";
+  EXPECT_EQ(ev.digests[2][0], 0x00);
+  EXPECT_EQ(ev.digests[2][15], 0xff);
+  EXPECT_EQ(ev.digests[2][16], 0);
+  for (const char* bad : {"abababab-abab-abab-abab-ababababab", "abababababababababababababababababab",
+                          "abababab-abab-abab-abab-abababababaX"}) {
+    EXPECT_TRUE(r.Read(Insert(7, bad), ev).has_value()) << bad;
+  }
 }
 
 TEST(StreamReader, KeepaliveReportsTheServersPosition) {

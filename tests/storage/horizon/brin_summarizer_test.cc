@@ -29,7 +29,7 @@ BrinSummarizerOptions Options(std::string url) {
 void InsertRows(int n) {
   pqxx::connection c(Url());
   pqxx::work tx(c);
-  tx.exec("INSERT INTO scan_keys (digest, source) SELECT sha256(convert_to(gen_random_uuid()::text || i, 'UTF8')), "
+  tx.exec("INSERT INTO scan_keys (digest, seen_by) SELECT scangate_stored_digest(sha256(convert_to(gen_random_uuid()::text || i, 'UTF8'))), "
           "'brin test' FROM generate_series(1, " + std::to_string(n) + ") i");
   tx.commit();
 }

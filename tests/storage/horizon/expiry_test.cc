@@ -59,8 +59,8 @@ pqxx::connection Connect() { return pqxx::connection(Url()); }
 void InsertRows(int n, const std::string& age, const std::string& source) {
   auto c = Connect();
   pqxx::work tx(c);
-  tx.exec_params0("INSERT INTO scan_keys (digest, source, first_seen) "
-                  "SELECT sha256(convert_to(gen_random_uuid()::text || g, 'UTF8')), $2, now() - $3::interval "
+  tx.exec_params0("INSERT INTO scan_keys (digest, seen_by, first_seen) "
+                  "SELECT scangate_stored_digest(sha256(convert_to(gen_random_uuid()::text || g, 'UTF8'))), $2, now() - $3::interval "
                   "FROM generate_series(1, $1::int) g",
                   n, source, age);
   tx.commit();
@@ -70,7 +70,7 @@ void InsertRows(int n, const std::string& age, const std::string& source) {
 void InsertRow(const Digest& d, const std::string& age) {
   auto c = Connect();
   pqxx::work tx(c);
-  tx.exec_params0("INSERT INTO scan_keys (digest, source, first_seen) VALUES ($1::bytea, 'one', now() - $2::interval)",
+  tx.exec_params0("INSERT INTO scan_keys (digest, seen_by, first_seen) VALUES (scangate_stored_digest($1::bytea), 'one', now() - $2::interval)",
                   HexBytea(d), age);
   tx.commit();
 }
@@ -80,8 +80,8 @@ void InsertRow(const Digest& d, const std::string& age) {
 void InsertPinnedRows(int n, const std::string& age, const std::string& keep_until, const std::string& source) {
   auto c = Connect();
   pqxx::work tx(c);
-  tx.exec_params0("INSERT INTO scan_keys (digest, source, first_seen, expiry, keep_until) "
-                  "SELECT sha256(convert_to(gen_random_uuid()::text || g, 'UTF8')), $2, now() - $3::interval, "
+  tx.exec_params0("INSERT INTO scan_keys (digest, seen_by, first_seen, expiry, keep_until) "
+                  "SELECT scangate_stored_digest(sha256(convert_to(gen_random_uuid()::text || g, 'UTF8'))), $2, now() - $3::interval, "
                   "date '2027-12-31', now() + $4::interval FROM generate_series(1, $1::int) g",
                   n, source, age, keep_until);
   tx.commit();
@@ -92,7 +92,7 @@ std::int64_t Rows(const std::string& source = "") {
   auto c = Connect();
   pqxx::nontransaction tx(c);
   if (source.empty()) return tx.exec1("SELECT count(*) FROM scan_keys")[0].as<std::int64_t>();
-  return tx.exec_params1("SELECT count(*) FROM scan_keys WHERE source = $1", source)[0].as<std::int64_t>();
+  return tx.exec_params1("SELECT count(*) FROM scan_keys WHERE seen_by = $1", source)[0].as<std::int64_t>();
 }
 
 // Rows older than `seconds`, by PostgreSQL's clock.
@@ -109,7 +109,7 @@ std::int64_t RowsOlderThan(std::int64_t seconds) {
 class RowLock {
  public:
   explicit RowLock(const Digest& d) : conn_(Url()), tx_(std::make_unique<pqxx::work>(conn_)) {
-    const auto r = tx_->exec_params("SELECT 1 FROM scan_keys WHERE digest = $1::bytea FOR UPDATE", HexBytea(d));
+    const auto r = tx_->exec_params("SELECT 1 FROM scan_keys WHERE digest = scangate_stored_digest($1::bytea) FOR UPDATE", HexBytea(d));
     EXPECT_EQ(r.size(), 1u) << "no row to lock";
   }
   void Release() {
@@ -175,7 +175,7 @@ TEST_F(ExpiryTest, RetargetMovesTheNextPassToTheNewDatabase) {
     pqxx::connection c(moved.conninfo);
     ApplyMigrations(c);
   }
-  moved.Exec("INSERT INTO scan_keys (digest, source, first_seen) SELECT sha256(convert_to(g::text, 'UTF8')), "
+  moved.Exec("INSERT INTO scan_keys (digest, seen_by, first_seen) SELECT scangate_stored_digest(sha256(convert_to(g::text, 'UTF8'))), "
              "'moved', now() - interval '2 hours' FROM generate_series(1, 30) g");
   Expiry expiry(Options(kHorizon));
   expiry.RunOnce();  // connected to the fixture's database (whatever it held expired is gone now)
@@ -474,7 +474,7 @@ TEST_F(ExpiryTest, OverduePinnedRowIsBehindUntilDeleted) {
   {
     auto c = Connect();
     pqxx::work tx(c);
-    tx.exec_params0("INSERT INTO scan_keys (digest, first_seen, keep_until) VALUES ($1::bytea, now() - interval "
+    tx.exec_params0("INSERT INTO scan_keys (digest, first_seen, keep_until) VALUES (scangate_stored_digest($1::bytea), now() - interval "
                     "'1 year', now() - interval '1 hour')",
                     HexBytea(stuck));
     tx.commit();
@@ -503,9 +503,10 @@ TEST_F(ExpiryTest, OverduePinnedRowIsBehindUntilDeleted) {
   EXPECT_EQ(log->Count("expiry_behind", "caught_up"), 1);
 }
 
-// sql/006's partial indexes serve what the expiry asks of them: the first_seen slice (rows without keep_until),
-// the keep_until slice (`keep_until < now()` implies the index predicate) and both vital-sign minima. With
-// sequential scans disabled the plan names the index, or the planner could not prove the partial predicate.
+// sql/006's partial indexes (in sql/013's form: the first_seen btree led by the second) serve what the expiry asks
+// of them: the first_seen slice (rows without keep_until), the keep_until slice (`keep_until < now()` implies the
+// index predicate) and both vital-sign minima. With sequential scans disabled the plan names the index, or the
+// planner could not prove the partial predicate or match the key's expression.
 TEST_F(ExpiryTest, SlicesAndVitalSignsCanUseThePartialIndexes) {
   auto c = Connect();
   pqxx::work tx(c);
@@ -515,15 +516,18 @@ TEST_F(ExpiryTest, SlicesAndVitalSignsCanUseThePartialIndexes) {
     for (const auto& row : tx.exec("EXPLAIN " + sql)) text += row[0].as<std::string>() + "\n";
     return text;
   };
-  EXPECT_NE(plan("SELECT ctid FROM scan_keys WHERE keep_until IS NULL AND first_seen < now() - 1000000 * "
-                 "interval '1 microsecond' ORDER BY first_seen LIMIT 100 FOR UPDATE SKIP LOCKED")
+  EXPECT_NE(plan("SELECT ctid FROM scan_keys WHERE keep_until IS NULL AND date_trunc('second', first_seen AT TIME "
+                 "ZONE 'UTC') < date_trunc('second', (now() - 1000000 * interval '1 microsecond') AT TIME ZONE 'UTC') "
+                 "ORDER BY date_trunc('second', first_seen AT TIME ZONE 'UTC') LIMIT 100 FOR UPDATE SKIP LOCKED")
                 .find("scan_keys_first_seen_unpinned"),
             std::string::npos);
   EXPECT_NE(plan("SELECT ctid FROM scan_keys WHERE keep_until < now() ORDER BY keep_until LIMIT 100 "
                  "FOR UPDATE SKIP LOCKED")
                 .find("scan_keys_keep_until"),
             std::string::npos);
-  EXPECT_NE(plan("SELECT min(first_seen) FROM scan_keys WHERE keep_until IS NULL").find("scan_keys_first_seen_unpinned"),
+  EXPECT_NE(plan("SELECT min(date_trunc('second', first_seen AT TIME ZONE 'UTC')) AT TIME ZONE 'UTC' FROM scan_keys "
+                 "WHERE keep_until IS NULL")
+                .find("scan_keys_first_seen_unpinned"),
             std::string::npos);
   EXPECT_NE(plan("SELECT min(keep_until) FROM scan_keys WHERE keep_until IS NOT NULL").find("scan_keys_keep_until"),
             std::string::npos);

@@ -267,7 +267,7 @@ TEST_F(JournalDrainTest, ExpiredRecordsAreSkippedAtRecovery) {
       pqxx::work tx(c);
       for (std::size_t i = 0; i < fresh.size(); ++i) {
         const auto us = tx.exec_params1("SELECT (extract(epoch FROM first_seen) * 1000000)::int8 FROM scan_keys "
-                                        "WHERE digest = $1::bytea",
+                                        "WHERE digest = scangate_stored_digest($1::bytea)",
                                         HexBytea(fresh[i]))[0]
                             .as<std::int64_t>();
         EXPECT_EQ(us, fresh_times[i]) << i;

@@ -6,6 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <iterator>
+#include <fstream>
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -45,15 +49,22 @@ bool Eventually(Cond cond) {
   return true;
 }
 
-// The digests held by scan_keys of the database at `conninfo`.
+// The digests held by scan_keys of the database at `conninfo`, in their stored form (core/digest.h StoredDigest).
 std::set<Digest> RowsOf(const std::string& conninfo) {
   pqxx::connection c(conninfo);
   pqxx::nontransaction tx(c);
   std::set<Digest> out;
-  for (const auto& row : tx.exec("SELECT encode(digest, 'hex') FROM scan_keys")) {
+  for (const auto& row : tx.exec("SELECT rpad(encode(uuid_send(digest), 'hex'), 64, '0') FROM scan_keys")) {
     const auto d = DigestFromHex(std::string_view(row[0].c_str(), row[0].size()));
     if (d) out.insert(*d);
   }
+  return out;
+}
+
+// The stored forms of `ds`: what RowsOf finds of them.
+std::set<Digest> StoredSet(const std::vector<Digest>& ds) {
+  std::set<Digest> out;
+  for (const auto& d : ds) out.insert(StoredDigest(d));
   return out;
 }
 
@@ -157,7 +168,7 @@ TEST_F(PartitionedStoreTest, EachRowInTheDatabaseItsHashNames) {
   }
   for (auto& a : answers) EXPECT_EQ(a.Get().outcome, Outcome::kInserted);
   std::vector<std::set<Digest>> expected(kPartitions);
-  for (const auto& d : ds) expected[PartitionOf(d, kPartitions)].insert(d);
+  for (const auto& d : ds) expected[PartitionOf(d, kPartitions)].insert(StoredDigest(d));
   for (std::size_t p = 0; p < kPartitions; ++p) {
     EXPECT_FALSE(expected[p].empty());
     EXPECT_EQ(RowsOf(parts_[p]->conninfo), expected[p]) << "partition " << p;
@@ -185,7 +196,7 @@ TEST_F(PartitionedStoreTest, EachRowInTheDatabaseItsHashNames) {
                              warm.insert(chunk.begin(), chunk.end());
                            }),
             ds.size());
-  EXPECT_EQ(warm, std::set<Digest>(ds.begin(), ds.end()));
+  EXPECT_EQ(warm, StoredSet(ds));  // the warm load reads stored forms back
 
   std::vector<std::string> where;
   for (const auto& p : parts_) where.push_back(p->conninfo);
@@ -246,14 +257,14 @@ TEST_F(PartitionedStoreTest, GroupAcceptsAPrefixUpToAFullPartition) {
     for (std::size_t i = 0; i < group.size(); ++i) {
       const unsigned p = PartitionOf(group[i], kPartitions);
       if (p == 2 && !with_p2) continue;  // fenced: nothing can be read there
-      EXPECT_EQ(RowsOf(parts_[p]->conninfo).count(group[i]), i < cut ? 1u : 0u) << i;
+      EXPECT_EQ(RowsOf(parts_[p]->conninfo).count(StoredDigest(group[i])), i < cut ? 1u : 0u) << i;
     }
   };
   check_rows(false);
   // The fenced partition heals: its queued rows are written, and the whole group is accepted again.
   Fence(parts_[2]->name, false);
   ASSERT_TRUE(Eventually([&] { return sink.size() == cut + kLimit; }));
-  EXPECT_EQ(RowsOf(parts_[2]->conninfo), std::set<Digest>(blocked.begin(), blocked.end()));
+  EXPECT_EQ(RowsOf(parts_[2]->conninfo), StoredSet(blocked));
   check_rows(true);
   std::vector<WriteBehindRow> rest(rows.begin() + static_cast<std::ptrdiff_t>(cut), rows.end());
   EXPECT_EQ(store.SubmitWriteBehindGroup(rest, sink), rest.size());
@@ -301,7 +312,7 @@ TEST_F(PartitionedStoreTest, OnePartitionDownOthersServed) {
   const auto r = SubmitAndWait(store, d);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->outcome, Outcome::kInserted);
-  EXPECT_EQ(RowsOf(parts_[1]->conninfo).count(d), 1u);
+  EXPECT_EQ(RowsOf(parts_[1]->conninfo).count(StoredDigest(d)), 1u);
   store.Shutdown();
 }
 
@@ -344,8 +355,8 @@ TEST_F(PartitionedStoreTest, MapChangeRetargetsAndCountChangeIsRefused) {
     ASSERT_TRUE(r.has_value());
     EXPECT_EQ(r->outcome, Outcome::kInserted);
   }
-  EXPECT_EQ(RowsOf(moved.conninfo), std::set<Digest>(after.begin(), after.end()));
-  EXPECT_EQ(RowsOf(parts_[1]->conninfo), std::set<Digest>{before});
+  EXPECT_EQ(RowsOf(moved.conninfo), StoredSet(after));
+  EXPECT_EQ(RowsOf(parts_[1]->conninfo), std::set<Digest>{StoredDigest(before)});
   // The reader reads p1 from the new database now: the rows written there are found, the old one's is not.
   auto find = [&](const Digest& d) {
     Answer<RecordLookup> found;
@@ -370,7 +381,133 @@ TEST_F(PartitionedStoreTest, MapChangeRetargetsAndCountChangeIsRefused) {
   EXPECT_EQ(store.conninfo(1), moved.conninfo);
   const Digest d3 = DigestsOf(3, 1).front();
   EXPECT_EQ(SubmitAndWait(store, d3)->outcome, Outcome::kInserted);
-  EXPECT_EQ(RowsOf(parts_[3]->conninfo).count(d3), 1u);
+  EXPECT_EQ(RowsOf(parts_[3]->conninfo).count(StoredDigest(d3)), 1u);
+  store.Shutdown();
+}
+
+// Partitions move to the 16-byte layout one at a time (issue 45, sql/013): a partitioned store over two databases in
+// today's layout keeps every verdict while p0 is moved online and p1 is not yet, and after p1 follows; the routed
+// reader finds every key throughout, and the PL/Proxy functions (sql/proxy/) answer across both layouts with full
+// digests in and out.
+TEST(PartitionedLayout, PartitionsMoveOneAtATime) {
+  ASSERT_FALSE(PgDir().empty()) << "SCANGATE_TEST_PG_DIR not set (run through ctest)";
+  constexpr std::size_t kTwo = 2;
+  ScratchDb p0("sg_pl_p0"), p1("sg_pl_p1"), proxy("sg_pl_proxy");
+  for (const ScratchDb* db : {&p0, &p1}) {
+    pqxx::connection c(db->conninfo);
+    ApplyMigrations(c, 10);  // as scangate before sql/013 left it, with a row
+    pqxx::nontransaction(c).exec("INSERT INTO scan_keys (digest, source) VALUES (sha256('seed'::bytea), 'seed')");
+  }
+  proxy.Exec("CREATE EXTENSION plproxy");
+  proxy.Exec("CREATE SERVER scangate FOREIGN DATA WRAPPER plproxy OPTIONS (connection_lifetime '1800', p0 '" +
+             p0.conninfo + "', p1 '" + p1.conninfo + "')");
+  proxy.Exec("CREATE USER MAPPING FOR PUBLIC SERVER scangate");
+  {
+    const char* src = std::getenv("SCANGATE_SOURCE_DIR");
+    ASSERT_NE(src, nullptr);
+    std::ifstream in(std::string(src) + "/sql/proxy/001_scangate_proxy.sql");
+    const std::string sql((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_FALSE(sql.empty());
+    proxy.Exec(sql);
+  }
+  auto layout = [](const ScratchDb& db) {
+    pqxx::connection c(db.conninfo);
+    return pqxx::nontransaction(c).exec1("SELECT scangate_layout()")[0].as<int>();
+  };
+  PartitionedStoreOptions o;
+  o.base.writers = 2;
+  o.base.reconnect_backoff_max = 200ms;
+  o.base.start_timeout = 10s;
+  o.base.retention = 1h;
+  o.proxy_url = proxy.conninfo;
+  o.map_poll = 100ms;
+  PartitionedStore store(o);
+  store.Start();  // sql/013 on both: they hold rows, so both keep today's layout
+  ASSERT_EQ(store.partitions(), kTwo);
+  EXPECT_EQ(layout(p0), 1);
+  EXPECT_EQ(layout(p1), 1);
+  PartitionedReader reader(LookupOptions{}, {p0.conninfo, p1.conninfo});
+  reader.Start();
+
+  std::vector<Digest> recorded;
+  auto write_new = [&](std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const Digest d = RandomDigest();
+      Answer<Result> a;
+      ASSERT_TRUE(store.Submit(RouteOf(d), d, "till", a.Setter(), nullptr, i % 2 ? Expect::kNew : Expect::kUnknown));
+      ASSERT_EQ(a.Get().outcome, Outcome::kInserted);
+      recorded.push_back(d);
+    }
+  };
+  auto check_all = [&](const char* when) {
+    SCOPED_TRACE(when);
+    for (const Digest& d : recorded) {
+      Answer<Result> a;
+      ASSERT_TRUE(store.Submit(RouteOf(d), d, "till", a.Setter()));
+      ASSERT_EQ(a.Get().outcome, Outcome::kDuplicate);
+      Answer<RecordLookup> found;
+      ASSERT_TRUE(reader.Find(d, found.Setter()));
+      ASSERT_EQ(found.Get().status, RecordLookup::Status::kFound);
+    }
+  };
+  write_new(200);
+  check_all("both in today's layout");
+
+  // p0 moves while the store writes to both partitions.
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    while (!stop.load()) write_new(10);
+  });
+  {
+    pqxx::connection c(p0.conninfo);
+    pqxx::nontransaction(c).exec("CALL scangate_layout_migrate(slice_blocks => 1)");
+  }
+  stop.store(true);
+  writer.join();
+  EXPECT_EQ(layout(p0), 2);
+  EXPECT_EQ(layout(p1), 1);
+  write_new(100);
+  check_all("p0 moved, p1 not");
+
+  // The proxy's functions across the two layouts: a full digest in, the same digest out.
+  auto hexes = [](const std::vector<Digest>& ds) {
+    std::string a = "ARRAY[";
+    for (std::size_t i = 0; i < ds.size(); ++i) a += (i ? ",'\\x" : "'\\x") + ToHex(ds[i]) + "'::bytea";
+    return a + "]";
+  };
+  std::vector<Digest> some(recorded.begin(), recorded.begin() + 20);
+  std::vector<Digest> fresh = RandomDigests(20);
+  {
+    pqxx::connection c(proxy.conninfo);
+    pqxx::nontransaction tx(c);
+    const std::string n = std::to_string(some.size());
+    const auto old_keys = tx.exec1("SELECT count(*) FILTER (WHERE inserted), count(*) FROM scangate_observe(" +
+                                   hexes(some) + ", array_fill('px'::text, ARRAY[" + n + "]), array_fill(0::int8, ARRAY[" +
+                                   n + "]), 3600000000)");
+    EXPECT_EQ(old_keys[0].as<int>(), 0);
+    EXPECT_EQ(old_keys[1].as<std::size_t>(), some.size());
+    const auto new_keys = tx.exec1("SELECT count(*) FILTER (WHERE inserted), count(*) FROM scangate_observe(" +
+                                   hexes(fresh) + ", array_fill('px'::text, ARRAY[" + n + "]), array_fill(0::int8, ARRAY[" +
+                                   n + "]), 3600000000)");
+    EXPECT_EQ(new_keys[0].as<std::size_t>(), fresh.size());
+    for (const Digest& d : {some.front(), some.back(), fresh.front()}) {
+      EXPECT_EQ(tx.exec1("SELECT count(*) FROM scangate_lookup('\\x" + ToHex(d) + "'::bytea) WHERE digest = '\\x" +
+                         ToHex(d) + "'::bytea")[0].as<int>(), 1) << ToHex(d);
+    }
+    std::set<unsigned> where;
+    for (const Digest& d : some) where.insert(PartitionOf(d, kTwo));
+    EXPECT_EQ(where.size(), kTwo) << "the proxy's calls did not reach both layouts";
+  }
+  recorded.insert(recorded.end(), fresh.begin(), fresh.end());
+
+  {
+    pqxx::connection c(p1.conninfo);
+    pqxx::nontransaction(c).exec("CALL scangate_layout_migrate()");
+  }
+  EXPECT_EQ(layout(p1), 2);
+  write_new(100);
+  check_all("both moved");
+  reader.Shutdown();
   store.Shutdown();
 }
 

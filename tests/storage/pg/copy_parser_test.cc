@@ -1,7 +1,7 @@
-// Tests storage/pg/copy_parser.h: a binary COPY stream of one-bytea rows is parsed to the same digests
-// however it is cut into Feed() calls (down to 1 byte), the sink gets chunks of exactly the configured
-// size, and every malformed stream (truncated, bad signature, a field that is not 32 bytes, a row of two
-// fields) throws instead of yielding a digest. Pure: no PostgreSQL; streams are built here byte by byte
+// Tests storage/pg/copy_parser.h: a binary COPY stream of one-digest rows (32-byte bytea, or 16-byte uuid: sql/013)
+// is parsed to the same digests — their stored form — however it is cut into Feed() calls (down to 1 byte), the sink
+// gets chunks of exactly the configured size, and every malformed stream (truncated, bad signature, a field of
+// another length, a row of two fields) throws instead of yielding a digest. Pure: no PostgreSQL; streams are built here byte by byte
 // as PostgreSQL's docs ("COPY", "Binary Format") define them.
 #include "storage/pg/copy_parser.h"
 
@@ -37,10 +37,11 @@ std::string Header(std::uint32_t ext = 0) {
   return s;
 }
 
-void PutRow(std::string& s, const Digest& d) {
+// A row of the digest's first `bytes` bytes: 32 (a bytea, sql/001) or 16 (a uuid, sql/013).
+void PutRow(std::string& s, const Digest& d, std::uint32_t bytes = 32) {
   PutBe16(s, 1);
-  PutBe32(s, 32);
-  s.append(reinterpret_cast<const char*>(d.data()), d.size());
+  PutBe32(s, bytes);
+  s.append(reinterpret_cast<const char*>(d.data()), bytes);
 }
 
 void PutTrailer(std::string& s) { PutBe16(s, -1); }
@@ -54,9 +55,9 @@ Digest MakeDigest(std::uint32_t i) {
   return d;
 }
 
-std::string Stream(const std::vector<Digest>& digests, std::uint32_t ext = 0) {
+std::string Stream(const std::vector<Digest>& digests, std::uint32_t ext = 0, std::uint32_t bytes = 32) {
   std::string s = Header(ext);
-  for (const auto& d : digests) PutRow(s, d);
+  for (const auto& d : digests) PutRow(s, d, bytes);
   PutTrailer(s);
   return s;
 }
@@ -64,6 +65,13 @@ std::string Stream(const std::vector<Digest>& digests, std::uint32_t ext = 0) {
 std::vector<Digest> Digests(std::uint32_t n) {
   std::vector<Digest> v;
   for (std::uint32_t i = 0; i < n; ++i) v.push_back(MakeDigest(i));
+  return v;
+}
+
+// What the parser delivers of `digests`: their stored forms (core/digest.h).
+std::vector<Digest> Stored(const std::vector<Digest>& digests) {
+  std::vector<Digest> v;
+  for (const auto& d : digests) v.push_back(StoredDigest(d));
   return v;
 }
 
@@ -99,9 +107,9 @@ std::string ParseError(const std::string& stream, std::size_t piece) {
 // The same digests, in order, whatever the Feed() boundaries: every piece size from 1 byte (every row
 // and the header split at every offset) to past the whole stream, and a header extension to skip.
 TEST(CopyDigestParser, RowsSplitAcrossAnyFeedBoundaries) {
-  const std::vector<Digest> want = Digests(20);
+  const std::vector<Digest> want = Stored(Digests(20));
   for (const std::uint32_t ext : {0u, 5u}) {
-    const std::string stream = Stream(want, ext);
+    const std::string stream = Stream(Digests(20), ext);
     for (std::size_t piece = 1; piece <= stream.size() + 1; ++piece) {
       const ParseResult run = Parse(stream, piece);
       ASSERT_EQ(run.got, want) << "piece " << piece << " ext " << ext;
@@ -110,10 +118,27 @@ TEST(CopyDigestParser, RowsSplitAcrossAnyFeedBoundaries) {
   }
 }
 
+// The 16-byte layout's rows (sql/013: the digest's stored form as a uuid) parse to the same stored forms as the old
+// layout's 32-byte rows, cut anywhere, also mixed in one stream (a database's two tables are never read in one COPY,
+// but the parser does not care).
+TEST(CopyDigestParser, UuidRowsGiveTheSameStoredForms) {
+  const std::vector<Digest> all = Digests(20);
+  const std::string stream = Stream(all, 0, 16);
+  for (std::size_t piece = 1; piece <= stream.size() + 1; ++piece) {
+    ASSERT_EQ(Parse(stream, piece).got, Stored(all)) << "piece " << piece;
+  }
+  std::string mixed = Header();
+  for (std::uint32_t i = 0; i < all.size(); ++i) PutRow(mixed, all[i], i % 2 == 0 ? 16 : 32);
+  PutTrailer(mixed);
+  for (std::size_t piece = 1; piece <= mixed.size() + 1; piece += 3) {
+    ASSERT_EQ(Parse(mixed, piece).got, Stored(all)) << "piece " << piece;
+  }
+}
+
 // Irregular cuts (libpq's CopyData messages need not align with rows), including empty Feed() calls.
 TEST(CopyDigestParser, IrregularFeedsAndEmptyFeeds) {
-  const std::vector<Digest> want = Digests(50);
-  const std::string stream = Stream(want);
+  const std::vector<Digest> want = Stored(Digests(50));
+  const std::string stream = Stream(Digests(50));
   std::vector<Digest> got;
   const CopyDigestParser::Sink sink = [&](std::span<const Digest> c) { got.insert(got.end(), c.begin(), c.end()); };
   CopyDigestParser parser(sink);
@@ -130,9 +155,9 @@ TEST(CopyDigestParser, IrregularFeedsAndEmptyFeeds) {
 
 // The sink gets full chunks of exactly the configured size while parsing and the remainder at Finish().
 TEST(CopyDigestParser, ChunksAtTheSinkSize) {
-  const std::vector<Digest> want = Digests(10);
+  const std::vector<Digest> want = Stored(Digests(10));
   for (const std::size_t piece : {std::size_t{1}, std::size_t{1000}}) {
-    const ParseResult run = Parse(Stream(want), piece, /*chunk=*/4);
+    const ParseResult run = Parse(Stream(Digests(10)), piece, /*chunk=*/4);
     EXPECT_EQ(run.got, want);
     EXPECT_EQ(run.chunk_sizes, (std::vector<std::size_t>{4, 4, 2})) << "piece " << piece;
   }
@@ -166,8 +191,8 @@ TEST(CopyDigestParser, EmptyStream) {
 // A stream cut anywhere before the end of its trailer throws at Finish() (at every cut point), and so
 // do bytes after the trailer; nothing of the unfinished row reaches the sink.
 TEST(CopyDigestParser, TruncatedStreamThrows) {
-  const std::vector<Digest> want = Digests(3);
-  const std::string stream = Stream(want);
+  const std::vector<Digest> want = Stored(Digests(3));
+  const std::string stream = Stream(Digests(3));
   for (std::size_t cut = 0; cut < stream.size(); ++cut) {
     std::vector<Digest> got;
     const CopyDigestParser::Sink sink = [&](std::span<const Digest> c) { got.insert(got.end(), c.begin(), c.end()); };
@@ -189,9 +214,9 @@ TEST(CopyDigestParser, BadSignatureThrows) {
   EXPECT_NE(ParseError(text, 1000).find("bad COPY signature"), std::string::npos) << ParseError(text, 1000);
 }
 
-// A bytea field that is not 32 bytes (shorter, longer, NULL) is not a digest: throws.
-TEST(CopyDigestParser, FieldNot32BytesThrows) {
-  for (const std::uint32_t len : {31u, 33u, 0u, 0xffffffffu /* NULL */}) {
+// A field that is neither 32 bytes (a bytea digest) nor 16 (a uuid), or NULL, is not a digest: throws.
+TEST(CopyDigestParser, FieldOfAnotherLengthThrows) {
+  for (const std::uint32_t len : {15u, 17u, 31u, 33u, 0u, 0xffffffffu /* NULL */}) {
     std::string s = Header();
     PutRow(s, MakeDigest(1));
     PutBe16(s, 1);
@@ -200,7 +225,7 @@ TEST(CopyDigestParser, FieldNot32BytesThrows) {
     PutTrailer(s);
     s.append(40, '\0');  // enough bytes that a misread length cannot look truncated instead
     for (const std::size_t piece : {std::size_t{1}, s.size()}) {
-      EXPECT_NE(ParseError(s, piece).find("not 32 bytes"), std::string::npos)
+      EXPECT_NE(ParseError(s, piece).find("neither 32 nor 16 bytes"), std::string::npos)
           << "length " << len << ": " << ParseError(s, piece);
     }
   }

@@ -99,7 +99,7 @@ TEST(Lookup, ExpiredRowIsNotFound) {
     const std::pair<const Digest*, const char*> rows[] = {
         {&fresh, "0 seconds"}, {&within, "59 minutes"}, {&expired, "61 minutes"}};
     for (const auto& [d, age] : rows) {
-      tx.exec_params0("INSERT INTO scan_keys (digest, source, first_seen) VALUES ($1::bytea, 'lane 9', "
+      tx.exec_params0("INSERT INTO scan_keys (digest, seen_by, first_seen) VALUES (scangate_stored_digest($1::bytea), 'lane 9', "
                       "now() - $2::interval)",
                       pqxx::binarystring(d->data(), d->size()), age);
     }
@@ -151,12 +151,12 @@ TEST(Lookup, PackRowsReportTheirAttrsAndExpireByKeepUntil) {
   {
     pqxx::connection c(Url());
     pqxx::work tx(c);
-    tx.exec_params0("INSERT INTO scan_keys (digest, first_seen) VALUES ($1::bytea, now())",
+    tx.exec_params0("INSERT INTO scan_keys (digest, first_seen) VALUES (scangate_stored_digest($1::bytea), now())",
                     pqxx::binarystring(raw.data(), raw.size()));
-    tx.exec_params0("INSERT INTO scan_keys (digest, first_seen, keep_until) VALUES ($1::bytea, now(), "
+    tx.exec_params0("INSERT INTO scan_keys (digest, first_seen, keep_until) VALUES (scangate_stored_digest($1::bytea), now(), "
                     "now() - interval '1 second')",
                     pqxx::binarystring(past.data(), past.size()));
-    tx.exec_params0("INSERT INTO scan_keys (digest, first_seen, keep_until) VALUES ($1::bytea, "
+    tx.exec_params0("INSERT INTO scan_keys (digest, first_seen, keep_until) VALUES (scangate_stored_digest($1::bytea), "
                     "now() - interval '2 hours', now() + interval '1 day')",
                     pqxx::binarystring(pinned_old.data(), pinned_old.size()));
     tx.commit();
@@ -172,7 +172,7 @@ TEST(Lookup, PackRowsReportTheirAttrsAndExpireByKeepUntil) {
     RecordLookup r = FindSync(lookup, pack);
     EXPECT_EQ(r.status, RecordLookup::Status::kFound);
     EXPECT_EQ(r.first_seen, ins->first_seen);
-    EXPECT_EQ(r.lot, attrs.lot);
+    EXPECT_EQ(r.lot, std::optional<Digest>(StoredDigest(*attrs.lot)));  // as the table holds it (sql/013)
     EXPECT_EQ(r.expiry, attrs.expiry);
     EXPECT_EQ(r.keep_until_us, std::optional<std::int64_t>(attrs.keep_until_us));
     r = FindSync(lookup, raw);

@@ -1,0 +1,39 @@
+# bench/layout/lib.sh — what bench/layout/cliff.sh and migrate_online.sh share, sourced by both: the --lock file,
+# a scangate started and waited for, the CPU ticks of PostgreSQL's process tree. Each script sets ROOT, WORK, LOCK,
+# SG_PORT and a log() before using them.
+
+LOCK_FD=""
+# shared | exclusive | none: hold the --lock file (LOCK; nothing when empty) in this shell, dropping any lock held.
+lock() {
+  [[ -z $LOCK ]] && return
+  [[ -n $LOCK_FD ]] && { flock -u "$LOCK_FD"; exec {LOCK_FD}>&-; LOCK_FD=""; }
+  [[ $1 == none ]] && return
+  exec {LOCK_FD}>>"$LOCK"
+  if [[ $1 == exclusive ]]; then flock -x "$LOCK_FD"; else flock -s "$LOCK_FD"; fi
+}
+
+SG_PID=""
+# BIN LOGFILE ARGS...: starts BIN on SG_PORT with ARGS (its output to LOGFILE) and waits until /readyz answers (up to
+# 3 min: a warm start of millions of keys in a small cgroup takes a while); exits the script if it does not.
+start_sg() {
+  local bin=$1 logfile=$2
+  shift 2
+  "$bin" --port "$SG_PORT" "$@" >>"$logfile" 2>&1 &
+  SG_PID=$!
+  for _ in $(seq 1800); do
+    curl -fs "http://127.0.0.1:$SG_PORT/readyz" >/dev/null 2>&1 && return 0
+    kill -0 "$SG_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  log "scangate did not become ready:"; tail -5 "$logfile" >&2; exit 1
+}
+stop_sg() { [[ -n $SG_PID ]] && { kill "$SG_PID" 2>/dev/null; wait "$SG_PID" 2>/dev/null || true; }; SG_PID=""; }
+
+# PM: CPU ticks (utime + stime) of the postmaster PM, its reaped children and its live children.
+pg_ticks() {
+  local sum p
+  sum=$(awk '{print $14 + $15 + $16 + $17}' "/proc/$1/stat")
+  for p in $(pgrep -P "$1"); do sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done
+  echo "$sum"
+}
+sg_ticks() { awk '{print $14 + $15}' "/proc/$SG_PID/stat"; }
