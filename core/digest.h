@@ -5,11 +5,13 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
 namespace scangate {
@@ -61,6 +63,15 @@ inline Digest StoredDigest(const Digest& d) {
   Digest s{};
   for (std::size_t i = 0; i < kStoredDigestBytes; ++i) s[i] = d[i];
   return s;
+}
+
+// A digest PostgreSQL returned in binary — 32 bytes (the layout before sql/013) or 16 (its uuid) — as its stored
+// form in `out`. False for any other length (`out` then unspecified). Threading: pure function.
+inline bool StoredDigestFromBytes(std::string_view bytes, Digest& out) {
+  if (bytes.size() != std::tuple_size_v<Digest> && bytes.size() != kStoredDigestBytes) return false;
+  out = Digest{};
+  for (std::size_t i = 0; i < kStoredDigestBytes; ++i) out[i] = static_cast<std::uint8_t>(bytes[i]);
+  return true;
 }
 
 // 64 lowercase hex characters. Threading: pure function.

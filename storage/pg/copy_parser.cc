@@ -1,6 +1,6 @@
 #include "storage/pg/copy_parser.h"
 
-#include "storage/pg/table_layout.h"
+#include "core/digest.h"  // StoredDigestFromBytes
 
 #include <cstring>
 #include <stdexcept>

@@ -62,13 +62,6 @@ std::string ForLayout(std::string_view sql, TableLayout layout) {
                           {"{SEND}", old ? "" : "uuid_send"}});
 }
 
-bool StoredDigestFromBytes(std::string_view bytes, Digest& out) {
-  if (bytes.size() != std::tuple_size_v<Digest> && bytes.size() != kStoredDigestBytes) return false;
-  out = Digest{};
-  for (std::size_t i = 0; i < kStoredDigestBytes; ++i) out[i] = static_cast<std::uint8_t>(bytes[i]);
-  return true;
-}
-
 bool StoredDigestFromText(std::string_view text, Digest& out) {
   if (text.size() == 2 + 2 * std::tuple_size_v<Digest> && text.substr(0, 2) == "\\x") {
     if (!HexInto(text.substr(2), std::tuple_size_v<Digest>, out)) return false;

@@ -5,7 +5,7 @@
 // (sql/013 scangate_layout_migrate), so every unit that names digests in SQL reads the layout when it connects
 // (ReadTableLayout), writes its statements for it (ForLayout) and, when a statement fails because the table changed
 // under it (IsLayoutChange), connects again. Units that only read digests (the warm load, the follower) take either
-// width (StoredDigestFromBytes / StoredDigestFromText) and need not know.
+// width (core/digest.h StoredDigestFromBytes / StoredDigestFromText) and need not know.
 // Invariant: a digest is compared in the width the table stores it in, so a key written in one form is found by a
 // lookup in the other: both land on the same 16-byte prefix, which is all the filter and the recent set key on.
 #pragma once
@@ -57,9 +57,8 @@ inline std::string_view StoredBytesOf(const Digest& d, TableLayout layout) {
   return {reinterpret_cast<const char*>(d.data()), StoredBytes(layout)};
 }
 
-// A digest PostgreSQL returned in binary (32 bytes: the old layout; 16: the new one) as its stored form. False for
-// any other length.
-bool StoredDigestFromBytes(std::string_view bytes, Digest& out);
+// StoredDigestFromBytes (a digest PostgreSQL returned in binary, either width) is in core/digest.h: pure, so the
+// COPY parser and its fuzz target need no libpqxx.
 
 // A digest PostgreSQL returned as text — bytea's hex output ("\x" + 64 hex digits) or a uuid
 // ("xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx") — as its stored form. False for anything else.
