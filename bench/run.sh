@@ -68,7 +68,9 @@
 #   BENCH_BASE_BIN ("")        a second scangate binary (e.g. main's) measured side by side with SCANGATE_BIN in the
 #                              same run: a system named base-<system> (base-commit, base-filteridem, ...) is <system>
 #                              started from BENCH_BASE_BIN, its repetitions interleaved with the others'; its ratios
-#                              and CPU columns are computed exactly as any system's
+#                              and CPU columns are computed exactly as any system's. Both binaries share the run's
+#                              PostgreSQL: a base binary older than a schema change it cannot serve (sql/013's
+#                              16-byte layout: every base cell answers non-2xx) needs a run of its own
 set -uo pipefail
 
 # The machine is shared (other builds/tests): by default run the whole benchmark tree (servers, PostgreSQL, wrk)
