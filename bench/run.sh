@@ -33,10 +33,9 @@
 #                              filterlogical = filter --follow=logical (its peer too; filter follows by the default,
 #                              poll); filternx = filternf on the schema
 #                              without sql/010's commit_xid index and default (dropped for the cell, then put back:
-#                              the write path's cost of the polling design); filterbase = filter run by
-#                              SCANGATE_BASE_BIN (another build, e.g. main's, its peer too: the side-by-side baseline of
-#                              a change; issue 42 also measured filterdirect = filter --watermark=direct, its design B,
-#                              removed after: bench/RESULTS.md "Issue 42")
+#                              the write path's cost of the polling design). Issue 42 also measured filterdirect =
+#                              filter --watermark=direct (its design B, removed after) and filterbase (now base-filter
+#                              with BENCH_BASE_BIN, below): bench/RESULTS.md "Issue 42"
 #   BENCH_PEER (0)             1 = every ack=filter cell also runs an idle second scangate on the same database
 #                              (its own journal; its follower decodes the measured one's writes), as two instances
 #                              behind a balancer would: its CPU is in the cell's "other" column
@@ -64,7 +63,7 @@
 #   BENCH_NICE (-10)           niceness of the whole run (needs root for < 0; 0 = leave as is)
 #   BENCH_BUILD_DIR (build/release)  BENCH_SKIP_BUILD (0)
 #   BENCH_SKIP (""): space-separated parts to skip: matrix statuscost scale sustain redis
-#   SCANGATE_BIN / CEILING_BIN / NAIVE_BIN   binaries (default: from the build dir); SCANGATE_BASE_BIN: filterbase's
+#   SCANGATE_BIN / CEILING_BIN / NAIVE_BIN   binaries (default: from the build dir)
 #   BENCH_BASE_BIN ("")        a second scangate binary (e.g. main's) measured side by side with SCANGATE_BIN in the
 #                              same run: a system named base-<system> (base-commit, base-filteridem, ...) is <system>
 #                              started from BENCH_BASE_BIN, its repetitions interleaved with the others'; its ratios
@@ -258,20 +257,18 @@ start_server() {
       --journal-dir "$OUT/journal" --follow off $SG_EXTRA ;;
     filterlogical) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter on \
       --journal-dir "$OUT/journal" --follow logical $SG_EXTRA ;;
-    filterbase) exec "$SCANGATE_BASE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter \
-      --filter on --journal-dir "$OUT/journal" $SG_EXTRA ;;
     nofilter) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack commit --filter off $SG_EXTRA ;;
     filteroff) exec "$SCANGATE_BIN" --port "$SRV_PORT" --threads "$THREADS" --database-url "$SG_URL" --ack filter --filter off \
       --journal-dir "$OUT/journal" $SG_EXTRA ;;
   esac >"$SRV_LOG" 2>&1 &
   SRV_PID=$!
-  if [[ ${BENCH_PEER:-0} == 1 && ( $sys == filter || $sys == filternf || $sys == filternx || $sys == filterlogical || $sys == filteridem ||
-        $sys == filterbase ) ]]; then
-    local follow=on peer_bin=$SCANGATE_BIN
+  # base-<system>: SCANGATE_BIN is the base binary here, so the peer runs it too.
+  if [[ ${BENCH_PEER:-0} == 1 && ( $sys == filter || $sys == filternf || $sys == filternx || $sys == filterlogical ||
+        $sys == filteridem ) ]]; then
+    local follow=on
     [[ $sys == filternf || $sys == filternx ]] && follow=off
     [[ $sys == filterlogical ]] && follow=logical
-    [[ $sys == filterbase ]] && peer_bin=$SCANGATE_BASE_BIN
-    "$peer_bin" --port "$(free_port)" --threads 1 --database-url "$SG_URL" --ack filter --filter on \
+    "$SCANGATE_BIN" --port "$(free_port)" --threads 1 --database-url "$SG_URL" --ack filter --filter on \
       --journal-dir "$OUT/journal-peer" --follow "$follow" $SG_EXTRA >"$OUT/logs/$name.peer.log" 2>&1 &
     PEER_PID=$!
   fi
@@ -555,7 +552,6 @@ label() {
     filteridem) echo "scangate ack=filter (journal), Idempotency-Key on every request" ;;
     filternf) echo "scangate ack=filter (journal) --follow=off" ;;
     filterlogical) echo "scangate ack=filter (journal) --follow=logical" ;;
-    filterbase) echo "scangate ack=filter (journal), SCANGATE_BASE_BIN" ;;
     filternx) echo "scangate ack=filter (journal) --follow=off, without the commit_xid index" ;;
     *) echo "$1" ;;
   esac
