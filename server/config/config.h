@@ -200,7 +200,7 @@ struct ParseOutcome {
 ParseOutcome ParseConfig(int argc, const char* const argv[]);
 
 // Durations: a non-negative integer followed by one unit of `units` (e.g. {"s","m","h","d"}):
-// "90s", "15m", "24h", "7d", "500us", "2ms". Throws ConfigError naming `option`.
+// "90s", "15m", "24h", "7d", "500us", "2ms". Throws ConfigError naming `option`. server/config/config_values.cc.
 std::chrono::nanoseconds ParseDuration(std::string_view text, const std::vector<std::string_view>& units,
                                        std::string_view option);
 
@@ -246,7 +246,7 @@ struct ConnectionFlags {
 };
 // Sets the Config fields of `f`, checked. Throws ConfigError naming the option. server/config/config_connections.cc.
 void ParseConnectionLimits(const ConnectionFlags& f, Config& c);
-// An integer option in min..max. Throws ConfigError naming --`option`.
+// An integer option in min..max. Throws ConfigError naming --`option`. server/config/config_values.cc.
 std::uint64_t ParseInteger(std::string_view text, std::string_view option, std::uint64_t min, std::uint64_t max);
 // --cors-origins and --allowed-hosts: their lists, lower-cased and checked (server/config/config_access.cc).
 std::vector<std::string> ParseCorsOrigins(const std::string& list);
