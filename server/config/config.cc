@@ -40,7 +40,7 @@ constexpr std::chrono::microseconds kJournalFlushInterval{20000};
 // load) would start to time out; above 10 min a client is better served by its own timeout.
 constexpr auto kMinRequestTimeout = std::chrono::milliseconds(100);
 constexpr auto kMaxRequestTimeout = std::chrono::minutes(10);
-// --recent-keys above this (~66 GB at ~66 bytes per key) is a typo, not a plan.
+// --recent-keys above this (~48 GB at ~48 bytes per key) is a typo, not a plan.
 constexpr std::uint64_t kMaxRecentKeys = 1'000'000'000;
 
 template <typename T>
@@ -174,7 +174,7 @@ po::options_description Options() {
                                   "expiry month plus this (at least --retention); units s m h d, at most 2192d")
       ("shards", n(d.shards), "filter shards, a power of two")
       ("filter", on_off(d.filter), "on|off; off = every key takes the exact path (benchmarks)")
-      ("recent-keys", n(d.recent_keys), "keys this instance knows are recorded, kept in memory (~66 bytes each) "
+      ("recent-keys", n(d.recent_keys), "keys this instance knows are recorded, kept in memory (~48 bytes each) "
                                         "to answer repeats without PostgreSQL; 0 = off");
   po::options_description ack("Acknowledgement");
   ack.add_options()

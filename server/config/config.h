@@ -103,7 +103,7 @@ struct Config {
   std::string digest_secret;               // file bytes, one trailing newline stripped; never printed
   bool filter = true;
   // --recent-keys: bound of the recent set (core/recent_set.h), digests this instance knows are recorded (with
-  // the request that recorded each), answered without PostgreSQL; ~66 bytes per key (README "The recent set");
+  // the request that recorded each), answered without PostgreSQL; ~48 bytes per key (README "The recent set");
   // 0 = off.
   std::uint64_t recent_keys = 1'048'576;
   bool access_log = false;

@@ -218,12 +218,11 @@ BatchAnswer BatchStatement::BeginCopy(PGconn* c) {
   }
   buf.append("\377\377", 2);  // trailer
 
-  std::vector<std::string> formatted(n);
-  for (std::size_t i = 0; i < n; ++i) formatted[i] = Rfc3339Micros(first_seen[i]);
-  a.results.reserve(n);
+  // Copy-eligible: no digest repeats, so each distinct row is one item's and its time is formatted once, in place.
+  a.results.reserve(slot_.size());
   for (std::size_t i = 0; i < slot_.size(); ++i) {
     const PackAttrs& sent = attrs_[slot_[i]];
-    a.results.push_back(Result{Outcome::kInserted, formatted[slot_[i]], first_seen[slot_[i]],
+    a.results.push_back(Result{Outcome::kInserted, Rfc3339Micros(first_seen[slot_[i]]), first_seen[slot_[i]],
                                PackAttrs{sent.lot, sent.expiry, 0, sent.request}, /*request_known=*/true});
   }
   a.any_inserted = true;
