@@ -202,6 +202,13 @@ void Journal::RunFlusher() {
         while (buffer_.empty() && !stop_ && !applied_moved_ && !ParkedFits() && !cv_.WaitUntil(&mu_, wake)) {
         }
       }
+      // Under load, gather (JournalOptions::max_gather): wait as long as the previous sync took, so this group
+      // also takes what arrives meanwhile. Not for a lone record, nor while records wait for room or at a fault.
+      if (!buffer_.empty() && !stop_ && !unusable_ && parked_.empty() && last_group_ >= kGatherMinGroup) {
+        const auto until = Clock::now() + std::min<Clock::duration>(last_sync_, options_.max_gather);
+        while (!stop_ && !unusable_ && !cv_.WaitUntil(&mu_, until)) {
+        }
+      }
       applied_moved_ = false;  // MaybeCheckpoint below passes what was applied
       // Admit parked records while there is room; reject those whose wait is over (or all at shutdown).
       const auto now = Clock::now();
@@ -218,6 +225,7 @@ void Journal::RunFlusher() {
       }
       bytes.swap(buffer_);
       group.swap(buffered_);
+      last_group_ = group.size();
       group_end = next_lsn_;
       stopping = stop_;
       parked = !parked_.empty();
@@ -313,7 +321,8 @@ void Journal::WriteGroup(const std::string& bytes, std::uint64_t first_lsn) {
   // Never "durable" in a file that is no longer the journal's (unlinked, or its directory gone or replaced):
   // the group fails and its bytes stay past seg_bytes_ (a rebuild does not copy them).
   if (const std::string problem = FolderProblem(); !problem.empty()) throw JournalError(problem);
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  last_sync_ = Clock::now() - t0;
+  const double seconds = std::chrono::duration<double>(last_sync_).count();
   seg_bytes_ += bytes.size();
   const MutexLock lk(&counters_->mu);
   ObserveInBucket(kFsyncBounds, counters_->fsync_counts, seconds);

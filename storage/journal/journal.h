@@ -17,8 +17,12 @@
 // Group commit: Append() copies the encoded record into a shared buffer under a mutex and returns. One
 // flusher thread swaps the buffer out, write()s it to the active segment and fdatasync()s — so one sync
 // covers everything that arrived during the previous one, never one sync per key — then calls on_commit
-// with the group. A new segment is started between groups once the active one reaches segment_bytes, so a
-// torn record can only be in the last segment; a bad record anywhere else is corruption and Open() refuses.
+// with the group. Under load (the previous group held 4 records or more) the flusher first waits as long as the
+// previous write + fdatasync took (at most max_gather), so that a group also takes what arrives during that wait:
+// at most one more sync time of latency per record, none for a lone one; at 256 connections on this machine
+// records per fdatasync ~30 -> ~110 and the server's CPU per key -20 % (bench/RESULTS.md "Issue 44, part 2").
+// A new segment is started between groups once the active one reaches segment_bytes, so a torn record can only
+// be in the last segment; a bad record anywhere else is corruption and Open() refuses.
 // Pre-zeroed segments: between groups the flusher zero-fills the next segment's file (`spare.tmp`, a slice at
 // a time) and fdatasyncs it once complete; at rotation it gets its header (made durable) and is renamed into
 // place. Group commits then overwrite allocated blocks, so fdatasync flushes data only — no filesystem
@@ -110,6 +114,9 @@ struct JournalOptions {
   std::uint64_t segment_bytes = 8ull << 20;  // rotate to a new segment at this size (between groups)
   std::chrono::milliseconds full_wait{1000};  // bounded wait of a record while the journal is full
   std::chrono::milliseconds checkpoint_interval{100};  // at most one checkpoint write per interval
+  // Gathering under load (see "Group commit" above): the longest the flusher waits for more records before a
+  // group, after a group of at least 4. 0 = never wait. 1 ms: more than one sync of the disks measured (0.1–0.5 ms).
+  std::chrono::microseconds max_gather{1000};
   // Zero-fill the next segment ahead (see "Pre-zeroed segments" above); false = segments grow by appending.
   bool preallocate = true;
   // With --partitions: the partition count (a power of two), so that oldest_uncommitted_ns is kept per
@@ -211,6 +218,9 @@ class Journal {
   const std::string& instance_id() const { return instance_id_; }
 
  private:
+  // The previous group held at least this many records: keys arrive concurrently, so gathering pays (below it a
+  // record is alone, or nearly: it is synced at once).
+  static constexpr std::size_t kGatherMinGroup = 4;
   struct Parked {
     JournalRecord record;
     std::chrono::steady_clock::time_point deadline;
@@ -269,6 +279,8 @@ class Journal {
   std::uint64_t spare_bytes_ = 0;      // zeros written to it so far (flusher thread)
   bool spare_ready_ = false;           // complete and fdatasync'ed (flusher thread)
   bool preallocate_ = true;            // options_.preallocate until an error turns it off (flusher thread)
+  std::size_t last_group_ = 0;         // records in the previous group (flusher thread)
+  std::chrono::steady_clock::duration last_sync_{};  // the previous group's write + fdatasync (flusher thread)
   std::vector<Segment> segments_;      // live segments, ascending base; flusher thread
   bool rebuild_ = false;               // the adopted directory still lacks the segments' copies (flusher)
   std::chrono::steady_clock::time_point next_probe_, next_folder_check_;  // flusher thread
