@@ -1,18 +1,17 @@
 #include "server/http/content_type.h"
 
-#include <algorithm>
-#include <cctype>
-#include <string>
+#include <string_view>
+
+#include <boost/beast/core/string.hpp>
 
 namespace scangate::server {
 
 namespace {
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
+// ASCII case-insensitive equality (Beast's, as for header names), without a lower-cased copy.
+bool IEquals(std::string_view a, std::string_view b) {
+  return boost::beast::iequals(boost::beast::string_view(a.data(), a.size()),
+                               boost::beast::string_view(b.data(), b.size()));
 }
 
 std::string_view Trim(std::string_view s) {
@@ -27,18 +26,19 @@ std::optional<Problem> CheckContentType(std::string_view content_type) {
   std::string_view media = content_type.substr(0, content_type.find(';'));
   media = Trim(media);
   if (media.empty()) return std::nullopt;
-  const std::string m = Lower(media);
-  if (m == "application/json" || m == "application/x-www-form-urlencoded") return std::nullopt;
+  // Compared without case and without a lower-cased copy (one allocation per request less: issue 44).
+  if (IEquals(media, "application/json") || IEquals(media, "application/x-www-form-urlencoded")) return std::nullopt;
   constexpr std::string_view kApp = "application/";
   constexpr std::string_view kJsonSuffix = "+json";
-  if (m.size() > kApp.size() + kJsonSuffix.size() && m.starts_with(kApp) && m.ends_with(kJsonSuffix)) {
+  if (media.size() > kApp.size() + kJsonSuffix.size() && IEquals(media.substr(0, kApp.size()), kApp) &&
+      IEquals(media.substr(media.size() - kJsonSuffix.size()), kJsonSuffix)) {
     return std::nullopt;
   }
   return Problem::UnsupportedMediaType(content_type);
 }
 
 bool IsFormContentType(std::string_view content_type) {
-  return Lower(Trim(content_type.substr(0, content_type.find(';')))) == "application/x-www-form-urlencoded";
+  return IEquals(Trim(content_type.substr(0, content_type.find(';'))), "application/x-www-form-urlencoded");
 }
 
 }  // namespace scangate::server

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <absl/container/flat_hash_set.h>
+#include <absl/container/inlined_vector.h>
 #include <boost/json/basic_parser_impl.hpp>
 
 namespace scangate::server {
@@ -17,9 +18,13 @@ bool IsServiceMember(std::string_view name) {
   return name == "key" || name == "source" || name == "keys" || name == "request_id";
 }
 
-// An object's names are compared linearly up to this many (no allocation for a typical {"key","source"}
-// body), then moved into a hash set: a hostile object of 100 000 members stays linear, not quadratic.
+// An object's names are compared linearly up to this many, then moved into a hash set: a hostile object of
+// 100 000 members stays linear, not quadratic.
 constexpr std::size_t kLinearNames = 16;
+// Names and nesting levels held in place before the heap is used: a typical body ({"key", "source"}, or a batch
+// entry's three members inside "keys") checks without an allocation (three fewer per request: issue 44).
+constexpr std::size_t kInlineNames = 4;
+constexpr std::size_t kInlineFrames = 3;
 
 class Handler {
  public:
@@ -84,7 +89,7 @@ class Handler {
     bool object = false;
     std::size_t next_index = 0;  // arrays: elements begun so far
     std::string key;             // objects: the member whose value is being read
-    std::vector<std::string> names;
+    absl::InlinedVector<std::string, kInlineNames> names;
     absl::flat_hash_set<std::string> set;  // once names.size() reaches kLinearNames
 
     // False when `name` is already a member of this object.
@@ -123,7 +128,7 @@ class Handler {
     return p;
   }
 
-  std::vector<Frame> frames_;
+  absl::InlinedVector<Frame, kInlineFrames> frames_;
   std::string key_;  // the member name being read (it may arrive in parts)
 };
 
