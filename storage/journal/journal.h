@@ -20,7 +20,7 @@
 // with the group. Under load (the previous group held 4 records or more) the flusher first waits as long as the
 // previous write + fdatasync took (at most max_gather), so that a group also takes what arrives during that wait:
 // at most one more sync time of latency per record, none for a lone one; at 256 connections on this machine
-// records per fdatasync ~30 -> ~110 and the server's CPU per key -20 % (bench/RESULTS.md "Issue 44, part 2").
+// records per fdatasync 48 -> 99 and the server's CPU per key -11 % (bench/RESULTS.md "Issue 44, part 2").
 // A new segment is started between groups once the active one reaches segment_bytes, so a torn record can only
 // be in the last segment; a bad record anywhere else is corruption and Open() refuses.
 // Pre-zeroed segments: between groups the flusher zero-fills the next segment's file (`spare.tmp`, a slice at
