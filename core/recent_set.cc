@@ -67,27 +67,9 @@ Key KeyOf(const Digest& d) {
   return k;
 }
 
-// Bits 0..63 pick the shard (RecentSet::ShardOf), bits 64..127 hash inside it (seeded by absl::Hash, as
-// core/digest_hash.h's DigestHash).
-struct KeyHash {
-  std::size_t operator()(const Key& k) const noexcept {
-    std::uint64_t w;
-    std::memcpy(&w, k.data() + 8, sizeof w);
-    return absl::Hash<std::uint64_t>{}(w);
-  }
-};
-
-// Two 8-byte word compares, inlined (std::equal_to<Key> calls memcmp per probe).
-struct KeyEq {
-  bool operator()(const Key& a, const Key& b) const noexcept {
-    std::uint64_t x[2], y[2];
-    std::memcpy(x, a.data(), sizeof x);
-    std::memcpy(y, b.data(), sizeof y);
-    return ((x[0] ^ y[0]) | (x[1] ^ y[1])) == 0;
-  }
-};
-
-using Map = absl::flat_hash_map<Key, Value, KeyHash, KeyEq>;
+// Bits 0..63 pick the shard (RecentSet::ShardOf), bits 64..127 hash inside it (core/digest_hash.h, which takes the
+// 16-byte prefix as it takes a whole digest).
+using Map = absl::flat_hash_map<Key, Value, DigestHash, DigestEq>;
 static_assert(sizeof(Map::slot_type) == 41, "the recent set's memory per key assumes a 41-byte slot");
 
 }  // namespace
