@@ -160,7 +160,7 @@ bool ParseInt64(const char* text, std::int64_t& out) {
 }  // namespace
 
 BatchAnswer BatchStatement::BeginCopy(PGconn* c) {
-  if (!copy_eligible()) throw std::logic_error("BatchStatement::BeginCopy: repeated digests");
+  if (items() == 0) throw std::logic_error("BatchStatement::BeginCopy: empty batch");
   if (PQstatus(c) != CONNECTION_OK) throw pqxx::broken_connection(PQerrorMessage(c));
   // Inside a transaction the query's BEGIN would only warn, and its COMMIT would end the outer one: refuse.
   if (PQtransactionStatus(c) != PQTRANS_IDLE) throw std::logic_error("BatchStatement::BeginCopy: connection not idle");
@@ -218,11 +218,15 @@ BatchAnswer BatchStatement::BeginCopy(PGconn* c) {
   }
   buf.append("\377\377", 2);  // trailer
 
-  // Copy-eligible: no digest repeats, so each distinct row is one item's and its time is formatted once, in place.
+  // Each distinct digest's first item is the row written; a later item of the same digest (a repeat that reached
+  // the batch while its first observation was in it) is a duplicate of that row, with its time and request
+  // record — Run()'s answer for an in-batch repeat.
   a.results.reserve(slot_.size());
   for (std::size_t i = 0; i < slot_.size(); ++i) {
-    const PackAttrs& sent = attrs_[slot_[i]];
-    a.results.push_back(Result{Outcome::kInserted, Rfc3339Micros(first_seen[slot_[i]]), first_seen[slot_[i]],
+    const std::uint32_t u = slot_[i];
+    const PackAttrs& sent = attrs_[u];
+    a.results.push_back(Result{first_item_[u] == i ? Outcome::kInserted : Outcome::kDuplicate,
+                               Rfc3339Micros(first_seen[u]), first_seen[u],
                                PackAttrs{sent.lot, sent.expiry, 0, sent.request}, /*request_known=*/true});
   }
   a.any_inserted = true;

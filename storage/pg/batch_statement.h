@@ -102,8 +102,8 @@ class BatchStatement {
   // the answer does not fit the batch (a digest neither inserted nor found, an unknown digest, no xid row).
   BatchAnswer Run(pqxx::transaction_base& tx);
 
-  // True when the batch may go by COPY: no digest repeats in it (COPY would conflict with itself).
-  bool copy_eligible() const { return distinct() == items() && items() > 0; }
+  // The item index of each distinct digest's first item, in order (a repeated digest's later items answer from it).
+  const std::vector<std::uint32_t>& first_items() const { return first_item_; }
 
   // The COPY path, in two round trips on an idle writer connection (PgConnection::raw(); no pqxx transaction
   // open), instead of four (BEGIN, prologue + COPY, rows, COMMIT: bench/RESULTS.md "BEGIN and COMMIT in the
@@ -112,7 +112,8 @@ class BatchStatement {
   // — and returns once the COPY is open, with every item kInserted and the xid that settles an in-doubt
   // COMMIT; the rows go sorted by digest (deadlock freedom, as Run()). It throws pqxx::broken_connection when
   // the connection broke (nothing can have committed), or what CommitCopy throws for a definite failure,
-  // leaving the connection idle. Requires copy_eligible().
+  // leaving the connection idle. COPY writes one row per distinct digest (COPY would conflict with itself): a
+  // repeated digest's later items are answered kDuplicate of its first, as Run() answers them. Requires items().
   BatchAnswer BeginCopy(PGconn* c);
   // Sends the rows and the end of the COPY, upon which the server runs the query's COMMIT. Returns once it
   // committed. Throws CopyConflict when a digest exists; pqxx::deadlock_detected / serialization_failure /

@@ -220,9 +220,12 @@ void BatchRunner::WriteBatch(std::vector<QueuedItem>& batch, Attempt& att) {
   // row in ack=commit's ~44-row batches ("COPY for ack=commit's Bloom negatives"). A row that exists after
   // all (another instance, a row older than the window, a journal replay) aborts the COPY: the batch is then
   // re-run through ON CONFLICT in a fresh transaction, counted in copy_fallbacks, and the back-off pauses
-  // COPY on this writer (kMaxCopyPause).
-  bool use_copy = statement.copy_eligible() && std::all_of(batch.begin(), batch.end(), [](const QueuedItem& item) {
-                    return item.write_behind || item.expect == Expect::kNew;
+  // COPY on this writer (kMaxCopyPause). What decides is each digest's first item: a later item of the same digest
+  // (a repeat submitted while its first observation was queued, issue 44) is answered from the first's row, so it
+  // no longer sends its whole batch through ON CONFLICT (12 % of ack=commit's batches at 50 % repeats).
+  const auto& firsts = statement.first_items();
+  bool use_copy = !firsts.empty() && std::all_of(firsts.begin(), firsts.end(), [&](std::uint32_t i) {
+                    return batch[i].write_behind || batch[i].expect == Expect::kNew;
                   });
   if (use_copy && w_.copy_skip > 0) {
     --w_.copy_skip;

@@ -690,8 +690,10 @@ TEST_F(PgTest, KeyInsertedBehindTheBackIsDuplicateInABatch) {
 }
 
 // Submit items the filter called new (Expect::kNew) form a batch written by binary COPY, and each gets
-// kInserted with the first_seen PostgreSQL holds; one item without the hint in the batch makes it an
-// ON CONFLICT batch; an in-batch repeat too (COPY would conflict with itself): exactly one kInserted.
+// kInserted with the first_seen PostgreSQL holds; a digest whose first item has no hint makes it an ON CONFLICT
+// batch. An in-batch repeat (a later item of a digest, hinted or not: a repeat submitted while its first
+// observation is queued) still goes by COPY, one row per digest: the first item kInserted, the repeat kDuplicate
+// of that row (its first_seen), as ON CONFLICT answers it.
 TEST_F(PgTest, SubmitItemsTheFilterCalledNewGoByCopy) {
   auto opts = Options(1);
   opts.batch_limit = 4096;
@@ -722,25 +724,38 @@ TEST_F(PgTest, SubmitItemsTheFilterCalledNewGoByCopy) {
     EXPECT_EQ(results[i].first_seen, pg[i]) << i;
   }
 
-  // Wait out the back-off that abort started (one ON CONFLICT batch), then: a batch with one unhinted item,
-  // and a batch with an in-batch repeat, both through ON CONFLICT.
+  // Wait out the back-off that abort started (one ON CONFLICT batch), then: a batch with one unhinted item
+  // (through ON CONFLICT), and batches with an in-batch repeat, hinted and unhinted (by COPY).
   ASSERT_EQ(SubmitAndWait(store, RandomDigest(), "", Expect::kNew)->outcome, Outcome::kInserted);
   before = store.Stats();
   const auto mixed = RandomDigests(50);
   results = SubmitAsOneBatchEach(store, mixed, "",
                                  [](std::size_t i) { return i == 17 ? Expect::kUnknown : Expect::kNew; });
   for (std::size_t i = 0; i < mixed.size(); ++i) EXPECT_EQ(results[i].outcome, Outcome::kInserted) << i;
-  const auto repeat = RandomDigests(10);
-  auto with_repeat = repeat;
-  with_repeat.push_back(repeat[4]);
-  results = SubmitAsOneBatch(store, with_repeat, "", Expect::kNew);
   after = store.Stats();
   EXPECT_EQ(after.copy_batches - before.copy_batches, 0u);
-  EXPECT_EQ(after.copy_fallbacks - before.copy_fallbacks, 0u);
-  std::size_t won = 0;
-  for (const auto& r : results) won += r.outcome == Outcome::kInserted;
-  EXPECT_EQ(won, repeat.size());
-  EXPECT_EQ(results.back().outcome, Outcome::kDuplicate);
+  for (const Expect repeat_expect : {Expect::kNew, Expect::kUnknown}) {
+    SCOPED_TRACE(testing::Message() << "repeat hinted new " << (repeat_expect == Expect::kNew));
+    before = store.Stats();
+    const auto repeat = RandomDigests(10);
+    auto with_repeat = repeat;
+    with_repeat.push_back(repeat[4]);
+    results = SubmitAsOneBatchEach(store, with_repeat, "till-9", [&](std::size_t i) {
+      return i == with_repeat.size() - 1 ? repeat_expect : Expect::kNew;
+    });
+    after = store.Stats();
+    EXPECT_EQ(after.copy_batches - before.copy_batches, 1u);
+    EXPECT_EQ(after.copy_fallbacks - before.copy_fallbacks, 0u);
+    EXPECT_EQ(after.keys_written - before.keys_written, 1 + repeat.size());  // the blocker + one row per digest
+    pg = PgFirstSeen(repeat);
+    for (std::size_t i = 0; i < repeat.size(); ++i) {
+      EXPECT_EQ(results[i].outcome, Outcome::kInserted) << i;
+      EXPECT_EQ(results[i].first_seen, pg[i]) << i;
+    }
+    EXPECT_EQ(results.back().outcome, Outcome::kDuplicate);
+    EXPECT_EQ(results.back().first_seen, results[4].first_seen);
+    EXPECT_EQ(results.back().first_seen_us, results[4].first_seen_us);
+  }
 }
 
 // Hinted batches whose rows keep existing (another instance without key affinity, rows older than the
