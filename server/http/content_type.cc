@@ -1,17 +1,22 @@
 #include "server/http/content_type.h"
 
+#include <cstddef>
 #include <string_view>
-
-#include <boost/beast/core/string.hpp>
 
 namespace scangate::server {
 
 namespace {
 
-// ASCII case-insensitive equality (Beast's, as for header names), without a lower-cased copy.
+// ASCII case-insensitive equality, without a lower-cased copy. Not beast::iequals: Boost 1.81's reads one byte
+// past both views when they differ in case only (found by fuzz_request under ASan: a header value at the end of
+// its buffer).
 bool IEquals(std::string_view a, std::string_view b) {
-  return boost::beast::iequals(boost::beast::string_view(a.data(), a.size()),
-                               boost::beast::string_view(b.data(), b.size()));
+  if (a.size() != b.size()) return false;
+  const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
 }
 
 std::string_view Trim(std::string_view s) {

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <memory>
+#include <string_view>
+
 namespace scangate::server {
 namespace {
 
@@ -32,6 +36,19 @@ TEST(ContentType, FormIsRecognisedTextAndMultipartAreNot) {
   EXPECT_FALSE(IsFormContentType("application/json"));
   EXPECT_TRUE(CheckContentType("text/plain;charset=UTF-8").has_value());
   EXPECT_TRUE(CheckContentType("multipart/form-data; boundary=x").has_value());
+}
+
+// A header value that ends its buffer and differs from a known type in case only: compared without reading past
+// its end (Boost 1.81's beast::iequals read one byte more; the ASan build of this test catches that).
+TEST(ContentType, CaseOnlyDifferenceAtTheEndOfItsBufferReadsNoFurther) {
+  for (const std::string_view text : {std::string_view("application/JSON"), std::string_view("Application/Vnd.X+JSON"),
+                                      std::string_view("application/x-www-form-URLENCODED")}) {
+    const auto buf = std::make_unique<char[]>(text.size());  // exactly the value's bytes: nothing after it
+    std::memcpy(buf.get(), text.data(), text.size());
+    const std::string_view value(buf.get(), text.size());
+    EXPECT_FALSE(CheckContentType(value)) << text;
+    EXPECT_EQ(IsFormContentType(value), text.starts_with("application/x-www")) << text;
+  }
 }
 
 }  // namespace
