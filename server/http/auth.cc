@@ -8,7 +8,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
-#include <boost/beast/core/string.hpp>
+#include "server/http/ascii.h"
 
 namespace scangate::server {
 
@@ -48,7 +48,7 @@ bool IsTerminalIdChar(char c) {
 std::optional<std::string_view> BearerToken(std::string_view authorization) {
   constexpr std::string_view kScheme = "bearer";
   if (authorization.size() <= kScheme.size()) return std::nullopt;
-  if (!boost::beast::iequals(authorization.substr(0, kScheme.size()), kScheme)) return std::nullopt;
+  if (!EqualsIgnoringAsciiCase(authorization.substr(0, kScheme.size()), kScheme)) return std::nullopt;
   std::string_view rest = authorization.substr(kScheme.size());
   if (rest.front() != ' ') return std::nullopt;
   while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);

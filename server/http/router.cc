@@ -8,10 +8,10 @@
 #include <utility>
 
 #include <boost/asio/post.hpp>
-#include <boost/beast/core/string.hpp>
 #include <boost/beast/http/field.hpp>
 
 #include "core/time_format.h"
+#include "server/http/ascii.h"
 #include "server/log.h"
 
 namespace scangate::server {
@@ -91,7 +91,7 @@ std::optional<Problem> FramingProblem(const Router::Header& h) {
   if (h.version() < 11) {
     return Problem::BadRequest("Transfer-Encoding is not allowed in an HTTP/1.0 request; send Content-Length");
   }
-  if (std::next(first) != last || !beast::iequals(TrimSpace(first->value()), "chunked")) {
+  if (std::next(first) != last || !EqualsIgnoringAsciiCase(TrimSpace(first->value()), "chunked")) {
     return Problem::BadRequest("Transfer-Encoding must be exactly \"chunked\" (no other transfer coding is "
                                "supported); or send Content-Length");
   }

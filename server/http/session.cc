@@ -27,6 +27,7 @@
 #include <boost/beast/ssl/ssl_stream.hpp>
 
 #include "server/http/address_key.h"
+#include "server/http/ascii.h"
 #include "server/http/client_certificate.h"
 #include "server/http/connection_limit.h"
 #include "server/http/proxy_protocol.h"
@@ -271,7 +272,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     if (parser_->is_done()) return Handle();
     phase_ = Phase::kBody;
     SetDeadline(kBodyReadTimeout);
-    if (beast::iequals(req[http::field::expect], "100-continue")) {
+    if (EqualsIgnoringAsciiCase(req[http::field::expect], "100-continue")) {
       net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
                        beast::bind_front_handler(&Session::OnContinueWritten, Self()));
       return;
