@@ -9,7 +9,6 @@
 #include <memory>
 #include <stdexcept>
 
-#include "core/time_format.h"
 #include "storage/pg/pg_binary.h"
 #include "storage/pg/batch_statement.h"
 
@@ -218,18 +217,11 @@ BatchAnswer BatchStatement::BeginCopy(PGconn* c) {
   }
   buf.append("\377\377", 2);  // trailer
 
-  // Each distinct digest's first item is the row written; a later item of the same digest (a repeat that reached
-  // the batch while its first observation was in it) is a duplicate of that row, with its time and request
-  // record — Run()'s answer for an in-batch repeat.
-  a.results.reserve(slot_.size());
-  for (std::size_t i = 0; i < slot_.size(); ++i) {
-    const std::uint32_t u = slot_[i];
-    const PackAttrs& sent = attrs_[u];
-    a.results.push_back(Result{first_item_[u] == i ? Outcome::kInserted : Outcome::kDuplicate,
-                               Rfc3339Micros(first_seen[u]), first_seen[u],
-                               PackAttrs{sent.lot, sent.expiry, 0, sent.request}, /*request_known=*/true});
-  }
-  a.any_inserted = true;
+  // Every distinct digest's row was written; a later item of a digest (a repeat that reached the batch while its
+  // first observation was in it) is a duplicate of that row, with its time and request record, as Run() answers.
+  std::vector<PackAttrs> recorded(n);
+  for (std::size_t i = 0; i < n; ++i) recorded[i] = PackAttrs{attrs_[i].lot, attrs_[i].expiry, 0, attrs_[i].request};
+  AnswerItems(a, std::vector<char>(n, 1), first_seen, recorded, std::vector<char>(n, 1));
   return a;
 }
 

@@ -300,9 +300,16 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
     }
   }
 
+  AnswerItems(a, inserted, first_seen, recorded, request_known);
+  return a;
+}
+
+void BatchStatement::AnswerItems(BatchAnswer& a, const std::vector<char>& inserted,
+                                 const std::vector<std::int64_t>& first_seen, const std::vector<PackAttrs>& recorded,
+                                 const std::vector<char>& request_known) const {
   // Formatted once per distinct digest; in-batch repeats share it.
-  std::vector<std::string> formatted(n);
-  for (std::size_t i = 0; i < n; ++i) formatted[i] = Rfc3339Micros(first_seen[i]);
+  std::vector<std::string> formatted(distinct());
+  for (std::size_t i = 0; i < formatted.size(); ++i) formatted[i] = Rfc3339Micros(first_seen[i]);
   a.results.reserve(slot_.size());
   for (std::size_t i = 0; i < slot_.size(); ++i) {
     const std::uint32_t u = slot_[i];
@@ -311,7 +318,6 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
     a.results.push_back(Result{won ? Outcome::kInserted : Outcome::kDuplicate, formatted[u], first_seen[u], recorded[u],
                                request_known[u] != 0});
   }
-  return a;
 }
 
 }  // namespace scangate::storage

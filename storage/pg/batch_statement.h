@@ -126,6 +126,12 @@ class BatchStatement {
   static void AbandonCopy(PGconn* c) noexcept;
 
  private:
+  // The items' answers from each distinct digest's (inserted, first_seen, recorded, request_known): a digest's
+  // first item kInserted when its row was inserted, every other item of it kDuplicate of that row. Run() and
+  // BeginCopy() answer the same way through it.
+  void AnswerItems(BatchAnswer& a, const std::vector<char>& inserted, const std::vector<std::int64_t>& first_seen,
+                   const std::vector<PackAttrs>& recorded, const std::vector<char>& request_known) const;
+
   std::vector<std::uint32_t> slot_;        // item -> distinct digest index
   std::vector<std::uint32_t> first_item_;  // distinct digest index -> its first item
   std::vector<Digest> digest_;             // distinct digest index -> digest as the layout compares it (KeyOf)
