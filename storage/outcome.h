@@ -14,7 +14,10 @@
 #include <string>
 #include <string_view>
 
+#include <absl/functional/any_invocable.h>
+
 #include "core/digest.h"
+#include "core/time_format.h"
 
 namespace scangate::storage {
 
@@ -41,8 +44,8 @@ struct PackAttrs {
 
 struct Result {
   Outcome outcome;
-  std::string first_seen;  // RFC 3339 UTC with microseconds, "2026-11-29T21:43:09.123456Z"; empty unless
-                           // kInserted/kDuplicate
+  TimeText first_seen;  // RFC 3339 UTC with microseconds, "2026-11-29T21:43:09.123456Z"; empty unless
+                        // kInserted/kDuplicate. Inline: a Result is copied to the submitter's thread
   std::int64_t first_seen_us = 0;  // the same instant in µs since the epoch; valid when first_seen is set
   // kInserted: the lot, expiry and request just written (what was submitted); kDuplicate: those of the row
   // PostgreSQL holds (or of the batch's first item of the digest). keep_until_us is not reported (always 0).
@@ -55,8 +58,9 @@ struct Result {
 };
 
 // Runs once per item with its outcome, on a writer thread after the commit (or failure): must not block
-// (post to your own executor) and should not throw (a throw is swallowed).
-using Completion = std::function<void(const Result&)>;
+// (post to your own executor) and should not throw (a throw is swallowed). Move-only: a callable of up to 16
+// bytes (a shared_ptr, two pointers) is held inline, where std::function allocated for any non-trivial capture.
+using Completion = absl::AnyInvocable<void(const Result&)>;
 
 // A write-behind row handed over in a group (Store::SubmitWriteBehindGroup): no closure, a tag instead.
 struct WriteBehindRow {

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <charconv>
 #include <memory>
+#include <type_traits>
 #include <utility>
 
 #include <boost/asio/post.hpp>
@@ -23,8 +24,8 @@ namespace {
 
 // Runs a completion body; an exception (bad_alloc while serializing, say) becomes a 500 instead of escaping
 // into Asio.
-template <typename Fn>
-void Guarded(const Router& router, Route route, const Router::Header* h, const Router::Respond& done, Fn&& fn) {
+template <typename Done, typename Fn>
+void Guarded(const Router& router, Route route, const Router::Header* h, const Done& done, Fn&& fn) {
   try {
     fn();
   } catch (const std::exception& e) {
@@ -40,6 +41,39 @@ std::shared_ptr<const Router::Header> CorsHeader(const Router::Request& req) {
   if (req.find(http::field::origin) == req.end()) return nullptr;
   return std::make_shared<const Router::Header>(req.base());
 }
+
+}  // namespace
+
+// Handle's `done`, shared by every completion that may give the request's answer: it runs once, whoever answers
+// first, so an exception after a completion was handed to the Service cannot answer twice. A copy is one
+// shared_ptr: a completion that holds only its Reply (the Router and the CORS header travel inside) fits the
+// Service's AnyInvocable inline — flag, callback and header in one allocation per request (issue 44).
+class Router::Reply {
+ public:
+  Reply(const Router& router, Respond done) : s_(std::make_shared<State>(router, std::move(done))) {}
+  void operator()(Answer a) const {
+    if (s_->answered) return;
+    s_->answered = true;
+    s_->done(std::move(a));
+  }
+  const Router& router() const { return s_->router; }
+  // The request header a later answer needs for its CORS headers (CorsHeader: null without an Origin).
+  const Header* header() const { return s_->header.get(); }
+  // Keeps it; call before handing a completion on (the call's thread only).
+  void KeepCorsHeader(const Request& req) const { s_->header = CorsHeader(req); }
+
+ private:
+  struct State {
+    State(const Router& r, Respond d) : router(r), done(std::move(d)) {}
+    const Router& router;
+    bool answered = false;
+    Respond done;
+    std::shared_ptr<const Header> header;
+  };
+  std::shared_ptr<State> s_;
+};
+
+namespace {
 
 constexpr std::string_view kJson = "application/json";
 constexpr std::string_view kProblemJson = "application/problem+json";
@@ -314,18 +348,7 @@ std::optional<Router::Answer> Router::CheckCaller(const Header& h, Route route, 
 
 void Router::Handle(Route route, const Request& req, const net::any_io_executor& ex, ThreadCounters& counters,
                     Respond done, const Terminal* terminal, const net::ip::address& peer) {
-  // `done` is shared so that an exception after a completion was handed to the Service cannot answer twice.
-  // Flag and callback share one allocation, and `once` (one pointer) fits std::function's inline storage,
-  // so copies of it (HandleObserve's completion) allocate nothing (issue 8: CPU per request).
-  struct Once {
-    bool answered = false;
-    Respond done;
-  };
-  Respond once = [state = std::make_shared<Once>(Once{false, std::move(done)})](Answer a) {
-    if (state->answered) return;
-    state->answered = true;
-    state->done(std::move(a));
-  };
+  const Reply once(*this, std::move(done));
   try {
     // Admit answered an unknown path, a method the route does not serve and a body it takes none of.
     if (!IsClientRoute(route)) return once(AdminAnswer(route, req));
@@ -344,7 +367,7 @@ void Router::Handle(Route route, const Request& req, const net::any_io_executor&
 }
 
 void Router::HandleObserve(const Request& req, const net::any_io_executor& ex, ThreadCounters& counters,
-                           const Respond& done, const Terminal* terminal, const net::ip::address& peer) {
+                           const Reply& done, const Terminal* terminal, const net::ip::address& peer) {
   auto parsed = ParseObservation(req.body(), req[http::field::content_type]);
   if (auto* p = std::get_if<Problem>(&parsed)) return done(ProblemAnswer(*p, Route::kObserve, &req));
   if (auto p = BindSource(std::get<Observation>(parsed), terminal)) return done(ProblemAnswer(*p, Route::kObserve, &req));
@@ -358,24 +381,26 @@ void Router::HandleObserve(const Request& req, const net::any_io_executor& ex, T
     std::get<Observation>(parsed).idempotency_key = std::move(std::get<std::string>(key));
     ScopeIdempotency(std::get<Observation>(parsed), peer);
   }
-  auto header = CorsHeader(req);  // for the CORS headers of the later answer
-  service_.Observe(std::get<Observation>(parsed), ex, counters,
-                   [this, header, done](std::variant<Verdict, Problem> r) {
-                     Guarded(*this, Route::kObserve, header.get(), done, [&] {
-                       if (auto* p = std::get_if<Problem>(&r)) {
-                         return done(ProblemAnswer(*p, Route::kObserve, header.get()));
-                       }
-                       const Verdict& v = std::get<Verdict>(r);
-                       Answer a = Ok(v.is_new ? http::status::created : http::status::ok, VerdictBody(v), kJson,
-                                     Route::kObserve, header.get());
-                       if (v.replayed) a.res.set(kReplayedHeader, "true");
-                       done(std::move(a));
-                     });
-                   });
+  done.KeepCorsHeader(req);  // for the CORS headers of the later answer
+  // The completion holds the Reply alone (16 bytes: inline in the Service's AnyInvocable, no allocation).
+  auto answer = [done](std::variant<Verdict, Problem> r) {
+    const Router& self = done.router();
+    Guarded(self, Route::kObserve, done.header(), done, [&] {
+      if (auto* p = std::get_if<Problem>(&r)) return done(self.ProblemAnswer(*p, Route::kObserve, done.header()));
+      const Verdict& v = std::get<Verdict>(r);
+      Answer a = self.Ok(v.is_new ? http::status::created : http::status::ok, VerdictBody(v), kJson, Route::kObserve,
+                         done.header());
+      if (v.replayed) a.res.set(kReplayedHeader, "true");
+      done(std::move(a));
+    });
+  };
+  static_assert(sizeof(answer) <= 2 * sizeof(void*) && std::is_nothrow_move_constructible_v<decltype(answer)>,
+                "the Service completion must stay inline in its AnyInvocable (no allocation per request)");
+  service_.Observe(std::get<Observation>(parsed), ex, counters, std::move(answer));
 }
 
 void Router::HandleBatch(const Request& req, const net::any_io_executor& ex, ThreadCounters& counters,
-                         const Respond& done, const Terminal* terminal, const net::ip::address& peer) {
+                         const Reply& done, const Terminal* terminal, const net::ip::address& peer) {
   auto parsed = ParseBatch(req.body());
   if (auto* p = std::get_if<Problem>(&parsed)) return done(ProblemAnswer(*p, Route::kObserveBatch, &req));
   const std::size_t keys = std::get<BatchRequest>(parsed).entries.size();
@@ -390,20 +415,21 @@ void Router::HandleBatch(const Request& req, const net::any_io_executor& ex, Thr
     limiter_->Charge(RateBucket(terminal, peer, config_.ipv6_prefix_length, address_buf), static_cast<double>(keys - 1),
                      std::chrono::steady_clock::now());
   }
-  auto header = CorsHeader(req);
+  done.KeepCorsHeader(req);
   service_.ObserveBatch(std::get<BatchRequest>(parsed), ex, counters,
-                        [this, header, done](std::variant<std::vector<Verdict>, Problem> r) {
-                          Guarded(*this, Route::kObserveBatch, header.get(), done, [&] {
+                        [done](std::variant<std::vector<Verdict>, Problem> r) {
+                          const Router& self = done.router();
+                          Guarded(self, Route::kObserveBatch, done.header(), done, [&] {
                             if (auto* p = std::get_if<Problem>(&r)) {
-                              return done(ProblemAnswer(*p, Route::kObserveBatch, header.get()));
+                              return done(self.ProblemAnswer(*p, Route::kObserveBatch, done.header()));
                             }
-                            done(Ok(http::status::ok, BatchBody(std::get<std::vector<Verdict>>(r)), kJson,
-                                    Route::kObserveBatch, header.get()));
+                            done(self.Ok(http::status::ok, BatchBody(std::get<std::vector<Verdict>>(r)), kJson,
+                                         Route::kObserveBatch, done.header()));
                           });
                         });
 }
 
-void Router::HandleLookup(const Request& req, const net::any_io_executor& ex, const Respond& done,
+void Router::HandleLookup(const Request& req, const net::any_io_executor& ex, const Reply& done,
                           const Terminal* terminal) {
   auto parsed = ParseObservation(req.body(), req[http::field::content_type]);
   if (auto* p = std::get_if<Problem>(&parsed)) return done(ProblemAnswer(*p, Route::kLookup, &req));

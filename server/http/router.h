@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include <absl/functional/any_invocable.h>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/beast/http/message.hpp>
@@ -64,7 +65,8 @@ class Router {
     Response res;
     bool close = false;  // close the connection after this answer (a refused body is never read)
   };
-  using Respond = std::function<void(Answer)>;
+  // Move-only: a callable of up to 16 bytes (the session's shared_ptr) is held inline, without an allocation.
+  using Respond = absl::AnyInvocable<void(Answer)>;
 
   // What the transport needs once the header is read.
   struct Admission {
@@ -120,17 +122,18 @@ class Router {
   // GET /version) needs a Route value (request.h), its path in RouteOf and RouteLabel, IsAdminRoute
   // (request.cc), and its case here (server/http/router_admin.cc).
   Answer AdminAnswer(Route route, const Header& h);
+  class Reply;  // the request's one answer, shared by the completions that may give it (router.cc)
   void HandleObserve(const Request& req, const boost::asio::any_io_executor& ex, ThreadCounters& counters,
-                     const Respond& done, const Terminal* terminal, const boost::asio::ip::address& peer);
+                     const Reply& done, const Terminal* terminal, const boost::asio::ip::address& peer);
   void HandleBatch(const Request& req, const boost::asio::any_io_executor& ex, ThreadCounters& counters,
-                   const Respond& done, const Terminal* terminal, const boost::asio::ip::address& peer);
+                   const Reply& done, const Terminal* terminal, const boost::asio::ip::address& peer);
   // The Service's metrics plus the rate limiter's.
   MetricsSnapshot Snapshot() const;
   // Token check (401), the client certificate's terminal (403), the caller's routes (403) and the rate limit
   // (429): the refusal, or nothing.
   std::optional<Answer> CheckCaller(const Header& h, Route route, bool has_body, const boost::asio::ip::address& peer,
                                     const ClientCertificate* cert, std::shared_ptr<const Terminal>& terminal) const;
-  void HandleLookup(const Request& req, const boost::asio::any_io_executor& ex, const Respond& done,
+  void HandleLookup(const Request& req, const boost::asio::any_io_executor& ex, const Reply& done,
                     const Terminal* terminal);
 
   const Config& config_;

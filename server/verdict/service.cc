@@ -122,7 +122,7 @@ void Service::Observe(const Observation& obs, const net::any_io_executor& ex, Th
   std::variant<ScanKey, Problem> read = keys_.Read(obs.key);
   if (auto* p = std::get_if<Problem>(&read)) return done(std::move(*p));  // --keys=gs1: not a pack (400)
   ScanKey& k = std::get<ScanKey>(read);
-  auto call = std::make_shared<Call>(ex, counters, 1, filter_vouches_ && warm(), std::move(done));
+  auto call = std::make_shared<Call>(*this, ex, counters, 1, filter_vouches_ && warm(), std::move(done));
   call->at(0).verdict.digest_hex = ToHex(k.digest);
   call->at(0).attrs = std::move(k.attrs);
   call->at(0).recent_digest = k.recent_digest;
@@ -147,7 +147,7 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
   }
   std::vector<Digest> digests(n);
   for (std::size_t i = 0; i < n; ++i) digests[i] = keys[i].digest;
-  auto call = std::make_shared<Call>(ex, counters, n, filter_vouches_ && warm(), std::move(done));
+  auto call = std::make_shared<Call>(*this, ex, counters, n, filter_vouches_ && warm(), std::move(done));
   for (std::size_t i = 0; i < n; ++i) {
     Call::Entry& e = call->at(i);
     e.verdict.digest_hex = ToHex(digests[i]);

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include <absl/base/thread_annotations.h>
+#include <absl/functional/any_invocable.h>
 #include <boost/asio/any_io_executor.hpp>
 
 #include "core/boot_clock.h"
@@ -68,8 +69,9 @@ namespace scangate::server {
 
 class Service {
  public:
-  using ObserveDone = std::function<void(std::variant<Verdict, Problem>)>;
-  using BatchDone = std::function<void(std::variant<std::vector<Verdict>, Problem>)>;
+  // Move-only: a completion of up to 16 bytes (the router's Reply) is held inline, without an allocation.
+  using ObserveDone = absl::AnyInvocable<void(std::variant<Verdict, Problem>)>;
+  using BatchDone = absl::AnyInvocable<void(std::variant<std::vector<Verdict>, Problem>)>;
 
   // All references must outlive the Service. `journal` (ack=filter with --journal=on, else null): filter
   // negatives are answered "new" only once durable in it, and its pending digests answer repeats.
@@ -202,6 +204,12 @@ class Service {
                    const std::string& source);
   // The Store's outcome of key i, on the call's thread.
   void OnStored(Call& call, std::size_t i, const storage::Result& r) const;
+  // A Store outcome on its way from a writer thread to the call's I/O thread (its IoInbox).
+  struct StoredAnswer {
+    CallPtr call;
+    std::size_t index = 0;
+    storage::Result result;
+  };
   // --max-commit-lag: the journal's oldest record of d's partition not yet in PostgreSQL was appended longer than
   // the bound before boot time `now_ns` (always false when the bound is 0, i.e. unbounded or not following with the
   // journal). On the boot clock (issue 42): a wall-clock step cannot switch it off.
@@ -281,17 +289,18 @@ class Service {
   static void OnJournal(Call& call, std::size_t i, bool is_new, storage::JournalFate fate);
   // One per I/O thread: its executor (journal waiter batches) and the inbox of its Store completions.
   struct JournalGroupSlot final : storage::WaiterGroup {
-    explicit JournalGroupSlot(const boost::asio::any_io_executor& e) : ex(e), inbox(e) {}
+    JournalGroupSlot(const boost::asio::any_io_executor& e, const Service& service)
+        : ex(e), inbox(e, [&service](StoredAnswer& a) { service.OnStored(*a.call, a.index, a.result); }) {}
     // Posts one call running every waiter to this I/O thread (service_journal.cc). Journal flusher thread.
     void Deliver(std::vector<storage::JournalWaiter> waiters, storage::JournalFate fate) override;
     boost::asio::any_io_executor ex;  // the I/O thread's executor
-    IoInbox inbox;                    // Store completions, hopped from writer threads in batches
+    IoInbox<StoredAnswer> inbox;      // Store completions, hopped from writer threads in batches
   };
   // This I/O thread's slot (journal waiter group, Store inbox), created on first use. Call on the I/O thread
   // that owns `ex`.
   JournalGroupSlot& JournalGroup(const boost::asio::any_io_executor& ex);
   // This I/O thread's inbox for Store completions. Call on the I/O thread that owns `ex`.
-  IoInbox& InboxOf(const boost::asio::any_io_executor& ex) { return JournalGroup(ex).inbox; }
+  IoInbox<StoredAnswer>& InboxOf(const boost::asio::any_io_executor& ex) { return JournalGroup(ex).inbox; }
 
   const AckMode ack_;
   const std::chrono::milliseconds request_timeout_;

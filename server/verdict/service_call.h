@@ -3,7 +3,9 @@
 // verdict.cc, service_journal.cc); the per-key decision lives in verdict.cc, this unit only aggregates.
 // Invariant: the call's `done` runs exactly once — when its last key finishes, or at its deadline, whichever
 // comes first; a key finishing after that only counts down. Threading: touched only on the call's I/O thread
-// (its executor), except each entry's Ticket (atomic, shared with a Store writer).
+// (its executor), except each entry's Ticket (atomic, shared with a Store writer) and what a Store completion reads
+// on the writer's thread (`service`, `inbox`, an entry's `call` and `digest`): written before the key is submitted
+// (the Store's queue lock orders them) and never after.
 #pragma once
 
 #include <chrono>
@@ -36,7 +38,10 @@ struct Service::Probed {
 struct Service::Call {
   // One key of the call.
   struct Entry {
+    Call* call = nullptr;     // the call it belongs to (a Store completion holds the entry alone)
     storage::Ticket ticket;   // its Store item's withdrawal handle (the deadline cancels a queued item)
+    Digest digest{};          // its Store digest, once submitted (the recent set remembers the outcome under it)
+    std::int64_t journal_time_us = 0;  // --ack=filter: its journal record's first_seen, once journalled
     Probed probed;
     storage::PackAttrs attrs;  // --keys=gs1: the scan's lot, expiry and horizon (empty otherwise)
     Digest recent_digest{};    // its recent-set key (ScanKey::recent_digest)
@@ -51,17 +56,22 @@ struct Service::Call {
   using Done = std::variant<ObserveDone, BatchDone>;
 
   // `n` keys, all pending; `done` is an ObserveDone for /observe (n = 1), a BatchDone for /observe/batch.
-  Call(const boost::asio::any_io_executor& e, ThreadCounters& c, std::size_t n, bool filter_trusted, Done d)
-      : ex(e), counters(c), n_(n), pending_(n),
+  Call(Service& s, const boost::asio::any_io_executor& e, ThreadCounters& c, std::size_t n, bool filter_trusted,
+       Done d)
+      : service(s), ex(e), counters(c), n_(n), pending_(n),
         many_(n > 1 ? std::make_unique<Entry[]>(n) : nullptr), data_(n > 1 ? many_.get() : &one_),
         done_(std::move(d)) {
-    for (std::size_t i = 0; i < n; ++i) data_[i].probed.filter_trusted = filter_trusted;
+    for (std::size_t i = 0; i < n; ++i) {
+      data_[i].call = this;
+      data_[i].probed.filter_trusted = filter_trusted;
+    }
   }
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
 
   std::size_t size() const { return n_; }
   Entry& at(std::size_t i) { return data_[i]; }
+  std::size_t index_of(const Entry& e) const { return static_cast<std::size_t>(&e - data_); }
   bool batch() const { return done_.index() == 1; }
   // The call was answered (the last key finished, or the deadline passed).
   bool answered() const {
@@ -87,8 +97,11 @@ struct Service::Call {
     if (!answered()) Deliver(std::move(p));
   }
 
+  Service& service;
   const boost::asio::any_io_executor ex;
   ThreadCounters& counters;
+  // The inbox of ex's I/O thread, where Store completions hop back to (set by the first submission, on ex's thread).
+  IoInbox<StoredAnswer>* inbox = nullptr;
   const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   // The call's arrival on the boot clock (core/boot_clock.h): the moment the peers' watermark must cover (issue 42).
   const std::int64_t arrived_ns = BootClock::NowNs();

@@ -6,6 +6,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include <boost/asio/post.hpp>
@@ -38,7 +39,7 @@ Service::JournalGroupSlot& Service::JournalGroup(const net::any_io_executor& ex)
   };
   thread_local Cache cache;
   if (cache.instance != instance_id_) {
-    auto slot = std::make_unique<JournalGroupSlot>(ex);
+    auto slot = std::make_unique<JournalGroupSlot>(ex, *this);
     cache = Cache{instance_id_, slot.get()};
     const MutexLock lk(&groups_mu_);
     groups_.push_back(std::move(slot));
@@ -47,8 +48,8 @@ Service::JournalGroupSlot& Service::JournalGroup(const net::any_io_executor& ex)
 }
 
 void Service::JournalGroupSlot::Deliver(std::vector<storage::JournalWaiter> waiters, storage::JournalFate fate) {
-  net::post(ex, [waiters = std::move(waiters), fate] {
-    for (const auto& waiter : waiters) {
+  net::post(ex, [waiters = std::move(waiters), fate]() mutable {
+    for (auto& waiter : waiters) {
       try {
         waiter(fate);
       } catch (const std::exception&) {
@@ -82,12 +83,22 @@ Service::Journalled Service::JournalKnown(const CallPtr& call, std::size_t i, co
 
 bool Service::JournalNew(const CallPtr& call, std::size_t i, const Digest& d, const std::string& source,
                          std::int64_t time_us, const std::optional<storage::RequestId>& request) {
-  auto waiter = [this, call, i, d, time_us, recorder = Recorder::Of(request)](storage::JournalFate fate) {
+  Call::Entry& e = call->at(i);
+  e.digest = d;
+  e.journal_time_us = time_us;
+  // The waiter holds the entry alone (a shared_ptr sharing the call's: inline in the AnyInvocable, no allocation).
+  auto waiter = [entry = std::shared_ptr<Call::Entry>(call, &e)](storage::JournalFate fate) {
     // Durable: recorded. The journal's pending set answers repeats until PostgreSQL commits the row (with this
     // same time and request record); the recent set answers them after that.
-    if (fate == storage::JournalFate::kDurable) recent_.InsertConcurrently(d, time_us, recorder, ExpiredBeforeUs(d));
-    OnJournal(*call, i, /*is_new=*/true, fate);
+    Call& c = *entry->call;
+    if (fate == storage::JournalFate::kDurable) {
+      c.service.recent_.InsertConcurrently(entry->digest, entry->journal_time_us, Recorder::Of(entry->attrs.request),
+                                           c.service.ExpiredBeforeUs(entry->digest));
+    }
+    OnJournal(c, c.index_of(*entry), /*is_new=*/true, fate);
   };
+  static_assert(sizeof(waiter) <= 2 * sizeof(void*) && std::is_nothrow_move_constructible_v<decltype(waiter)>,
+                "the journal waiter must stay inline in its AnyInvocable (no allocation per key)");
   if (journal_->Append(d, source, JournalGroup(call->ex), std::move(waiter), time_us, request)) {
     call->at(i).in_journal = true;  // its waiter runs later, on this thread (posted to `ex`)
     return true;

@@ -25,6 +25,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -247,13 +248,20 @@ void Service::ExactPath(const CallPtr& call, std::size_t i, std::uint32_t route,
 bool Service::SubmitExact(const CallPtr& call, std::size_t i, std::uint32_t route, const Digest& d,
                           const std::string& source) {
   Call::Entry& e = call->at(i);
-  auto on_stored = [this, call, i, d, inbox = &InboxOf(call->ex)](const storage::Result& r) {
+  e.digest = d;
+  if (call->inbox == nullptr) call->inbox = &InboxOf(call->ex);
+  // The completion holds the entry alone: a shared_ptr sharing the call's (16 bytes: inline in the Store's
+  // AnyInvocable, no allocation), the call reached through it.
+  auto on_stored = [entry = std::shared_ptr<Call::Entry>(call, &e)](const storage::Result& r) {
     // Runs on a writer thread: remember a committed outcome (a fact, even when the deadline already
     // answered), then hop back to the call's thread (batched with the rest of the writer's batch bound for
     // it); never block here.
-    RememberStored(d, r);
-    inbox->Post([this, call, i, r] { OnStored(*call, i, r); });
+    Call& c = *entry->call;
+    c.service.RememberStored(entry->digest, r);
+    c.inbox->Post(StoredAnswer{CallPtr(entry, &c), c.index_of(*entry), r});
   };
+  static_assert(sizeof(on_stored) <= 2 * sizeof(void*) && std::is_nothrow_move_constructible_v<decltype(on_stored)>,
+                "the Store completion must stay inline in its AnyInvocable (no allocation per key)");
   // The ticket lives inside the call (aliasing shared_ptr): no allocation of its own.
   if (!store_.Submit(route, d, source, std::move(on_stored), std::shared_ptr<storage::Ticket>(call, &e.ticket),
                      e.probed.expect(), e.attrs)) {

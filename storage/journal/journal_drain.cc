@@ -188,7 +188,7 @@ void JournalDrain::OnCommit(std::vector<JournalEntry>& group, JournalFate fate) 
     }
     for (auto& [g, w] : waiters) {
       auto b = std::find_if(batches.begin(), batches.end(), [g = g](const auto& x) { return x.first == g; });
-      if (b == batches.end()) b = batches.insert(batches.end(), {g, {}});
+      if (b == batches.end()) b = batches.emplace(batches.end(), g, std::vector<Waiter>{});
       b->second.push_back(std::move(w));
     }
   }

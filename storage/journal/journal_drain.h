@@ -23,6 +23,7 @@
 #include <vector>
 
 #include <absl/base/thread_annotations.h>
+#include <absl/functional/any_invocable.h>
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/inlined_vector.h>
 
@@ -38,7 +39,7 @@ namespace scangate::storage {
 
 // Called on its group's executor with the fate of a record: kDurable -> answer; kRefused -> 503, nothing
 // recorded; kIoError -> 503, the record may have reached the disk (outcome unknown).
-using JournalWaiter = std::function<void(JournalFate fate)>;
+using JournalWaiter = absl::AnyInvocable<void(JournalFate fate)>;
 
 // Where a batch of waiters runs: one executor (the server: one per I/O thread, server/verdict/service_journal.cc).
 // The drain keeps a group by reference with each waiter; a group must outlive the drain's use of it.

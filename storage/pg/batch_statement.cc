@@ -308,8 +308,8 @@ void BatchStatement::AnswerItems(BatchAnswer& a, const std::vector<char>& insert
                                  const std::vector<std::int64_t>& first_seen, const std::vector<PackAttrs>& recorded,
                                  const std::vector<char>& request_known) const {
   // Formatted once per distinct digest; in-batch repeats share it.
-  std::vector<std::string> formatted(distinct());
-  for (std::size_t i = 0; i < formatted.size(); ++i) formatted[i] = Rfc3339Micros(first_seen[i]);
+  std::vector<TimeText> formatted(distinct());
+  for (std::size_t i = 0; i < formatted.size(); ++i) formatted[i] = Rfc3339MicrosText(first_seen[i]);
   a.results.reserve(slot_.size());
   for (std::size_t i = 0; i < slot_.size(); ++i) {
     const std::uint32_t u = slot_[i];

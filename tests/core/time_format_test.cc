@@ -5,6 +5,10 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <string>
 #include <random>
 #include <regex>
 
@@ -74,6 +78,28 @@ TEST(TimeFormat, TimePointOverload) {
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count();
   EXPECT_EQ(Rfc3339Micros(now), Rfc3339Micros(us));
   EXPECT_TRUE(std::regex_match(Rfc3339Micros(now), std::regex(R"(^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$)")));
+}
+
+// TimeText: the same text inline, whatever the instant (the C library's form of any int64 fits its capacity); it
+// compares and prints as its text; a longer text is refused rather than cut.
+TEST(TimeFormat, TimeTextHoldsEveryInstantsText) {
+  for (const std::int64_t us : {std::int64_t{0}, std::int64_t{1798761599999999}, std::int64_t{-1},
+                                std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max()}) {
+    const TimeText t = Rfc3339MicrosText(us);
+    EXPECT_EQ(t.view(), Rfc3339Micros(us)) << us;
+    EXPECT_LE(t.size(), TimeText::kCapacity) << us;
+    EXPECT_FALSE(t.empty());
+  }
+  const TimeText empty;
+  EXPECT_TRUE(empty.empty());
+  EXPECT_EQ(empty, "");
+  EXPECT_EQ(TimeText("2026-12-31T23:59:59.999999Z"), std::string("2026-12-31T23:59:59.999999Z"));
+  EXPECT_FALSE(TimeText("2026-12-31T23:59:59.999999Z") == TimeText("2026-12-31T23:59:59.999998Z"));
+  std::ostringstream os;
+  os << TimeText("1970-01-01T00:00:00.000000Z");
+  EXPECT_EQ(os.str(), "1970-01-01T00:00:00.000000Z");
+  EXPECT_THROW(TimeText(std::string(TimeText::kCapacity + 1, '9')), std::length_error);
+  EXPECT_EQ(TimeText(std::string(TimeText::kCapacity, '9')).size(), TimeText::kCapacity);
 }
 
 }  // namespace

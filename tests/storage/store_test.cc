@@ -125,8 +125,8 @@ TEST_F(PgTest, InsertThenDuplicateSameFirstSeen) {
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(first->outcome, Outcome::kInserted);
   ASSERT_EQ(first->first_seen.size(), std::string("2026-11-29T21:43:09.123456Z").size()) << first->first_seen;
-  EXPECT_EQ(first->first_seen[10], 'T');
-  EXPECT_EQ(first->first_seen.back(), 'Z');
+  EXPECT_EQ(first->first_seen.view()[10], 'T');
+  EXPECT_EQ(first->first_seen.view().back(), 'Z');
   const auto second = SubmitAndWait(store, d, "t2");
   ASSERT_TRUE(second.has_value());
   EXPECT_EQ(second->outcome, Outcome::kDuplicate);
