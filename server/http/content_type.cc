@@ -6,19 +6,9 @@
 
 namespace scangate::server {
 
-namespace {
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-}  // namespace
-
 std::optional<Problem> CheckContentType(std::string_view content_type) {
   std::string_view media = content_type.substr(0, content_type.find(';'));
-  media = Trim(media);
+  media = TrimOws(media);
   if (media.empty()) return std::nullopt;
   // Compared without case and without a lower-cased copy (one allocation per request less: issue 44).
   if (EqualsIgnoringAsciiCase(media, "application/json") ||
@@ -36,7 +26,7 @@ std::optional<Problem> CheckContentType(std::string_view content_type) {
 }
 
 bool IsFormContentType(std::string_view content_type) {
-  return EqualsIgnoringAsciiCase(Trim(content_type.substr(0, content_type.find(';'))), "application/x-www-form-urlencoded");
+  return EqualsIgnoringAsciiCase(TrimOws(content_type.substr(0, content_type.find(';'))), "application/x-www-form-urlencoded");
 }
 
 }  // namespace scangate::server

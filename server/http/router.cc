@@ -108,15 +108,6 @@ void ScopeIdempotency(Observation& o, const net::ip::address& peer) {
   o.scope = o.source.empty() ? "address:" + peer.to_string() : "source:" + o.source;
 }
 
-}  // namespace
-
-namespace {
-std::string_view TrimSpace(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 // The request's Transfer-Encoding, if any, is one this server reads exactly as a proxy would: one field,
 // exactly "chunked", HTTP/1.1. Anything else is a 400 problem.
 std::optional<Problem> FramingProblem(const Router::Header& h) {
@@ -125,7 +116,7 @@ std::optional<Problem> FramingProblem(const Router::Header& h) {
   if (h.version() < 11) {
     return Problem::BadRequest("Transfer-Encoding is not allowed in an HTTP/1.0 request; send Content-Length");
   }
-  if (std::next(first) != last || !EqualsIgnoringAsciiCase(TrimSpace(first->value()), "chunked")) {
+  if (std::next(first) != last || !EqualsIgnoringAsciiCase(TrimOws(first->value()), "chunked")) {
     return Problem::BadRequest("Transfer-Encoding must be exactly \"chunked\" (no other transfer coding is "
                                "supported); or send Content-Length");
   }

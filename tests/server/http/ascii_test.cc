@@ -1,0 +1,33 @@
+// server/http/ascii.h: the case-insensitive compare of HTTP tokens (ASCII letters only: no locale, no other byte
+// folded) and the OWS trim (space and tab only; a CR or NUL is content, not whitespace).
+#include "server/http/ascii.h"
+
+#include <gtest/gtest.h>
+
+namespace scangate::server {
+namespace {
+
+TEST(Ascii, EqualsIgnoringAsciiCaseFoldsLettersOnly) {
+  EXPECT_TRUE(EqualsIgnoringAsciiCase("Application/JSON", "application/json"));
+  EXPECT_TRUE(EqualsIgnoringAsciiCase("", ""));
+  EXPECT_FALSE(EqualsIgnoringAsciiCase("chunked", "chunke"));
+  EXPECT_FALSE(EqualsIgnoringAsciiCase("chunked ", "chunked"));
+  // '@' (0x40) and '`' (0x60) differ by the case bit but are not letters; neither are '[' and '{'.
+  EXPECT_FALSE(EqualsIgnoringAsciiCase("@", "`"));
+  EXPECT_FALSE(EqualsIgnoringAsciiCase("[", "{"));
+  // Bytes above 0x7F compare as they are (no Latin-1 folding: "\xC9" is not "\xE9").
+  EXPECT_FALSE(EqualsIgnoringAsciiCase("\xC9", "\xE9"));
+  EXPECT_TRUE(EqualsIgnoringAsciiCase("\xC9", "\xC9"));
+}
+
+TEST(Ascii, TrimOwsRemovesSpaceAndTabAtBothEndsOnly) {
+  EXPECT_EQ(TrimOws(" \t chunked\t "), "chunked");
+  EXPECT_EQ(TrimOws("a b"), "a b");
+  EXPECT_EQ(TrimOws(" \t "), "");
+  EXPECT_EQ(TrimOws(""), "");
+  EXPECT_EQ(TrimOws("\rchunked\r"), "\rchunked\r");
+  EXPECT_EQ(TrimOws(std::string_view("\0x\0", 3)), std::string_view("\0x\0", 3));
+}
+
+}  // namespace
+}  // namespace scangate::server
