@@ -49,7 +49,7 @@ namespace {
 
 using follow_detail::FollowError;
 using follow_detail::kStopSlice;
-using follow_detail::SteadyNs;
+using follow_detail::BootNs;
 
 // How long Start() waits for the first connection: creating a logical slot waits for the transactions running at
 // that moment to end (the snapshot builder), and a long one (anywhere on the cluster) must not hold the instance's
@@ -222,7 +222,7 @@ FollowerStats Follower::Stats() const {
   s.connected = connected_.load();
   s.fresh = Fresh(now);
   const auto as_of = fresh_as_of_ns_.load(std::memory_order_relaxed);  // relaxed: a figure for a scrape
-  s.lag_seconds = as_of == 0 ? -1 : static_cast<double>(SteadyNs(now) - as_of) * 1e-9;
+  s.lag_seconds = as_of == 0 ? -1 : static_cast<double>(BootNs(now) - as_of) * 1e-9;
   s.keys = keys_.load();
   s.transactions = transactions_.load();
   s.reconnects = reconnects_.load();

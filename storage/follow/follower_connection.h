@@ -40,7 +40,8 @@ inline constexpr auto kAnswerGrace = std::chrono::seconds(1);
 // No client-side bound (CREATE_REPLICATION_SLOT waits for the transactions running anywhere to end): only Stop().
 inline constexpr auto kNoAnswerBound = kPgNoBound;
 
-inline std::int64_t SteadyNs(BootClock::time_point t) { return t.time_since_epoch().count(); }
+// A boot-clock instant in ns since boot (core/boot_clock.h): the unit of the freshness and lag stamps.
+inline std::int64_t BootNs(BootClock::time_point t) { return t.time_since_epoch().count(); }
 
 // Opens `conninfo` (URL or key=value) with `defaults` added where it sets none (storage/pg/conninfo.h), as
 // `application_name`, with replication=database when `replication`. Throws FollowError naming `what` and libpq's

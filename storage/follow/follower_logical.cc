@@ -26,7 +26,7 @@ using follow_detail::kStopSlice;
 using follow_detail::Open;
 using follow_detail::RefuseStandby;
 using follow_detail::ResultPtr;
-using follow_detail::SteadyNs;
+using follow_detail::BootNs;
 
 constexpr const char* kPublication = "scangate_follow";  // sql/009
 // After a round that read messages, the stream is left to gather for this long before the next read: the walsender
@@ -152,7 +152,7 @@ void Follower::StreamLogical(Connections& c) {
       const auto lsn = ParseLsn(PQgetvalue(r.get(), 0, 0));
       if (!lsn) throw FollowError("probe: malformed LSN");
       if (probes.size() < 64) {
-        probes.push_back({*lsn, SteadyNs(now), peers && !PQgetisnull(r.get(), 0, 1) ? PQgetvalue(r.get(), 0, 1) : ""});
+        probes.push_back({*lsn, BootNs(now), peers && !PQgetisnull(r.get(), 0, 1) ? PQgetvalue(r.get(), 0, 1) : ""});
       }
       send(StandbyStatusUpdate(progress, UnixUs(), /*reply=*/true));  // the server answers with its position
       next_probe = now + options_.probe_interval;

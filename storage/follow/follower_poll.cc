@@ -25,7 +25,7 @@ using follow_detail::kStopSlice;
 using follow_detail::Open;
 using follow_detail::RefuseStandby;
 using follow_detail::ResultPtr;
-using follow_detail::SteadyNs;
+using follow_detail::BootNs;
 
 // SET statement_timeout = <FollowerOptions::statement_timeout>, in ms.
 std::string SessionSql(std::chrono::milliseconds statement_timeout) {
@@ -159,10 +159,10 @@ void Follower::Poll(Connections& c) {
     // rows may say fresh (Session drops the stamp and connects to the new one).
     if (Moved(c)) return;
     // Issue 42: the peers' rows of this same snapshot, now that its digests are in the filter.
-    if (peers) options_.peers(peer_rows, SteadyNs(sent));
+    if (peers) options_.peers(peer_rows, BootNs(sent));
     // release: after the digests were applied, so a Fresh() that reads this stamp (acquire) and then probes the
     // filter sees them (issue 42). Every commit acknowledged before `sent` is visible in the snapshot this poll read.
-    fresh_as_of_ns_.store(SteadyNs(sent), std::memory_order_release);
+    fresh_as_of_ns_.store(BootNs(sent), std::memory_order_release);
     const auto next_poll = sent + options_.probe_interval;
     while (!stop_.load() && !Moved(c) && BootClock::now() < next_poll) {
       std::this_thread::sleep_for(std::min<BootClock::duration>(kStopSlice, next_poll - BootClock::now()));
