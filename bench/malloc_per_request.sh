@@ -18,6 +18,7 @@ BIN=${1:?BIN}; MODE=${2:?MODE}; DUR=${3:-3}; CALLERS=${4:-}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORK=$(mktemp -d /tmp/scangate-malloc.XXXXXX)
 PORT=$((20000 + RANDOM % 20000))
+command -v perf >/dev/null || { echo "needs perf: apt-get install linux-perf" >&2; exit 2; }
 LIBC=$(ldd "$BIN" | awk '/libc\.so/ {print $3}')
 [[ -n $LIBC ]] || { echo "no libc in $(ldd "$BIN")" >&2; exit 1; }
 case "$MODE" in
