@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include <absl/container/inlined_vector.h>
+
 #include "core/gs1.h"
 
 namespace scangate::server {
@@ -76,13 +78,19 @@ Digest KeyReader::RecentDigest(const Digest& identity, const storage::PackAttrs&
 }
 
 storage::RequestId KeyReader::RequestIdOf(std::string_view scope, std::string_view idempotency_key) const {
-  std::string input = "scangate-idempotency-v1";
+  // The digested bytes, a stored format (PostgreSQL's request column, the journal): the domain, then each part
+  // as its little-endian 32-bit length and its bytes. On the stack for the usual sizes (a key is at most 255
+  // bytes, a scope names a source or an address); a std::string grown by += reallocated twice per request.
+  constexpr std::string_view kDomain = "scangate-idempotency-v1";
+  absl::InlinedVector<char, 384> input;
+  input.reserve(kDomain.size() + 8 + scope.size() + idempotency_key.size());
+  input.insert(input.end(), kDomain.begin(), kDomain.end());
   for (const std::string_view part : {scope, idempotency_key}) {
     const auto n = static_cast<std::uint32_t>(part.size());
-    for (int i = 0; i < 4; ++i) input += static_cast<char>(n >> (8 * i));
-    input += part;
+    for (int i = 0; i < 4; ++i) input.push_back(static_cast<char>(n >> (8 * i)));
+    input.insert(input.end(), part.begin(), part.end());
   }
-  const Digest d = digester_(input);
+  const Digest d = digester_(std::string_view(input.data(), input.size()));
   storage::RequestId id{};
   std::memcpy(id.data(), d.data(), id.size());
   return id;

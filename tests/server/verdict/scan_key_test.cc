@@ -6,6 +6,10 @@
 
 #include <chrono>
 #include <string>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+#include <string_view>
 #include <variant>
 
 #include <gtest/gtest.h>
@@ -17,6 +21,17 @@ using std::chrono::days;
 using std::chrono::sys_days;
 
 constexpr char kGs = '\x1d';
+
+// An element string, then the next one after a group separator (FNC1). Built by append: GCC 12 at -O1 warns
+// (-Warray-bounds, a false positive) on chains of std::string operator+ once this file's tests inline enough.
+std::string Gs1(std::string_view head, std::string_view next) {
+  std::string s;
+  s.reserve(head.size() + 1 + next.size());
+  s.append(head);
+  s.push_back(kGs);
+  s.append(next);
+  return s;
+}
 
 std::int64_t UsOf(sys_days d) {
   return std::chrono::duration_cast<std::chrono::microseconds>(d.time_since_epoch()).count();
@@ -51,7 +66,7 @@ TEST(KeyReader, RawDigestsTheKeyAsSent) {
 TEST(KeyReader, Gs1DigestsTheCanonicalIdentityWithTheConfiguredDigester) {
   const Digester hmac = Digester::HmacSha256("secret");
   const KeyReader r(hmac, KeysMode::kGs1, std::chrono::seconds(0), true, FakeNow);
-  const ScanKey a = Ok(r, std::string("]d2010036141403000817271231100LOT42") + kGs + "21SN0001");
+  const ScanKey a = Ok(r, Gs1("]d2010036141403000817271231100LOT42", "21SN0001"));
   const ScanKey b = Ok(r, "https://id.gs1.org/01/00361414030008/21/SN0001?17=271231");
   EXPECT_EQ(a.digest, hmac("010036141403000821SN0001"));
   EXPECT_EQ(b.digest, a.digest);
@@ -110,9 +125,9 @@ TEST(KeyReader, NotAPackIsA400NamingTheAi) {
 TEST(KeyReader, RecentDigestSeparatesAttributes) {
   const KeyReader r = Gs1Reader();
   const ScanKey bare = Ok(r, "010036141403000821SN1");
-  const ScanKey lot_a = Ok(r, std::string("010036141403000821SN1") + kGs + "10A");
-  const ScanKey lot_b = Ok(r, std::string("010036141403000821SN1") + kGs + "10B");
-  const ScanKey lot_a_exp = Ok(r, std::string("010036141403000817271231" "21SN1") + kGs + "10A");
+  const ScanKey lot_a = Ok(r, Gs1("010036141403000821SN1", "10A"));
+  const ScanKey lot_b = Ok(r, Gs1("010036141403000821SN1", "10B"));
+  const ScanKey lot_a_exp = Ok(r, Gs1("010036141403000817271231" "21SN1", "10A"));
   EXPECT_EQ(bare.recent_digest, bare.digest);
   EXPECT_EQ(lot_a.digest, bare.digest);
   EXPECT_NE(lot_a.recent_digest, bare.recent_digest);
@@ -127,10 +142,10 @@ TEST(KeyReader, RecentDigestSeparatesAttributes) {
 
 TEST(KeyReader, MismatchComparesFieldsBothSidesCarry) {
   const KeyReader r = Gs1Reader();
-  const auto a = Ok(r, std::string("010036141403000817271231" "21SN1") + kGs + "10A").attrs;
-  const auto b_lot = Ok(r, std::string("010036141403000817271231" "21SN1") + kGs + "10B").attrs;
-  const auto b_exp = Ok(r, std::string("010036141403000817271130" "21SN1") + kGs + "10A").attrs;
-  const auto both = Ok(r, std::string("010036141403000817271130" "21SN1") + kGs + "10B").attrs;
+  const auto a = Ok(r, Gs1("010036141403000817271231" "21SN1", "10A")).attrs;
+  const auto b_lot = Ok(r, Gs1("010036141403000817271231" "21SN1", "10B")).attrs;
+  const auto b_exp = Ok(r, Gs1("010036141403000817271130" "21SN1", "10A")).attrs;
+  const auto both = Ok(r, Gs1("010036141403000817271130" "21SN1", "10B")).attrs;
   const auto bare = Ok(r, "010036141403000821SN1").attrs;
   EXPECT_EQ(KeyReader::Mismatch(a, a), 0);
   EXPECT_EQ(KeyReader::Mismatch(b_lot, a), kMismatchLot);
@@ -151,6 +166,35 @@ TEST(KeyReader, RequestIdSeparatesScopeKeyAndSecret) {
   EXPECT_NE(a, plain.RequestIdOf("source:till-1", "r-2"));
   EXPECT_NE(plain.RequestIdOf("ab", "c"), plain.RequestIdOf("a", "bc"));
   EXPECT_NE(a, keyed.RequestIdOf("source:till-1", "r-1"));
+}
+
+// The record is a stored format (PostgreSQL's request column, the journal): the first 16 bytes of the digest of
+// "scangate-idempotency-v1", then scope and key, each after its little-endian 32-bit length. Spelled out here
+// independently, for a short pair and for the longest key with a scope past the stack buffer.
+TEST(KeyReader, RequestIdIsItsDocumentedBytes) {
+  const Digester sha = Digester::Sha256();
+  const KeyReader reader(sha, KeysMode::kRaw, std::chrono::seconds(0));
+  const auto spelled = [&](std::string_view scope, std::string_view key) {
+    std::vector<char> in;
+    const std::string_view domain = "scangate-idempotency-v1";
+    in.insert(in.end(), domain.begin(), domain.end());
+    for (const std::string_view part : {scope, key}) {
+      const auto n = static_cast<std::uint32_t>(part.size());
+      in.push_back(static_cast<char>(n & 0xff));
+      in.push_back(static_cast<char>((n >> 8) & 0xff));
+      in.push_back(static_cast<char>((n >> 16) & 0xff));
+      in.push_back(static_cast<char>((n >> 24) & 0xff));
+      in.insert(in.end(), part.begin(), part.end());
+    }
+    const Digest d = sha(std::string_view(in.data(), in.size()));
+    storage::RequestId id{};
+    std::memcpy(id.data(), d.data(), id.size());
+    return id;
+  };
+  EXPECT_EQ(reader.RequestIdOf("source:till-1", "r-1"), spelled("source:till-1", "r-1"));
+  const std::string long_scope = "address:" + std::string(400, 'a');
+  const std::string longest_key(255, 'k');
+  EXPECT_EQ(reader.RequestIdOf(long_scope, longest_key), spelled(long_scope, longest_key));
 }
 
 }  // namespace
