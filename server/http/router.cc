@@ -429,27 +429,27 @@ void Router::HandleLookup(const Request& req, const net::any_io_executor& ex, co
   if (auto* p = std::get_if<Problem>(&read)) return done(ProblemAnswer(*p, Route::kLookup, &req));
   const ScanKey& k = std::get<ScanKey>(read);
   const bool gs1 = config_.keys == KeysMode::kGs1;
-  auto header = std::make_shared<Header>(req.base());
+  done.KeepCorsHeader(req);  // for the CORS headers of the later answer
   // Tokens on: which terminal recorded a pack is the audit right's to see; a till sees its own records' source.
   std::optional<std::string> own_terminal;
   if (terminal != nullptr && (terminal->routes & kRouteBitAudit) == 0) own_terminal = terminal->id;
-  auto on_result = [this, ex, header, done, gs1, own_terminal, scan = k.attrs,
+  auto on_result = [this, ex, done, gs1, own_terminal, scan = k.attrs,
                     hex = ToHex(k.digest)](const storage::RecordLookup& r) {
     // Runs on the reader's thread: hop back to the session's executor, never block here.
-    net::post(ex, [this, header, done, gs1, own_terminal, scan, hex, r] {
-      Guarded(*this, Route::kLookup, header.get(), done, [&] {
+    net::post(ex, [this, done, gs1, own_terminal, scan, hex, r] {
+      Guarded(*this, Route::kLookup, done.header(), done, [&] {
         const bool hidden = own_terminal && r.source && *r.source != *own_terminal;
         switch (r.status) {
           case storage::RecordLookup::Status::kFound:
             return done(Ok(http::status::ok,
                            gs1 ? LookupBody(hex, r.first_seen, r.source, PackRecordOf(scan, r), hidden)
                                : LookupBody(hex, r.first_seen, r.source, hidden),
-                           kJson, Route::kLookup, header.get()));
+                           kJson, Route::kLookup, done.header()));
           case storage::RecordLookup::Status::kNotFound:
-            return done(ProblemAnswer(Problem::NotRecorded(), Route::kLookup, header.get()));
+            return done(ProblemAnswer(Problem::NotRecorded(), Route::kLookup, done.header()));
           case storage::RecordLookup::Status::kUnavailable:
             return done(ProblemAnswer(Problem::Unavailable(std::string(kLookupUnavailable)), Route::kLookup,
-                                      header.get()));
+                                      done.header()));
         }
       });
     });
