@@ -284,7 +284,7 @@ class Service {
   enum class Journalled : std::uint8_t { kAbsent, kAnswered, kExpired };
   Journalled JournalKnown(const CallPtr& call, std::size_t i, const Digest& d);
   bool JournalNew(const CallPtr& call, std::size_t i, const Digest& d, const std::string& source,
-                  std::int64_t time_us, const std::optional<storage::RequestId>& request);
+                  std::int64_t time_us);
   // Key i's journal record (or the record it follows) reached `fate`: durable -> its verdict, else 503.
   static void OnJournal(Call& call, std::size_t i, bool is_new, storage::JournalFate fate);
   // One per I/O thread: its executor (journal waiter batches) and the inbox of its Store completions.

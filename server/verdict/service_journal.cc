@@ -82,7 +82,7 @@ Service::Journalled Service::JournalKnown(const CallPtr& call, std::size_t i, co
 }
 
 bool Service::JournalNew(const CallPtr& call, std::size_t i, const Digest& d, const std::string& source,
-                         std::int64_t time_us, const std::optional<storage::RequestId>& request) {
+                         std::int64_t time_us) {
   Call::Entry& e = call->at(i);
   e.digest = d;
   e.journal_time_us = time_us;
@@ -99,7 +99,7 @@ bool Service::JournalNew(const CallPtr& call, std::size_t i, const Digest& d, co
   };
   static_assert(sizeof(waiter) <= 2 * sizeof(void*) && std::is_nothrow_move_constructible_v<decltype(waiter)>,
                 "the journal waiter must stay inline in its AnyInvocable (no allocation per key)");
-  if (journal_->Append(d, source, JournalGroup(call->ex), std::move(waiter), time_us, request)) {
+  if (journal_->Append(d, source, JournalGroup(call->ex), std::move(waiter), time_us, e.attrs.request)) {
     call->at(i).in_journal = true;  // its waiter runs later, on this thread (posted to `ex`)
     return true;
   }

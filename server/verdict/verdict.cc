@@ -201,7 +201,7 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
       return ExactPath(call, i, route, d, source);
     }
     if (journal_ != nullptr) {
-      if (journal_->usable() && JournalNew(call, i, d, source, now_us, e.attrs.request)) return;
+      if (journal_->usable() && JournalNew(call, i, d, source, now_us)) return;
       // The journal is unusable (a fault; it heals by itself): PostgreSQL decides, as with --ack=commit.
       return ExactPath(call, i, route, d, source);
     }
