@@ -13,6 +13,7 @@
 
 #include "core/time_format.h"
 #include "server/http/ascii.h"
+#include "server/http/router_reply.h"
 #include "server/log.h"
 
 namespace scangate::server {
@@ -33,47 +34,6 @@ void Guarded(const Router& router, Route route, const Router::Header* h, const D
     done(router.ProblemAnswer(Problem::Internal(), route, h, /*close=*/true));
   }
 }
-
-// The request header a later (asynchronous) answer needs for its CORS headers: a copy only when the request
-// has an Origin (a browser); null otherwise, and AddCors then adds nothing. Copying every header of every
-// terminal request was the largest allocation of /observe (issue 8's profile: ~20 % of malloc time).
-std::shared_ptr<const Router::Header> CorsHeader(const Router::Request& req) {
-  if (req.find(http::field::origin) == req.end()) return nullptr;
-  return std::make_shared<const Router::Header>(req.base());
-}
-
-}  // namespace
-
-// Handle's `done`, shared by every completion that may give the request's answer: it runs once, whoever answers
-// first, so an exception after a completion was handed to the Service cannot answer twice. A copy is one
-// shared_ptr: a completion that holds only its Reply (the Router and the CORS header travel inside) fits the
-// Service's AnyInvocable inline — flag, callback and header in one allocation per request (issue 44).
-class Router::Reply {
- public:
-  Reply(const Router& router, Respond done) : s_(std::make_shared<State>(router, std::move(done))) {}
-  void operator()(Answer a) const {
-    if (s_->answered) return;
-    s_->answered = true;
-    s_->done(std::move(a));
-  }
-  const Router& router() const { return s_->router; }
-  // The request header a later answer needs for its CORS headers (CorsHeader: null without an Origin).
-  const Header* header() const { return s_->header.get(); }
-  // Keeps it; call before handing a completion on (the call's thread only).
-  void KeepCorsHeader(const Request& req) const { s_->header = CorsHeader(req); }
-
- private:
-  struct State {
-    State(const Router& r, Respond d) : router(r), done(std::move(d)) {}
-    const Router& router;
-    bool answered = false;
-    Respond done;
-    std::shared_ptr<const Header> header;
-  };
-  std::shared_ptr<State> s_;
-};
-
-namespace {
 
 constexpr std::string_view kJson = "application/json";
 constexpr std::string_view kProblemJson = "application/problem+json";
