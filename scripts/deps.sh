@@ -38,7 +38,6 @@ TEST_PACKAGES=(
   systemd            # systemd-analyze verify of deploy/debian/scangate.service (tests/debian/)
   postgresql-15-plproxy  # tests/deploy/partitions_test.sh (deploy/partitions.sh's proxy database)
   haproxy            # tests/deploy/haproxy_routing_test.py: deploy/haproxy.cfg's key affinity, the real haproxy
-  libfaketime        # tests/server/service_clock_test: an instance whose clock is off PostgreSQL's (LD_PRELOAD)
 )
 
 # package: what scripts/package.sh and the package's install test need on top of build.

@@ -216,6 +216,7 @@ ScangateProcess::~ScangateProcess() {
   } else if (!::testing::Test::HasFailure()) {
     std::remove(log_path_.c_str());
     std::remove(port_path_.c_str());
+    std::remove((dir_ + "/preload-probe.log").c_str());
     std::error_code ec;
     std::filesystem::remove_all(dir_ + "/journal", ec);
     ::rmdir(dir_.c_str());
@@ -249,9 +250,83 @@ std::string ScangateProcess::journal_dir() const {
   return dir_ + "/journal";
 }
 
+void ScangateProcess::SetEnv(std::string name, std::string value) { env_[std::move(name)] = std::move(value); }
+
+std::vector<std::string> ScangateProcess::ChildEnvironment() const {
+  std::vector<std::string> out;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const std::string name(entry.substr(0, entry.find('=')));
+    if (env_.count(name) == 0) out.emplace_back(entry);
+  }
+  for (const auto& [name, value] : env_) out.push_back(name + "=" + value);
+  return out;
+}
+
+namespace {
+
+// fork + execve with stdin from /dev/null and stdout/stderr appended to `log_path`; the child dies with the
+// test process. Everything the child touches is built before fork (a multithreaded parent: no allocation after).
+pid_t Spawn(std::vector<std::string> args, std::vector<std::string> environment, const std::string& log_path) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (auto& e : environment) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  // Child: die with the test process; stdout and stderr go to the log file.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(126);
+  const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  const int devnull = ::open("/dev/null", O_RDONLY);
+  if (fd < 0 || devnull < 0) ::_exit(125);
+  ::dup2(devnull, 0);
+  ::dup2(fd, 1);
+  ::dup2(fd, 2);
+  ::execve(argv[0], argv.data(), envp.data());
+  std::fprintf(stderr, "harness: execve %s failed: %s\n", argv[0], std::strerror(errno));
+  ::_exit(127);
+}
+
+}  // namespace
+
+::testing::AssertionResult ScangateProcess::ProbePreload(const std::vector<std::string>& environment) const {
+  const auto preload = env_.find("LD_PRELOAD");
+  if (preload == env_.end()) return ::testing::AssertionSuccess();
+  const std::string probe_log = dir_ + "/preload-probe.log";
+  std::remove(probe_log.c_str());
+  const pid_t pid = Spawn({Env().server_binary, "--version"}, environment, probe_log);
+  if (pid < 0) return ::testing::AssertionFailure() << "fork failed: " << std::strerror(errno);
+  const auto deadline = Clock::now() + kPreloadProbeTimeout;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) != pid) {
+    if (Clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return ::testing::AssertionFailure()
+             << "scangate hangs at start under LD_PRELOAD=" << preload->second << ": `" << Env().server_binary
+             << " --version` did not exit within " << kPreloadProbeTimeout.count()
+             << " s. The preloaded library and this build's runtime (a sanitizer's?) do not combine. Its output:\n"
+             << ReadFile(probe_log);
+    }
+    std::this_thread::sleep_for(kPollInterval);
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return ::testing::AssertionFailure() << "scangate --version fails under LD_PRELOAD=" << preload->second
+                                         << " (wait status " << status << "). Its output:\n"
+                                         << ReadFile(probe_log);
+  }
+  return ::testing::AssertionSuccess();
+}
+
 ::testing::AssertionResult ScangateProcess::Start() {
   if (pid_ > 0) return ::testing::AssertionFailure() << "already running";
   const TestEnv& env = Env();
+  const std::vector<std::string> environment = ChildEnvironment();
+  if (auto probed = ProbePreload(environment); !probed) return probed;
   std::remove(port_path_.c_str());
   port_ = 0;
 
@@ -278,27 +353,8 @@ std::string ScangateProcess::journal_dir() const {
     log << '\n';
   }
 
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
+  const pid_t pid = Spawn(args, environment, log_path_);
   if (pid < 0) return ::testing::AssertionFailure() << "fork failed: " << std::strerror(errno);
-  if (pid == 0) {
-    // Child: die with the test process; stdout and stderr go to the log file.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(126);
-    const int fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    const int devnull = ::open("/dev/null", O_RDONLY);
-    if (fd < 0 || devnull < 0) ::_exit(125);
-    ::dup2(devnull, 0);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::execv(argv[0], argv.data());
-    std::fprintf(stderr, "harness: execv %s failed: %s\n", argv[0], std::strerror(errno));
-    ::_exit(127);
-  }
   pid_ = pid;
 
   const auto deadline = Clock::now() + kStartupTimeout;
@@ -331,7 +387,13 @@ std::string ScangateProcess::journal_dir() const {
         return failure("port file holds no number: " + content);
       }
     }
-    if (Clock::now() > deadline) return failure("no port file after " + std::to_string(kStartupTimeout.count()) + " s");
+    if (Clock::now() > deadline) {
+      std::string what = "no port file after " + std::to_string(kStartupTimeout.count()) + " s";
+      const std::string wchan = ReadFile("/proc/" + std::to_string(pid_) + "/wchan");
+      if (!wchan.empty()) what += " (the process is alive, waiting in " + wchan + ")";
+      if (const auto p = env_.find("LD_PRELOAD"); p != env_.end()) what += "; it runs under LD_PRELOAD=" + p->second;
+      return failure(what);
+    }
     std::this_thread::sleep_for(kPollInterval);
   }
 

@@ -25,6 +25,9 @@ namespace scangate::it {
 constexpr std::chrono::seconds kStartupTimeout{30};   // port file + GET /readyz == 200
 constexpr std::chrono::seconds kStopTimeout{30};      // SIGTERM -> exit
 constexpr std::chrono::seconds kIoTimeout{20};        // one HTTP request/response exchange
+// With an LD_PRELOAD, Start() first runs `scangate --version` under the same environment: a preload that does not
+// combine with the build's runtime (a sanitizer's) hangs there, and this bound names it instead of a port-file wait.
+constexpr std::chrono::seconds kPreloadProbeTimeout{10};
 
 // Where the fixture and the binary are (from the environment CTest sets via scangate_pg_test).
 struct TestEnv {
@@ -55,8 +58,12 @@ class ScangateProcess {
   ScangateProcess(const ScangateProcess&) = delete;
   ScangateProcess& operator=(const ScangateProcess&) = delete;
 
+  // An environment variable for the child only (the test process's own environment is untouched), e.g.
+  // LD_PRELOAD. Applies to every later Start().
+  void SetEnv(std::string name, std::string value);
   // fork/exec, wait for the port file, then for GET /readyz == 200. On failure the message
-  // includes the tail of the server log.
+  // includes the tail of the server log. With an LD_PRELOAD set, a child that hangs at start under it is named
+  // as such (kPreloadProbeTimeout).
   ::testing::AssertionResult Start();
   // SIGTERM and wait; returns the exit status (>= 0) or -signal when killed by a signal,
   // or -1000 when it did not exit within kStopTimeout (then it is killed).
@@ -75,7 +82,14 @@ class ScangateProcess {
   std::vector<boost::json::object> LogEvents(std::string_view event) const;
 
  private:
+  // The child's environment: this process's, with env_ set over it ("NAME=value" each).
+  std::vector<std::string> ChildEnvironment() const;
+  // With LD_PRELOAD in env_: `scangate --version` under it exits 0 within kPreloadProbeTimeout, else a failure
+  // that says the preload hangs or breaks the binary.
+  ::testing::AssertionResult ProbePreload(const std::vector<std::string>& environment) const;
+
   std::vector<std::string> flags_;
+  std::map<std::string, std::string> env_;
   std::string dir_;
   std::string log_path_;
   std::string port_path_;
