@@ -42,6 +42,17 @@ pidfile() { echo "$HA_DIR/pids/$1.pid"; }
 alive() { [[ -f $(pidfile "$1") ]] && kill -0 "$(cat "$(pidfile "$1")")" 2>/dev/null; }
 as_pg() { setpriv --reuid=postgres --regid=postgres --init-groups -- "$@"; }
 
+# readable_copy USER SRC DEST: SRC copied to DEST for a program that runs as USER (Patroni as postgres). The clone
+# may be private (mode 700), where USER cannot read deploy/ at all: it reads its own copy in the cluster's folder.
+# A copy it still cannot read (a folder on the way not searchable by USER) stops here, naming the file — not as
+# the program's own confusing error (Patroni: a traceback ending in KeyError: 'name').
+readable_copy() {
+  local user=$1 src=$2 dest=$3
+  install -m 0644 -o "$user" "$src" "$dest" || die "cannot copy $src to $dest"
+  setpriv --reuid="$user" --regid="$user" --init-groups -- test -r "$dest" ||
+    die "$dest (a copy of $src) is not readable by user $user: make every folder above it searchable by $user"
+}
+
 url() {
   echo "postgresql://postgres@127.0.0.1:${PG_PORT[node1]},127.0.0.1:${PG_PORT[node2]}/scangate?target_session_attrs=read-write&connect_timeout=2"
 }
@@ -76,9 +87,10 @@ node_start() {
   [[ -n ${PG_PORT[$n]:-} ]] || die "unknown node $n (node1 or node2)"
   mkdir -p "$HA_DIR/$n"
   chown postgres: "$HA_DIR/$n"
+  readable_copy postgres "$here/patroni-$n.yml" "$HA_DIR/$n/patroni.yml"
   # shellcheck disable=SC2046
   spawn "patroni-$n" env $(patroni_env "$n") setpriv --reuid=postgres --regid=postgres --init-groups -- \
-    patroni "$here/patroni-$n.yml"
+    patroni "$HA_DIR/$n/patroni.yml"
 }
 
 role_of() {  # NODE -> HTTP status of GET /primary (200 on the leader)
