@@ -8,6 +8,9 @@
                                                                deploy/errors/*.http
   docs_reference_test.py links    SOURCE_DIR                   every relative link and #anchor of README.md, docs/*.md,
                                                                CHANGELOG.md and deploy/README.md resolves
+  docs_reference_test.py product  SOURCE_DIR                   README.md (at most 200 lines) and docs/*.md describe the
+                                                               product as it is: no "issue N", no commit ids (history
+                                                               belongs in CHANGELOG.md and bench/RESULTS-history.md)
 
 Each check fails in both directions: a thing the code has and the page lacks, and a thing the page names that the
 code no longer has. Each extractor refuses a result far smaller than today's (the pattern would have stopped
@@ -334,6 +337,29 @@ def check_links(root):
     print(f'{count} relative links resolve')
 
 
+# ---- the product, not its history ---------------------------------------------------------------------------
+
+HISTORY = re.compile(r'\b[Ii]ssue \d+|(?<![\w-])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,12}(?![\w-])')
+
+
+def check_product(root):
+    pages = [root / 'README.md'] + sorted((root / 'docs').glob('*.md'))
+    readme_lines = len(read(root / 'README.md').splitlines())
+    if readme_lines > 200:
+        fail(f'README.md has {readme_lines} lines; at most 200 (move the detail to a docs/ page)')
+    bad = []
+    for p in pages:
+        for n, line in enumerate(read(p).splitlines(), 1):
+            for m in HISTORY.finditer(line):
+                bad.append(f'{p.relative_to(root)}:{n}: {m.group(0)}')
+    if bad:
+        fail('README.md and docs/ describe the product as it is: history (issue numbers, commit ids) belongs in '
+             'CHANGELOG.md and bench/RESULTS-history.md:', bad)
+    if not HISTORY.search('fixed in issue 42 at 1558fbb'):
+        fail('the history pattern does not match "issue 42" or a commit id')
+    print(f'README.md ({readme_lines} lines) and {len(pages) - 1} docs/ pages name no issue and no commit')
+
+
 def main():
     if len(sys.argv) < 3:
         fail(__doc__)
@@ -348,6 +374,8 @@ def main():
         check_problems(root)
     elif what == 'links':
         check_links(root)
+    elif what == 'product':
+        check_product(root)
     else:
         fail(f'unknown check {what}')
 
