@@ -41,7 +41,7 @@ RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq 
  && install -d -m 0700 -o scangate -g scangate /var/lib/scangate
 # Used with SCANGATE_ACK=filter only (the default, commit, keeps no journal).
 ENV SCANGATE_JOURNAL_DIR=/var/lib/scangate/journal
-# The image's choice: protected mode, as everywhere (README "Threat model"). Without a tokens file and a digest
+# The image's choice: protected mode, as everywhere (docs/security.md "Threat model"). Without a tokens file and a digest
 # secret scangate listens on the container's loopback only (and logs "protected_mode"): mount both and set
 # SCANGATE_TOKENS_FILE and SCANGATE_DIGEST_SECRET_FILE to serve the container's network, or set
 # SCANGATE_INSECURE=on for a network you trust (docker-compose.yml's demo does, published on 127.0.0.1 only).

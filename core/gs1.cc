@@ -193,7 +193,7 @@ bool Carries(const Elements& els, std::string_view ai) {
 // element string (predefined-length AIs at their length, a last variable-length one to the end) that starts with
 // a Pack AI (01, 10, 17, 21) and holds only AIs the scan does not carry, each once, every value valid by the table
 // — the value's first p characters valid too. Tails made only of other AIs (240, 91, 710, …) are not refused:
-// they turn up in most random serials (issue 33, README "GS1 packs"), so a dropped GS before them stays unseen.
+// they turn up in most random serials (issue 33, docs/api.md "GS1 packs"), so a dropped GS before them stays unseen.
 std::optional<Error> UnterminatedValueReadsTwoWays(const Elements& els, int current_year) {
   const auto [ai, v] = els.items[els.size - 1];
   const AiSpec& spec = *FindAi(ai);  // known: Assemble checked it

@@ -20,7 +20,7 @@
 // Sizing: generation_capacity is 7/8 of a power of two (absl's growth limit of a table of 2^k - 1 slots), so
 // a full generation fills its table to the maximum load factor; each slot is 41 bytes (stored digest 16 +
 // first_seen 8 + recorder state 1 + request record 16, packed to alignment 1) plus one control byte, i.e. ~48 bytes
-// per key of capacity when both generations are full (README "The recent set": measured by
+// per key of capacity when both generations are full (docs/design.md "The recent set": measured by
 // bench/core/recent_set_bench).
 #pragma once
 

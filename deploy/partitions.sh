@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A partitioned exact store on this machine, loopback only, for tests, benchmarks and operators' rehearsals
-# (issue 23, deploy/README.md "Past one PostgreSQL"): N PostgreSQL 15 clusters ("servers") holding P logical
+# (issue 23, docs/ha.md "Past one PostgreSQL"): N PostgreSQL 15 clusters ("servers") holding P logical
 # partitions (one database scangate_pK per partition, pK on server K % N), and one more cluster holding the
 # PL/Proxy database scangate_proxy, whose foreign server `scangate` is the partition map scangate reads
 # (--partitions=$(deploy/partitions.sh url DIR)). Every cluster has its own port and data folder under DIR.
@@ -16,7 +16,7 @@
 #   deploy/partitions.sh kill-server DIR I      kill -9 the postmaster of partition server I (0-based)
 #   deploy/partitions.sh start-server DIR I     start partition server I again
 #   deploy/partitions.sh add-server DIR         one more (empty) partition server; prints its index
-#   deploy/partitions.sh move DIR K TO          move partition K to server TO, fenced (deploy/README.md)
+#   deploy/partitions.sh move DIR K TO          move partition K to server TO, fenced (docs/ha.md)
 #   deploy/partitions.sh psql DIR [ARGS...]     psql on the proxy database
 #
 # DIR is given by the caller and must be enterable by user postgres (e.g. under /tmp; NOT inside a mode-700
@@ -265,7 +265,7 @@ cmd_add_server() {
   echo "$i"
 }
 
-# Moves partition K to server TO (deploy/README.md "Moving a partition"): fence, copy, switch the map.
+# Moves partition K to server TO (docs/ha.md "Adding a server and moving a partition"): fence, copy, switch the map.
 cmd_move() {
   load
   local k=${1:-} to=${2:-}

@@ -88,7 +88,7 @@ if [[ ${SCANGATE_SKIP_RUN:-0} != 1 ]]; then
   step_end
 fi
 
-# The sanitizer builds: clang (2-7x faster than GCC 12 to compile with ASan+UBSan: measured in README "Testing"),
+# The sanitizer builds: clang (2-7x faster than GCC 12 to compile with ASan+UBSan: measured: bench/RESULTS-history.md),
 # -O1 (the sanitizers' documented level) and line tables only (what their stack traces print).
 san_opt="-O1 -gline-tables-only -DNDEBUG"
 

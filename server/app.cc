@@ -356,7 +356,7 @@ std::optional<int> App::Listen() {
     Log(LogLevel::kWarn, "protected_mode",
         {{"message", "listening on loopback only: without --tokens-file and --digest-secret-file scangate does not "
                      "serve the network; set both (then it listens on 0.0.0.0), or --listen=ADDR --insecure "
-                     "(README 'Threat model')"}});
+                     "(docs/security.md 'Threat model')"}});
   }
   notify_.Status("starting: listening on port " + std::to_string(server_->port()) + ", warm start");
   return std::nullopt;

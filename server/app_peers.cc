@@ -6,7 +6,7 @@
 //            its keys come from; --ack=commit: the same views, fed by a PeerWatch each (an insert cannot see a key a
 //            journal owner holds uncommitted). A key the views do not cover is read on peer_reader_ (connections of
 //            their own: reads go on while inserts wait), waits for coverage (--peer-wait) or gets 503.
-// --ack=filter with --follow=off reads nothing: its filter is trusted without the others (README: key affinity).
+// --ack=filter with --follow=off reads nothing: its filter is trusted without the others (docs/ha.md: route by key).
 // Apart from app.cc, which owns start-up order.
 #include <algorithm>
 #include <string>

@@ -3,7 +3,7 @@
 // partition of --partitions' map — become `retired` (sql/011 scangate_retire_instance), so the other instances stop
 // waiting for the keys it held answered `new` and uncommitted. Those keys (at most the `uncommitted` figure printed,
 // answered after `covered_until`) may then be answered `new` a second time: an explicit, logged loss window
-// (README "Several instances", deploy/README.md). Prints one JSON line per retired row and a summary.
+// (docs/ha.md "A dead instance"). Prints one JSON line per retired row and a summary.
 #pragma once
 
 #include "server/config/config.h"

@@ -27,7 +27,7 @@ case "$cmd" in
     mkdir -p "$dir"
     # In memory (/dev/shm, tmpfs) when it has room: the tests run side by side and each commit is an fsync on the
     # machine's one disk (a release run of the suite: 253 s with the clusters on disk, 246 s on tmpfs; the rest is
-    # CPU, README "Tests"). Only a crash of the whole machine could lose a tmpfs cluster's data, and that no test
+    # CPU, docs/contributing.md "Tests"). Only a crash of the whole machine could lose a tmpfs cluster's data, and that no test
     # does: a PostgreSQL kill (pg.sh kill) or a scangate kill -9 behaves exactly as on disk.
     # SCANGATE_TEST_PG_BASE overrides.
     parent=${SCANGATE_TEST_PG_BASE:-}

@@ -116,7 +116,7 @@ po::options_description Options() {
   po::options_description listening("Listening");
   listening.add_options()
       ("listen", s("auto"), "listen address; auto = 0.0.0.0 with --tokens-file and --digest-secret-file (or "
-                            "--insecure), else 127.0.0.1 (protected mode: README 'Threat model')")
+                            "--insecure), else 127.0.0.1 (protected mode: docs/security.md 'Threat model')")
       ("port", n(d.port), "TCP port; 0 = ephemeral")
       ("threads", n(d.threads), "I/O threads (one io_context each); 0 = hardware cores")
       ("port-file", s(d.port_file), "write the listening port (and a newline) to this file once listening")
@@ -141,7 +141,7 @@ po::options_description Options() {
   postgres.add_options()
       ("database-url", s(d.database_url), "libpq URL of PostgreSQL (required, unless --partitions is given)")
       ("partitions", s(d.partitions_url), "libpq URL of the PL/Proxy proxy database whose cluster maps the keys' "
-                                          "partitions to PostgreSQL databases (deploy/README.md \"Past one "
+                                          "partitions to PostgreSQL databases (docs/ha.md \"Past one "
                                           "PostgreSQL\"); empty = one PostgreSQL at --database-url")
       ("partition-cluster", s(d.partition_cluster), "--partitions: the PL/Proxy cluster (foreign server) name")
       ("partition-map-poll", s(FormatMillis(d.partition_map_poll)), "--partitions: how often the partition map "
@@ -219,15 +219,15 @@ po::options_description Options() {
                               "certificate (needs --tls-cert)")
       ("tls-client-ca", s(""), "PEM file of the CAs that issue terminals' certificates: the main port requires a "
                                "client certificate from them (mTLS); its subject CN is the terminal (needs "
-                               "--tls-cert; README 'Client certificates')")
+                               "--tls-cert; docs/security.md 'Client certificates')")
       ("tls-crl", s(""), "PEM file of CRLs of the --tls-client-ca CAs: a revoked client certificate is refused; "
                          "reloaded with the certificate on SIGHUP")
       ("tls-client-routes", s("observe"), "routes a client certificate grants without --tokens-file: a "
                                           "comma-separated subset of observe,batch,lookup,audit")
       ("tokens-file", s(d.tokens_file),
        "accepted bearer tokens, one per line: '<sha256-hex> [<terminal-id> [<routes>]]' (# comments, blank "
-       "lines allowed; README 'Terminals'); when set, /observe* and /lookup need 'Authorization: Bearer <token>' "
-       "and record the token's terminal as the source. Reloaded on SIGHUP")
+       "lines allowed; docs/security.md 'Terminals'); when set, /observe* and /lookup need "
+       "'Authorization: Bearer <token>' and record the token's terminal as the source. Reloaded on SIGHUP")
       ("rate-limit", s("0"), "requests per second per terminal (tokens on) or per client address; over it: 429 "
                              "+ Retry-After; 0 = off")
       ("rate-burst", s("rate"), "the rate limit's bucket size (requests allowed at once); default: the rate")

@@ -32,7 +32,7 @@ inline constexpr unsigned kPartitionWriters = 1;
 
 struct Config {
   std::string config_file;                 // --config: the file read under the flags and environment; "" = none
-  // --listen: resolved, never "auto". Protected mode (README "Threat model"): "auto" (the default) is 0.0.0.0
+  // --listen: resolved, never "auto". Protected mode (docs/security.md "Threat model"): "auto" (the default) is 0.0.0.0
   // with both --tokens-file and --digest-secret-file (or --insecure), else 127.0.0.1; an explicit non-loopback
   // address without both is refused at start unless --insecure.
   std::string listen = "127.0.0.1";
@@ -80,7 +80,7 @@ struct Config {
   // (records kept for ever). Default: --window; --window defaults to it; window < retention is refused.
   std::chrono::seconds retention = std::chrono::hours(24);
   // --keys=gs1: a pack with an expiry (AI 17) is kept until the end of its expiry month plus this; 365 days by
-  // default (the EU FMD keeps records at least a year past expiry), at most 2192 days (README "GS1 packs").
+  // default (the EU FMD keeps records at least a year past expiry), at most 2192 days (docs/api.md "GS1 packs").
   KeysMode keys = KeysMode::kRaw;
   std::chrono::seconds expiry_grace = std::chrono::hours(24 * 365);
   std::uint32_t shards = 64;
@@ -103,7 +103,7 @@ struct Config {
   std::string digest_secret;               // file bytes, one trailing newline stripped; never printed
   bool filter = true;
   // --recent-keys: bound of the recent set (core/recent_set.h), digests this instance knows are recorded (with
-  // the request that recorded each), answered without PostgreSQL; ~48 bytes per key (README "The recent set");
+  // the request that recorded each), answered without PostgreSQL; ~48 bytes per key (docs/design.md "The recent set");
   // 0 = off.
   std::uint64_t recent_keys = 1'048'576;
   bool access_log = false;
@@ -145,7 +145,7 @@ struct Config {
   // --proxy-protocol-from: addresses or CIDR networks of load balancers that open every connection with a PROXY
   // protocol v2 header (HAProxy send-proxy-v2; server/http/proxy_protocol.h). Empty = none.
   std::vector<std::string> proxy_protocol_from;
-  // Durable fast path (ack=filter): filter negatives are journalled + fdatasync'ed before "new" (README).
+  // Durable fast path (ack=filter): filter negatives are journalled + fdatasync'ed before "new" (docs/design.md).
   bool journal = true;                     // --journal on|off; off = in-memory write-behind (loses on a crash)
   // --journal-dir. Empty default: $STATE_DIRECTORY/journal when systemd sets STATE_DIRECTORY (the unit's
   // StateDirectory=), else the flag is required with ack=filter and --journal=on — never the working

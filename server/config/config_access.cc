@@ -130,7 +130,7 @@ void ResolveListen(Config& c) {
     if (c.digest_secret_file.empty()) missing += std::string(missing.empty() ? "" : " and ") + "--digest-secret-file";
     throw ConfigError("--listen=" + c.listen + ": refusing to serve a non-loopback address without " + missing +
                       " (protected mode: anyone on the network could record and look up keys). Set " + missing +
-                      ", or --listen=127.0.0.1, or --insecure to accept that (README 'Threat model')");
+                      ", or --listen=127.0.0.1, or --insecure to accept that (docs/security.md 'Threat model')");
   }
   c.protected_mode = !guarded && !c.insecure && IsLoopback(c.listen);
 }

@@ -97,7 +97,7 @@ void HttpServer::Start() {
   const Config& config = shared_->config;
   if (config.tls()) shared_->SetTls(MakeTlsContext(config));
   // --proxy-protocol-from names networks: any host in them may claim any client address, and so escape every
-  // per-address limit or spend another client's (README "Behind a load balancer").
+  // per-address limit or spend another client's (docs/security.md "Threat model").
   if (const auto networks = shared_->proxy_sources.Networks(); !networks.empty()) {
     Log(LogLevel::kWarn, "proxy_protocol_networks",
         {{"networks", boost::json::array(networks.begin(), networks.end())},

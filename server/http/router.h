@@ -49,7 +49,7 @@ inline constexpr int kCorsMaxAgeSeconds = 600;
 // Failed authentication per client address (tokens on): this many wrong tokens at once, then this many per
 // second; past it 429 rate-limited (the connection closes) before any token is verified, for as long as the
 // address keeps failing. A till with a mistyped token sees 401 for its first attempts; a guesser gets one
-// attempt per second per address (behind a proxy every client shares the proxy's address: see README).
+// attempt per second per address (behind a proxy every client shares the proxy's address: see docs/security.md).
 inline constexpr double kAuthFailureBurst = 20;
 inline constexpr double kAuthFailuresPerSecond = 1;
 

@@ -2,7 +2,8 @@
 // polls the filter's per-shard rotation counters (ShardedFilter::RotationsOf) from its 1 s maintenance timer
 // and writes one `filter_rotation` line per shard that rotated for capacity since the previous poll, with
 // the number of such rotations and until when that shard's negatives are distrusted (core/filter.h, "Trust
-// after a shortened window"). Capacity rotations mean --capacity is too small for the traffic (README).
+// after a shortened window"). Capacity rotations mean --capacity is too small for the traffic
+// (docs/operations.md "Sizing").
 #pragma once
 
 #include <cstdint>

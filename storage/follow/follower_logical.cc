@@ -69,8 +69,8 @@ void Follower::ConnectLogical(Connections& c, const std::string& conninfo) {
     if (state != nullptr && (std::string_view(state) == "55000" || std::string_view(state) == "42501")) {
       throw std::runtime_error("cannot follow: " + what +
                                " (the follower needs wal_level=logical, a free replication slot and wal sender, and a "
-                               "role with REPLICATION; README 'Several instances'; --follow=poll needs none of them, "
-                               "--follow=off turns following off)");
+                               "role with REPLICATION; docs/operations.md 'PostgreSQL settings'; --follow=poll needs "
+                               "none of them, --follow=off turns following off)");
     }
     throw FollowError("create slot: " + what);
   }

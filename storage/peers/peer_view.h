@@ -4,7 +4,7 @@
 // (storage/peers/peer_sql.h): the follower's poll or probe, or --ack=commit's PeerWatch. Sibling: the writer side,
 // storage/peers/watermark_publisher.h.
 //
-// THE ARGUMENT — written down here, once; README "Several instances" states the promise it gives.
+// THE ARGUMENT — written down here, once; docs/design.md "The peers' commit watermark" states the promise it gives.
 // Notation: PG(x) = PostgreSQL's clock (now()) at the moment a host's boot clock (core/boot_clock.h) reads x.
 //  1. A journal owner A answers a key `new` only after appending its record, and only once its own row is
 //     registered (WatermarkPublisher::published()). Its journal tells, under one lock, when its oldest record not

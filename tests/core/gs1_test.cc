@@ -246,7 +246,7 @@ TEST(Gs1Parse, DroppedGsAfterAVariableLengthValueIsRefused) {
 
 // Realistic pharma scans (EU FMD, DSCSA and national packs; GS after every variable-length value but the last,
 // with and without symbology identifiers, any AI order, parenthesised, Digital Link; serials and lots that hold
-// "10", "17", "21" and dates): none is refused. 37 scans, 0 refused — the figure README "GS1 packs" quotes.
+// "10", "17", "21" and dates): none is refused. 37 scans, 0 refused — the figure docs/api.md "GS1 packs" quotes.
 TEST(Gs1Parse, RealisticScansAreNotRefused) {
   struct Scan {
     std::string scan;

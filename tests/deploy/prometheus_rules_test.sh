@@ -3,7 +3,7 @@
 # stays silent where its unit tests say (`promtool test rules` on scangate-rules.test.yml), every query of the
 # Grafana dashboard parses and names only recording rules the rules file defines, and every scangate_* metric
 # the rules, their annotations, their test series and the dashboard name is one scangate exports today.
-# "Exported" means a family that server/ or storage/ writes through PromWriter::Header("scangate_...",
+# "Exported" means a family that server/ or storage/ writes through PromWriter::Header or ::Single("scangate_...",
 # "<type>", ...); a histogram family also exports its _bucket, _sum and _count series. Starts nothing.
 #   tests/deploy/prometheus_rules_test.sh [source dir]     (ctest: prometheus_rules_test)
 # Fails when promtool is missing: scripts/deps.sh installs it (Debian package `prometheus`).
@@ -52,15 +52,15 @@ fi
 
 # The exported names: family names and types from the Header() calls, histograms expanded.
 exported=$work/exported
-grep -rhoE --include='*.cc' --include='*.h' 'Header\("scangate_[a-z0-9_]+", "[a-z]+"' "$root/server" "$root/storage" |
-  sed -E 's/^Header\("([a-z0-9_]+)", "([a-z]+)"$/\1 \2/' | sort -u |
+grep -rhoE --include='*.cc' --include='*.h' '(Header|Single)\("scangate_[a-z0-9_]+", "[a-z]+"' "$root/server" "$root/storage" |
+  sed -E 's/^(Header|Single)\("([a-z0-9_]+)", "([a-z]+)"$/\2 \3/' | sort -u |
   while read -r name type; do
     echo "$name"
     if [[ $type == histogram ]]; then printf '%s\n' "${name}_bucket" "${name}_sum" "${name}_count"; fi
   done | sort -u >"$exported"
 families=$(grep -cvE '_(bucket|sum|count)$' "$exported" || true)
 if ((families < 30)); then
-  # scangate exports ~57 families; far fewer means the Header() pattern no longer finds them.
+  # scangate exports ~107 families; far fewer means the Header() pattern no longer finds them.
   echo "prometheus_rules_test: found only $families exported scangate_* families in server/ and storage/;" \
     "has the way metrics are written changed? Fix the grep above." >&2
   exit 1

@@ -9,7 +9,7 @@
 // - a second Host header is 400;
 // - a source with U+2028/U+2029 or a zero-width character is 400 invalid-source naming it.
 // Each test failed against the scangate binary of 1558fbb (main before issue 43; SCANGATE_IT_SERVER=<that binary>):
-// the figures are in each test's comment and in README "Threat model".
+// the figures are in each test's comment and in docs/security.md "Threat model".
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>

@@ -8,8 +8,8 @@
 // 4..7, & (P - 1)), no key new twice, no false duplicate; then in SQL: no row on a partition its
 // scangate_partition_hash does not name, no digest on two partitions, and the rows added equal the keys that
 // got a verdict. --ack=commit sends a key's repeats to either instance (PostgreSQL decides); --ack=filter
-// routes by key, as the README requires (the window before a key's commit: "Several instances behind a load
-// balancer"); afterwards every answered key is sent to both instances, whose followers (one per partition) must
+// routes by key, as docs/ha.md requires (the window before a key's commit: "Several instances: which
+// routing"); afterwards every answered key is sent to both instances, whose followers (one per partition) must
 // know it.
 //
 // KillOnePartitionServer SIGKILLs the postmaster of partition server 1 mid-run: only keys of the partitions

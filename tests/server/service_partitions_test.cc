@@ -3,7 +3,7 @@
 // Every key lands in the database its digest's partition names and nowhere else; /metrics and /stats show each
 // partition's state; a partition whose database refuses connections gets its keys 503 + Retry-After while the
 // other partition's keys are answered and /readyz stays 200, and it heals without a restart; a partition moved
-// to another database (the fenced procedure of deploy/README.md) is followed from the map, keeping its records.
+// to another database (the fenced procedure of docs/ha.md) is followed from the map, keeping its records.
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -164,7 +164,7 @@ TEST_F(PartitionsTest, ADownPartitionLeavesTheOtherServedAndHeals) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
-// Moving partition 1 (deploy/README.md): fence its database, copy it, point the map at the copy. The instance
+// Moving partition 1 (docs/ha.md): fence its database, copy it, point the map at the copy. The instance
 // follows the map without a restart; the partition's records moved with it (a repeat is still `duplicate`).
 TEST_F(PartitionsTest, AMovedPartitionIsFollowedFromTheMap) {
   ScangateProcess server(Flags({"--request-timeout=2s"}));

@@ -30,8 +30,8 @@ namespace {
 namespace json = boost::json;
 using Clock = std::chrono::steady_clock;
 
-// The slack past the horizon after which a record may be forgotten (README: clock offset + 1 s; one host
-// here), with half a second more for the expiry's scheduling.
+// The slack past the horizon after which a record may be forgotten (docs/design.md "The de-duplication horizon":
+// clock offset + 1 s; one host here), with half a second more for the expiry's scheduling.
 constexpr std::int64_t kSlackUs = 1'500'000;
 
 std::int64_t NowUs() {

@@ -1,4 +1,4 @@
-// Black-box tests of terminal identity and the per-terminal rate limit (README "Terminals and rate limits"):
+// Black-box tests of terminal identity and the per-terminal rate limit (docs/security.md "Terminals", "Rate limits"):
 // two terminals (two tokens), one flooding past --rate-limit gets 429 + Retry-After while every request of
 // the other succeeds; the recorded source is the token's terminal; a body source naming another terminal is
 // 403; a token whose routes exclude /lookup gets 403 there; SIGHUP reloads the tokens file (a new token works,
