@@ -40,6 +40,7 @@ TEST_PACKAGES=(
   haproxy            # tests/deploy/haproxy_routing_test.py: deploy/haproxy.cfg's key affinity, the real haproxy
   libfaketime        # tests/server/service_clock_test: an instance whose clock is off PostgreSQL's (LD_PRELOAD)
   python3-yaml python3-jsonschema  # tests/api/openapi_responses_test.py: the server's answers against openapi.yaml
+  openssl            # openapi_responses_test's certificates (mTLS: certificate-not-allowed)
   nodejs             # npm ci of tests/api/ (the pinned OpenAPI linter; Node >= 20.19, with npm)
 )
 
