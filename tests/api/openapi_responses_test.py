@@ -23,6 +23,7 @@ The instances:
   writer   --writers=1 --request-timeout=1s behind haproxy (PROXY v2 from 127.0.0.2): a row held by the test's own
            transaction stalls its writer, so a request's deadline passes while its key's transaction is in flight
            (503 outcome-unknown) or still queued (503 unavailable)
+  mtls     HTTPS with --tls-client-ca: a client certificate whose CN names no terminal (403 certificate-not-allowed)
   nodb     PostgreSQL through a relay the test cuts (an outage): /readyz and the client routes 503 unavailable
   haproxy  deploy/haproxy.cfg: its commit frontend to "writer"; its filter frontend to a stand-in instance that
            answers health checks and drops requests (502 -> outcome-unknown), then to none (503 -> unavailable);
