@@ -7,7 +7,7 @@
 #   scripts/deps.sh partitions   what a partitioned store needs (deploy/partitions.sh): PL/Proxy
 #   scripts/deps.sh system       + what the system suites run in (deploy/system_test.sh): podman, runc, debootstrap
 #   scripts/deps.sh              every set (build test ha package partitions system)
-# Idempotent: a second run on a provisioned machine calls no apt at all.
+# Idempotent: a second run on a provisioned machine calls no apt (and no npm) at all.
 set -euo pipefail
 
 # build: building and serving (scripts/run.sh, tests/scripts/run_test.sh's fresh clone).
@@ -38,6 +38,9 @@ TEST_PACKAGES=(
   systemd            # systemd-analyze verify of deploy/debian/scangate.service (tests/debian/)
   postgresql-15-plproxy  # tests/deploy/partitions_test.sh (deploy/partitions.sh's proxy database)
   haproxy            # tests/deploy/haproxy_routing_test.py: deploy/haproxy.cfg's key affinity, the real haproxy
+  python3-yaml python3-jsonschema  # tests/api/openapi_responses_test.py: the server's answers against openapi.yaml
+  openssl            # openapi_responses_test's certificates (mTLS: certificate-not-allowed)
+  nodejs             # npm ci of tests/api/ (the pinned OpenAPI linter; Node >= 20.19, with npm)
 )
 
 # package: what scripts/package.sh and the package's install test need on top of build.
@@ -90,13 +93,23 @@ for p in "${wanted[@]}"; do
   fi
 done
 
-if ((${#missing[@]} == 0)); then
-  exit 0
+if ((${#missing[@]} > 0)); then
+  echo "scangate: installing missing packages (${sets[*]}): ${missing[*]}" >&2
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-echo "scangate: installing missing packages (${sets[*]}): ${missing[*]}" >&2
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# test: the OpenAPI linter tests/api/package-lock.json pins (tests/api/openapi_lint_test.sh), from the npm registry
+# with npm ci into tests/api/node_modules; again only when the lock file changes (a copy of the one installed is kept
+# beside the modules), so a provisioned machine needs no network.
+if [[ " ${sets[*]} " == *" test "* ]]; then
+  api=$(cd "$(dirname "$0")/.." && pwd)/tests/api
+  if ! cmp -s "$api/package-lock.json" "$api/node_modules/.scangate-installed-lock.json"; then
+    echo "scangate: npm ci in tests/api (the pinned OpenAPI linter)" >&2
+    (cd "$api" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    cp "$api/package-lock.json" "$api/node_modules/.scangate-installed-lock.json"
+  fi
+fi
