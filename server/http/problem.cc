@@ -55,7 +55,7 @@ Problem Problem::NotFound(std::string_view target) {
   (void)target;
   return Make(404, "not-found", "Not found",
               "no such resource; routes: POST /observe, POST /observe/batch, POST /lookup, GET /healthz, /readyz, "
-              "/metrics, /stats");
+              "/metrics, /stats, /dashboard");
 }
 Problem Problem::MethodNotAllowed(std::string_view method, Route route) {
   std::string m(method.substr(0, 16));
