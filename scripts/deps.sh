@@ -39,6 +39,8 @@ TEST_PACKAGES=(
   postgresql-15-plproxy  # tests/deploy/partitions_test.sh (deploy/partitions.sh's proxy database)
   haproxy            # tests/deploy/haproxy_routing_test.py: deploy/haproxy.cfg's key affinity, the real haproxy
   libfaketime        # tests/server/service_clock_test: an instance whose clock is off PostgreSQL's (LD_PRELOAD)
+  groff-base         # groff renders the man page scangate(8) in tests/debian/man_page_test.sh
+  man-db             # systemd-analyze verify opens the unit's Documentation=man:scangate(8) (tests/debian/)
 )
 
 # package: what scripts/package.sh and the package's install test need on top of build.
