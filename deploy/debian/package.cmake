@@ -56,6 +56,11 @@ add_custom_target(scangate_package_files DEPENDS ${SCANGATE_PACKAGE_STAMP})
 # hardening-no-bindnow). A link option only: the same objects as every other build.
 target_link_options(scangate PRIVATE LINKER:-z,now)
 install(TARGETS scangate RUNTIME DESTINATION bin COMPONENT scangate)
+# As dh_strip does: without the compiler's .comment and .note sections (lintian binary-has-unneeded-section);
+# CPACK_STRIP_FILES strips the symbols after this.
+install(CODE "execute_process(COMMAND \"${CMAKE_OBJCOPY}\" --remove-section=.comment --remove-section=.note
+                              \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/bin/scangate\" COMMAND_ERROR_IS_FATAL ANY)"
+        COMPONENT scangate)
 install(FILES ${SCANGATE_DEB_DIR}/scangate.service DESTINATION /lib/systemd/system COMPONENT scangate)
 install(FILES ${SCANGATE_DEB_DIR}/scangate.conf DESTINATION /etc/scangate COMPONENT scangate)
 install(FILES ${SCANGATE_DEB_DIR}/default.env DESTINATION /etc/default RENAME scangate
