@@ -7,7 +7,8 @@
 #   /usr/share/scangate/sql/               the migrations (the binary embeds and applies them; for reading);
 #                                          sql/proxy/: the PL/Proxy database's functions
 #   /usr/share/doc/scangate/               README.Debian (docs/install.md), README.md, openapi.yaml, docs/,
-#                                          changelog.Debian, NEWS.Debian, copyright (DEP-5), examples/
+#                                          changelog (CHANGELOG.md), changelog.Debian, NEWS.Debian, copyright
+#                                          (DEP-5), examples/
 #                                          (deploy/debian/package_docs.sh: compressed as Debian policy says)
 #   /usr/share/lintian/overrides/scangate  lintian's overrides, each with its reason (deploy/debian/lintian-overrides)
 # Depends are computed from the binary by dpkg-shlibdeps. Maintainer scripts: deploy/debian/{postinst,prerm,postrm}.
@@ -35,7 +36,7 @@ add_custom_target(scangate_man DEPENDS ${SCANGATE_MAN_PAGE})
 
 # The documentation, laid out by package_docs.sh in the staging directory installed below.
 configure_file(${SCANGATE_DEB_DIR}/copyright.in ${CMAKE_BINARY_DIR}/package/copyright @ONLY)
-file(GLOB SCANGATE_DOC_PAGES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)
+file(GLOB SCANGATE_DOC_PAGES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md ${PROJECT_SOURCE_DIR}/CHANGELOG.md)
 set(SCANGATE_PACKAGE_STAMP ${SCANGATE_PACKAGE_STAGING}/.stamp)
 add_custom_command(
   OUTPUT ${SCANGATE_PACKAGE_STAMP}

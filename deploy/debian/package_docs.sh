@@ -2,7 +2,8 @@
 # Lays out the Debian package's documentation in a staging directory that deploy/debian/package.cmake installs
 # whole (the files are known only when this runs: docs/ is read as it is):
 #   doc/            -> /usr/share/doc/scangate/: README.md, openapi.yaml, README.Debian (docs/install.md), the
-#                      docs/ pages under docs/, changelog.Debian and NEWS.Debian, copyright; examples/
+#                      docs/ pages under docs/, changelog (CHANGELOG.md), changelog.Debian and NEWS.Debian,
+#                      copyright; examples/
 #   man/            -> /usr/share/man/man8/: scangate.8.gz
 #   lintian/        -> /usr/share/lintian/overrides/: scangate (deploy/debian/lintian-overrides)
 # Compression as Debian policy says (12.3, 12.7): changelogs and the man page always, any other document over
@@ -29,6 +30,8 @@ doc() {
 
 gz "$deb/changelog" "$out/doc/changelog.Debian"
 gz "$deb/NEWS" "$out/doc/NEWS.Debian"
+# The upstream changelog, where Debian policy 12.7 puts it.
+if [[ -f $src/CHANGELOG.md ]]; then gz "$src/CHANGELOG.md" "$out/doc/changelog"; fi
 doc "$src/README.md" "$out/doc/README.md"
 doc "$src/openapi.yaml" "$out/doc/openapi.yaml"
 doc "$src/docs/install.md" "$out/doc/README.Debian"
