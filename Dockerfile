@@ -17,11 +17,12 @@ RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq 
       libgmock-dev libjs-dygraphs libsystemd-dev libicu-dev && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-# The binary only (tests are configured, not built); cpack's install step builds nothing else.
+# The binary and the package's documentation and man page only (tests are configured, not built); cpack's
+# install step builds nothing else.
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSCANGATE_BENCH=OFF \
       -DSCANGATE_REVISION="$REVISION" \
       -DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON \
- && cmake --build /build --target scangate \
+ && cmake --build /build --target scangate scangate_package_files \
  && cd /build && cpack -G DEB -B /package && mv /package/scangate_*.deb /scangate.deb
 
 FROM debian:bookworm-slim

@@ -87,7 +87,7 @@ run() {
 for s in "${suites[@]}"; do
   case $s in
     package)
-      run package 'Depends|licence:|scangate [0-9.]+ \(commit|PASS' \
+      run package '^lintian: [0-9]|scangate [0-9.]+ \(commit|licence:' \
         bash -c "'$root/scripts/package.sh' && '$root/deploy/debian/package_test.sh'" ;;
     systemd)
       run systemd 'Overall exposure|enable --now returned|NRestarts=' "$root/deploy/debian/systemd_test.sh" ;;

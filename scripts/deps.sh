@@ -3,7 +3,7 @@
 #   scripts/deps.sh build        build scangate and serve it (scripts/run.sh): compiler, libraries, PostgreSQL
 #   scripts/deps.sh build test   + what the tests need (scripts/test.sh): GoogleTest, benchmarks, clang, Chromium
 #   scripts/deps.sh ha           what high availability needs (deploy/): Patroni, etcd, HAProxy
-#   scripts/deps.sh build package  + the Debian package's tools (scripts/package.sh): dpkg-dev, file, debootstrap
+#   scripts/deps.sh build package  + the Debian package's tools (scripts/package.sh): dpkg-dev, file, debootstrap, lintian
 #   scripts/deps.sh partitions   what a partitioned store needs (deploy/partitions.sh): PL/Proxy
 #   scripts/deps.sh system       + what the system suites run in (deploy/system_test.sh): podman, runc, debootstrap
 #   scripts/deps.sh              every set (build test ha package partitions system)
@@ -41,6 +41,8 @@ TEST_PACKAGES=(
   python3-yaml python3-jsonschema  # tests/api/openapi_responses_test.py: the server's answers against openapi.yaml
   openssl            # openapi_responses_test's certificates (mTLS: certificate-not-allowed)
   nodejs             # npm ci of tests/api/ (the pinned OpenAPI linter; Node >= 20.19, with npm)
+  groff-base         # groff renders the man page scangate(8) in tests/debian/man_page_test.sh
+  man-db             # systemd-analyze verify opens the unit's Documentation=man:scangate(8) (tests/debian/)
 )
 
 # package: what scripts/package.sh and the package's install test need on top of build.
@@ -48,6 +50,7 @@ PACKAGE_PACKAGES=(
   dpkg-dev           # dpkg-shlibdeps computes the .deb's Depends (CPack DEB)
   file               # CPack DEB runs file(1) on the binary before dpkg-shlibdeps
   debootstrap        # the throwaway Debian root of deploy/debian/package_test.sh
+  lintian            # deploy/debian/lintian_test.sh checks the built .deb (run by package_test.sh)
 )
 
 # ha: Patroni with its etcd backend, etcd, HAProxy (deploy/cluster.sh, deploy/ha_test.sh).

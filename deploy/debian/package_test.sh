@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The Debian package's install test in a throwaway root: a fresh Debian bookworm (debootstrap --variant=minbase)
-# gets build/package/scangate_*.deb with `apt-get install` (which pulls the runtime Depends from the mirror),
-# then scangate is started as its unit would start it, serves POST /observe, is stopped, and `apt-get purge`
-# (plus autoremove of what it pulled in) must leave no file behind that was not there before the install.
+# The Debian package's test. First lintian on the .deb (deploy/debian/lintian_test.sh: no error or warning that
+# deploy/debian/lintian-overrides does not explain), then the install test in a throwaway root: a fresh Debian
+# bookworm (debootstrap --variant=minbase) gets build/package/scangate_*.deb with `apt-get install` (which pulls
+# the runtime Depends from the mirror), then scangate is started as its unit would start it, serves POST
+# /observe, is stopped, and `apt-get purge` (plus autoremove of what it pulled in) must leave no file behind that
+# was not there before the install.
 #
 # "As the unit would": ExecStart, Environment=, EnvironmentFile= and LimitNOFILE= are read from the INSTALLED
 # unit file; the process runs under a fresh uid with no capabilities and no_new_privs (DynamicUser=yes,
@@ -24,7 +26,7 @@ deb=$(realpath "$deb")
 mirror=${MIRROR:-http://deb.debian.org/debian}
 cache=${DEBOOTSTRAP_CACHE:-/var/tmp/scangate-debootstrap-cache}
 [[ $(id -u) -eq 0 ]] || { echo "run as root (debootstrap, chroot)" >&2; exit 1; }
-for tool in debootstrap chroot curl python3 setpriv; do
+for tool in debootstrap chroot curl python3 setpriv lintian; do
   command -v $tool >/dev/null || { echo "missing $tool (scripts/deps.sh)" >&2; exit 1; }
 done
 
@@ -48,6 +50,9 @@ in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DE
 
 step "package $(basename "$deb")"
 dpkg-deb --field "$deb" Package Version Architecture Depends
+
+step "lintian"
+"$root_dir/deploy/debian/lintian_test.sh" "$deb" || fail "lintian"
 
 step "debootstrap --variant=minbase bookworm ($mirror)"
 mkdir -p "$cache"
@@ -86,6 +91,17 @@ in_root /usr/bin/scangate --version
 # The licence (LICENSE: Apache-2.0) as Debian states it: the SPDX identifier in the package's copyright file.
 in_root grep -qx 'License: Apache-2.0' /usr/share/doc/scangate/copyright || fail "copyright does not name Apache-2.0"
 echo "licence: $(in_root grep -m1 '^License:' /usr/share/doc/scangate/copyright)"
+# Debian's conventions: the man page, the changelog and NEWS, README.Debian, the examples; the unit registered
+# with deb-systemd-helper (so purge drops the links an operator's enable makes), neither enabled nor started.
+for f in /usr/share/man/man8/scangate.8.gz /usr/share/doc/scangate/changelog.Debian.gz \
+         /usr/share/doc/scangate/NEWS.Debian.gz /usr/share/doc/scangate/examples/scangate.conf \
+         /usr/share/doc/scangate/examples/tokens /usr/share/lintian/overrides/scangate \
+         /var/lib/systemd/deb-systemd-helper-enabled/scangate.service.dsh-also; do
+  [[ -f $root$f ]] || fail "not installed: $f"
+done
+ls "$root"/usr/share/doc/scangate/README.Debian* >/dev/null 2>&1 || fail "no README.Debian"
+[[ -e $root/etc/systemd/system/multi-user.target.wants/scangate.service ]] && fail "enabled on install"
+echo "man page, changelog.Debian, NEWS.Debian, README.Debian, examples: installed; unit registered, not enabled"
 
 step "PostgreSQL: a throwaway cluster on the host, loopback"
 pg_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

@@ -5,8 +5,9 @@
 # steps: the database URL into /etc/default/scangate, `systemctl enable --now scangate` (returns at READY=1).
 # Checks: active with its STATUS=, a DynamicUser uid, no capabilities, no_new_privs, the seccomp filter on, the
 # watchdog armed, /observe new then duplicate, the journal in /var/lib/private/scangate; SIGKILL -> restarted by
-# Restart=on-failure and ready again; `systemctl stop` -> exit 0; `apt-get purge` -> config, state and
-# enablement link gone. PostgreSQL: a throwaway cluster on the host (loopback, --network host).
+# Restart=on-failure and ready again; an upgrade (--reinstall) keeps it enabled and restarts it (postinst:
+# deb-systemd-helper, deb-systemd-invoke try-restart); `systemctl stop` -> exit 0; `apt-get purge` -> config,
+# state and enablement link gone. PostgreSQL: a throwaway cluster on the host (loopback, --network host).
 # Complements package_test.sh (a plain chroot, no systemd, every path compared before/after).
 # Usage (root): deploy/debian/systemd_test.sh [DEB]   Needs podman + runc and the base image debian:bookworm
 # (made offline by deploy/container/container_test.sh, or here when missing). ~1 min.
@@ -130,6 +131,21 @@ in_ct systemctl show scangate -p NRestarts -p ActiveState -p StatusText
 curl -sS -w ' -> %{http_code}\n' -H 'Content-Type: application/json' \
   --data "{\"key\":\"$key\",\"source\":\"systemd-test\"}" "http://127.0.0.1:$port/observe" | tee "$work/again.txt"
 grep -q ' -> 200$' "$work/again.txt" || fail "after the restart the key is not a duplicate"
+
+step "upgrade: apt-get install --reinstall (postinst configure <installed version>)"
+# postinst keeps the operator's enable and try-restarts the running service (deb-systemd-helper, -invoke).
+pid=$(in_ct systemctl show -p MainPID --value scangate)
+in_ct sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --reinstall /tmp/scangate.deb' \
+  > "$work/upgrade.log" 2>&1 || { cat "$work/upgrade.log"; fail "apt-get install --reinstall"; }
+grep -E '^Setting up scangate' "$work/upgrade.log"
+[[ $(in_ct systemctl is-enabled scangate 2>&1 || true) == enabled ]] || fail "not enabled after the upgrade"
+new_pid=$(in_ct systemctl show -p MainPID --value scangate)
+[[ $(in_ct systemctl is-active scangate || true) == active && $new_pid != "$pid" && $new_pid != 0 ]] ||
+  fail "not restarted by the upgrade (MainPID $pid -> $new_pid)"
+curl -sS -o /dev/null -w 'GET /readyz after the upgrade -> %{http_code}\n' "http://127.0.0.1:$port/readyz" |
+  tee "$work/ready2.txt"
+grep -q ' 200$' "$work/ready2.txt" || fail "not ready after the upgrade"
+echo "upgrade: still enabled, restarted (MainPID $pid -> $new_pid)"
 
 step "systemctl stop scangate"
 in_ct systemctl stop scangate

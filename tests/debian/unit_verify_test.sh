@@ -3,7 +3,8 @@
 # (verify exits 0 on an unknown or misspelt key, so any output fails), its hardening scores an exposure of
 # at most 2.0 in `systemd-analyze security --offline`, and it keeps the settings the package relies on.
 # verify checks that ExecStart is executable: a copy of the unit runs the freshly built binary instead of
-# /usr/bin/scangate. A self-check first proves a misspelt key is caught.
+# /usr/bin/scangate; and that the man page of Documentation= opens (scangate(8), generated here). A self-check
+# first proves a misspelt key is caught.
 # Usage: unit_verify_test.sh <source dir> <built scangate binary> <work dir>
 set -euo pipefail
 src=$1 bin=$(realpath "$2") work=$3
@@ -16,6 +17,12 @@ command -v systemd-analyze >/dev/null || fail "systemd-analyze is missing (Debia
 rm -rf "$work" && mkdir -p "$work/good" "$work/bad"
 grep -q '^ExecStart=/usr/bin/scangate$' "$unit" || fail "ExecStart is not /usr/bin/scangate (the package installs it there)"
 sed "s|^ExecStart=/usr/bin/scangate\$|ExecStart=$bin|" "$unit" > "$work/good/scangate.service"
+# verify opens each Documentation=man: page with man(1): the package's scangate(8), built as the package builds
+# it, on MANPATH.
+command -v man >/dev/null || fail "man is missing (Debian package man-db; scripts/deps.sh)"
+mkdir -p "$work/man/man8"
+"$src/deploy/debian/man_page.sh" "$bin" "$src/deploy/debian/scangate.8.in" "$work/man/man8/scangate.8"
+export MANPATH=$work/man
 
 # verify: exit status 0 and nothing printed.
 verify() {
@@ -41,7 +48,7 @@ for line in Type=notify WatchdogSec=30s DynamicUser=yes StateDirectory=scangate 
             NoNewPrivileges=yes ProtectHome=yes PrivateTmp=yes CapabilityBoundingSet= \
             'RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX' SystemCallFilter=@system-service \
             Restart=on-failure RestartPreventExitStatus=2 EnvironmentFile=-/etc/default/scangate \
-            Environment=SCANGATE_CONFIG=/etc/scangate/scangate.conf; do
+            Environment=SCANGATE_CONFIG=/etc/scangate/scangate.conf 'Documentation=man:scangate(8)'; do
   grep -qxF "$line" "$unit" || fail "the unit lacks '$line'"
 done
 # TimeoutStopSec must cover the drain deadline (server/app.cc kDrainDeadline) with room for the flush.
