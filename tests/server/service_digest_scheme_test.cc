@@ -230,34 +230,44 @@ TEST_P(DigestSchemeConcurrent, OldInstanceIsFencedWhileANewOneRotates) {
   HttpClient ca(a.port());
   const std::string before = UniqueKey("conc-before");
   ASSERT_EQ(ObserveKey(ca, before).status, 201);
-  ScangateProcess b({"--digest-secret-file=" + f2, "--digest-secret-previous-file=" + f1, "--request-timeout=2s",
-                     "--capacity=100000"});
+  // --ack=commit: no watermark of its own, so the old instance's peer coverage does not hold it back — only the
+  // fence (its inserts) and its lease (its filter's `new`) do.
+  ScangateProcess b({"--digest-secret-file=" + f2, "--digest-secret-previous-file=" + f1, "--ack=commit",
+                     "--request-timeout=2s", "--capacity=100000"});
   ASSERT_TRUE(b.Start());
   ASSERT_TRUE(a.running());
   HttpClient cb(b.port());
   EXPECT_EQ(ObserveKey(cb, before).status, 200) << "the key the old instance recorded before the rotation";
-  auto observe = [](HttpClient& c, const std::string& k) {
+  std::string first_refusal;  // the old instance's first answer that was not `new`, for the record
+  auto observe = [&first_refusal](HttpClient& c, const std::string& k) {
     try {
-      return ObserveKey(c, k).status;
+      const ObserveAnswer r = ObserveKey(c, k);
+      if (r.status == 503 && first_refusal.empty()) first_refusal = r.text;
+      return r.status;
     } catch (const std::exception&) {
       c.Reconnect();
       return 0;
     }
   };
   int second_news = 0, news = 0;
+  std::string answers;  // "b/a" statuses per key, for the record
   for (const auto& k : UniqueKeys(6, "conc-b-first")) {  // the new instance first
     const int nb = observe(cb, k), na = observe(ca, k);
+    answers += " B" + std::to_string(nb) + "/A" + std::to_string(na);
     news += (nb == 201) + (na == 201);
     if (nb == 201 && na == 201) ++second_news;
     EXPECT_NE(na, 201) << "the old instance answered new a key the new one had answered new";
   }
   for (const auto& k : UniqueKeys(6, "conc-a-first")) {  // the old instance first
     const int na = observe(ca, k), nb = observe(cb, k);
+    answers += " A" + std::to_string(na) + "/B" + std::to_string(nb);
     news += (nb == 201) + (na == 201);
     if (nb == 201 && na == 201) ++second_news;
     EXPECT_NE(na, 201) << "the old instance answered a key new after the rotation";
     EXPECT_EQ(nb, 201) << "the new instance must decide a key the old one could not";
   }
+  std::printf("concurrent rotation (--ack=%s old instance):%s\nfirst 503: %s\n", GetParam(), answers.c_str(),
+              first_refusal.c_str());
   EXPECT_EQ(second_news, 0);
   EXPECT_EQ(news, 12);
   if (std::string(GetParam()) == "filter") {
