@@ -137,6 +137,11 @@ int App::Run() {
   WaitForSignal();
   if (auto exit = StartStore()) return *exit;
   if (stop_requested_.load()) return 0;
+  if (auto exit = CheckDigestScheme()) return *exit;
+  if (stop_requested_.load()) {
+    store_->Shutdown();
+    return 0;
+  }
   StartClocks();
   MakePeerViews();
   if (auto exit = StartFollowers()) {
@@ -207,6 +212,13 @@ std::optional<int> App::MakeFilter() {
   }
   try {
     digester_ = config_.digest_secret.empty() ? Digester::Sha256() : Digester::HmacSha256(config_.digest_secret);
+    if (config_.digest_rotating()) {
+      previous_digester_ = config_.digest_secret_previous.empty() ? Digester::Sha256()
+                                                                   : Digester::HmacSha256(config_.digest_secret_previous);
+    }
+    // sql/014's fence: every writer connection carries this scheme's fingerprint.
+    store_options_.digest_scheme_option =
+        storage::SchemeOption(SchemeOf(*digester_, config_.keys == KeysMode::kGs1 ? "gs1" : "raw"));
   } catch (const std::exception& e) {
     Log(LogLevel::kError, "error", {{"where", "digest"}, {"what", e.what()}});
     return kExitStartup;
@@ -323,8 +335,10 @@ void App::StartReaders() {
   readers_->Start();
   AttachFollowers();
   AttachPeers();
+  AttachDigestScheme();
   service_->AttachStorageStats([this](MetricsSnapshot& s) {
     readers_->Fill(s);
+    FillSchemeStats(s);
     for (const auto& f : followers_) s.followers.emplace_back(f->label(), f->Stats());
     FillPeerStats(s);
   });

@@ -38,6 +38,8 @@
 #include "storage/peers/peer_view.h"
 #include "storage/peers/peer_watch.h"
 #include "storage/peers/watermark_publisher.h"
+#include "storage/scheme/scheme_record.h"
+#include "storage/scheme/scheme_watch.h"
 
 namespace scangate::storage {
 class JournalDrain;
@@ -72,6 +74,14 @@ class App {
   // Each start-up step returns an exit code when the process must stop now (nullopt: go on).
   std::optional<int> MakeFilter();
   std::optional<int> StartStore();
+  // The digest scheme (issue 55, server/app_scheme.cc; storage/scheme/scheme_record.h): checked in (and recorded
+  // by) every partition's database once the store started, before anything is written; a mismatch exits
+  // kExitConfig with digest_scheme_mismatch; a rotation it starts waits kRotationSettle before serving.
+  std::optional<int> CheckDigestScheme();
+  // With the Service: the rotation's previous-digest reads, --ack=filter's SchemeWatch (its lease on the scheme),
+  // and /stats' digest_scheme.
+  void AttachDigestScheme();
+  void FillSchemeStats(MetricsSnapshot& s) const;
   std::optional<int> OpenJournal();
   void StartReaders();
   std::optional<int> Listen();
@@ -127,6 +137,11 @@ class App {
 
   std::unique_ptr<ShardedFilter> filter_;
   std::optional<Digester> digester_;
+  // --digest-secret-previous-file: the digester of the secret the database rotated from (issue 55).
+  std::optional<Digester> previous_digester_;
+  // Each partition's scheme row as CheckDigestScheme left it (index = partition), for /stats and the metric.
+  std::vector<storage::RecordedScheme> schemes_;
+  std::unique_ptr<storage::SchemeWatch> scheme_watch_;  // --ack=filter
   // The exact store: one partition on --database-url, or the partitions of --partitions' map (storage/partitions/partitioned_store.h).
   std::unique_ptr<storage::PartitionedStore> store_;
   // One PostgreSQL clock per partition (storage/clock/pg_clock.h), read by the Service and the journal: made before

@@ -27,6 +27,7 @@ StoreTarget TargetOf(const StoreOptions& o, const std::string& url) {
   ConnectionDefaults defaults;
   defaults.statement_timeout = o.statement_timeout;
   defaults.tcp_user_timeout = o.tcp_user_timeout;
+  defaults.extra_options = o.digest_scheme_option;  // sql/014's fence: the writers' scheme
   StoreTarget t;
   t.writer_conninfo = WithConnectionDefaults(url, defaults);
   defaults.statement_timeout = o.warm_statement_timeout;

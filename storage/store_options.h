@@ -57,6 +57,9 @@ struct StoreOptions {
   // (`new`, first_seen and source replaced: storage/pg/batch_statement.h), whether or not the expiry
   // (storage/horizon/expiry.h) has deleted it yet.
   std::chrono::seconds retention{0};
+  // The writers' digest scheme (storage/scheme/scheme_record.h SchemeOption: "-c scangate.digest_scheme=<hex>"):
+  // sql/014's guard refuses their inserts once the database's scheme is another. "" = unchecked (tests, tools).
+  std::string digest_scheme_option;
   // --keys=gs1 (issue 24): rows may carry their own horizon (PackAttrs::keep_until_us). Every batch then goes
   // through the pack statements, which take over a row past its keep_until even with retention off (a row
   // without one still follows retention). false (raw keys): the statements are exactly the raw ones, unless a

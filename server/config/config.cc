@@ -64,13 +64,13 @@ bool ParseOnOff(const std::string& text, std::string_view option) {
   throw ConfigError("--" + std::string(option) + ": expected on or off, got '" + text + "'");
 }
 
-std::string ReadSecretFile(const std::string& path) {
+std::string ReadSecretFile(const std::string& path, std::string_view option = "digest-secret-file") {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError("--digest-secret-file: cannot read '" + path + "'");
+  if (!in) throw ConfigError("--" + std::string(option) + ": cannot read '" + path + "'");
   std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (!s.empty() && s.back() == '\n') s.pop_back();
   if (!s.empty() && s.back() == '\r') s.pop_back();
-  if (s.empty()) throw ConfigError("--digest-secret-file: '" + path + "' is empty");
+  if (s.empty()) throw ConfigError("--" + std::string(option) + ": '" + path + "' is empty");
   return s;
 }
 
@@ -245,7 +245,10 @@ po::options_description Options() {
        "on|off; on = serve a non-loopback --listen without --tokens-file and --digest-secret-file (anyone who "
        "reaches the port may record and look up keys; unkeyed digests of short keys can be brute-forced)")
       ("digest-secret-file", s(d.digest_secret_file),
-       "HMAC-SHA256 digests keyed with this file's bytes (one trailing newline stripped); default plain SHA-256");
+       "HMAC-SHA256 digests keyed with this file's bytes (one trailing newline stripped); default plain SHA-256")
+      ("digest-secret-previous-file", s(d.digest_secret_previous_file),
+       "rotation: the digest secret the database used before --digest-secret-file (the same form; 'none' = plain "
+       "SHA-256): keys recorded under it stay duplicates until /stats digest_scheme.previous_needed_until");
   po::options_description operations("Operations");
   operations.add_options()
       ("access-log", on_off(d.access_log), "on|off; one JSON line per request: method, path, status, latency")
@@ -383,6 +386,14 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   c.queue_wait = std::chrono::duration_cast<std::chrono::milliseconds>(queue_wait);
   c.digest_secret_file = str("digest-secret-file");
   if (!c.digest_secret_file.empty()) c.digest_secret = ReadSecretFile(c.digest_secret_file);
+  c.digest_secret_previous_file = str("digest-secret-previous-file");
+  if (!c.digest_secret_previous_file.empty() && c.digest_secret_previous_file != "none") {
+    c.digest_secret_previous = ReadSecretFile(c.digest_secret_previous_file, "digest-secret-previous-file");
+  }
+  if (c.digest_rotating() && c.digest_secret_previous == c.digest_secret) {
+    throw ConfigError("--digest-secret-previous-file: the same secret as --digest-secret-file (a rotation needs "
+                      "the secret the database used before)");
+  }
   c.filter = ParseOnOff(str("filter"), "filter");
   c.recent_keys = ParseUnsigned<std::uint64_t>(str("recent-keys"), "recent-keys", 0, kMaxRecentKeys);
   c.access_log = ParseOnOff(str("access-log"), "access-log");

@@ -101,6 +101,12 @@ struct Config {
   std::chrono::milliseconds queue_wait{1000};
   std::string digest_secret_file;
   std::string digest_secret;               // file bytes, one trailing newline stripped; never printed
+  // --digest-secret-previous-file (rotation, storage/scheme/scheme_record.h): the secret the database used before
+  // --digest-secret-file; "none" = it used plain SHA-256. digest_secret_previous: its bytes ("" for none); never
+  // printed.
+  std::string digest_secret_previous_file;
+  std::string digest_secret_previous;
+  bool digest_rotating() const { return !digest_secret_previous_file.empty(); }
   bool filter = true;
   // --recent-keys: bound of the recent set (core/recent_set.h), digests this instance knows are recorded (with
   // the request that recorded each), answered without PostgreSQL; ~48 bytes per key (docs/design.md "The recent set");

@@ -41,6 +41,7 @@ boost::json::object Describe(const Config& c) {
   o["queue_wait_ms"] = c.queue_wait.count();
   o["digest"] = c.digest_secret.empty() ? "sha256" : "hmac-sha256";
   o["digest_secret"] = c.digest_secret.empty() ? "unset" : "set";
+  o["digest_secret_previous"] = !c.digest_rotating() ? "unset" : c.digest_secret_previous.empty() ? "none" : "set";
   o["filter"] = c.filter ? "on" : "off";
   o["recent_keys"] = c.recent_keys;
   o["access_log"] = c.access_log ? "on" : "off";

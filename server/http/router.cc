@@ -393,8 +393,11 @@ void Router::HandleLookup(const Request& req, const net::any_io_executor& ex, co
   // Tokens on: which terminal recorded a pack is the audit right's to see; a till sees its own records' source.
   std::optional<std::string> own_terminal;
   if (terminal != nullptr && (terminal->routes & kRouteBitAudit) == 0) own_terminal = terminal->id;
-  auto on_result = [this, ex, done, gs1, own_terminal, scan = k.attrs,
-                    hex = ToHex(k.digest)](const storage::RecordLookup& r) {
+  // A rotation (--digest-secret-previous-file): a key not found under its digest is looked up under the previous
+  // secret's, and answered as that row holds it (its lot compared as the previous secret digested it).
+  std::optional<ScanKey> previous = service_.ReadPreviousKey(std::get<Observation>(parsed).key);
+  auto answer = [this, ex, done, gs1, own_terminal, hex = ToHex(k.digest)](const storage::PackAttrs& scan,
+                                                                           const storage::RecordLookup& r) {
     // Runs on the reader's thread: hop back to the session's executor, never block here.
     net::post(ex, [this, done, gs1, own_terminal, scan, hex, r] {
       Guarded(*this, Route::kLookup, done.header(), done, [&] {
@@ -413,6 +416,14 @@ void Router::HandleLookup(const Request& req, const net::any_io_executor& ex, co
         }
       });
     });
+  };
+  auto on_result = [this, answer, scan = k.attrs, previous](const storage::RecordLookup& r) {
+    if (r.status == storage::RecordLookup::Status::kNotFound && previous &&
+        lookups_->Find(previous->digest,
+                       [answer, pscan = previous->attrs](const storage::RecordLookup& pr) { answer(pscan, pr); })) {
+      return;
+    }
+    answer(scan, r);
   };
   if (lookups_ == nullptr || !lookups_->Find(k.digest, std::move(on_result))) {
     done(ProblemAnswer(Problem::Unavailable(std::string(kLookupUnavailable)), Route::kLookup, &req));

@@ -12,6 +12,7 @@
 #include "server/metrics/access_metrics.h"
 #include "server/metrics/follower_metrics.h"
 #include "server/metrics/peer_metrics.h"
+#include "server/metrics/scheme_metrics.h"
 #include "server/metrics/table_metrics.h"
 
 namespace scangate::server {
@@ -71,6 +72,7 @@ void Metrics::Collect(MetricsSnapshot& out) const {
     out.commit_lag_fallbacks += b->commit_lag_fallbacks.Get();
     out.peer_uncovered += b->peer_uncovered.Get();
     out.peer_read_duplicates += b->peer_read_duplicates.Get();
+    out.previous_digest_duplicates += b->previous_digest_duplicates.Get();
     out.peer_waits += b->peer_waits.Get();
     out.peer_wait_timeouts += b->peer_wait_timeouts.Get();
     out.unpublished_fallbacks += b->unpublished_fallbacks.Get();
@@ -226,6 +228,7 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   WriteAccessMetrics(w, s);
   WriteFollowerMetrics(w, s);
   WritePeerMetrics(w, s);
+  WriteSchemeMetrics(w, s);
   w.Header("scangate_pg_batch_size", "histogram", "Keys per PostgreSQL transaction.");
   w.Histogram("scangate_pg_batch_size", "", s.store.batch_size_buckets, s.store.batch_size_sum,
               s.store.batch_size_count);
@@ -383,6 +386,7 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
   AddAccessStats(o, s);
   AddFollowerStats(o, s);
   AddPeerStats(o, s);
+  AddSchemeStats(o, s);
   if (s.journal) {
     const storage::JournalDrainStats& j = *s.journal;
     o["journal"] = json::object{

@@ -75,6 +75,8 @@ struct alignas(64) ThreadCounters {
   // of those, answered duplicate by a read, parked to wait for coverage, answered 503 when the wait ended; and
   // definitely-new keys decided in PostgreSQL because this instance's own watermark row was not registered yet.
   SingleWriterCounter peer_uncovered, peer_read_duplicates, peer_waits, peer_wait_timeouts, unpublished_fallbacks;
+  // Issue 55: keys answered duplicate because PostgreSQL holds them under the previous digest secret (a rotation).
+  SingleWriterCounter previous_digest_duplicates;
   SingleWriterCounter mismatch_lot, mismatch_expiry;  // --keys=gs1: duplicates whose lot / expiry contradict the record
   SingleWriterCounter queue_waits;          // keys that found the write queue full and waited for room
   SingleWriterCounter queue_wait_timeouts;  // of those, answered 503 because --queue-wait passed
@@ -108,6 +110,21 @@ struct MetricsSnapshot {
   std::vector<std::pair<std::string, storage::WatermarkPublisherStats>> publishers;
   double peer_window_seconds = 0;
   std::uint64_t mismatch_lot = 0, mismatch_expiry = 0;
+  // Issue 55 (server/metrics/scheme_metrics.h): this instance's digest scheme and each database's record of it.
+  struct DigestSchemeSample {
+    std::string partition;                      // "" for one database, "p<i>" per partition
+    bool rotation = false;                      // the database records a previous secret
+    std::int64_t rotation_started_us = 0;
+    std::int64_t previous_needed_until_us = 0;  // INT64_MAX: never (--retention=off)
+    bool watched = false;                       // --ack=filter: a SchemeWatch holds a lease on it
+    bool confirmed = false;                     // the lease holds now
+    bool fenced = false;                        // the database records another scheme now
+  };
+  std::vector<DigestSchemeSample> digest_schemes;
+  std::string digest_fingerprint;  // first 12 hex digits of this instance's current fingerprint
+  bool digest_previous_set = false;  // --digest-secret-previous-file
+  std::uint64_t previous_digest_duplicates = 0;
+  std::int64_t now_us = 0;  // the wall clock at the scrape (previous_needed_until against it)
   std::uint64_t queue_waits = 0, queue_wait_timeouts = 0;
   std::vector<ShardStats> shards;
   std::size_t filter_memory_bytes = 0;

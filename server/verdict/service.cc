@@ -127,6 +127,7 @@ void Service::Observe(const Observation& obs, const net::any_io_executor& ex, Th
   call->at(0).attrs = std::move(k.attrs);
   call->at(0).recent_digest = k.recent_digest;
   if (!obs.idempotency_key.empty()) call->at(0).attrs.request = keys_.RequestIdOf(obs.scope, obs.idempotency_key);
+  ReadPreviousDigest(*call, 0, obs.key);
   DecideKey(call, 0, k.digest, obs.source, std::nullopt);
 }
 
@@ -155,6 +156,7 @@ void Service::ObserveBatch(const BatchRequest& batch, const net::any_io_executor
     e.recent_digest = keys[i].recent_digest;
     const Observation& o = batch.entries[i];
     if (!o.idempotency_key.empty()) e.attrs.request = keys_.RequestIdOf(o.scope, o.idempotency_key);
+    ReadPreviousDigest(*call, i, o.key);
   }
   // Without stripe locks (ack=commit, or filter off) the whole batch is probed at once (one pass, prefetched).
   std::vector<Probe> probes;

@@ -149,6 +149,14 @@ class Service {
   };
   // Call before serving.
   void AttachPeers(PeerHooks hooks);
+  // Issue 55, rotation (--digest-secret-previous-file; service_previous.cc): `previous` digests keys as the previous
+  // secret did; `reader` reads PostgreSQL for them (a key found under its previous digest is a duplicate). Call
+  // before serving; `reader` must outlive the Service.
+  void AttachPrevious(Digester previous, const Config& config, storage::DigestReader* reader);
+  // Issue 55: true while the database's digest scheme is confirmed to be this instance's for d's partition
+  // (storage/scheme/scheme_watch.h): a filter `new` is given only then. Call before serving; thread-safe.
+  void AttachSchemeWatch(std::function<bool(const Digest&)> current) { scheme_current_ = std::move(current); }
+  bool rotating() const { return previous_keys_.has_value(); }
   // "" without peers or while covered, else e.g. "instance 1b4e... (host) 3.1 s behind". Thread-safe.
   std::string PeerState() const { return peers_.state ? peers_.state() : std::string(); }
   // "" without followers or while every one is fresh, else e.g. "stale: p1 (connection refused...)".
@@ -167,6 +175,13 @@ class Service {
   // The digest and (--keys=gs1) pack attributes of `key`, exactly as an observation of it would be read, or a
   // 400 problem: POST /lookup. Thread-safe.
   std::variant<ScanKey, Problem> ReadKey(std::string_view key) const { return keys_.Read(key); }
+  // The same under the previous digest secret while rotating (issue 55), else nullopt. Thread-safe.
+  std::optional<ScanKey> ReadPreviousKey(std::string_view key) const {
+    if (!previous_keys_) return std::nullopt;
+    auto read = previous_keys_->Read(key);
+    if (auto* k = std::get_if<ScanKey>(&read)) return std::move(*k);
+    return std::nullopt;
+  }
   // MismatchBits of a scan against a recorded pack (POST /lookup). Pure.
   static std::uint8_t Mismatch(const storage::PackAttrs& scan, const storage::PackAttrs& recorded) {
     return KeyReader::Mismatch(scan, recorded);
@@ -231,6 +246,13 @@ class Service {
   // PostgreSQL holds it (not for an Idempotency-Key: the read does not return the row's request record), else it
   // waits for coverage (WaitForCoverage), then takes the exact path.
   void Uncovered(const CallPtr& call, std::size_t i, std::uint32_t route, const Digest& d, const std::string& source);
+  // Issue 55 (service_previous.cc): e's digests under the previous secret (no-op without one); the read of key i's
+  // previous digest before its insert, and its answer on the call's thread.
+  void ReadPreviousDigest(Call& call, std::size_t i, std::string_view key) const;
+  void ReadPrevious(const CallPtr& call, std::size_t i, std::uint32_t route, const Digest& d,
+                    const std::string& source);
+  void OnPreviousRead(const CallPtr& call, std::size_t i, std::uint32_t route, const Digest& d,
+                      const std::string& source, const storage::RecordLookup& r);
   void OnUncoveredRead(const CallPtr& call, std::size_t i, std::uint32_t route, const Digest& d,
                        const std::string& source, const storage::RecordLookup& r);
   // Parks key i on its partition's queue (server/verdict/room_wait.h) until the peers cover its arrival (then the
@@ -332,6 +354,9 @@ class Service {
   const std::int64_t max_commit_lag_ns_;
   std::function<std::string()> follower_state_;           // --follow; as fresh_
   const storage::PgClocks* clocks_ = nullptr;             // set before serving, read-only afterwards
+  std::optional<KeyReader> previous_keys_;                 // issue 55; set before serving
+  storage::DigestReader* previous_reader_ = nullptr;
+  std::function<bool(const Digest&)> scheme_current_;
   PeerHooks peers_;                                       // issue 42; set before serving, read-only afterwards
   const std::chrono::milliseconds peer_wait_;             // --peer-wait, capped by request_timeout_
   // One waiters' queue per partition (their addresses are the queues' owners: room_wait.h), so a partition whose

@@ -52,6 +52,11 @@ struct Service::Call {
     // running peer's watermark covered the call's arrival.
     bool fresh = true;
     bool covered = true;
+    // --digest-secret-previous-file (issue 55, service_previous.cc): the key's digest (and --keys=gs1 lot digest)
+    // under the previous secret, and whether PostgreSQL was read for it (not found) before this key's insert.
+    std::optional<Digest> previous;
+    std::optional<Digest> previous_lot;
+    bool previous_read = false;
   };
   using Done = std::variant<ObserveDone, BatchDone>;
 

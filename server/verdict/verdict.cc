@@ -15,6 +15,8 @@
 // (replayed): from the pending set in step 1, from the recent set in step 3 (an entry keeps the recording
 // request's record; one whose record is unknown — a follower's row, a duplicate whose row was not read — is no
 // answer for such a request), from PostgreSQL's row in step 4.
+// Rotation (issue 55, service_previous.cc): with --digest-secret-previous-file step 2 is skipped and step 4 first
+// reads the key's previous digest in PostgreSQL (found: duplicate), then inserts the current one.
 // Peers (issue 42): step 2's `new` and step 4's insert need every running journal owner's watermark to cover the
 // request (read with the follower's freshness before the probe); otherwise the key is read (a duplicate when
 // PostgreSQL holds it), waits for coverage (bounded) or gets 503 (service_peers.cc).
@@ -165,6 +167,9 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
       case Journalled::kAbsent:
         break;
     }
+    // Rotating (issue 55): this instance's journal may still hold the key under the previous digest (recorded
+    // before the rotation, replayed into PostgreSQL after start): a duplicate of that record. Expired: as absent.
+    if (e.previous && JournalKnown(call, i, *e.previous) == Journalled::kAnswered) return;
   }
   const bool filter_said_new = e.probed.filter_said_new();
   // 2. ack=filter: a trusted "definitely new" is recorded by this instance (filter_said_new implies the
@@ -173,6 +178,10 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
   // --follow: a definitely-new is a verdict only while the follower of the digest's database is fresh (it holds
   // every digest committed there, by any instance, up to --follow-max-lag ago); stale, PostgreSQL decides.
   if (ack_ == AckMode::kFilter && filter_said_new) {
+    // Issue 55: while rotating, a key is new only if PostgreSQL holds it under neither digest (the previous one is
+    // read first: ExactPath); and an instance whose scheme the database no longer confirms (another instance may
+    // have rotated) answers nothing from its filter — its inserts are fenced in PostgreSQL (sql/014).
+    if (e.previous || (scheme_current_ && !scheme_current_(d))) return ExactPath(call, i, route, d, source);
     if (!e.fresh) {
       call->counters.follower_fallbacks.Inc();
       return ExactPath(call, i, route, d, source);
@@ -234,6 +243,9 @@ void Service::ExactPath(const CallPtr& call, std::size_t i, std::uint32_t route,
                         const std::string& source) {
   // Issue 42: an insert cannot see a key a peer answered `new` and has not committed.
   if (!call->at(i).covered) return Uncovered(call, i, route, d, source);
+  // Issue 55: covered, so every key a peer answered before this request is committed: read the previous digest
+  // now, before the insert under the current one (service_previous.cc).
+  if (call->at(i).previous && !call->at(i).previous_read) return ReadPrevious(call, i, route, d, source);
   // Behind parked requests, this one parks too (first come, first served) rather than taking their room.
   if (!OthersWaitForRoom() && SubmitExact(call, i, route, d, source)) return;
   if (!MayWaitForRoom()) return call->Fail(Problem::Unavailable(std::string(kUnavailableDetail)));

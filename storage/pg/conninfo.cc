@@ -129,6 +129,10 @@ std::string WithConnectionDefaults(std::string_view conninfo, const ConnectionDe
     if (!options_value.empty()) options_value += ' ';
     options_value += "-c statement_timeout=" + std::to_string(d.statement_timeout.count());
   }
+  if (!d.extra_options.empty()) {  // scangate's own settings (the digest scheme's fence): always added
+    if (!options_value.empty()) options_value += ' ';
+    options_value += d.extra_options;
+  }
   if (!options_value.empty()) AppendPair(out, "options", options_value);
   return out;
 }

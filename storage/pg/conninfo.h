@@ -23,6 +23,9 @@ struct ConnectionDefaults {
   int keepalives_count = 3;
   int connect_timeout_s = 10;  // a connect to an unreachable host (SYNs dropped) gives up after this
   std::string application_name = "scangate";  // pg_stat_activity.application_name
+  // Appended to options whatever the user set there: scangate's own settings, e.g. the writers' digest scheme
+  // ("-c scangate.digest_scheme=<hex>", storage/scheme/scheme_record.h). "" = none.
+  std::string extra_options;
 };
 
 // The parsed `conninfo` as a keyword=value string with the defaults appended. Throws

@@ -322,11 +322,36 @@ pid_t Spawn(std::vector<std::string> args, std::vector<std::string> environment,
   return ::testing::AssertionSuccess();
 }
 
+namespace {
+bool keep_digest_scheme = false;
+}  // namespace
+
+void KeepDigestScheme(bool keep) { keep_digest_scheme = keep; }
+
+void ForgetDigestScheme(const std::string& url) {
+  pqxx::connection conn(url);
+  pqxx::work tx(conn);
+  tx.exec("DO $$ BEGIN IF to_regclass('scangate_digest_scheme') IS NOT NULL THEN "
+          "DELETE FROM scangate_digest_scheme; END IF; END $$");
+  tx.commit();
+}
+
 ::testing::AssertionResult ScangateProcess::Start() {
   if (pid_ > 0) return ::testing::AssertionFailure() << "already running";
   const TestEnv& env = Env();
   const std::vector<std::string> environment = ChildEnvironment();
   if (auto probed = ProbePreload(environment); !probed) return probed;
+  if (!keep_digest_scheme) {
+    std::string url = env.pg_url;
+    for (const auto& f : flags_) {
+      if (f.rfind("--database-url=", 0) == 0) url = f.substr(std::string("--database-url=").size());
+    }
+    try {
+      ForgetDigestScheme(url);
+    } catch (const std::exception&) {
+      // PostgreSQL down or not set up (outage tests, --partitions): nothing recorded can be forgotten there.
+    }
+  }
   std::remove(port_path_.c_str());
   port_ = 0;
 

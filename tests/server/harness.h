@@ -50,6 +50,14 @@ std::string ObserveBody(std::string_view key);
 // {"keys":[...]} for /observe/batch, the keys in order.
 std::string BatchBody(const std::vector<std::string>& keys);
 
+// The digest scheme a database records (sql/014, issue 55) refuses an instance with another secret or --keys. The
+// cases of one test binary share one database and mix them, so Start() forgets the recorded scheme of the database
+// it starts on (--database-url, else the test's) before the exec, unless a test keeps it: KeepDigestScheme(true)
+// (service_digest_scheme_test, which tests the refusal). Call from the test's thread.
+void KeepDigestScheme(bool keep);
+// Deletes the recorded scheme of `url`'s database (nothing when none). Throws pqxx errors.
+void ForgetDigestScheme(const std::string& url);
+
 // A running scangate process. Destruction kills it (SIGKILL) if it is still running.
 class ScangateProcess {
  public:

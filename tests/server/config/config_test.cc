@@ -456,7 +456,7 @@ TEST(Config, Help) {
       {"Acknowledgement", {"ack", "flush-interval", "journal", "journal-dir", "journal-max-bytes", "follow", "follow-max-lag",
                            "max-commit-lag", "peer-wait", "retire-instance"}},
       {"Security", {"tls-cert", "tls-key", "admin-tls", "tls-client-ca", "tls-crl", "tls-client-routes", "tokens-file", "rate-limit", "rate-burst", "cors-origins", "allowed-hosts",
-                    "proxy-protocol-from", "insecure", "digest-secret-file"}},
+                    "proxy-protocol-from", "insecure", "digest-secret-file", "digest-secret-previous-file"}},
       {"Operations", {"access-log", "help", "version"}},
   };
   std::size_t previous = 0;
@@ -510,6 +510,36 @@ TEST(Config, SecretFileAndRedaction) {
   }
   EXPECT_NE(ParseError({"--database-url", kUrl, "--digest-secret-file", path}).find("empty"), std::string::npos);
   std::remove(path.c_str());
+}
+
+// --digest-secret-previous-file (issue 55): read like the secret file, or "none" (the database used plain SHA-256);
+// the same secret as --digest-secret-file is refused; the description says only set / none / unset.
+TEST(Config, PreviousSecretFile) {
+  const std::string cur = ::testing::TempDir() + "/scangate_config_test_secret_cur";
+  const std::string prev = ::testing::TempDir() + "/scangate_config_test_secret_prev";
+  std::ofstream(cur, std::ios::binary) << "new-s3cr3t\n";
+  std::ofstream(prev, std::ios::binary) << "old-s3cr3t\n";
+  Config c = ParseOk({"--database-url", kUrl, "--digest-secret-file", cur, "--digest-secret-previous-file", prev});
+  EXPECT_TRUE(c.digest_rotating());
+  EXPECT_EQ(c.digest_secret_previous, "old-s3cr3t");
+  const std::string described = boost::json::serialize(Describe(c));
+  EXPECT_EQ(described.find("s3cr3t"), std::string::npos) << described;
+  EXPECT_NE(described.find("\"digest_secret_previous\":\"set\""), std::string::npos) << described;
+  Config none = ParseOk({"--database-url", kUrl, "--digest-secret-file", cur, "--digest-secret-previous-file", "none"});
+  EXPECT_TRUE(none.digest_rotating());
+  EXPECT_EQ(none.digest_secret_previous, "");
+  EXPECT_NE(boost::json::serialize(Describe(none)).find("\"digest_secret_previous\":\"none\""), std::string::npos);
+  EXPECT_FALSE(ParseOk({"--database-url", kUrl}).digest_rotating());
+  EXPECT_NE(ParseError({"--database-url", kUrl, "--digest-secret-file", cur, "--digest-secret-previous-file", cur})
+                .find("the same secret"),
+            std::string::npos);
+  EXPECT_NE(ParseError({"--database-url", kUrl, "--digest-secret-previous-file", "none"}).find("the same secret"),
+            std::string::npos);
+  EXPECT_NE(ParseError({"--database-url", kUrl, "--digest-secret-previous-file", "/nonexistent/prev"})
+                .find("--digest-secret-previous-file"),
+            std::string::npos);
+  std::remove(cur.c_str());
+  std::remove(prev.c_str());
 }
 
 // --tokens-file: terminals and routes are read at start-up; a bad line names the file and line, never the

@@ -1,0 +1,146 @@
+// App's digest-scheme step (issue 55; the decision table and the concurrency argument: storage/scheme/scheme_record.h):
+// every partition's database records the scheme and refuses another one before this instance writes anything.
+#include <limits>
+
+#include <pqxx/pqxx>
+
+#include "server/app.h"
+#include "server/log.h"
+#include "server/metrics/metrics.h"
+#include "server/storage_readers.h"
+#include "server/verdict/service.h"
+#include "core/time_format.h"
+#include "storage/pg/conninfo.h"
+#include "storage/start/startup.h"
+
+namespace scangate::server {
+namespace {
+constexpr auto kSchemeRetryPause = std::chrono::seconds(1);  // a connection lost during the check
+
+std::string_view ActionName(storage::SchemeAction a) {
+  switch (a) {
+    case storage::SchemeAction::kRecord: return "recorded";
+    case storage::SchemeAction::kMatch: return "matches";
+    case storage::SchemeAction::kStartRotation: return "rotation_started";
+    case storage::SchemeAction::kEndRotation: return "rotation_ended";
+    case storage::SchemeAction::kRefuse: return "refused";
+  }
+  return "unknown";
+}
+}  // namespace
+
+std::optional<int> App::CheckDigestScheme() {
+  storage::LocalScheme local;
+  const std::string_view keys = config_.keys == KeysMode::kGs1 ? "gs1" : "raw";
+  local.current = SchemeOf(*digester_, keys);
+  if (previous_digester_) local.previous = SchemeOf(*previous_digester_, keys);
+  bool rotated = false;
+  schemes_.assign(store_->partitions(), storage::RecordedScheme{});
+  storage::ConnectionDefaults defaults;
+  defaults.statement_timeout = store_options_.warm_statement_timeout;  // a rotation waits for in-flight writers
+  defaults.tcp_user_timeout = store_options_.tcp_user_timeout;
+  defaults.application_name = "scangate-scheme";
+  for (unsigned p = 0; p < store_->partitions(); ++p) {
+    std::optional<storage::SchemeCheck> check;
+    const bool done = storage::RetryWithBackoff(
+        storage::RetryPolicy{kSchemeRetryPause, kSchemeRetryPause, std::nullopt},
+        [&](int, std::chrono::milliseconds) {
+          try {
+            pqxx::connection conn(storage::WithConnectionDefaults(store_->conninfo(p), defaults));
+            check = storage::CheckDigestScheme(conn, local, config_.retention);
+            return true;
+          } catch (const pqxx::broken_connection& e) {
+            Log(LogLevel::kWarn, "pg_state", {{"state", "down"}, {"error", e.what()}, {"partition", p}});
+            return false;
+          }
+        },
+        [this](std::chrono::milliseconds pause) { return PauseUnlessStopped(pause); });
+    if (!done) return 0;  // stopped by a signal
+    const storage::SchemeDecision& d = check->decision;
+    if (d.action == storage::SchemeAction::kRefuse) {
+      Log(LogLevel::kError, "digest_scheme_mismatch",
+          {{"component", d.component}, {"partition", p}, {"detail", d.detail}, {"exit_code", kExitConfig}});
+      store_->Shutdown();
+      return kExitConfig;
+    }
+    rotated = rotated || d.action == storage::SchemeAction::kStartRotation;
+    boost::json::object fields{{"action", ActionName(d.action)},
+                               {"partition", p},
+                               {"fingerprint", ToHex(local.current.fingerprint).substr(0, 12)},
+                               {"keys", local.current.keys},
+                               {"stored", local.current.stored}};
+    if (check->recorded) {
+      schemes_[p] = *check->recorded;
+      if (check->recorded->previous) {
+        fields["previous_fingerprint"] = ToHex(check->recorded->previous->fingerprint).substr(0, 12);
+        fields["rotation_started_at"] = Rfc3339Micros(check->recorded->rotation_started_us);
+        fields["previous_needed_until"] =
+            check->recorded->previous_needed_until_us == std::numeric_limits<std::int64_t>::max()
+                ? std::string("infinity")
+                : Rfc3339Micros(check->recorded->previous_needed_until_us);
+      }
+    }
+    if (d.previous_unneeded) {
+      fields["note"] = "--digest-secret-previous-file is no longer needed by this database: remove it";
+    }
+    Log(LogLevel::kInfo, "digest_scheme", std::move(fields));
+  }
+  if (rotated) {
+    // Instances still on the previous secret alone answer from their filter only within storage::kSchemeLease of
+    // a read that found their scheme current (storage/scheme/scheme_watch.h): outwait every such lease.
+    notify_.Status("starting: digest secret rotation, waiting for the old scheme's leases");
+    if (!PauseUnlessStopped(storage::kRotationSettle)) return 0;
+  }
+  return std::nullopt;
+}
+
+}  // namespace scangate::server
+
+namespace scangate::server {
+
+void App::AttachDigestScheme() {
+  if (previous_digester_) service_->AttachPrevious(*previous_digester_, config_, readers_->lookups());
+  if (config_.ack != AckMode::kFilter) return;  // every `new` of --ack=commit is an insert: fenced in PostgreSQL
+  std::vector<std::string> conninfos;
+  storage::ConnectionDefaults d;
+  d.statement_timeout = store_options_.statement_timeout;
+  d.tcp_user_timeout = store_options_.tcp_user_timeout;
+  d.application_name = "scangate-scheme-watch";
+  for (unsigned p = 0; p < store_->partitions(); ++p) {
+    conninfos.push_back(storage::WithConnectionDefaults(store_->conninfo(p), d));
+  }
+  const std::string_view keys = config_.keys == KeysMode::kGs1 ? "gs1" : "raw";
+  scheme_watch_ = std::make_unique<storage::SchemeWatch>(std::move(conninfos), SchemeOf(*digester_, keys),
+                                                         store_options_.log);
+  scheme_watch_->Start();
+  service_->AttachSchemeWatch([w = scheme_watch_.get()](const Digest& dg) { return w->Current(dg); });
+}
+
+void App::FillSchemeStats(MetricsSnapshot& s) const {
+  const std::string_view keys = config_.keys == KeysMode::kGs1 ? "gs1" : "raw";
+  s.digest_fingerprint = ToHex(SchemeOf(*digester_, keys).fingerprint).substr(0, 12);
+  s.digest_previous_set = previous_digester_.has_value();
+  s.now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                 std::chrono::system_clock::now().time_since_epoch())
+                 .count();
+  for (unsigned p = 0; p < schemes_.size(); ++p) {
+    MetricsSnapshot::DigestSchemeSample d;
+    d.partition = schemes_.size() > 1 ? "p" + std::to_string(p) : std::string();
+    std::optional<storage::RecordedScheme> r = schemes_[p];
+    if (scheme_watch_ && p < scheme_watch_->partitions()) {
+      const storage::SchemeWatchSample w = scheme_watch_->Sample(p);
+      d.watched = true;
+      d.confirmed = w.confirmed;
+      d.fenced = w.fenced;
+      if (w.recorded) r = w.recorded;  // the row as last read: another instance may have rotated or ended one
+    }
+    if (r && r->previous) {
+      d.rotation = true;
+      d.rotation_started_us = r->rotation_started_us;
+      d.previous_needed_until_us = r->previous_needed_until_us;
+    }
+    s.digest_schemes.push_back(std::move(d));
+  }
+}
+
+}  // namespace scangate::server
