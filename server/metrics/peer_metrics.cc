@@ -84,6 +84,7 @@ void AddPeerStats(boost::json::object& o, const MetricsSnapshot& s) {
     boost::json::array peers;
     for (const auto& peer : v.peers) {
       peers.push_back(boost::json::object{{"instance", peer.id},
+                                          {"incarnation", peer.incarnation},
                                           {"state", peer.state},
                                           {"host", peer.host},
                                           {"pid", peer.pid},
@@ -103,6 +104,7 @@ void AddPeerStats(boost::json::object& o, const MetricsSnapshot& s) {
   for (const auto& [p, m] : s.publishers) {
     mine.push_back(boost::json::object{{"partition", p},
                                        {"published", m.published},
+                                       {"lease", m.lease},
                                        {"connected", m.connected},
                                        {"age_seconds", m.age_seconds},
                                        {"lag_seconds", m.lag_seconds},
