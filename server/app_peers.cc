@@ -8,7 +8,15 @@
 //            their own: reads go on while inserts wait), waits for coverage (--peer-wait) or gets 503.
 // --ack=filter with --follow=off reads nothing: its filter is trusted without the others (README: key affinity).
 // Apart from app.cc, which owns start-up order.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <vector>
 #include <string>
 
 #include "server/app.h"
@@ -34,6 +42,36 @@ std::string PeerConninfo(const std::string& conninfo, const storage::StoreOption
   d.tcp_user_timeout = store.tcp_user_timeout;
   d.application_name = application;
   return storage::WithConnectionDefaults(conninfo, d);
+}
+
+// The lease's L4 (storage/peers/watermark_publisher.h): the incarnations `dir` ran under before (nullopt when its
+// `incarnations` file is missing: an older folder, or one the journal rebuilt), then `incarnation` appended and
+// fsynced — before the claim, so a crash between the two leaves the row's holder listed.
+std::optional<std::vector<std::string>> RecordIncarnation(const std::string& dir, const std::string& incarnation) {
+  const std::string path = dir + "/incarnations";
+  std::optional<std::vector<std::string>> before;
+  if (std::ifstream in(path); in) {
+    before.emplace();
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty()) before->push_back(line);
+    }
+  }
+  const std::string line = incarnation + "\n";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const bool ok = fd >= 0 && ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
+                  ::fsync(fd) == 0;
+  if (fd >= 0) ::close(fd);
+  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    (void)::fsync(dfd);  // the file's name, when it was created
+    ::close(dfd);
+  }
+  if (!ok) {
+    Log(LogLevel::kWarn, "instance_lease",
+        {{"state", "unrecorded"}, {"path", path}, {"error", std::strerror(errno)},
+         {"note", "this process's incarnation could not be recorded in the journal folder: a later copy of this "
+                  "folder is not told from its original by it"}});
+  }
+  return before;
 }
 
 }  // namespace
@@ -84,12 +122,14 @@ std::optional<int> App::StartPeers() {
   }
   if (journal_ != nullptr) {
     incarnation_ = storage::journal_files::NewInstanceId();
+    const std::optional<std::vector<std::string>> ran_under = RecordIncarnation(config_.journal_dir, incarnation_);
     for (auto& v : peer_views_) v->SetSelf(journal_->instance_id(), incarnation_);
     for (unsigned p = 0; p < n; ++p) {
       storage::WatermarkPublisherOptions o;
       o.conninfo = PeerConninfo(made_with[p], store_options_, "scangate-watermark");
       o.instance_id = journal_->instance_id();
       o.incarnation = incarnation_;
+      o.journal_incarnations = ran_under;
       o.partition = p;
       o.label = Label(config_, p);
       o.log = store_options_.log;

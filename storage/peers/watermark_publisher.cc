@@ -274,6 +274,13 @@ void WatermarkPublisher::Register(Session& s) {
         if (stop_.load()) throw PeerError("stopping while waiting for the instance's lease");
         continue;
       }
+      const auto& ran = options_.journal_incarnations;
+      if (ran && !h.incarnation.empty() && std::find(ran->begin(), ran->end(), h.incarnation) == ran->end()) {
+        // L4: the row's holder never ran on this folder: this folder is a copy older than that process's start.
+        throw LeaseLost("this journal folder is a copy older than the last process of instance " +
+                        options_.instance_id + " (" + DescribeHolder(h) +
+                        ", which this folder never ran under): it lacks what that process journalled");
+      }
       seen_incarnation = h.incarnation.empty() ? std::nullopt : std::optional<std::string>(h.incarnation);
       seen_heartbeat = std::to_string(h.heartbeat_us);
     }

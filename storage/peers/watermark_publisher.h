@@ -35,6 +35,10 @@
 //  in the "taken_over" event) are in the original's journal only — when the original reconnects it is fenced and
 //  its drain commits them, but until then another instance may answer them `new` again: the loss window of
 //  scangate --retire-instance, and a clone of a dead host's journal is the same as restoring that host.
+//  L4. A copy taken before its original's latest start (a restored backup, an older clone) is refused even once that
+//      original is dead: every process appends its incarnation to the folder's `incarnations` file (fsynced) before
+//      it claims, and a claimant takes a running row over only when its folder ran under the row's holder. (A
+//      copy taken after that start cannot be told from the folder itself: the case above.)
 //  Two processes on one journal folder on one host never get this far: the journal's flock refuses the second.
 // Use: one per partition; Start() after the journal was opened; Stop(true) after the store was shut down.
 #pragma once
@@ -45,7 +49,9 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include <absl/base/thread_annotations.h>
 
@@ -67,6 +73,9 @@ struct WatermarkPublisherOptions {
   std::string conninfo;     // the database's (partition's) connection string, with the caller's timeouts
   std::string instance_id;  // Journal::instance_id()
   std::string incarnation;  // this process's (a random UUID per start, the same for every partition)
+  // The incarnations this journal folder ran under before this process (its `incarnations` file, L4); unknown
+  // (an older folder, or one rebuilt after a fault): no such check.
+  std::optional<std::vector<std::string>> journal_incarnations;
   unsigned partition = 0;   // the logical partition (0 with one database)
   std::string label;        // "p0", or "" for one database: in log lines and metrics
   // One UPDATE per interval (a HOT update of one row; ~0.1 ms of PostgreSQL each). The readers' view of this

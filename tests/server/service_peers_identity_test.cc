@@ -6,6 +6,7 @@
 // - a copy that slipped in while A's heartbeat had lapsed (A stopped by SIGSTOP past the lease) takes the row over;
 //   A, resumed, is fenced: it answers nothing `new` from its journal, and none of the copy's stalled keys `new`
 //   (on main: it shares the id, takes the copy's row for its own, and answers them 201);
+// - a copy older than its original's latest start (a restored backup) is refused even once the original is dead;
 // - a legitimate restart after kill -9 (its predecessor's heartbeat milliseconds old) still starts: it waits out
 //   the lease (logged, bounded) while the peer it left keys with still answers none of them `new`;
 // - --ack=filter --journal=off is refused beside any other instance, in both start orders (on main it started and
@@ -237,6 +238,50 @@ TEST(ServicePeersIdentity, ARestartAfterKillWaitsOutTheLeaseAndStarts) {
   }
   EXPECT_EQ(a2.Stop(), 0);
   EXPECT_EQ(b.Stop(), 0);
+}
+
+// A copy older than its original's latest start (a restored backup): the original restarted since (a new
+// incarnation), answered 20 keys during the stall and died. Past the lease, the old copy is started: refused
+// (exit 2) although the row's holder is dead — the folder never ran under it — so it answers none of those keys
+// new; the real folder then restarts and answers them duplicate.
+TEST(ServicePeersIdentity, ACopyOlderThanItsOriginalsLastStartIsRefused) {
+  const std::string dir = TempDir("identity-stale");
+  {
+    ScangateProcess a(Flags(dir + "/a"));
+    ASSERT_TRUE(a.Start());
+    CopyJournal(dir + "/a", dir + "/backup");
+    a.Kill();
+  }
+  const auto keys = UniqueKeys(20, "identity-stale");
+  ScangateProcess backup(Flags(dir + "/backup"));
+  std::map<int, int> at_a, at_backup;
+  std::string backup_message;
+  {
+    ScangateProcess a(Flags(dir + "/a"));  // the original again: a new incarnation takes its row over
+    ASSERT_TRUE(a.Start());
+    HttpClient ca(a.port());
+    ASSERT_TRUE(WaitFollowerFresh(ca));
+    TableLock lock;
+    for (const auto& k : keys) ++at_a[ca.Post("/observe", ObserveBody(k)).status];
+    a.Kill();  // its keys only in its own folder's journal
+    std::this_thread::sleep_for(kPastTheLease);
+    backup_message = backup.Start().message();
+    at_backup = backup.running() ? ObserveConcurrently(backup.port(), keys) : std::map<int, int>{{-1, 20}};
+    lock.Release();
+  }
+  EXPECT_EQ(Count(at_a, 201), 20) << Describe(at_a);
+  EXPECT_EQ(Count(at_backup, 201), 0) << "an old copy answered its original's keys new: " << Describe(at_backup);
+  EXPECT_NE(backup_message.find("exited with status 2"), std::string::npos) << backup_message;
+  EXPECT_TRUE(HasEvent(backup, "instance_lease", "refused")) << backup.LogTail();
+  if (backup.running()) backup.Stop();
+  ScangateProcess a(Flags(dir + "/a"));
+  ASSERT_TRUE(a.Start()) << "the real folder did not restart";
+  HttpClient ca(a.port());
+  ASSERT_TRUE(WaitJournalDrained(ca));
+  std::map<int, int> after;
+  for (const auto& k : keys) ++after[ca.Post("/observe", ObserveBody(k)).status];
+  EXPECT_EQ(Count(after, 200), 20) << Describe(after);
+  EXPECT_EQ(a.Stop(), 0);
 }
 
 // --journal=off started second, beside a journal owner: refused at start (exit 2, an instance_presence event).
