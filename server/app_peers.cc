@@ -144,6 +144,9 @@ std::optional<int> App::StartPeers() {
     // not answer now is claimed in the background (its journal `new`s wait for it, as before).
     notify_.Status("starting: claiming this instance's rows (the lease)");
     while (true) {
+      // `done` first: a publisher records its refusal before its first claim's end, so done implies it is seen.
+      const bool done =
+          std::all_of(publishers_.begin(), publishers_.end(), [](const auto& p) { return p->first_claim_done(); });
       const auto refused = std::find_if(publishers_.begin(), publishers_.end(), [](const auto& p) { return p->refused(); });
       if (refused != publishers_.end()) {
         Log(LogLevel::kError, "startup_failed",
@@ -152,7 +155,7 @@ std::optional<int> App::StartPeers() {
                       "stop this copy; delete it, or remove its 'instance' file to drain it under a new identity"}});
         return kExitConfig;
       }
-      if (std::all_of(publishers_.begin(), publishers_.end(), [](const auto& p) { return p->first_claim_done(); })) break;
+      if (done) break;
       if (!PauseUnlessStopped(std::chrono::milliseconds(20))) return std::nullopt;  // Run() sees the stop
     }
   }

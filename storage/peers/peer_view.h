@@ -7,7 +7,11 @@
 // THE ARGUMENT — written down here, once; README "Several instances" states the promise it gives.
 // Notation: PG(x) = PostgreSQL's clock (now()) at the moment a host's boot clock (core/boot_clock.h) reads x.
 //  1. A journal owner A answers a key `new` only after appending its record, and only once its own row is
-//     registered (WatermarkPublisher::published()). Its journal tells, under one lock, when its oldest record not
+//     registered and held by this very process (WatermarkPublisher::published(); issue 55: the row is a lease held
+//     by one process's incarnation, storage/peers/watermark_publisher.h "THE LEASE" — so one row describes one
+//     journal; a reader's own row is the one with its id AND its incarnation, the same id under another
+//     incarnation is a peer). An --ack=filter instance without a journal has no row: it runs alone on its database
+//     (storage/peers/presence.h). Its journal tells, under one lock, when its oldest record not
 //     yet committed was appended (Journal::UncommittedOf): every record appended before that — before the lock's
 //     `now` when none is outstanding — is committed, its COMMIT acknowledged.
 //  2. A's publisher writes covered_until = a LOWER bound of PG(that append time) (of PG(now) when none): its
