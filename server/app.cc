@@ -153,7 +153,18 @@ int App::Run() {
     store_->Shutdown();
     return 0;
   }
-  StartPeers();
+  if (auto exit = StartPeers()) {
+    // Refused (another live process holds this journal's identity): nothing was served; the journal's replay
+    // is committed and checkpointed as at any stop; the rows are not touched (they are the other process's).
+    StopFollowers();
+    StopClocks();
+    StopPeerReaders();
+    if (journal_) journal_->StopAppends();
+    store_->Shutdown();
+    if (journal_) journal_->Close();
+    StopPublishers(/*clean=*/false);
+    return *exit;
+  }
   StartReaders();
   if (auto exit = Listen()) return *exit;
   StartWarmLoad();

@@ -36,6 +36,7 @@
 #include "storage/partitions/partitioned_reader.h"
 #include "storage/partitions/partitioned_store.h"
 #include "storage/peers/peer_view.h"
+#include "storage/peers/presence.h"
 #include "storage/peers/peer_watch.h"
 #include "storage/peers/watermark_publisher.h"
 #include "storage/scheme/scheme_record.h"
@@ -103,7 +104,9 @@ class App {
   // StopPublishers after the store shut down (a clean stop marks the rows stopped).
   void MakePeerViews();
   void ConfigurePeers(storage::FollowerOptions& fo, unsigned partition);
-  void StartPeers();
+  // Exit code when this journal's identity is held by another live process (issue 55: the lease,
+  // storage/peers/watermark_publisher.h): waits for every publisher's first claim before serving.
+  std::optional<int> StartPeers();
   void AttachPeers();
   void RetargetPeers(unsigned partition, const std::string& conninfo);
   void FillPeerStats(MetricsSnapshot& s) const;
@@ -174,6 +177,11 @@ class App {
   // the retarget listener like the followers (peers_retargetable_).
   std::vector<std::unique_ptr<storage::PeerView>> peer_views_;
   std::vector<std::unique_ptr<storage::WatermarkPublisher>> publishers_;
+  // Issue 55: one presence lock per partition (storage/peers/presence.h): shared, or exclusive for --ack=filter
+  // --journal=off, which is refused beside any other instance. Released last (StopPublishers).
+  std::vector<std::unique_ptr<storage::InstancePresence>> presence_;
+  // This process's incarnation (issue 55): a random UUID per start, the holder of this instance's rows.
+  std::string incarnation_;
   std::vector<std::unique_ptr<storage::PeerWatch>> peer_watches_;
   std::unique_ptr<storage::PartitionedReader> peer_reader_;
   std::atomic<bool> peers_retargetable_{false};

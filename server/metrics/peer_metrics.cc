@@ -51,7 +51,8 @@ void WritePeerMetrics(PromWriter& w, const MetricsSnapshot& s) {
     for (const auto& [p, v] : s.peer_views) w.Sample("scangate_peer_retired_total", Partition(p), v.retired_seen);
   }
   if (!s.publishers.empty()) {
-    w.Header("scangate_watermark_published", "gauge", "1 once this instance's row is registered in the database.");
+    w.Header("scangate_watermark_published", "gauge", "1 while this instance's row is registered and held by this process (0: not yet, its lease lapsed, or it was "
+             "fenced because another process took its identity over).");
     for (const auto& [p, m] : s.publishers) w.Sample("scangate_watermark_published", Partition(p), std::uint64_t{m.published});
     w.Header("scangate_watermark_age_seconds", "gauge",
              "Since this instance last updated its row (-1: never): the other instances wait once it passes the window.");
@@ -73,7 +74,8 @@ void WritePeerMetrics(PromWriter& w, const MetricsSnapshot& s) {
            "Keys answered 503 because the peers did not cover them within --peer-wait (or the request deadline).",
            s.peer_wait_timeouts);
   w.Single("scangate_watermark_unpublished_fallbacks_total", "counter",
-           "Definitely-new keys decided in PostgreSQL because this instance's own row was not registered yet.",
+           "Definitely-new keys decided in PostgreSQL because this instance's own row was not registered or held (or, with "
+           "--journal=off, its presence lock was not confirmed).",
            s.unpublished_fallbacks);
 }
 
@@ -84,6 +86,7 @@ void AddPeerStats(boost::json::object& o, const MetricsSnapshot& s) {
     boost::json::array peers;
     for (const auto& peer : v.peers) {
       peers.push_back(boost::json::object{{"instance", peer.id},
+                                          {"incarnation", peer.incarnation},
                                           {"state", peer.state},
                                           {"host", peer.host},
                                           {"pid", peer.pid},
@@ -103,6 +106,7 @@ void AddPeerStats(boost::json::object& o, const MetricsSnapshot& s) {
   for (const auto& [p, m] : s.publishers) {
     mine.push_back(boost::json::object{{"partition", p},
                                        {"published", m.published},
+                                       {"lease", m.lease},
                                        {"connected", m.connected},
                                        {"age_seconds", m.age_seconds},
                                        {"lag_seconds", m.lag_seconds},

@@ -137,8 +137,9 @@ class Service {
     // Every running journal owner of d's database covers a request that arrived at boot time t_ns
     // (storage::PeerView::Covered, acquire).
     std::function<bool(const Digest&, std::int64_t t_ns)> covered;
-    // This instance's own row of d's database is registered (WatermarkPublisher::published): a journal `new` of d
-    // may be given. Empty: it publishes nothing (no journal).
+    // This instance's own row of d's database is registered and held (WatermarkPublisher::published, the lease of
+    // issue 55): a journal `new` of d may be given. --journal=off: it is alone on d's database
+    // (InstancePresence::held). Empty: everything may be given.
     std::function<bool(const Digest&)> published;
     std::function<unsigned(const Digest&)> partition;  // d's logical partition (its waiters' queue)
     unsigned partitions = 1;

@@ -188,9 +188,10 @@ void Service::DecideProbed(const CallPtr& call, std::size_t i, std::uint32_t rou
     }
     // Issue 42: a peer may hold this key answered `new` and uncommitted (ExactPath sends it to Uncovered).
     if (!e.covered) return ExactPath(call, i, route, d, source);
-    // This instance's own watermark row is not registered yet (at start): the other instances could not know what
-    // it journals, so PostgreSQL decides.
-    if (journal_ != nullptr && peers_.published && !peers_.published(d)) {
+    // This instance's own watermark row is not registered yet (at start) or not held (issue 55: its lease lapsed,
+    // or it was fenced), or — --journal=off — it is not known to be alone on d's database (storage/peers/
+    // presence.h): the other instances could not know what it answers, so PostgreSQL decides.
+    if (peers_.published && !peers_.published(d)) {
       call->counters.unpublished_fallbacks.Inc();
       return ExactPath(call, i, route, d, source);
     }

@@ -33,6 +33,7 @@ std::vector<PeerInfo> Parse(std::string_view text) {
     const json::object& o = row.as_object();
     PeerInfo p;
     p.id = StringOf(o, "id");
+    p.incarnation = StringOf(o, "incarnation");
     p.state = StringOf(o, "state");
     p.lag_seconds = static_cast<double>(IntOf(o, "lag_us")) * 1e-6;
     p.heartbeat_age_seconds = static_cast<double>(IntOf(o, "age_us")) * 1e-6;
@@ -57,9 +58,10 @@ PeerView::PeerView(bool await_self, std::chrono::nanoseconds window, std::string
   self_known_ = !await_self;
 }
 
-void PeerView::SetSelf(std::string self) {
+void PeerView::SetSelf(std::string self, std::string incarnation) {
   MutexLock lock(&mu_);
   self_ = std::move(self);
+  self_incarnation_ = std::move(incarnation);
   self_known_ = true;
 }
 
@@ -74,16 +76,17 @@ void PeerView::Apply(std::string_view rows_json, std::int64_t sent_ns) {
     log_->Write(LogSeverity::kError, "peers", std::move(f));
     return;
   }
-  std::string self;
+  std::string self, self_incarnation;
   {
     MutexLock lock(&mu_);
     if (!self_known_) return;  // its own row could pass for a lagging peer: nothing is covered until it is known
     self = self_;
+    self_incarnation = self_incarnation_;
   }
   std::vector<PeerInfo> peers;
   std::int64_t worst_lag_ns = 0;
   for (PeerInfo& p : all) {
-    if (p.id == self) continue;
+    if (p.id == self && p.incarnation == self_incarnation) continue;  // another incarnation is a peer (issue 55)
     if (p.state == "running") {
       worst_lag_ns = std::max(worst_lag_ns, static_cast<std::int64_t>(p.lag_seconds * 1e9));
     }

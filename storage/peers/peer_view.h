@@ -7,7 +7,11 @@
 // THE ARGUMENT — written down here, once; docs/design.md "The peers' commit watermark" states the promise it gives.
 // Notation: PG(x) = PostgreSQL's clock (now()) at the moment a host's boot clock (core/boot_clock.h) reads x.
 //  1. A journal owner A answers a key `new` only after appending its record, and only once its own row is
-//     registered (WatermarkPublisher::published()). Its journal tells, under one lock, when its oldest record not
+//     registered and held by this very process (WatermarkPublisher::published(); issue 55: the row is a lease held
+//     by one process's incarnation, storage/peers/watermark_publisher.h "THE LEASE" — so one row describes one
+//     journal; a reader's own row is the one with its id AND its incarnation, the same id under another
+//     incarnation is a peer). An --ack=filter instance without a journal has no row: it runs alone on its database
+//     (storage/peers/presence.h). Its journal tells, under one lock, when its oldest record not
 //     yet committed was appended (Journal::UncommittedOf): every record appended before that — before the lock's
 //     `now` when none is outstanding — is committed, its COMMIT acknowledged.
 //  2. A's publisher writes covered_until = a LOWER bound of PG(that append time) (of PG(now) when none): its
@@ -56,6 +60,7 @@ namespace scangate::storage {
 // One peer as the last sample showed it.
 struct PeerInfo {
   std::string id;
+  std::string incarnation;      // the process holding the row (sql/015); "" = unknown
   std::string state;            // running | stopped | retired
   double lag_seconds = 0;       // now() - covered_until at the sample: how far behind its coverage is
   double heartbeat_age_seconds = 0;
@@ -81,8 +86,11 @@ class PeerView {
   // --journal=off).
   PeerView(bool await_self, std::chrono::nanoseconds window, std::string label, std::shared_ptr<LogSink> log);
 
-  // This instance's id (Journal::instance_id). Once, any thread.
-  void SetSelf(std::string self);
+  // This instance's id (Journal::instance_id) and this process's incarnation (issue 55): only the row that carries
+  // both is this instance's own. A row of the same id held by another incarnation — a clone, or the process that
+  // took the row over while this one's lease had lapsed (storage/peers/watermark_publisher.h, the lease) — is a
+  // peer like any other: its covered_until covers what THAT process answered. Once, any thread.
+  void SetSelf(std::string self, std::string incarnation);
 
   // A sample: `rows_json` (PeersJsonSql's text) read by a statement sent at boot time `sent_ns`, to be applied
   // only once everything that statement's snapshot showed is applied (the follower calls it after its keys). A
@@ -118,6 +126,7 @@ class PeerView {
   mutable Mutex mu_;
   bool self_known_ ABSL_GUARDED_BY(mu_);
   std::string self_ ABSL_GUARDED_BY(mu_);
+  std::string self_incarnation_ ABSL_GUARDED_BY(mu_);
   std::vector<PeerInfo> peers_ ABSL_GUARDED_BY(mu_);
   std::int64_t sent_ns_ ABSL_GUARDED_BY(mu_) = 0;
   std::uint64_t samples_ ABSL_GUARDED_BY(mu_) = 0;

@@ -15,10 +15,12 @@ constexpr std::int64_t kMs = 1'000'000;                  // ns
 constexpr auto kWindow = std::chrono::milliseconds(2000);  // W
 const std::string kSelf = "00000000-0000-4000-8000-000000000001";
 const std::string kPeer = "00000000-0000-4000-8000-000000000002";
+const std::string kIncarnation = "00000000-0000-4000-8000-0000000000a1";  // this process's (issue 55)
 
-std::string Row(const std::string& id, const std::string& state, std::int64_t lag_ms) {
+std::string Row(const std::string& id, const std::string& state, std::int64_t lag_ms,
+                const std::string& incarnation = kIncarnation) {
   return R"({"id":")" + id + R"(","state":")" + state + R"(","lag_us":)" + std::to_string(lag_ms * 1000) +
-         R"(,"age_us":10000,"uncommitted":3,"host":"h","pid":7})";
+         R"(,"age_us":10000,"uncommitted":3,"host":"h","pid":7,"incarnation":")" + incarnation + R"("})";
 }
 
 struct Silent final : LogSink {
@@ -48,7 +50,7 @@ TEST(PeerView, NoPeersCoverTheWindowAfterTheSample) {
 TEST(PeerView, TheWorstRunningPeerBoundsCoverage) {
   PeerView v = View(true);
   const std::int64_t sent = 5'000 * kMs;
-  v.SetSelf(kSelf);
+  v.SetSelf(kSelf, kIncarnation);
   v.Apply("[" + Row(kSelf, "running", 60'000) + "," + Row(kPeer, "running", 1500) + "," +
               Row("00000000-0000-4000-8000-000000000003", "stopped", 90'000) + "," +
               Row("00000000-0000-4000-8000-000000000004", "retired", 90'000) + "]",
@@ -71,9 +73,22 @@ TEST(PeerView, AJournalOwnerWaitsForItsOwnId) {
   PeerView v = View(true);
   v.Apply("[" + Row(kSelf, "running", 60'000) + "]", 1'000 * kMs);
   EXPECT_FALSE(v.sampled());
-  v.SetSelf(kSelf);
+  v.SetSelf(kSelf, kIncarnation);
   v.Apply("[" + Row(kSelf, "running", 60'000) + "]", 1'000 * kMs);
   EXPECT_TRUE(v.Covered(1'000 * kMs));
+}
+
+// Issue 55: a row of this instance's id held by another process (a clone, or the process that took the row over
+// while this one's lease had lapsed) is a peer: its lag bounds coverage. Only id and incarnation together are self.
+TEST(PeerView, ItsIdUnderAnotherIncarnationIsAPeer) {
+  PeerView v = View(true);
+  const std::int64_t sent = 5'000 * kMs;
+  v.SetSelf(kSelf, kIncarnation);
+  v.Apply("[" + Row(kSelf, "running", 2500, "00000000-0000-4000-8000-0000000000b2") + "]", sent);
+  EXPECT_FALSE(v.Covered(sent)) << "another incarnation's lagging row was taken for this process's own";
+  EXPECT_EQ(v.Stats(sent).peers.size(), 1u);
+  v.Apply("[" + Row(kSelf, "running", 2500) + "]", sent);
+  EXPECT_TRUE(v.Covered(sent)) << "its own row (id and incarnation) is not a peer";
 }
 
 // A malformed sample changes nothing: the last good one's coverage lapses by itself.
