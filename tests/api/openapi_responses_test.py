@@ -18,7 +18,8 @@ The instances:
   main     --admin-listen, --cors-origins, --allowed-hosts, a small --max-body-bytes-in-flight (503 before a body is
            read): the client routes on the main port, the operational ones on the admin listener, 404 across
   tokens   --tokens-file with three terminals, --keys=gs1: 401, 403 route/source-not-allowed, invalid-gs1, the
-           failed-authentication limit (429)
+           failed-authentication limit (429); in a database of its own (<the test's>_gs1): a database records one
+           digest scheme (sql/014) and refuses an instance with another --keys
   rate     --rate-limit=1 --rate-burst=1 per client address: 429 on each client route
   writer   --writers=1 --request-timeout=1s behind haproxy (PROXY v2 from 127.0.0.2): a row held by the test's own
            transaction stalls its writer, so a request's deadline passes while its key's transaction is in flight
@@ -402,6 +403,21 @@ def errorfile_answer(path):
 
 # ------------------------------------------------------------------------------------------------------------------
 
+def gs1_database(pg_url):
+    """A fresh database beside the test's own, for the --keys=gs1 instance: a database records one digest scheme
+    (sql/014: the secret, --keys, the stored form) and refuses an instance with another at start (exit 2)."""
+    m = re.match(r"^(postgres(?:ql)?://[^/]*/)([^/?]+)(\?.*)?$", pg_url)
+    if not m:
+        fail("cannot name a second database beside %r" % pg_url)
+    name = m.group(2) + "_gs1"
+    for sql in ("DROP DATABASE IF EXISTS %s" % name, "CREATE DATABASE %s" % name):
+        out = subprocess.run(["psql", pg_url, "-q", "-v", "ON_ERROR_STOP=1", "-c", sql],
+                             capture_output=True, text=True, timeout=TIMEOUT)
+        if out.returncode != 0:
+            fail("psql %s: %s" % (sql, out.stderr))
+    return m.group(1) + name + (m.group(3) or "")
+
+
 def main():
     if len(sys.argv) != 3:
         fail("usage: openapi_responses_test.py SOURCE_DIR SCANGATE_BINARY")
@@ -445,8 +461,8 @@ def main():
         main_p = Scangate(binary, work, "main", ["--database-url=" + pg_url, "--admin-listen=127.0.0.1:0",
                                                  "--cors-origins=" + ALLOWED_ORIGIN, "--allowed-hosts=127.0.0.1",
                                                  "--max-body-bytes-in-flight=4096"])
-        tok_p = Scangate(binary, work, "tokens", ["--database-url=" + pg_url, "--tokens-file=" + tokens_path,
-                                                  "--keys=gs1"])
+        tok_p = Scangate(binary, work, "tokens", ["--database-url=" + gs1_database(pg_url),
+                                                  "--tokens-file=" + tokens_path, "--keys=gs1"])
         rate_p = Scangate(binary, work, "rate", ["--database-url=" + pg_url, "--rate-limit=1", "--rate-burst=1"])
         writer_p = Scangate(binary, work, "writer", ["--database-url=" + pg_url, "--writers=1",
                                                      "--request-timeout=1s", "--proxy-protocol-from=" + PROXY_SOURCE])
