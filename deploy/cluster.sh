@@ -40,7 +40,7 @@ log() { echo "cluster.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
 pidfile() { echo "$HA_DIR/pids/$1.pid"; }
 alive() { [[ -f $(pidfile "$1") ]] && kill -0 "$(cat "$(pidfile "$1")")" 2>/dev/null; }
-as_pg() { setpriv --reuid=postgres --regid=postgres --init-groups -- "$@"; }
+as_pg() { setpriv --reuid=postgres --regid=postgres --init-groups -- env -C / "$@"; }  # from /: see node_start
 
 # readable_copy USER SRC DEST: SRC copied to DEST for a program that runs as USER (Patroni as postgres). The clone
 # may be private (mode 700), where USER cannot read deploy/ at all: it reads its own copy in the cluster's folder.
@@ -88,9 +88,11 @@ node_start() {
   mkdir -p "$HA_DIR/$n"
   chown postgres: "$HA_DIR/$n"
   readable_copy postgres "$here/patroni-$n.yml" "$HA_DIR/$n/patroni.yml"
+  # In its node folder (env -C): Patroni's worker processes chdir to the starting folder, which in a private
+  # clone user postgres cannot enter (PermissionError in multiprocessing's spawn, and no leader ever).
   # shellcheck disable=SC2046
-  spawn "patroni-$n" env $(patroni_env "$n") setpriv --reuid=postgres --regid=postgres --init-groups -- \
-    patroni "$HA_DIR/$n/patroni.yml"
+  spawn "patroni-$n" env -C "$HA_DIR/$n" $(patroni_env "$n") setpriv --reuid=postgres --regid=postgres \
+    --init-groups -- patroni "$HA_DIR/$n/patroni.yml"
 }
 
 role_of() {  # NODE -> HTTP status of GET /primary (200 on the leader)
