@@ -418,12 +418,14 @@ void Router::HandleLookup(const Request& req, const net::any_io_executor& ex, co
     });
   };
   auto on_result = [this, answer, scan = k.attrs, previous](const storage::RecordLookup& r) {
-    if (r.status == storage::RecordLookup::Status::kNotFound && previous &&
-        lookups_->Find(previous->digest,
-                       [answer, pscan = previous->attrs](const storage::RecordLookup& pr) { answer(pscan, pr); })) {
-      return;
+    if (r.status != storage::RecordLookup::Status::kNotFound || !previous) return answer(scan, r);
+    // Not under the current digest: the answer is the previous digest's. A second lookup the reader refuses (its
+    // queue full, PostgreSQL known down) is no "not recorded" — the key may be recorded under the previous
+    // secret — but unavailable (503).
+    if (!lookups_->Find(previous->digest,
+                        [answer, pscan = previous->attrs](const storage::RecordLookup& pr) { answer(pscan, pr); })) {
+      answer(scan, storage::RecordLookup{});  // status kUnavailable
     }
-    answer(scan, r);
   };
   if (lookups_ == nullptr || !lookups_->Find(k.digest, std::move(on_result))) {
     done(ProblemAnswer(Problem::Unavailable(std::string(kLookupUnavailable)), Route::kLookup, &req));

@@ -33,7 +33,7 @@ class FakeReader final : public storage::DigestReader {
   explicit FakeReader(FakeStore& s) : store_(s) {}
   bool Find(const Digest& d, storage::LookupDone done) override {
     ++finds;
-    if (refuse) return false;
+    if (refuse || (refuse_after >= 0 && finds > refuse_after)) return false;
     storage::RecordLookup r;
     if (unavailable) {
       r.status = storage::RecordLookup::Status::kUnavailable;
@@ -49,6 +49,7 @@ class FakeReader final : public storage::DigestReader {
   }
   int finds = 0;
   bool refuse = false;
+  int refuse_after = -1;  // >= 0: every Find after that many is refused
   bool unavailable = false;
 
  private:
@@ -297,6 +298,30 @@ TEST_F(RouterTest, LookupUnavailableIs503) {
   a = Exchange(Make(http::verb::post, "/lookup", R"({"key":"x"})"));
   EXPECT_EQ(a.res.result_int(), 503u);
   EXPECT_EQ(Slug(a), "urn:scangate:problem:unavailable");
+}
+
+// A rotation (--digest-secret-previous-file): a key not found under the current digest is looked up under the
+// previous one; when the reader refuses that second lookup the answer is 503, never 404 not-recorded (the key may
+// be recorded under the previous secret).
+TEST_F(RouterTest, LookupUnderThePreviousSecretRefusedIs503NotNotRecorded) {
+  const Digester previous = Digester::HmacSha256("the previous secret");
+  service_->AttachPrevious(previous, config_, &reader_);
+  // Recorded under the previous digest only: found by the second lookup.
+  store_.rows[ToHex(previous("recorded-before-the-rotation"))] = "";
+  auto a = Exchange(Make(http::verb::post, "/lookup", R"({"key":"recorded-before-the-rotation"})"));
+  EXPECT_EQ(a.res.result_int(), 200u) << a.res.body();
+  EXPECT_EQ(reader_.finds, 2);
+  // The same key while the reader refuses the second lookup: 503, not 404.
+  reader_.refuse_after = reader_.finds + 1;  // the next Find (current digest) answers, the one after is refused
+  a = Exchange(Make(http::verb::post, "/lookup", R"({"key":"recorded-before-the-rotation"})"));
+  EXPECT_EQ(a.res.result_int(), 503u) << a.res.body();
+  EXPECT_EQ(Slug(a), "urn:scangate:problem:unavailable");
+  EXPECT_EQ(reader_.finds, 4);
+  // Under neither digest, both lookups answered: 404 not-recorded.
+  reader_.refuse_after = -1;
+  a = Exchange(Make(http::verb::post, "/lookup", R"({"key":"never-seen"})"));
+  EXPECT_EQ(a.res.result_int(), 404u) << a.res.body();
+  EXPECT_EQ(Slug(a), "urn:scangate:problem:not-recorded");
 }
 
 TEST_F(RouterTest, ForeignOriginRefusedBeforeBody) {
