@@ -25,7 +25,14 @@ SchemeWatch::SchemeWatch(std::vector<std::string> conninfos, DigestScheme curren
 
 SchemeWatch::~SchemeWatch() { Shutdown(); }
 
-void SchemeWatch::Start() { thread_ = std::thread([this] { Run(); }); }
+void SchemeWatch::Start() {
+  // The first reads before serving, on the caller's thread: an instance that answers its first requests with its
+  // lease already confirmed, not from PostgreSQL until the thread's first poll lands (a slow start under load).
+  // A database that cannot be read now is read again by the thread.
+  conns_.resize(parts_.size());
+  PollOnce();
+  thread_ = std::thread([this] { Run(); });
+}
 
 void SchemeWatch::Shutdown() {
   {
@@ -55,42 +62,46 @@ SchemeWatchSample SchemeWatch::Sample(unsigned partition) const {
 }
 
 void SchemeWatch::Run() {
-  std::vector<std::unique_ptr<pqxx::connection>> conns(parts_.size());
   for (;;) {
-    for (std::size_t i = 0; i < parts_.size(); ++i) {
-      Part& part = *parts_[i];
-      // The lease counts from before the read was sent: the row it finds was current at some instant after this.
-      const std::int64_t sent_ns = BootClock::NowNs();
-      try {
-        if (!conns[i]) conns[i] = std::make_unique<pqxx::connection>(part.conninfo);
-        pqxx::read_transaction tx(*conns[i], "scangate_scheme_watch");
-        std::optional<RecordedScheme> row = ReadDigestScheme(tx);
-        tx.commit();
-        const bool mine = row && row->current.fingerprint == current_.fingerprint;
-        if (mine) {
-          // release: pairs with Current()'s acquire.
-          part.confirmed_until_ns.store(sent_ns + std::chrono::nanoseconds(kSchemeLease).count(),
-                                        std::memory_order_release);
-        } else if (row && !part.fenced.exchange(true, std::memory_order_acq_rel)) {
-          boost::json::object f{{"partition", static_cast<std::uint64_t>(i)},
-                                {"fingerprint", ToHex(current_.fingerprint).substr(0, 12)},
-                                {"recorded_fingerprint", ToHex(row->current.fingerprint).substr(0, 12)},
-                                {"note", "another instance rotated this database's digest secret: this instance "
-                                         "answers no key new any more (its inserts are refused: 503); restart it "
-                                         "with the new secret in --digest-secret-file and this one in "
-                                         "--digest-secret-previous-file"}};
-          log_->Write(LogSeverity::kError, "digest_scheme_changed", std::move(f));
-        }
-        MutexLock lock(&mu_);
-        recorded_[i] = std::move(row);
-      } catch (const std::exception&) {
-        conns[i].reset();  // the lease runs out by itself; reconnect at the next poll
-      }
-    }
+    PollOnce();
     MutexLock lock(&mu_);
     if (stop_) return;
     wake_.WaitFor(&mu_, kPollPeriod);
     if (stop_) return;
+  }
+}
+
+void SchemeWatch::PollOnce() {
+  auto& conns = conns_;
+  for (std::size_t i = 0; i < parts_.size(); ++i) {
+    Part& part = *parts_[i];
+    // The lease counts from before the read was sent: the row it finds was current at some instant after this.
+    const std::int64_t sent_ns = BootClock::NowNs();
+    try {
+      if (!conns[i]) conns[i] = std::make_unique<pqxx::connection>(part.conninfo);
+      pqxx::read_transaction tx(*conns[i], "scangate_scheme_watch");
+      std::optional<RecordedScheme> row = ReadDigestScheme(tx);
+      tx.commit();
+      const bool mine = row && row->current.fingerprint == current_.fingerprint;
+      if (mine) {
+        // release: pairs with Current()'s acquire.
+        part.confirmed_until_ns.store(sent_ns + std::chrono::nanoseconds(kSchemeLease).count(),
+                                      std::memory_order_release);
+      } else if (row && !part.fenced.exchange(true, std::memory_order_acq_rel)) {
+        boost::json::object f{{"partition", static_cast<std::uint64_t>(i)},
+                              {"fingerprint", ToHex(current_.fingerprint).substr(0, 12)},
+                              {"recorded_fingerprint", ToHex(row->current.fingerprint).substr(0, 12)},
+                              {"note", "another instance rotated this database's digest secret: this instance "
+                                       "answers no key new any more (its inserts are refused: 503); restart it "
+                                       "with the new secret in --digest-secret-file and this one in "
+                                       "--digest-secret-previous-file"}};
+        log_->Write(LogSeverity::kError, "digest_scheme_changed", std::move(f));
+      }
+      MutexLock lock(&mu_);
+      recorded_[i] = std::move(row);
+    } catch (const std::exception&) {
+      conns[i].reset();  // the lease runs out by itself; reconnect at the next poll
+    }
   }
 }
 

@@ -4,7 +4,8 @@
 // confirms the scheme until kSchemeLease after the read was sent (boot clock). Current(d) — may d's key be answered
 // `new` from the filter? — is true only within that lease and never again once a read found another fingerprint
 // (the database rotated: the instance is fenced until restarted; digest_scheme_changed is logged once).
-// Use: one per process with --ack=filter, Start() before serving, Shutdown() at exit.
+// Use: one per process with --ack=filter, Start() before serving (it reads every database once before it returns),
+// Shutdown() at exit.
 #pragma once
 
 #include <atomic>
@@ -13,6 +14,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <pqxx/connection>
 
 #include <absl/base/thread_annotations.h>
 
@@ -51,7 +54,11 @@ class SchemeWatch {
     std::atomic<bool> fenced{false};
   };
   void Run();
+  void PollOnce();  // one read of every database's row; Start()'s thread, then Run()'s only
 
+  // One connection per database, used by one thread at a time: Start()'s until it starts Run()'s thread, then that
+  // thread's (std::thread's start orders the two).
+  std::vector<std::unique_ptr<pqxx::connection>> conns_;
   const DigestScheme current_;
   const std::shared_ptr<LogSink> log_;
   std::vector<std::unique_ptr<Part>> parts_;
