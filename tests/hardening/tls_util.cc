@@ -172,6 +172,13 @@ void TestCa::WriteCrl(const std::vector<long>& serials, const std::string& path)
 }
 
 Server::Server(std::vector<std::string> flags) {
+  // As the harness's ScangateProcess does: this test binary's servers use one database with and without a digest
+  // secret, and the database keeps the first one's scheme (a server with another is refused at start).
+  try {
+    it::ForgetDigestScheme(it::Env().pg_url);
+  } catch (const std::exception&) {
+    // PostgreSQL down: nothing recorded can be forgotten there.
+  }
   dir_ = TempDir();
   log_ = dir_ + "/scangate.log";
   std::vector<std::string> args{it::Env().server_binary, "--database-url=" + it::Env().pg_url, "--port=0",

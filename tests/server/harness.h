@@ -202,6 +202,19 @@ class RowBlocker {
   pqxx::work tx_;
 };
 
+// A write stall: one transaction of the test's own holds LOCK TABLE scan_keys IN SHARE ROW EXCLUSIVE MODE until
+// Release() (or destruction): inserts and COPY wait, reads go on, other tables (the peers', the scheme's) are
+// written as usual.
+class TableLock {
+ public:
+  TableLock() : conn_(Env().pg_url), tx_(conn_) { tx_.exec0("LOCK TABLE scan_keys IN SHARE ROW EXCLUSIVE MODE"); }
+  void Release() { tx_.abort(); }
+
+ private:
+  pqxx::connection conn_;
+  pqxx::work tx_;
+};
+
 // A fresh directory "/tmp/scangate-<tag>.XXXXXX" (journals of the tests that name theirs, e.g. to restart on it).
 std::string TempDir(const char* tag);
 // `n` keys unique to this run (UniqueKey).

@@ -75,16 +75,6 @@ std::string Describe(const std::map<int, int>& by_status) {
 
 int Count(std::map<int, int> m, int status) { return m[status]; }
 
-class TableLock {
- public:
-  TableLock() : conn_(Env().pg_url), tx_(conn_) { tx_.exec0("LOCK TABLE scan_keys IN SHARE ROW EXCLUSIVE MODE"); }
-  void Release() { tx_.abort(); }
-
- private:
-  pqxx::connection conn_;
-  pqxx::work tx_;
-};
-
 // A copy of a journal folder as a cloned VM or a restored backup would have it (the flock is not copied).
 void CopyJournal(const std::string& from, const std::string& to) {
   std::filesystem::copy(from, to, std::filesystem::copy_options::recursive);

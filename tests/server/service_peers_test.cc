@@ -87,17 +87,6 @@ std::string Describe(const std::map<int, int>& by_status) {
   return s;
 }
 
-// One transaction holding the lock of the issue: inserts wait, reads go on.
-class TableLock {
- public:
-  TableLock() : conn_(Env().pg_url), tx_(conn_) { tx_.exec0("LOCK TABLE scan_keys IN SHARE ROW EXCLUSIVE MODE"); }
-  void Release() { tx_.abort(); }
-
- private:
-  pqxx::connection conn_;
-  pqxx::work tx_;
-};
-
 // The follower's two methods (--follow): the peers' rows are read in the poll itself, or in the logical follower's
 // probe (whose flush position the stream must pass).
 class ServicePeersBy : public ::testing::TestWithParam<std::string> {
