@@ -3,9 +3,10 @@
 //     (new keys 201 through PostgreSQL, repeats 200, never a wrong verdict), /readyz, /stats and /metrics
 //     name the journal, nothing is journalled while it is unusable, and once the space is freed new keys are
 //     journalled again within seconds, without a restart. Needs root (mount); skipped otherwise.
-// (b) the journal folder removed under load while PostgreSQL is down: the removal is noticed, the folder is
-//     rebuilt, and after kill -9 and a restart with PostgreSQL up every key ever answered 201 or 200 is a
-//     duplicate (nothing acknowledged was lost, none acknowledged into an unlinked file only).
+// (b) the journal folder removed under load while PostgreSQL's writes stall (a lock on scan_keys: only the journal
+//     holds what is answered `new`): the removal is noticed, the folder is rebuilt, and after kill -9 and a restart
+//     with the writes flowing every key ever answered 201 or 200 is a duplicate (nothing acknowledged was lost,
+//     none acknowledged into an unlinked file only).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -209,12 +210,15 @@ TEST(HardeningJournalFault, FullDiskKeepsExactVerdictsAndHealsWithoutRestart) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
-// (b) The journal folder removed under load with PostgreSQL down; then kill -9, restart with PostgreSQL up.
-TEST(HardeningJournalFault, RemovedFolderWithPostgresDownLosesNothingAcknowledged) {
+// (b) The journal folder removed under load while PostgreSQL's writes stall; then kill -9, restart with the writes
+// flowing. A stall, not an outage: an instance answers `new` from its journal only while it can renew its identity's
+// lease and confirm its digest scheme in PostgreSQL (docs/ha.md "A copied journal"), so in an outage the journal
+// carries it for about a second only; through a stall it carries it as long as the stall lasts.
+TEST(HardeningJournalFault, RemovedFolderWhileWritesStallLosesNothingAcknowledged) {
   const std::string base = TempDir("journal-removed");
   const std::string dir = base + "/journal";
-  // --follow=off: the journal alone carries one instance through the outage. With the follower (the default)
-  // new keys get 503 while PostgreSQL is down: what this instance journals then, no other instance could learn.
+  // --follow=off: one instance trusting its own filter (with the follower, new keys wait for their commit past
+  // --max-commit-lag: other instances could not learn them).
   const std::vector<std::string> flags{"--ack=filter", "--capacity=1000000", "--journal-dir=" + dir, "--follow=off"};
   auto server = std::make_unique<it::ScangateProcess>(flags);
   ASSERT_TRUE(server->Start());
@@ -227,14 +231,7 @@ TEST(HardeningJournalFault, RemovedFolderWithPostgresDownLosesNothingAcknowledge
   load.Start();
   ASSERT_TRUE(Within(kBound, [&] { return load.verdicts() > 300; }));
 
-  ASSERT_EQ(it::PgClusterStop(), 0);
-  struct RestartPg {  // PostgreSQL up again whatever happens below
-    bool armed = true;
-    ~RestartPg() {
-      if (armed) (void)it::PgClusterStart();
-    }
-  } restart_pg;
-  // PostgreSQL down: new keys still get 201 through the journal.
+  auto stall = std::make_unique<it::TableLock>();
   const std::uint64_t new_before = ledger.CountOutcome(AttemptOutcome::kNew);
   ASSERT_TRUE(Within(kBound, [&] { return ledger.CountOutcome(AttemptOutcome::kNew) > new_before + 200; }));
 
@@ -247,11 +244,11 @@ TEST(HardeningJournalFault, RemovedFolderWithPostgresDownLosesNothingAcknowledge
   // Checked every 0.5 s and after every group commit (~1 s promised); the bound leaves room for a loaded
   // sanitizer build.
   EXPECT_LT(noticed_ms, 5000) << "noticed too late";
-  // The probe rebuilds the folder from the open segments: new keys are journalled again (PostgreSQL down).
+  // The probe rebuilds the folder from the open segments: new keys are journalled again (writes still stalled).
   ASSERT_TRUE(Within(kBound, [&] { return Usable(server->port()); })) << "the journal folder was not rebuilt";
   EXPECT_TRUE(fs::exists(dir + "/meta"));
   // (The load's workers may all be busy retransmitting the keys of the group that failed at the removal:
-  // those are "possibly seen" now, so decided in PostgreSQL, which is down. Fresh keys go on a client of
+  // those are "possibly seen" now, so decided in PostgreSQL, whose writes stall. Fresh keys go on a client of
   // their own, recorded in the same ledger.)
   int fresh_new = 0;
   {
@@ -266,10 +263,10 @@ TEST(HardeningJournalFault, RemovedFolderWithPostgresDownLosesNothingAcknowledge
   }
   EXPECT_EQ(fresh_new, 50) << "fresh keys were not journalled after the folder was rebuilt";
 
-  // kill -9 with PostgreSQL still down: every acknowledged key lives only in the (rebuilt) journal now.
+  // kill -9 with the writes still stalled: every acknowledged key not committed before the stall lives only in the
+  // (rebuilt) journal now.
   server->Kill();
-  restart_pg.armed = false;
-  ASSERT_EQ(it::PgClusterStart(), 0);
+  stall.reset();
   server = std::make_unique<it::ScangateProcess>(flags);
   ASSERT_TRUE(server->Start());
   load.SetPorts({server->port()});
