@@ -226,10 +226,11 @@ std::optional<int> App::MakeFilter() {
     if (config_.digest_rotating()) {
       previous_digester_ = config_.digest_secret_previous.empty() ? Digester::Sha256()
                                                                    : Digester::HmacSha256(config_.digest_secret_previous);
+      previous_scheme_ = SchemeOf(*previous_digester_, KeysName(config_.keys));
     }
+    scheme_ = SchemeOf(*digester_, KeysName(config_.keys));
     // sql/014's fence: every writer connection carries this scheme's fingerprint.
-    store_options_.digest_scheme_option =
-        storage::SchemeOption(SchemeOf(*digester_, config_.keys == KeysMode::kGs1 ? "gs1" : "raw"));
+    store_options_.digest_scheme_option = storage::SchemeOption(*scheme_);
   } catch (const std::exception& e) {
     Log(LogLevel::kError, "error", {{"where", "digest"}, {"what", e.what()}});
     return kExitStartup;

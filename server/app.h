@@ -26,6 +26,7 @@
 
 #include "core/boot_clock.h"
 #include "core/digest.h"
+#include "core/digest_scheme.h"
 #include "core/filter.h"
 #include "core/mutex.h"
 #include "server/config/config.h"
@@ -142,6 +143,8 @@ class App {
   std::optional<Digester> digester_;
   // --digest-secret-previous-file: the digester of the secret the database rotated from (issue 55).
   std::optional<Digester> previous_digester_;
+  // The digest schemes of both (core/digest_scheme.h), computed once with them.
+  std::optional<DigestScheme> scheme_, previous_scheme_;
   // Each partition's scheme row as CheckDigestScheme left it (index = partition), for /stats and the metric.
   std::vector<storage::RecordedScheme> schemes_;
   std::unique_ptr<storage::SchemeWatch> scheme_watch_;  // --ack=filter

@@ -31,9 +31,8 @@ std::string_view ActionName(storage::SchemeAction a) {
 
 std::optional<int> App::CheckDigestScheme() {
   storage::LocalScheme local;
-  const std::string_view keys = config_.keys == KeysMode::kGs1 ? "gs1" : "raw";
-  local.current = SchemeOf(*digester_, keys);
-  if (previous_digester_) local.previous = SchemeOf(*previous_digester_, keys);
+  local.current = *scheme_;
+  local.previous = previous_scheme_;
   bool rotated = false;
   schemes_.assign(store_->partitions(), storage::RecordedScheme{});
   storage::ConnectionDefaults defaults;
@@ -109,16 +108,13 @@ void App::AttachDigestScheme() {
   for (unsigned p = 0; p < store_->partitions(); ++p) {
     conninfos.push_back(storage::WithConnectionDefaults(store_->conninfo(p), d));
   }
-  const std::string_view keys = config_.keys == KeysMode::kGs1 ? "gs1" : "raw";
-  scheme_watch_ = std::make_unique<storage::SchemeWatch>(std::move(conninfos), SchemeOf(*digester_, keys),
-                                                         store_options_.log);
+  scheme_watch_ = std::make_unique<storage::SchemeWatch>(std::move(conninfos), *scheme_, store_options_.log);
   scheme_watch_->Start();
   service_->AttachSchemeWatch([w = scheme_watch_.get()](const Digest& dg) { return w->Current(dg); });
 }
 
 void App::FillSchemeStats(MetricsSnapshot& s) const {
-  const std::string_view keys = config_.keys == KeysMode::kGs1 ? "gs1" : "raw";
-  s.digest_fingerprint = ToHex(SchemeOf(*digester_, keys).fingerprint).substr(0, 12);
+  s.digest_fingerprint = ToHex(scheme_->fingerprint).substr(0, 12);
   s.digest_previous_set = previous_digester_.has_value();
   s.now_us = std::chrono::duration_cast<std::chrono::microseconds>(
                  std::chrono::system_clock::now().time_since_epoch())

@@ -26,6 +26,8 @@ namespace scangate::server {
 enum class AckMode : std::uint8_t { kCommit, kFilter };
 // --keys: raw = the string as sent is the key; gs1 = a GS1 pack (server/verdict/scan_key.h).
 enum class KeysMode : std::uint8_t { kRaw, kGs1 };
+// --keys' value as spelled on the command line (and in the digest scheme's record).
+inline constexpr std::string_view KeysName(KeysMode k) { return k == KeysMode::kGs1 ? "gs1" : "raw"; }
 
 // --partitions: writers per partition unless --writers is given (server/config/config.cc: measured).
 inline constexpr unsigned kPartitionWriters = 1;

@@ -29,7 +29,7 @@ boost::json::object Describe(const Config& c) {
   o["fp_target"] = c.fp_target;
   o["window_seconds"] = c.window.count();
   o["retention_seconds"] = c.retention.count();  // 0 = off
-  o["keys"] = c.keys == KeysMode::kGs1 ? "gs1" : "raw";
+  o["keys"] = KeysName(c.keys);
   if (c.keys == KeysMode::kGs1) o["expiry_grace_seconds"] = c.expiry_grace.count();
   o["shards"] = c.shards;
   o["ack"] = c.ack == AckMode::kCommit ? "commit" : "filter";
