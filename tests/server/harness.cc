@@ -731,6 +731,34 @@ std::vector<std::string> UniqueKeys(int n, std::string_view tag) {
   return keys;
 }
 
+std::map<int, int> ObserveConcurrently(std::uint16_t port, const std::vector<std::string>& keys) {
+  std::mutex mu;
+  std::map<int, int> by_status;
+  std::vector<std::thread> threads;
+  threads.reserve(keys.size());
+  for (const auto& k : keys) {
+    threads.emplace_back([&, k] {
+      int status = -1;
+      try {
+        HttpClient c(port);
+        const HttpResponse r = c.Post("/observe", ObserveBody(k));
+        status = r.status == 503 && !r.has_header("retry-after") ? -503 : r.status;
+      } catch (const std::exception&) {
+      }
+      const std::lock_guard<std::mutex> lock(mu);
+      ++by_status[status];
+    });
+  }
+  for (auto& t : threads) t.join();
+  return by_status;
+}
+
+std::string Describe(const std::map<int, int>& by_status) {
+  std::string s;
+  for (const auto& [status, n] : by_status) s += std::to_string(status) + ":" + std::to_string(n) + " ";
+  return s;
+}
+
 boost::json::object FollowerOf(HttpClient& c) {
   const boost::json::object stats = c.Get("/stats").json();
   if (!stats.contains("follower")) return {};

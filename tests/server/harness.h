@@ -215,6 +215,14 @@ class TableLock {
   pqxx::work tx_;
 };
 
+// Every key POSTed to /observe at `port` at once, one connection and thread per key (a request that waits does not
+// hold up the others, and the instance's journal takes them in a few groups: `n` sequential requests under a loaded
+// machine can outlast --max-commit-lag on their own). Counted by status; a 503 without Retry-After counts as -503,
+// no answer at all (nothing listens) as -1.
+std::map<int, int> ObserveConcurrently(std::uint16_t port, const std::vector<std::string>& keys);
+// "201:3 503:2 " for failure messages.
+std::string Describe(const std::map<int, int>& by_status);
+
 // A fresh directory "/tmp/scangate-<tag>.XXXXXX" (journals of the tests that name theirs, e.g. to restart on it).
 std::string TempDir(const char* tag);
 // `n` keys unique to this run (UniqueKey).

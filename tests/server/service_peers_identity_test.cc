@@ -45,33 +45,6 @@ std::vector<std::string> Flags(const std::string& journal_dir, std::vector<std::
   return f;
 }
 
-// Every key at `port` at once (a thread per key: a request that waits does not hold up the others), counted by
-// status; -1 = no answer (nothing listens).
-std::map<int, int> ObserveConcurrently(std::uint16_t port, const std::vector<std::string>& keys) {
-  std::mutex mu;
-  std::map<int, int> by_status;
-  std::vector<std::thread> threads;
-  for (const auto& k : keys) {
-    threads.emplace_back([&, k] {
-      int status = -1;
-      try {
-        HttpClient c(port);
-        status = c.Post("/observe", ObserveBody(k)).status;
-      } catch (const std::exception&) {
-      }
-      const std::lock_guard<std::mutex> lock(mu);
-      ++by_status[status];
-    });
-  }
-  for (auto& t : threads) t.join();
-  return by_status;
-}
-
-std::string Describe(const std::map<int, int>& by_status) {
-  std::string s;
-  for (const auto& [status, n] : by_status) s += std::to_string(status) + ":" + std::to_string(n) + " ";
-  return s;
-}
 
 int Count(std::map<int, int> m, int status) { return m[status]; }
 
@@ -111,7 +84,7 @@ TEST(ServicePeersIdentity, ACloneOfALiveInstanceIsRefusedAndAnswersNoneOfItsKeys
   std::string start_message;
   {
     TableLock lock;
-    for (const auto& k : keys) ++at_a[ca.Post("/observe", ObserveBody(k)).status];
+    at_a = ObserveConcurrently(a.port(), keys);
     const auto answered = Clock::now();
     const ::testing::AssertionResult started = clone.Start();
     start_message = started.message();
@@ -158,7 +131,7 @@ TEST(ServicePeersIdentity, AnOwnerWhoseRowWasTakenOverIsFenced) {
   std::map<int, int> at_copy, at_a, fresh_at_a;
   {
     TableLock lock;
-    for (const auto& k : keys) ++at_copy[cc.Post("/observe", ObserveBody(k)).status];
+    at_copy = ObserveConcurrently(copy.port(), keys);
     std::this_thread::sleep_for(kLater);
     std::thread t([&] { fresh_at_a = ObserveConcurrently(a.port(), fresh); });
     at_a = ObserveConcurrently(a.port(), keys);
@@ -193,7 +166,7 @@ TEST(ServicePeersIdentity, ARestartAfterKillWaitsOutTheLeaseAndStarts) {
     HttpClient ca(a.port());
     ASSERT_TRUE(WaitFollowerFresh(ca));
     TableLock lock;
-    for (const auto& k : keys) ++at_a[ca.Post("/observe", ObserveBody(k)).status];
+    at_a = ObserveConcurrently(a.port(), keys);
     const auto answered = Clock::now();
     a.Kill();  // the keys only in its journal; its row's heartbeat a few ms old
     // B's answers on a thread of their own: the restart is started on this one (the harness's children die with
@@ -252,7 +225,7 @@ TEST(ServicePeersIdentity, ACopyOlderThanItsOriginalsLastStartIsRefused) {
     HttpClient ca(a.port());
     ASSERT_TRUE(WaitFollowerFresh(ca));
     TableLock lock;
-    for (const auto& k : keys) ++at_a[ca.Post("/observe", ObserveBody(k)).status];
+    at_a = ObserveConcurrently(a.port(), keys);
     a.Kill();  // its keys only in its own folder's journal
     std::this_thread::sleep_for(kPastTheLease);
     backup_message = backup.Start().message();
@@ -303,7 +276,7 @@ TEST(ServicePeersIdentity, JournalOffRunningRefusesTheNextDuringAStall) {
   std::string b_message, c_message;
   {
     TableLock lock;
-    for (const auto& k : keys) ++at_a[ca.Post("/observe", ObserveBody(k)).status];
+    at_a = ObserveConcurrently(a.port(), keys);
     const auto answered = Clock::now();
     b_message = b.Start().message();
     c_message = c.Start().message();

@@ -57,35 +57,6 @@ std::vector<std::string> Hexes(const std::vector<std::string>& keys) {
   return hexes;
 }
 
-// Every key at `port` at once (one connection and thread per key: a request that waits does not hold up the
-// others), its answers counted by status; a 503 without Retry-After counts as status -503.
-std::map<int, int> ObserveConcurrently(std::uint16_t port, const std::vector<std::string>& keys) {
-  std::mutex mu;
-  std::map<int, int> by_status;
-  std::vector<std::thread> threads;
-  for (const auto& k : keys) {
-    threads.emplace_back([&, k] {
-      int status = 0;
-      try {
-        HttpClient c(port);
-        const HttpResponse r = c.Post("/observe", ObserveBody(k));
-        status = r.status == 503 && !r.has_header("retry-after") ? -503 : r.status;
-      } catch (const std::exception&) {
-        status = -1;  // no answer at all
-      }
-      const std::lock_guard<std::mutex> lock(mu);
-      ++by_status[status];
-    });
-  }
-  for (auto& t : threads) t.join();
-  return by_status;
-}
-
-std::string Describe(const std::map<int, int>& by_status) {
-  std::string s;
-  for (const auto& [status, n] : by_status) s += std::to_string(status) + ":" + std::to_string(n) + " ";
-  return s;
-}
 
 // The follower's two methods (--follow): the peers' rows are read in the poll itself, or in the logical follower's
 // probe (whose flush position the stream must pass).
@@ -110,7 +81,7 @@ TEST_P(ServicePeersBy, NoSecondNewWhileCommitsStallBehindALock) {
   bool b_fresh = false;
   {
     TableLock lock;
-    for (const auto& k : keys) ++at_a[ca.Post("/observe", ObserveBody(k)).status];
+    at_a = ObserveConcurrently(a.port(), keys);
     std::this_thread::sleep_for(kPastTheWindow);
     b_fresh = Fresh(cb);
     at_b = ObserveConcurrently(b.port(), keys);
@@ -145,7 +116,7 @@ TEST(ServicePeers, WaitingKeysAreAnsweredDuplicateOnceThePeerCommits) {
   std::map<int, int> at_a, at_b;
   {
     TableLock lock;
-    for (const auto& k : keys) ++at_a[ca.Post("/observe", ObserveBody(k)).status];
+    at_a = ObserveConcurrently(a.port(), keys);
     std::this_thread::sleep_for(kPastTheWindow);
     std::thread waiting([&] { at_b = ObserveConcurrently(b.port(), keys); });
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // B's requests are waiting now
