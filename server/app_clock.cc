@@ -6,6 +6,7 @@
 
 #include "server/app.h"
 #include "server/verdict/service.h"
+#include "storage/partitions/partition_map.h"
 
 namespace scangate::server {
 
@@ -19,7 +20,7 @@ void App::StartClocks() {
     for (unsigned p = 0; p < n; ++p) {
       storage::PgClockReaderOptions o;
       o.conninfo = store_->conninfo(p);
-      o.label = config_.partitioned() ? "p" + std::to_string(p) : "";
+      o.label = config_.partitioned() ? storage::PartitionLabel(p) : "";
       o.connection.tcp_user_timeout = store_options_.tcp_user_timeout;
       o.log = store_options_.log;
       clock_readers_.push_back(std::make_unique<storage::PgClockReader>(clocks_->at(p), std::move(o)));

@@ -27,7 +27,7 @@ std::optional<int> App::StartFollowers() {
     storage::FollowerOptions fo;
     fo.method = config_.follow_method;
     fo.conninfo = store_->conninfo(p);
-    fo.label = config_.partitioned() ? "p" + std::to_string(p) : "";
+    fo.label = config_.partitioned() ? storage::PartitionLabel(p) : "";
     fo.max_lag = config_.follow_max_lag;
     fo.log = store_options_.log;
     // The writers' connection safety: keepalives and connect_timeout (the defaults), tcp_user_timeout.

@@ -10,6 +10,7 @@
 #include "server/storage_readers.h"
 #include "server/verdict/service.h"
 #include "core/time_format.h"
+#include "storage/partitions/partition_map.h"
 #include "storage/pg/conninfo.h"
 #include "storage/start/startup.h"
 
@@ -121,7 +122,7 @@ void App::FillSchemeStats(MetricsSnapshot& s) const {
                  .count();
   for (unsigned p = 0; p < schemes_.size(); ++p) {
     MetricsSnapshot::DigestSchemeSample d;
-    d.partition = schemes_.size() > 1 ? "p" + std::to_string(p) : std::string();
+    d.partition = schemes_.size() > 1 ? storage::PartitionLabel(p) : std::string();
     std::optional<storage::RecordedScheme> r = schemes_[p];
     if (scheme_watch_ && p < scheme_watch_->partitions()) {
       const storage::SchemeWatchSample w = scheme_watch_->Sample(p);

@@ -43,6 +43,7 @@ bool PgClockReader::ReadOnce(Session& s) {
     try {
       const std::string conninfo = WithConnectionDefaults(target_.Get(&s.generation), options_.connection);
       PgConnPtr c(PQconnectdb(conninfo.c_str()));
+      DropNotices(c.get());
       if (!c || PQstatus(c.get()) != CONNECTION_OK) {
         error = "clock connection: " + ErrorSummary(c ? PQerrorMessage(c.get()) : "out of memory");
       } else {

@@ -17,6 +17,7 @@ ConnPtr Open(const std::string& conninfo, const ConnectionDefaults& defaults, co
   const char* keys[] = {"dbname", "application_name", replication ? "replication" : nullptr, nullptr};
   const char* values[] = {full.c_str(), application_name, "database", nullptr};
   ConnPtr c(PQconnectdbParams(keys, values, /*expand_dbname=*/1));
+  DropNotices(c.get());
   if (!c || PQstatus(c.get()) != CONNECTION_OK) {
     throw FollowError(std::string(what) + ": " + ErrorSummary(c ? PQerrorMessage(c.get()) : "out of memory"));
   }

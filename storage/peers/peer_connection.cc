@@ -11,6 +11,7 @@ ConnPtr Open(const std::string& conninfo, const char* application_name, const ch
   const char* keys[] = {"dbname", "application_name", nullptr};
   const char* values[] = {conninfo.c_str(), application_name, nullptr};
   ConnPtr c(PQconnectdbParams(keys, values, /*expand_dbname=*/1));
+  DropNotices(c.get());
   if (!c || PQstatus(c.get()) != CONNECTION_OK) {
     throw PeerError(std::string(what) + ": " + ErrorSummary(c ? PQerrorMessage(c.get()) : "out of memory"));
   }

@@ -17,4 +17,13 @@ struct PgResultClearer {
 };
 using PgResultPtr = std::unique_ptr<PGresult, PgResultClearer>;
 
+// libpq's default notice processor writes every notice to stderr: a line outside the JSON log (invariant 5's one
+// stream), e.g. "FATAL:  terminating connection due to administrator command" when the server shuts down while
+// the connection idles. These connections run scangate's own statements, whose failures reach the caller as
+// errors (and become pg_state/follower/watermark/... log events): their notices are dropped. Call right after
+// connecting; a null handle is left alone.
+inline void DropNotices(PGconn* c) {
+  if (c != nullptr) PQsetNoticeProcessor(c, [](void*, const char*) {}, nullptr);
+}
+
 }  // namespace scangate::storage

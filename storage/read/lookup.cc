@@ -152,6 +152,12 @@ void Lookup::Run() {
             // a new connection, which prepares the statement for the layout it finds. Anything else: below.
             if (!IsLayoutChange(e) || !Connect()) throw;
             result = Read(item.digest);
+          } catch (const pqxx::broken_connection&) {
+            // Lost while idle (PostgreSQL restarted or failed over since the last read): only this read notices.
+            // A read is safe to repeat, so it is read once more on a new connection before anyone is told 503 —
+            // else the first /lookup, or the first peer-coverage read, after /readyz says 200 again was a 503.
+            if (!Connect()) throw;
+            result = Read(item.digest);
           }
         } catch (const std::exception&) {
           // Broken connection or a server error: this read (and the rest of the batch) get 503; reconnect.

@@ -20,6 +20,7 @@
 #include "core/thread_name.h"
 #include "storage/pg/copy_parser.h"
 #include "storage/pg/error_summary.h"
+#include "storage/pg/libpq_handles.h"
 #include "storage/store.h"
 #include "storage/write/writer_context.h"
 
@@ -34,19 +35,11 @@ constexpr const char* kWarmCopySqlPrefix =
     "COPY (SELECT digest FROM scan_keys WHERE first_seen > now() - make_interval(secs => ";
 constexpr const char* kWarmCopySqlSuffix = ")) TO STDOUT (FORMAT binary)";
 
-struct PgConnCloser {
-  void operator()(PGconn* c) const { PQfinish(c); }
-};
-struct PgResultClearer {
-  void operator()(PGresult* r) const { PQclear(r); }
-};
-using PgResultPtr = std::unique_ptr<PGresult, PgResultClearer>;
-using PgConnPtr = std::unique_ptr<PGconn, PgConnCloser>;
-
 constexpr unsigned kMaxWarmStreams = 16;  // connections one WarmLoad may open
 
 PgConnPtr WarmConnect(const std::string& url) {
   PgConnPtr conn(PQconnectdb(url.c_str()));
+  DropNotices(conn.get());
   if (!conn || PQstatus(conn.get()) != CONNECTION_OK) {
     throw pqxx::broken_connection("WarmLoad: " + ErrorSummary(conn ? PQerrorMessage(conn.get()) : "out of memory"));
   }

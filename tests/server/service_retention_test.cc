@@ -183,7 +183,8 @@ TEST_P(Retention, RepeatsWithinTheHorizonAreDuplicates) {
   const auto deadline = started + std::chrono::seconds(30);
   auto last_fresh = started - std::chrono::seconds(1);
   for (;;) {
-    const bool enough = Clock::now() - started > std::chrono::seconds(3) &&
+    // At least 10 keys, however slowly a loaded machine runs each round (a fixed 3 s gave 8 on CI's).
+    const bool enough = Clock::now() - started > std::chrono::seconds(3) && keys >= 10 &&
                         Metric(c, "scangate_expiry_passes_total") >= passes0 + 2;
     if (enough && live.empty()) break;
     ASSERT_LT(Clock::now(), deadline) << "the expiry did not pass twice within 30 s";
@@ -218,7 +219,6 @@ TEST_P(Retention, RepeatsWithinTheHorizonAreDuplicates) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  EXPECT_GE(keys, 10);
   RecordProperty("keys", keys);
   RecordProperty("repeats", repeats);
   EXPECT_EQ(server.Stop(), 0);
