@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 #include <stdexcept>
 #include <string_view>
@@ -11,6 +12,7 @@
 
 #include "core/boot_clock.h"
 #include "core/thread_name.h"
+#include "storage/clock/pg_clock.h"
 #include "storage/peers/peer_connection.h"
 
 namespace scangate::storage {
@@ -27,7 +29,12 @@ using peers_detail::ResultPtr;
 // The registration is the exception (kSyncSql around it): lost, the others would not know this instance exists.
 constexpr const char* kSessionSql = "SET synchronous_commit = off";
 constexpr const char* kSyncSql = "SET synchronous_commit = on";
-constexpr const char* kNowSql = "SELECT (extract(epoch FROM now()) * 1000000)::int8";
+// Every timed statement answers now() (µs), a second figure (the lag, NULL here) and the clock epoch (sql/016) its
+// now() belongs to — the session's clock sample (THE CLOCK EPOCH, E1).
+constexpr const char* kNowSql = "SELECT (extract(epoch FROM now()) * 1000000)::int8, NULL::int8, scangate_clock_epoch()";
+// E3: a step seen; opens the next epoch unless another instance did since (sql/016). Synchronous like the
+// registration: a lost bump would leave the stale rows trusted.
+constexpr const char* kStepSql = "SELECT scangate_clock_step($1::int8)";
 // The row as a claimant sees it (the header's L2): its holder, and its heartbeat both as a value (compared by the
 // claim) and as an age in PostgreSQL's clock.
 constexpr const char* kPreviousSql = R"sql(
@@ -38,28 +45,50 @@ SELECT state, coalesce(incarnation::text, ''), (extract(epoch FROM heartbeat_at)
 // $3: covered_until in µs since the epoch, NULL = unchanged (a recovered record of unknown age is outstanding).
 // $7: this incarnation. $8, $9: the holder and heartbeat (µs) the claimant read, to take over a lapsed lease ($10 µs);
 // NULL when the row is not running or is this process's own (then the first two conditions decide).
+// $11: the clock epoch of the sample $3 was computed from, $12: the least now() that sample allows (µs; THE CLOCK
+// EPOCH, E1): either off, and the row covers nothing. A row's covered_until of another epoch is replaced (E2).
+// $13: the claimant watched that heartbeat stay unchanged for kLease of its own boot clock (the header's L2, for a
+// heartbeat that PostgreSQL's clock, stepped back since, dates in its future).
 constexpr const char* kRegisterSql = R"sql(
+WITH e AS (SELECT scangate_clock_epoch() AS epoch)
 INSERT INTO scangate_instances AS i
-  (instance_id, partition, state, covered_until, heartbeat_at, started_at, host, pid, uncommitted, incarnation)
-VALUES ($1::uuid, $2::int, 'running',
-        coalesce('epoch'::timestamptz + $3::int8 * interval '1 microsecond', 'epoch'::timestamptz),
-        now(), now(), $4, $5::int, $6::int8, $7::uuid)
+  (instance_id, partition, state, covered_until, heartbeat_at, started_at, host, pid, uncommitted, incarnation,
+   clock_epoch)
+SELECT $1::uuid, $2::int, 'running',
+       CASE WHEN $11::int8 = e.epoch AND now() >= 'epoch'::timestamptz + $12::int8 * interval '1 microsecond'
+            THEN coalesce('epoch'::timestamptz + $3::int8 * interval '1 microsecond', 'epoch'::timestamptz)
+            ELSE 'epoch'::timestamptz END,
+       now(), now(), $4, $5::int, $6::int8, $7::uuid, e.epoch
+  FROM e
 ON CONFLICT (instance_id, partition) DO UPDATE
-  SET state = 'running', covered_until = greatest(i.covered_until, excluded.covered_until), heartbeat_at = now(),
+  SET state = 'running',
+      covered_until = CASE WHEN i.clock_epoch = excluded.clock_epoch
+                           THEN greatest(i.covered_until, excluded.covered_until) ELSE excluded.covered_until END,
+      clock_epoch = excluded.clock_epoch, heartbeat_at = now(),
       started_at = now(), host = excluded.host, pid = excluded.pid, uncommitted = excluded.uncommitted,
       retired_at = NULL, incarnation = excluded.incarnation
   WHERE i.state <> 'running' OR i.incarnation = excluded.incarnation
      OR (i.incarnation IS NOT DISTINCT FROM $8::uuid
          AND (extract(epoch FROM i.heartbeat_at) * 1000000)::int8 = $9::int8
-         AND i.heartbeat_at <= now() - $10::int8 * interval '1 microsecond')
-RETURNING (extract(epoch FROM now()) * 1000000)::int8, (extract(epoch FROM now() - i.covered_until) * 1000000)::int8
+         AND (i.heartbeat_at <= now() - $10::int8 * interval '1 microsecond' OR $13::bool))
+RETURNING (extract(epoch FROM now()) * 1000000)::int8, (extract(epoch FROM now() - i.covered_until) * 1000000)::int8,
+          i.clock_epoch
 )sql";
+// $6, $7: as the registration's $11, $12 (E1, E2).
 constexpr const char* kBeatSql = R"sql(
-UPDATE scangate_instances
-   SET covered_until = greatest(covered_until, 'epoch'::timestamptz + $3::int8 * interval '1 microsecond'),
-       heartbeat_at = now(), uncommitted = $4::int8
- WHERE instance_id = $1::uuid AND partition = $2::int AND state = 'running' AND incarnation = $5::uuid
-RETURNING (extract(epoch FROM now()) * 1000000)::int8, (extract(epoch FROM now() - covered_until) * 1000000)::int8
+WITH e AS (SELECT scangate_clock_epoch() AS epoch)
+UPDATE scangate_instances AS i
+   SET covered_until = CASE
+         WHEN $6::int8 IS DISTINCT FROM e.epoch OR now() < 'epoch'::timestamptz + $7::int8 * interval '1 microsecond'
+           THEN 'epoch'::timestamptz
+         WHEN i.clock_epoch IS DISTINCT FROM e.epoch
+           THEN coalesce('epoch'::timestamptz + $3::int8 * interval '1 microsecond', 'epoch'::timestamptz)
+         ELSE greatest(i.covered_until, 'epoch'::timestamptz + $3::int8 * interval '1 microsecond') END,
+       clock_epoch = e.epoch, heartbeat_at = now(), uncommitted = $4::int8
+  FROM e
+ WHERE i.instance_id = $1::uuid AND i.partition = $2::int AND i.state = 'running' AND i.incarnation = $5::uuid
+RETURNING (extract(epoch FROM now()) * 1000000)::int8, (extract(epoch FROM now() - i.covered_until) * 1000000)::int8,
+          e.epoch
 )sql";
 constexpr const char* kStopSql = R"sql(
 UPDATE scangate_instances
@@ -112,28 +141,27 @@ std::string HostName() {
 
 }  // namespace
 
-// One connection and its latest clock sample: a statement answered at boot time r_ns whose now() was t_us, so
-// PG(x) >= t_us + (x - r_ns) for any boot time x (peer_view.h, the argument, 2.).
+// One connection and its latest clock sample: a statement sent at boot time sent_ns, answered at r_ns, whose now()
+// was t_us under clock epoch `epoch`, so PG(x) >= t_us + (x - r_ns) and PG(x) <= t_us + (x - sent_ns) for any boot
+// time x while the clock does not step (peer_view.h, the argument, 2.; THE CLOCK EPOCH). Kept across reconnections
+// to one server: the first statement of a new connection is checked against it too.
 struct WatermarkPublisher::Session {
   ConnPtr conn;
   std::int64_t t_us = 0;
   std::int64_t r_ns = 0;
   std::int64_t sent_ns = 0;  // when the statement of the latest sample was sent (the lease's L3)
+  std::int64_t epoch = -1;   // the clock epoch of the sample; -1: none yet
   // PostgreSQL's clock at boot time x, a lower bound (µs since the epoch).
   std::int64_t LowerUs(std::int64_t x_ns) const { return t_us + FloorDiv(x_ns - r_ns, 1000); }
-  // Runs `sql` and takes its first column (now() in µs) as the new clock sample; nullopt when it returned no row.
-  std::optional<std::int64_t> Timed(const char* sql, const std::vector<std::optional<std::string>>& params,
-                                    const char* what) {
-    const std::int64_t sent = BootClock::NowNs();
-    ResultPtr r = Exec(conn.get(), sql, params, what);
-    const std::int64_t received = BootClock::NowNs();
-    if (PQntuples(r.get()) == 0) return std::nullopt;
-    t_us = std::stoll(PQgetvalue(r.get(), 0, 0));
-    r_ns = received;
-    sent_ns = sent;
-    if (PQnfields(r.get()) > 1 && !PQgetisnull(r.get(), 0, 1)) return std::stoll(PQgetvalue(r.get(), 0, 1));
-    return std::int64_t{0};
+  // E1: the least now() a statement sent at `x_ns` reads while the clock did not step, and the most one answered
+  // at `x_ns` does (both widened by kStepTolerance and kRateError on the time since the sample).
+  std::int64_t FloorUs(std::int64_t x_ns) const { return LowerUs(x_ns) - Slack(x_ns - r_ns); }
+  std::int64_t CeilUs(std::int64_t x_ns) const { return t_us + (x_ns - sent_ns) / 1000 + 1 + Slack(x_ns - sent_ns); }
+  static std::int64_t Slack(std::int64_t elapsed_ns) {
+    const auto tolerance = std::chrono::duration_cast<std::chrono::microseconds>(kStepTolerance).count();
+    return tolerance + static_cast<std::int64_t>(PgClock::kRateError * static_cast<double>(std::abs(elapsed_ns)) / 1000.0);
   }
+  std::optional<std::string> Epoch() const { return epoch < 0 ? std::nullopt : std::optional(std::to_string(epoch)); }
 };
 
 WatermarkPublisher::WatermarkPublisher(WatermarkPublisherOptions options) : options_(std::move(options)) {
@@ -177,6 +205,49 @@ void WatermarkPublisher::Fail(const std::string& what) {
   options_.log->Write(LogSeverity::kWarn, "watermark", std::move(f));
 }
 
+std::optional<std::int64_t> WatermarkPublisher::Timed(Session& s, const char* sql,
+                                                      const std::vector<std::optional<std::string>>& params,
+                                                      const char* what) {
+  const std::int64_t sent = BootClock::NowNs();
+  ResultPtr r = Exec(s.conn.get(), sql, params, what);
+  const std::int64_t received = BootClock::NowNs();
+  if (PQntuples(r.get()) == 0) return std::nullopt;
+  const std::int64_t lag = PQgetisnull(r.get(), 0, 1) ? 0 : std::stoll(PQgetvalue(r.get(), 0, 1));
+  CheckStep(s, std::stoll(PQgetvalue(r.get(), 0, 0)), sent, received, std::stoll(PQgetvalue(r.get(), 0, 2)));
+  return lag;
+}
+
+bool WatermarkPublisher::CheckStep(Session& s, std::int64_t now_us, std::int64_t sent_ns, std::int64_t answered_ns,
+                                   std::int64_t epoch) {
+  // Only within one epoch: a sample of an older one was already refused by the statement (E1), and a new epoch's
+  // first reading starts its continuity.
+  const bool checked = s.epoch == epoch;
+  const std::int64_t floor_us = s.FloorUs(sent_ns), ceil_us = s.CeilUs(answered_ns);
+  const bool stepped = checked && (now_us < floor_us || now_us > ceil_us);
+  s.t_us = now_us;
+  s.r_ns = answered_ns;
+  s.sent_ns = sent_ns;
+  s.epoch = epoch;
+  if (stepped) {
+    // E3: the next epoch before anything else is published (synchronously committed, as the registration).
+    Exec(s.conn.get(), kSyncSql, {}, "clock step");
+    ResultPtr r = Exec(s.conn.get(), kStepSql, {std::to_string(epoch)}, "clock step");
+    Exec(s.conn.get(), kSessionSql, {}, "clock step");
+    s.epoch = std::stoll(PQgetvalue(r.get(), 0, 0));
+    clock_steps_.fetch_add(1);
+    const double expected_us = (static_cast<double>(floor_us) + static_cast<double>(ceil_us)) / 2;
+    boost::json::object f{{"state", "stepped"}, {"by", "watermark"},
+                          {"step_seconds", (static_cast<double>(now_us) - expected_us) * 1e-6},
+                          {"epoch_before", epoch}, {"epoch", s.epoch},
+                          {"note", "PostgreSQL's clock stepped: every instance's watermark of the old epoch covers "
+                                   "nothing until it publishes again (new keys wait or get 503 meanwhile)"}};
+    if (!options_.label.empty()) f["partition"] = options_.label;
+    options_.log->Write(LogSeverity::kWarn, "pg_clock", std::move(f));
+  }
+  clock_epoch_.store(s.epoch);
+  return stepped;
+}
+
 void WatermarkPublisher::Run() {
   Session s;
   while (!stop_.load()) {
@@ -216,10 +287,11 @@ void WatermarkPublisher::Serve(Session& s) {
     MutexLock lock(&mu_);
     conninfo = conninfo_;
   }
-  retarget_.store(false);
+  // Another server from here on: the sample (and its epoch number, the old database's) says nothing of its clock.
+  if (retarget_.exchange(false)) s.epoch = -1;
   s.conn = peers_detail::Open(conninfo, "scangate-watermark", "watermark connection");
   Exec(s.conn.get(), kSessionSql, {}, "watermark connection");
-  if (!s.Timed(kNowSql, {}, "watermark clock")) throw PeerError("watermark clock: no row");
+  if (!Timed(s, kNowSql, {}, "watermark clock")) throw PeerError("watermark clock: no row");
   Register(s);
   connected_.store(true);
   {
@@ -241,6 +313,7 @@ void WatermarkPublisher::Register(Session& s) {
   const std::int64_t lease_us = std::chrono::duration_cast<std::chrono::microseconds>(kLease).count();
   const std::int64_t began_ns = BootClock::NowNs();
   std::optional<Holder> watched;  // a live-looking holder of another incarnation, read at the start of the wait
+  std::int64_t watched_since_ns = 0;  // BootClock, when `watched` was read
   for (;;) {
     const Holder h = ReadHolder(s.conn.get(), key);
     const bool mine = h.present && h.incarnation == options_.incarnation;
@@ -257,9 +330,13 @@ void WatermarkPublisher::Register(Session& s) {
         throw LeaseLost("instance " + options_.instance_id + " is held by another live process (" +
                         DescribeHolder(h) + "; its heartbeat moved while this one waited)");
       }
-      if (h.age_us < lease_us) {  // L2: wait (bounded by the lease) to see whether its heartbeat moves
+      // L2: wait (bounded by the lease) to see whether its heartbeat moves — by PostgreSQL's clock, or by this
+      // host's boot clock since the claimant first read it (a clock stepped back dates the heartbeat in its future).
+      const bool watched_lease = watched && BootClock::NowNs() - watched_since_ns >= lease_us * 1000;
+      if (h.age_us < lease_us && !watched_lease) {
         if (!watched) {
           watched = h;
+          watched_since_ns = BootClock::NowNs();
           lease_state_.store("waiting");
           boost::json::object f{{"state", "waiting"}, {"instance", options_.instance_id},
                                 {"holder", DescribeHolder(h)}, {"lease_seconds", lease_us * 1e-6},
@@ -269,7 +346,8 @@ void WatermarkPublisher::Register(Session& s) {
           options_.log->Write(LogSeverity::kInfo, "instance_lease", std::move(f));
         }
         peers_detail::SleepUnlessStopped(
-            std::min<std::chrono::nanoseconds>(options_.interval, std::chrono::microseconds(lease_us - h.age_us)),
+            std::clamp<std::chrono::nanoseconds>(std::chrono::microseconds(lease_us - h.age_us),
+                                                 std::chrono::nanoseconds(0), options_.interval),
             stop_);
         if (stop_.load()) throw PeerError("stopping while waiting for the instance's lease");
         continue;
@@ -288,11 +366,14 @@ void WatermarkPublisher::Register(Session& s) {
     std::optional<std::string> covered;
     if (u.oldest_ns != Journal::kAgeUnknown) covered = std::to_string(s.LowerUs(u.oldest_ns == 0 ? u.now_ns : u.oldest_ns));
     Exec(s.conn.get(), kSyncSql, {}, "watermark registration");
-    const auto lag = s.Timed(kRegisterSql,
-                             {options_.instance_id, std::to_string(options_.partition), covered, HostName(),
-                              std::to_string(::getpid()), std::to_string(u.count), options_.incarnation,
-                              seen_incarnation, seen_heartbeat, std::to_string(lease_us)},
-                             "watermark registration");
+    const std::string floor_us = std::to_string(s.FloorUs(BootClock::NowNs()));  // E1: before the sending
+    const auto lag = Timed(s, kRegisterSql,
+                           {options_.instance_id, std::to_string(options_.partition), covered, HostName(),
+                            std::to_string(::getpid()), std::to_string(u.count), options_.incarnation,
+                            seen_incarnation, seen_heartbeat, std::to_string(lease_us), s.Epoch(), floor_us,
+                            std::string(watched && BootClock::NowNs() - watched_since_ns >= lease_us * 1000 ? "true"
+                                                                                                             : "false")},
+                           "watermark registration");
     Exec(s.conn.get(), kSessionSql, {}, "watermark registration");
     if (!lag) continue;  // the row changed between the read and the claim: read it again
     updates_.fetch_add(1);
@@ -328,10 +409,11 @@ bool WatermarkPublisher::Beat(Session& s) {
   const Journal::Uncommitted u = options_.uncommitted();  // before the statement: its commits are acknowledged
   std::optional<std::string> covered;  // NULL: a recovered record of unknown age is outstanding — unchanged
   if (u.oldest_ns != Journal::kAgeUnknown) covered = std::to_string(s.LowerUs(u.oldest_ns == 0 ? u.now_ns : u.oldest_ns));
-  const auto lag = s.Timed(kBeatSql,
-                           {options_.instance_id, std::to_string(options_.partition), covered,
-                            std::to_string(u.count), options_.incarnation},
-                           "watermark update");
+  const std::string floor_us = std::to_string(s.FloorUs(BootClock::NowNs()));  // E1: before the sending
+  const auto lag = Timed(s, kBeatSql,
+                         {options_.instance_id, std::to_string(options_.partition), covered,
+                          std::to_string(u.count), options_.incarnation, s.Epoch(), floor_us},
+                         "watermark update");
   if (!lag) {
     // Not ours any more: another incarnation took it (Register throws LeaseLost), or it was retired or removed.
     boost::json::object f{{"state", "not running"}, {"instance", options_.instance_id},
@@ -409,6 +491,8 @@ WatermarkPublisherStats WatermarkPublisher::Stats() const {
   s.failures = failures_.load();
   s.uncommitted = uncommitted_.load();
   s.lease = lease_state_.load();
+  s.clock_epoch = clock_epoch_.load();
+  s.clock_steps = clock_steps_.load();
   MutexLock lock(&mu_);
   s.error = error_;
   return s;
