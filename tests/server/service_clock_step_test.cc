@@ -1,0 +1,236 @@
+// Black-box tests of the peers' watermark across a step of PostgreSQL's clock (issue 55, "time that cannot lie";
+// storage/peers/watermark_publisher.h THE CLOCK EPOCH, sql/016): two --ack=filter instances A and B on one
+// database; a write stall holds the keys A answers `new` in A's journal; then PostgreSQL restarts with its clock
+// shifted (tests/clock_shift's LD_PRELOAD in the postmaster: a failover onto a host whose clock is behind or ahead,
+// an NTP step across a restart). Checked DURING the stall, after the step, with both instances ready again: B
+// answers none of A's keys `new` (200 or 503 with Retry-After only).
+// The stall must outlive the restart, so it is a PREPARED transaction holding LOCK TABLE scan_keys IN SHARE ROW
+// EXCLUSIVE MODE (inserts wait, reads go on): two-phase state survives a restart with its locks, where an open
+// transaction (harness TableLock) would end with the old server and let A's drain commit the keys at once, hiding
+// the fault. The cluster gets max_prepared_transactions for it (ALTER SYSTEM), and is restarted unshifted and
+// without the setting at the end: fixture "pg_solo", one test at a time.
+// - 60 s back, A live: on main, A's row kept its pre-step covered_until (GREATEST), a minute in the new clock's
+//   future, and B answered 20 of 20 of A's stalled keys `new`, seen failing;
+// - 60 s back, A killed before the step: its stale row (covered_until and heartbeat of the old clock) looks like a
+//   live, covering peer in the new clock — on main B answered A's journalled keys `new`; now the row is of another
+//   clock epoch and covers nothing until A returns or is retired;
+// - 60 s forward, A live: the safe direction on main already (the old covered_until looks a minute behind); kept so
+//   a change that trusts the epoch's first beat too early fails.
+// Each case also reports how long B held a fresh key after PostgreSQL was back with the stall released (the cost
+// of a step, for bench/RESULTS.md).
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "harness.h"
+
+namespace scangate::it {
+namespace {
+
+namespace json = boost::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kStallName = "scangate-clock-step-stall";
+constexpr int kKeys = 20;
+constexpr auto kBound = std::chrono::seconds(30);  // failure detection only
+
+std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (const char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+// scripts/pg.sh start of the fixture's cluster, its postmaster's wall clock shifted by `shift_s` seconds (0: none).
+int StartCluster(std::int64_t shift_s) {
+  const TestEnv& env = Env();
+  std::string cmd;
+  if (shift_s != 0) {
+    cmd = std::string("LD_PRELOAD=") + ShellQuote(SCANGATE_CLOCK_SHIFT_LIBRARY) +
+          " SCANGATE_CLOCK_SHIFT_SECONDS=" + std::to_string(shift_s) + " ";
+  }
+  cmd += ShellQuote(env.source_dir + "/scripts/pg.sh") + " start " + ShellQuote(env.pgdata) + " " +
+         ShellQuote(env.pg_port);
+  return std::system(cmd.c_str());
+}
+
+void Sql(const std::string& sql) {
+  pqxx::connection c(Env().pg_url);
+  pqxx::nontransaction tx(c);
+  tx.exec0(sql);
+}
+
+// PostgreSQL's clock minus this host's, in seconds (the shift took effect, or not).
+double ServerOffsetSeconds() {
+  pqxx::connection c(Env().pg_url);
+  pqxx::nontransaction tx(c);
+  const double server = tx.exec1("SELECT extract(epoch FROM clock_timestamp())::float8")[0].as<double>();
+  return server - std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+bool Ready(std::uint16_t port) {
+  try {
+    HttpClient c(port);
+    return c.Get("/readyz").status == 200;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+bool WaitReady(std::uint16_t port) {
+  const auto deadline = Clock::now() + kBound;
+  while (Clock::now() < deadline) {
+    if (Ready(port)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+// /stats peers.watermark[0].updates of the instance at `port` (0 without one).
+std::uint64_t WatermarkUpdates(std::uint16_t port) {
+  HttpClient c(port);
+  const json::object o = c.Get("/stats").json();
+  if (!o.contains("peers")) return 0;
+  const json::array& mine = o.at("peers").at("watermark").as_array();
+  return mine.empty() ? 0 : mine.front().at("updates").to_number<std::uint64_t>();
+}
+
+// The cluster for these cases: prepared transactions allowed (the stall that outlives a restart); back to its own
+// clock and settings at the end, whatever the case left (a prepared stall would hang every later test).
+class ServiceClockStep : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { Sql("ALTER SYSTEM SET max_prepared_transactions = 4"); }
+  // Each case starts on the cluster's own clock (the previous case left it shifted), with the setting in effect.
+  void SetUp() override {
+    ASSERT_EQ(PgClusterStop(), 0);
+    ASSERT_EQ(StartCluster(0), 0);
+    ASSERT_LT(std::abs(ServerOffsetSeconds()), 5) << "PostgreSQL's clock is still shifted";
+  }
+  static void TearDownTestSuite() {
+    Sql("ALTER SYSTEM RESET max_prepared_transactions");
+    EXPECT_EQ(PgClusterStop(), 0);
+    EXPECT_EQ(StartCluster(0), 0);
+  }
+  void TearDown() override {
+    try {
+      pqxx::connection c(Env().pg_url);
+      pqxx::nontransaction tx(c);
+      if (!tx.exec_params("SELECT 1 FROM pg_prepared_xacts WHERE gid = $1", std::string(kStallName)).empty()) {
+        tx.exec0(std::string("ROLLBACK PREPARED '") + kStallName + "'");
+      }
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "the prepared stall was not rolled back: " << e.what();
+    }
+  }
+
+  // The write stall that survives a restart.
+  static void PrepareStall() {
+    pqxx::connection c(Env().pg_url);
+    pqxx::nontransaction tx(c);
+    tx.exec0("BEGIN");
+    tx.exec0("LOCK TABLE scan_keys IN SHARE ROW EXCLUSIVE MODE");
+    tx.exec0(std::string("PREPARE TRANSACTION '") + kStallName + "'");
+  }
+  static void ReleaseStall() { Sql(std::string("ROLLBACK PREPARED '") + kStallName + "'"); }
+
+  // PostgreSQL restarted with its clock `shift_s` seconds off this host's (checked).
+  static ::testing::AssertionResult StepTheClock(std::int64_t shift_s) {
+    if (PgClusterStop() != 0) return ::testing::AssertionFailure() << "pg.sh stop failed";
+    if (StartCluster(shift_s) != 0) return ::testing::AssertionFailure() << "pg.sh start (shifted) failed";
+    const double offset = ServerOffsetSeconds();
+    if (std::abs(offset - static_cast<double>(shift_s)) > 5) {
+      return ::testing::AssertionFailure() << "PostgreSQL's clock is " << offset << " s off, not " << shift_s;
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  // Runs the case: A's stalled keys cross to B after PostgreSQL came back `shift_s` seconds off. `kill_a`: A is
+  // killed before the step (its row stays as the old clock left it).
+  void Run(std::int64_t shift_s, bool kill_a) {
+    const std::string dir = TempDir("clock-step");
+    const std::vector<std::string> common = {"--ack=filter", "--capacity=1000000", "--follow=poll",
+                                             "--follow-max-lag=200ms", "--peer-wait=300ms"};
+    std::vector<std::string> fa = common, fb = common;
+    fa.push_back("--journal-dir=" + dir + "/a");
+    fb.push_back("--journal-dir=" + dir + "/b");
+    ScangateProcess a(fa), b(fb);
+    ASSERT_TRUE(a.Start());
+    ASSERT_TRUE(b.Start());
+    {
+      HttpClient ca(a.port()), cb(b.port());
+      ASSERT_TRUE(WaitFollowerFresh(ca));
+      ASSERT_TRUE(WaitFollowerFresh(cb));
+    }
+    const auto keys = UniqueKeys(kKeys, "clock-step");
+    PrepareStall();
+    const auto at_a = ObserveConcurrently(a.port(), keys);
+    ASSERT_EQ(at_a.count(201) ? at_a.at(201) : 0, kKeys) << "A did not answer the keys from its journal: " << Describe(at_a);
+    if (kill_a) a.Kill();
+    ASSERT_TRUE(StepTheClock(shift_s));
+    const auto back = Clock::now();
+    ASSERT_TRUE(WaitReady(b.port())) << "B did not become ready after the restart";
+    if (!kill_a) {
+      ASSERT_TRUE(WaitReady(a.port())) << "A did not become ready after the restart";
+      // A published again on the new server (its watermark counts a few more updates): the issue's "once both are
+      // ready again".
+      const std::uint64_t before = WatermarkUpdates(a.port());
+      const auto deadline = Clock::now() + kBound;
+      while (WatermarkUpdates(a.port()) < before + 3 && Clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+    {
+      HttpClient cb(b.port());
+      ASSERT_TRUE(WaitFollowerFresh(cb));
+    }
+    // During the stall, after the step: B answers none of A's keys new.
+    const auto at_b = ObserveConcurrently(b.port(), keys);
+    std::cout << "B after the step (" << shift_s << " s), A " << (kill_a ? "killed" : "live") << ": "
+              << Describe(at_b) << "\n";
+    EXPECT_EQ(at_b.count(201) ? at_b.at(201) : 0, 0) << "A's stalled keys were new again at B: " << Describe(at_b);
+    EXPECT_EQ((at_b.count(200) ? at_b.at(200) : 0) + (at_b.count(503) ? at_b.at(503) : 0), kKeys)
+        << "B's answers: 200, or 503 with Retry-After: " << Describe(at_b);
+    ReleaseStall();
+    if (kill_a) {
+      ASSERT_TRUE(a.Start()) << "A's restart (it replays its journal)";
+    }
+    // The cost of the step: from the stall's release until B answers a fresh key new.
+    const auto released = Clock::now();
+    int status = 0;
+    {
+      HttpClient cb(b.port());
+      const auto deadline = Clock::now() + kBound;
+      while (Clock::now() < deadline && (status = ObserveKey(cb, UniqueKey("clock-step-fresh")).status) != 201) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+    EXPECT_EQ(status, 201) << "B never answered a fresh key new again";
+    std::cout << "B held fresh keys for " << std::chrono::duration<double>(Clock::now() - released).count()
+              << " s after the stall's release (since PostgreSQL was back: "
+              << std::chrono::duration<double>(Clock::now() - back).count() << " s)\n";
+    {
+      HttpClient ca(a.port());
+      ASSERT_TRUE(WaitJournalDrained(ca));
+    }
+    Pg pg;
+    std::vector<std::string> hexes;
+    for (const auto& k : keys) hexes.push_back(Sha256Hex(k));
+    EXPECT_EQ(pg.CountDigests(hexes), kKeys);
+    const auto after = ObserveConcurrently(b.port(), keys);
+    EXPECT_EQ(after.count(201) ? after.at(201) : 0, 0) << Describe(after);
+    EXPECT_EQ(a.Stop(), 0);
+    EXPECT_EQ(b.Stop(), 0);
+  }
+};
+
+TEST_F(ServiceClockStep, StepBackWithTheStalledPeerLive) { Run(-60, false); }
+
+TEST_F(ServiceClockStep, StepBackWithTheStalledPeerDead) { Run(-60, true); }
+
+TEST_F(ServiceClockStep, StepForwardWithTheStalledPeerLive) { Run(60, false); }
+
+}  // namespace
+}  // namespace scangate::it
