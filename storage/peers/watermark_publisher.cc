@@ -235,6 +235,7 @@ bool WatermarkPublisher::CheckStep(Session& s, std::int64_t now_us, std::int64_t
     Exec(s.conn.get(), kSessionSql, {}, "clock step");
     s.epoch = std::stoll(PQgetvalue(r.get(), 0, 0));
     clock_steps_.fetch_add(1);
+    if (options_.on_clock_step) options_.on_clock_step();
     const double expected_us = (static_cast<double>(floor_us) + static_cast<double>(ceil_us)) / 2;
     boost::json::object f{{"state", "stepped"}, {"by", "watermark"},
                           {"step_seconds", (static_cast<double>(now_us) - expected_us) * 1e-6},
