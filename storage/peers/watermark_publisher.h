@@ -65,6 +65,8 @@
 //  — the first statement after it (any instance's beat, every 50 ms, or clock reading) is the detector, and a row
 //  read before that detection is judged by the reader's own check (peer_sql.h: covered_until past its now()).
 // Use: one per partition; Start() after the journal was opened; Stop(true) after the store was shut down.
+// Files: the thread, the beats and the clock epoch in watermark_publisher.cc; the claim of the row (THE LEASE) in
+// watermark_lease.cc; the connection with its clock sample they share in watermark_session.h.
 #pragma once
 
 #include <atomic>
