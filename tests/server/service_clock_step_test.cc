@@ -41,6 +41,7 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kStallName = "scangate-clock-step-stall";
 constexpr int kKeys = 20;
 constexpr auto kBound = std::chrono::seconds(30);  // failure detection only
+constexpr auto kPastTheWindow = std::chrono::milliseconds(2000);  // W = 1.2 s here, as in service_peers_test
 
 std::string ShellQuote(const std::string& s) {
   std::string out = "'";
@@ -174,6 +175,10 @@ class ServiceClockStep : public ::testing::Test {
     PrepareStall();
     const auto at_a = ObserveConcurrently(a.port(), keys);
     ASSERT_EQ(at_a.count(201) ? at_a.at(201) : 0, kKeys) << "A did not answer the keys from its journal: " << Describe(at_a);
+    // Past the window (--max-commit-lag 1 s + --follow-max-lag 200 ms) before anything else: keys A answered this
+    // long ago must never be new at B, however quickly the restart goes (a key answered at two instances within
+    // the window is the design's race, not this test's).
+    std::this_thread::sleep_for(kPastTheWindow);
     if (kill_a) a.Kill();
     ASSERT_TRUE(StepTheClock(shift_s));
     const auto back = Clock::now();
@@ -281,9 +286,7 @@ TEST_F(ServiceClockStep, StepBackWhilePostgreSQLRuns) {
   {
     TableLock lock;
     at_a = ObserveConcurrently(a.port(), keys);
-    // Past the window (--max-commit-lag 1 s + --follow-max-lag 200 ms): keys A answered this long ago must never be
-    // new at B (a key answered at two instances within the window is the design's race, not this test's).
-    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+    std::this_thread::sleep_for(kPastTheWindow);  // as in Run()
     StepRunningClock(file, -60);
     at_b = ObserveConcurrently(b.port(), keys);  // during the stall, right after the step
     offset = ServerOffsetSeconds();
