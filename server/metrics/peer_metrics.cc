@@ -16,6 +16,12 @@ bool Any(const MetricsSnapshot& s) { return !s.peer_views.empty() || !s.publishe
 }  // namespace
 
 void WritePeerMetrics(PromWriter& w, const MetricsSnapshot& s) {
+  if (!s.pg_clock_steps.empty()) {
+    w.Header("scangate_pg_clock_steps_total", "counter",
+             "Steps of PostgreSQL's clock this instance's clock reader saw (a reading outside the bounds it held by more "
+             "than 5 ms): each opened a new clock epoch, and the peers' watermarks covered nothing until republished.");
+    for (const auto& [p, n] : s.pg_clock_steps) w.Sample("scangate_pg_clock_steps_total", Partition(p), n);
+  }
   if (!Any(s)) return;
   if (!s.peer_views.empty()) {
     w.Header("scangate_peer_covered", "gauge",

@@ -304,6 +304,12 @@ TEST_F(ServiceClockStep, StepBackWhilePostgreSQLRuns) {
   EXPECT_GT(ScrapeMetric(ca, "scangate_watermark_clock_epoch{partition=\"db\"}"), epoch_before)
       << "no new clock epoch after the step";
   EXPECT_GE(SteppedEvents(a, b), 1) << "no pg_clock stepped event";
+  double counted = 0;
+  for (HttpClient* c : {&ca, &cb}) {
+    counted += ScrapeMetric(*c, "scangate_pg_clock_steps_total{partition=\"db\"}") +
+               ScrapeMetric(*c, "scangate_watermark_clock_steps_total{partition=\"db\"}");
+  }
+  EXPECT_GE(counted, 1.0) << "the step was not counted (scangate_pg_clock_steps_total, ..._watermark_clock_steps_total)";
   // A bare step (nothing stalled): 60 s forward again. B's fresh keys until the first `new`.
   int held = 0;
   const auto stepped = Clock::now();
