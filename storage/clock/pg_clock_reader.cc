@@ -105,6 +105,7 @@ void PgClockReader::OnStep(Session& s, double step_seconds, std::int64_t epoch) 
     // Not opened: the bounds keep the old number, and the publishers' own checks (which saw the same step) open
     // it; this reader tries again at its next step only. Said in the event.
     error = r ? ErrorSummary(PQresultErrorMessage(r.get())) : error;
+    if (!r) s.conn.reset();  // unanswered (pg_exec.h): the connection is dropped; the next reading reconnects
   }
   const auto o = clock_.OffsetNow();
   boost::json::object f{{"state", "stepped"}, {"by", "clock"}, {"partition", options_.label},
