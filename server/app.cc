@@ -353,6 +353,7 @@ void App::StartReaders() {
     FillSchemeStats(s);
     for (const auto& f : followers_) s.followers.emplace_back(f->label(), f->Stats());
     FillPeerStats(s);
+    FillClockStats(s);
   });
 }
 

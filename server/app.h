@@ -111,6 +111,7 @@ class App {
   void AttachPeers();
   void RetargetPeers(unsigned partition, const std::string& conninfo);
   void FillPeerStats(MetricsSnapshot& s) const;
+  void FillClockStats(MetricsSnapshot& s) const;  // app_clock.cc: the clock readers' steps (issue 55)
   void StopPeerReaders();
   void StopPublishers(bool clean);
   // The window the warm start and the followers' reloads read: --window, capped by --retention.

@@ -31,6 +31,13 @@ void App::StartClocks() {
   for (auto& r : clock_readers_) r->Start();
 }
 
+void App::FillClockStats(MetricsSnapshot& s) const {
+  if (clocks_ == nullptr) return;
+  for (std::size_t p = 0; p < clocks_->size(); ++p) {
+    s.pg_clock_steps.emplace_back(config_.partitioned() ? "p" + std::to_string(p) : "", clocks_->at(p).steps());
+  }
+}
+
 void App::StopClocks() {
   {
     MutexLock lock(&followers_mu_);

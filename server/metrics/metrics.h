@@ -109,6 +109,9 @@ struct MetricsSnapshot {
   std::vector<std::pair<std::string, storage::PeerViewStats>> peer_views;
   std::vector<std::pair<std::string, storage::WatermarkPublisherStats>> publishers;
   double peer_window_seconds = 0;
+  // Issue 55: per database (partition: "" or "p<i>"), the steps of PostgreSQL's clock its clock reader saw
+  // (storage/clock/pg_clock.h PgClock::steps()), on every instance.
+  std::vector<std::pair<std::string, std::uint64_t>> pg_clock_steps;
   std::uint64_t mismatch_lot = 0, mismatch_expiry = 0;
   // Issue 55 (server/metrics/scheme_metrics.h): this instance's digest scheme and each database's record of it.
   struct DigestSchemeSample {

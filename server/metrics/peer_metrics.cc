@@ -16,6 +16,12 @@ bool Any(const MetricsSnapshot& s) { return !s.peer_views.empty() || !s.publishe
 }  // namespace
 
 void WritePeerMetrics(PromWriter& w, const MetricsSnapshot& s) {
+  if (!s.pg_clock_steps.empty()) {
+    w.Header("scangate_pg_clock_steps_total", "counter",
+             "Steps of PostgreSQL's clock this instance's clock reader saw (a reading outside the bounds it held by more "
+             "than 5 ms): each opened a new clock epoch, and the peers' watermarks covered nothing until republished.");
+    for (const auto& [p, n] : s.pg_clock_steps) w.Sample("scangate_pg_clock_steps_total", Partition(p), n);
+  }
   if (!Any(s)) return;
   if (!s.peer_views.empty()) {
     w.Header("scangate_peer_covered", "gauge",
@@ -62,6 +68,14 @@ void WritePeerMetrics(PromWriter& w, const MetricsSnapshot& s) {
     for (const auto& [p, m] : s.publishers) w.Sample("scangate_watermark_lag_seconds", Partition(p), m.lag_seconds);
     w.Header("scangate_watermark_failures_total", "counter", "Watermark connections or updates that failed.");
     for (const auto& [p, m] : s.publishers) w.Sample("scangate_watermark_failures_total", Partition(p), m.failures);
+    w.Header("scangate_watermark_clock_epoch", "gauge",
+             "The database's clock epoch this instance's watermark is published under (-1: none yet); it grows when "
+             "PostgreSQL restarts, fails over or its clock steps.");
+    for (const auto& [p, m] : s.publishers) w.Sample("scangate_watermark_clock_epoch", Partition(p), static_cast<double>(m.clock_epoch));
+    w.Header("scangate_watermark_clock_steps_total", "counter",
+             "Steps of PostgreSQL's clock this instance saw (now() outside what its boot clock allowed since the last "
+             "reading): each opened a new clock epoch, and the peers' watermarks covered nothing until republished.");
+    for (const auto& [p, m] : s.publishers) w.Sample("scangate_watermark_clock_steps_total", Partition(p), m.clock_steps);
   }
   w.Single("scangate_peer_uncovered_total", "counter",
            "Keys that could not be decided new when they arrived because a peer's watermark did not cover them.",
@@ -92,7 +106,8 @@ void AddPeerStats(boost::json::object& o, const MetricsSnapshot& s) {
                                           {"pid", peer.pid},
                                           {"lag_seconds", peer.lag_seconds},
                                           {"heartbeat_age_seconds", peer.heartbeat_age_seconds},
-                                          {"uncommitted", peer.uncommitted}});
+                                          {"uncommitted", peer.uncommitted},
+                                          {"clock_epoch_current", peer.clock_current}});
     }
     dbs.push_back(boost::json::object{{"partition", p},
                                       {"covered", v.covered_for_seconds >= 0},
@@ -113,6 +128,8 @@ void AddPeerStats(boost::json::object& o, const MetricsSnapshot& s) {
                                        {"uncommitted", m.uncommitted},
                                        {"updates", m.updates},
                                        {"failures", m.failures},
+                                       {"clock_epoch", m.clock_epoch},
+                                       {"clock_steps", m.clock_steps},
                                        {"error", m.error}});
   }
   o["peers"] = boost::json::object{{"window_seconds", s.peer_window_seconds},

@@ -32,7 +32,7 @@ std::optional<PgClock::Bounds> PgClock::Load() const {
     // relaxed: bracketed by the two loads of seq_; a value of another write is detected by the second one.
     const bool valid = valid_.load(std::memory_order_relaxed);
     const Bounds b{at_ns_.load(std::memory_order_relaxed), lo_us_.load(std::memory_order_relaxed),
-                   hi_us_.load(std::memory_order_relaxed)};
+                   hi_us_.load(std::memory_order_relaxed), epoch_.load(std::memory_order_relaxed)};
     std::atomic_thread_fence(std::memory_order_acquire);  // the field loads above happen before the re-check
     if (seq_.load(std::memory_order_relaxed) != s1) continue;
     return valid ? std::optional<Bounds>(b) : std::nullopt;
@@ -49,21 +49,47 @@ void PgClock::Store(const std::optional<Bounds>& b) {
     at_ns_.store(b->at_ns, std::memory_order_relaxed);
     lo_us_.store(b->lo_us, std::memory_order_relaxed);
     hi_us_.store(b->hi_us, std::memory_order_relaxed);
+    epoch_.store(b->epoch, std::memory_order_relaxed);
   }
   seq_.store(s + 2, std::memory_order_release);  // release: the fields before the even count
 }
 
-void PgClock::Record(const PgClockReading& r) {
+std::optional<double> PgClock::Record(const PgClockReading& r) {
   // At `answered` the server's clock read at least server_us (read before it) and at most server_us plus the
   // round trip (read after `sent`).
-  Bounds next{Ns(r.answered), r.server_us, r.server_us + Drifted(Ns(r.answered) - Ns(r.sent), true)};
+  Bounds next{Ns(r.answered), r.server_us, r.server_us + Drifted(Ns(r.answered) - Ns(r.sent), true), r.epoch};
+  std::optional<double> step;
   const MutexLock lock(&write_mu_);
-  if (const std::optional<Bounds> held = Load()) {
-    const std::int64_t lo = std::max(next.lo_us, Lower(*held, next.at_ns));
-    const std::int64_t hi = std::min(next.hi_us, Upper(*held, next.at_ns));
-    if (lo <= hi) next = Bounds{next.at_ns, lo, hi};  // both true: the intersection; else the new reading alone
-  }
+  if (const std::optional<Bounds> held = Load(); held && held->epoch == r.epoch) {
+    const std::int64_t held_lo = Lower(*held, next.at_ns), held_hi = Upper(*held, next.at_ns);
+    const std::int64_t lo = std::max(next.lo_us, held_lo);
+    const std::int64_t hi = std::min(next.hi_us, held_hi);
+    if (lo <= hi) {
+      next = Bounds{next.at_ns, lo, hi, r.epoch};  // both true: the intersection
+    } else {
+      // They disagree: the new reading alone; a step when by more than the tolerance.
+      const std::int64_t tolerance = std::chrono::duration_cast<std::chrono::microseconds>(kStepTolerance).count();
+      if (next.lo_us > held_hi + tolerance || next.hi_us < held_lo - tolerance) {
+        step = (static_cast<double>(next.lo_us + next.hi_us) - static_cast<double>(held_lo + held_hi)) * 0.5e-6;
+        steps_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a counter
+      }
+    }
+  }  // else: no bounds, or another epoch's — never intersected with this one's
   Store(next);
+  return step;
+}
+
+void PgClock::Reepoch(std::int64_t from, std::int64_t epoch) {
+  const MutexLock lock(&write_mu_);
+  std::optional<Bounds> held = Load();
+  if (!held || held->epoch != from) return;
+  held->epoch = epoch;
+  Store(held);
+}
+
+std::int64_t PgClock::epoch() const {
+  const std::optional<Bounds> b = Load();
+  return b ? b->epoch : -1;
 }
 
 void PgClock::Forget() {

@@ -9,6 +9,11 @@
 // judged past the horizon with UpperUs(), at or after PostgreSQL's clock: never called a duplicate after
 // PostgreSQL would have taken its row over. Exact while the two clocks' rates differ by at most kRateError between
 // readings and PostgreSQL's clock does not step backwards (which breaks PostgreSQL's own horizon as much).
+// A step (issue 55) — a reading outside the bounds held by more than kStepTolerance — is reported by Record(): the
+// bounds are then the new reading's alone, and the caller opens a new clock epoch in the database (sql/016), which
+// makes every instance's watermark of the old clock cover nothing (storage/peers/watermark_publisher.h, THE CLOCK
+// EPOCH). Bounds carry the epoch they were established under; a reading of another epoch (the server restarted or
+// failed over, or another instance saw a step) replaces them: readings of two epochs are never intersected.
 // Use: one per database (partition), fed by a PgClockReader (pg_clock_reader.h); PgClocks picks a digest's.
 #pragma once
 
@@ -26,10 +31,12 @@
 
 namespace scangate::storage {
 
-// One round trip: the server's clock_timestamp() in µs since the epoch, read between `sent` and `answered`.
+// One round trip: the server's clock_timestamp() in µs since the epoch, read between `sent` and `answered`, under
+// the database's clock epoch `epoch` (sql/016; 0 = unknown: only ever compared with other readings' epochs).
 struct PgClockReading {
   std::int64_t server_us = 0;
   std::chrono::steady_clock::time_point sent, answered;
+  std::int64_t epoch = 0;
 };
 
 class PgClock {
@@ -38,10 +45,20 @@ class PgClock {
   // most NTP (and the kernel's frequency adjustment) slews a disciplined clock; free-running quartz is ~50 ppm.
   // At one reading a second it widens the bounds by 1 ms a second past the last reading (an outage's age).
   static constexpr double kRateError = 500e-6;
+  // How far a reading may fall outside the bounds held before it counts as a step: the bounds are exact but for
+  // the rates (kRateError, already in them), so this is only room for a virtualised host's clock-source jitter;
+  // 5 ms is far below any step that matters to a watermark window of seconds.
+  static constexpr std::chrono::milliseconds kStepTolerance{5};
 
   // Takes a reading: kept intersected with the bounds held (the tighter of both), or alone when the two disagree
-  // (the server's clock stepped, or another server answers now). Any thread.
-  void Record(const PgClockReading& r) ABSL_LOCKS_EXCLUDED(write_mu_);
+  // or the reading is of another epoch. Returns the step in seconds (the reading's middle minus the held bounds'
+  // there; negative: the server's clock went back) when it disagrees with bounds of its own epoch by more than
+  // kStepTolerance, counted in steps(). Any thread.
+  std::optional<double> Record(const PgClockReading& r) ABSL_LOCKS_EXCLUDED(write_mu_);
+  // The step the last Record() reported opened epoch `epoch` in the database: the bounds held (that reading's, of
+  // the new clock) carry it from now on. Ignored when the bounds are gone or of an epoch other than `from`. Any
+  // thread.
+  void Reepoch(std::int64_t from, std::int64_t epoch) ABSL_LOCKS_EXCLUDED(write_mu_);
   // Another server from now on (a moved partition): no bounds until its first reading. Any thread.
   void Forget() ABSL_LOCKS_EXCLUDED(write_mu_);
 
@@ -56,11 +73,14 @@ class PgClock {
     double seconds, uncertainty;
   };
   std::optional<Offset> OffsetNow() const;
+  // The epoch of the bounds held (-1 without bounds), and the steps Record() reported so far. Any thread.
+  std::int64_t epoch() const;
+  std::uint64_t steps() const { return steps_.load(std::memory_order_relaxed); }  // relaxed: a counter
 
  private:
-  // The bounds held: at steady time `at_ns_`, the server's clock read within [lo_us_, hi_us_].
+  // The bounds held: at steady time `at_ns_`, the server's clock read within [lo_us_, hi_us_], under `epoch`.
   struct Bounds {
-    std::int64_t at_ns, lo_us, hi_us;
+    std::int64_t at_ns, lo_us, hi_us, epoch;
   };
   std::optional<Bounds> Load() const;
   void Store(const std::optional<Bounds>& b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
@@ -72,7 +92,8 @@ class PgClock {
   // loads of seq_ (acquire), so a torn read is retried, never used.
   std::atomic<std::uint64_t> seq_{0};
   std::atomic<bool> valid_{false};
-  std::atomic<std::int64_t> at_ns_{0}, lo_us_{0}, hi_us_{0};
+  std::atomic<std::int64_t> at_ns_{0}, lo_us_{0}, hi_us_{0}, epoch_{0};
+  std::atomic<std::uint64_t> steps_{0};
 };
 
 // One PgClock per partition; Of(d) is the one whose server holds d's row (storage/partitions/partition_map.h).

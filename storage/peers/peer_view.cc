@@ -20,6 +20,11 @@ std::int64_t IntOf(const json::object& o, std::string_view key) {
   return 0;
 }
 
+bool BoolOf(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return v != nullptr && v->is_bool() && v->as_bool();
+}
+
 std::string StringOf(const json::object& o, std::string_view key) {
   const json::value* v = o.if_contains(key);
   return v != nullptr && v->is_string() ? std::string(v->as_string()) : std::string();
@@ -40,6 +45,7 @@ std::vector<PeerInfo> Parse(std::string_view text) {
     p.uncommitted = static_cast<std::uint64_t>(std::max<std::int64_t>(0, IntOf(o, "uncommitted")));
     p.host = StringOf(o, "host");
     p.pid = IntOf(o, "pid");
+    p.clock_current = BoolOf(o, "clock");  // absent: not known to be current — covers nothing
     peers.push_back(std::move(p));
   }
   return peers;
@@ -85,10 +91,12 @@ void PeerView::Apply(std::string_view rows_json, std::int64_t sent_ns) {
   }
   std::vector<PeerInfo> peers;
   std::int64_t worst_lag_ns = 0;
+  bool epoch_stale = false;  // a running peer's covered_until is of another clock epoch: it covers nothing (6.)
   for (PeerInfo& p : all) {
     if (p.id == self && p.incarnation == self_incarnation) continue;  // another incarnation is a peer (issue 55)
     if (p.state == "running") {
       worst_lag_ns = std::max(worst_lag_ns, static_cast<std::int64_t>(p.lag_seconds * 1e9));
+      epoch_stale = epoch_stale || !p.clock_current;
     }
     peers.push_back(std::move(p));
   }
@@ -101,7 +109,8 @@ void PeerView::Apply(std::string_view rows_json, std::int64_t sent_ns) {
   }
   // release: the follower applied this snapshot's keys to the filter before calling Apply; a Covered() that
   // reads this value (acquire) and then probes the filter sees them (the argument, 3.).
-  deadline_ns_.store(sent_ns + window_ns_ - worst_lag_ns, std::memory_order_release);
+  // 1, not 0: sampled, covering no request (a boot time is never 1 ns).
+  deadline_ns_.store(epoch_stale ? 1 : sent_ns + window_ns_ - worst_lag_ns, std::memory_order_release);
 }
 
 void PeerView::NoteTransitions(const std::vector<PeerInfo>& peers) {
@@ -110,7 +119,7 @@ void PeerView::NoteTransitions(const std::vector<PeerInfo>& peers) {
     const bool lagging = p.state == "running" && static_cast<std::int64_t>(p.lag_seconds * 1e9) > window_ns_;
     boost::json::object f{{"instance", p.id}, {"host", p.host}, {"state", p.state},
                           {"lag_seconds", p.lag_seconds}, {"heartbeat_age_seconds", p.heartbeat_age_seconds},
-                          {"uncommitted", p.uncommitted}};
+                          {"uncommitted", p.uncommitted}, {"clock_epoch_current", p.clock_current}};
     if (!label_.empty()) f["partition"] = label_;
     if (s.state != p.state) {
       if (p.state == "retired" && s.state == "running") {
@@ -125,8 +134,16 @@ void PeerView::NoteTransitions(const std::vector<PeerInfo>& peers) {
     }
     if (lagging != s.lagging) {
       f["lagging"] = lagging;
-      log_->Write(lagging ? LogSeverity::kWarn : LogSeverity::kInfo, "peer", std::move(f));
+      log_->Write(lagging ? LogSeverity::kWarn : LogSeverity::kInfo, "peer", f);
       s.lagging = lagging;
+    }
+    const bool current = p.state != "running" || p.clock_current;
+    if (current != s.clock_current) {
+      // Its covered_until is of another clock epoch (PostgreSQL's clock stepped, or the server restarted): new keys
+      // wait for it to publish again under the current one.
+      if (!current) f["note"] = "its watermark was computed under another clock epoch: not trusted until it republishes";
+      log_->Write(current ? LogSeverity::kInfo : LogSeverity::kWarn, "peer", std::move(f));
+      s.clock_current = current;
     }
   }
   // A peer no longer listed left more than a minute ago: forget it.
@@ -142,7 +159,14 @@ std::string PeerView::Lagging(std::int64_t now_ns) const {
   if (samples_ == 0) return "peers not read yet";
   std::string out;
   for (const PeerInfo& p : peers_) {
-    if (p.state != "running" || static_cast<std::int64_t>(p.lag_seconds * 1e9) <= window_ns_ / 2) continue;
+    if (p.state != "running") continue;
+    if (!p.clock_current) {
+      if (!out.empty()) out += "; ";
+      out += "instance " + Describe(p) + " has not published under PostgreSQL's current clock epoch yet (the clock "
+             "stepped or the server restarted)";
+      continue;
+    }
+    if (static_cast<std::int64_t>(p.lag_seconds * 1e9) <= window_ns_ / 2) continue;
     if (!out.empty()) out += "; ";
     out += "instance " + Describe(p) + " " + std::to_string(p.lag_seconds) + " s behind, " +
            std::to_string(p.uncommitted) + " keys uncommitted, heartbeat " + std::to_string(p.heartbeat_age_seconds) +
@@ -162,7 +186,9 @@ PeerViewStats PeerView::Stats(std::int64_t now_ns) const {
   s.retired_seen = retired_seen_;
   s.peers = peers_;
   for (const PeerInfo& p : peers_) {
-    if (p.state == "running" && static_cast<std::int64_t>(p.lag_seconds * 1e9) > window_ns_) ++s.lagging;
+    if (p.state == "running" && (!p.clock_current || static_cast<std::int64_t>(p.lag_seconds * 1e9) > window_ns_)) {
+      ++s.lagging;
+    }
   }
   return s;
 }

@@ -36,8 +36,14 @@
 //     service_peers.cc). A peer that died keeps its row `running` with its last covered_until: the others wait
 //     until it restarts (recovers and replays its journal, publishes again) or an operator retires it (sql/011
 //     scangate_retire_instance: an explicit, logged loss window). A clean stop drains first, then marks it stopped.
-// Assumptions: PostgreSQL's clock runs at the boot clocks' rate (NTP slews it; a step back of the server's clock by
-// D shortens the protection by D); the boot clock counts suspensions (CLOCK_BOOTTIME).
+//  6. Both times of lag (covered_until, the reader's now()) must be read off one continuous clock. A step of
+//     PostgreSQL's clock (a restart or failover onto a host whose clock differs, an NTP step) opens a new clock
+//     epoch (sql/016; the publisher's side: watermark_publisher.h, THE CLOCK EPOCH): a row carries the epoch its
+//     covered_until was computed under, and the statement that reads it says whether that is the current one
+//     ("clock"). A running peer whose row is of another epoch covers nothing — as a peer lagging without bound —
+//     until it publishes again under the current one (a beat or two after it reconnects).
+// Assumptions: PostgreSQL's clock runs at the boot clocks' rate between steps (NTP slews it; a step of more than a
+// few ms is detected, 6.); the boot clock counts suspensions (CLOCK_BOOTTIME).
 // Threading: Apply() on one thread (the sampler's); Covered() lock-free from any thread; Stats() any thread.
 #pragma once
 
@@ -67,6 +73,9 @@ struct PeerInfo {
   std::uint64_t uncommitted = 0;  // keys it answered new and not yet committed, at its last heartbeat
   std::string host;
   std::int64_t pid = 0;
+  // Its covered_until was computed under the database's current clock epoch (sql/016): false after PostgreSQL's
+  // clock stepped or the server restarted, until the peer publishes again — a running peer then covers nothing.
+  bool clock_current = false;
 };
 
 struct PeerViewStats {
@@ -74,7 +83,7 @@ struct PeerViewStats {
   double sample_age_seconds = -1;  // since the last sample's statement was sent; -1 = never
   double covered_for_seconds = 0;  // how much longer a request arriving now is covered (negative: not covered)
   std::uint64_t samples = 0;
-  std::uint64_t lagging = 0;       // running peers whose lag exceeds the window now
+  std::uint64_t lagging = 0;       // running peers whose lag exceeds the window now, or of another clock epoch
   std::uint64_t retired_seen = 0;  // running peers seen retired by an operator (scangate --retire-instance)
   std::vector<PeerInfo> peers;     // the other instances' rows of the last sample
 };
@@ -121,6 +130,7 @@ class PeerView {
   struct Seen {
     std::string state;
     bool lagging = false;
+    bool clock_current = true;
   };
   std::map<std::string, Seen> seen_;
   mutable Mutex mu_;

@@ -14,9 +14,12 @@
 //  L1. Every statement of the holder requires the row's incarnation to be its own (kBeatSql, kStopSql): once the
 //      row names another process, the holder can neither advance covered_until nor mark the row stopped.
 //  L2. A claimant writes its incarnation only when the row is absent, not running, already its own, or running
-//      under another incarnation whose heartbeat is at least kLease old by PostgreSQL's clock (now() - heartbeat_at,
-//      one clock) AND unchanged since the claimant read it (one conditional statement: the holder's beat and the
-//      claim serialise on the row; exactly one wins). A heartbeat that moves while the claimant watches is a live
+//      under another incarnation whose heartbeat is at least kLease old — by PostgreSQL's clock (now() -
+//      heartbeat_at, one clock), or unchanged for kLease of the claimant's boot clock since it first read it (a
+//      clock stepped back dates a dead holder's heartbeat in its future: THE CLOCK EPOCH) — AND unchanged since the
+//      claimant read it (one conditional statement: the holder's beat and the claim serialise on the row; exactly
+//      one wins). The boot-clock form is as safe: the holder's last statement was sent before the claimant's first
+//      read, so by L3 it stopped kLease - kSelfFence before the claim. A heartbeat that moves while the claimant watches is a live
 //      holder: the claimant is refused (at start: exit 2 and an `instance_lease` event saying what to do). A
 //      legitimate restart after kill -9 finds its predecessor's heartbeat at most kLease old and so waits at most
 //      kLease (logged, `instance_lease` state "waiting" then "taken_over" with the seconds waited).
@@ -40,7 +43,30 @@
 //      it claims, and a claimant takes a running row over only when its folder ran under the row's holder. (A
 //      copy taken after that start cannot be told from the folder itself: the case above.)
 //  Two processes on one journal folder on one host never get this far: the journal's flock refuses the second.
+//
+// THE CLOCK EPOCH (issue 55, sql/016) — covered_until is a time of PostgreSQL's clock, judged by the readers against
+// their own statement's now() (peer_view.h, 6.): both must come from one continuous clock. A step back of s seconds
+// (a restart or failover onto a host whose clock is behind, an NTP step) would otherwise keep a covered_until that
+// is s seconds in the new clock's future — GREATEST keeps it — and every reader would trust a minute of keys
+// nobody committed. So:
+//  E1. Every covered_until is computed from this connection's last clock sample (a statement's now(), answered at
+//      boot time r) and written with the epoch that sample was taken under. The writing statement itself checks
+//      the sample still holds: its epoch is the database's current one (scangate_clock_epoch(), which opens a new
+//      epoch first when the server restarted) and its now() is not below what the sample allows at the sending
+//      (t + (sent - r) - kStepTolerance - kRateError·(sent - r)). Otherwise it writes covered_until = 'epoch' (covers
+//      nothing) — never the value computed from the stale sample.
+//  E2. A row's value of an older epoch is replaced, not kept by GREATEST; within one epoch it only grows.
+//  E3. A step seen by a statement (now() below that bound, or above the sample's upper bound by more than
+//      kStepTolerance) opens the next epoch (scangate_clock_step) before anything else is published, so every other
+//      row — a peer cut off while the clock stepped, whose stale value looks recent in the new clock — stops
+//      covering until its publisher writes under the new epoch. The sample taken by the detecting statement is of
+//      the new regime: it is kept, under the epoch the step opened. Logged (`pg_clock` state "stepped") and counted.
+//  What it cannot see: a step while no instance has a statement in flight across it AND the server keeps running
+//  — the first statement after it (any instance's beat, every 50 ms, or clock reading) is the detector, and a row
+//  read before that detection is judged by the reader's own check (peer_sql.h: covered_until past its now()).
 // Use: one per partition; Start() after the journal was opened; Stop(true) after the store was shut down.
+// Files: the thread, the beats and the clock epoch in watermark_publisher.cc; the claim of the row (THE LEASE) in
+// watermark_lease.cc; the connection with its clock sample they share in watermark_session.h.
 #pragma once
 
 #include <atomic>
@@ -68,6 +94,12 @@ namespace scangate::storage {
 inline constexpr std::chrono::milliseconds kLease{2000};
 inline constexpr std::chrono::milliseconds kSelfFence{1000};
 static_assert(kSelfFence < kLease, "the holder must stop before a claimant may take the row");
+// THE CLOCK EPOCH (E1, E3): how far PostgreSQL's now() may fall outside what the boot clock allows since the last
+// sample before it counts as a step. now() is read inside the round trip, so the bounds are exact but for the
+// clocks' rates (kRateError on the elapsed time, added separately); 5 ms leaves room for a virtualised host's
+// clock-source jitter and is far below any step that matters (a step shorter than the window W shortens nothing a
+// reader waits for by more than itself).
+inline constexpr std::chrono::milliseconds kStepTolerance{5};
 
 struct WatermarkPublisherOptions {
   std::string conninfo;     // the database's (partition's) connection string, with the caller's timeouts
@@ -84,6 +116,10 @@ struct WatermarkPublisherOptions {
   std::chrono::milliseconds reconnect_delay{500};
   // The journal's figures for this partition (JournalDrain::UncommittedOf); called on the publisher's thread.
   std::function<Journal::Uncommitted()> uncommitted;
+  // A step of this database's clock seen by the publisher (THE CLOCK EPOCH, E3), on its thread: the caller drops
+  // its bounds of that clock (PgClock::Forget) so that no first_seen or horizon is judged by the old clock until
+  // its clock reader's next reading (within a second) — the publisher sees a step within a beat. May be empty.
+  std::function<void()> on_clock_step;
   std::shared_ptr<LogSink> log;  // empty: StderrLogSink()
 };
 
@@ -97,6 +133,8 @@ struct WatermarkPublisherStats {
   std::uint64_t uncommitted = 0;  // the last figure published
   std::string error;           // the last failure ("" while updating)
   std::string lease = "claiming";  // claiming | waiting | held | refused | fenced (the header's L2, L3)
+  std::int64_t clock_epoch = -1;   // the database's clock epoch of the last sample (THE CLOCK EPOCH); -1 = none yet
+  std::uint64_t clock_steps = 0;   // steps of PostgreSQL's clock this publisher saw (E3)
 };
 
 class WatermarkPublisher {
@@ -146,6 +184,15 @@ class WatermarkPublisher {
   enum class Lost { kNo, kRefused, kFenced };
   void Lose(Lost how, const std::string& why);
   void Final(Session& s);  // Stop(clean)'s last update
+  // Runs `sql` (its answer: now() in µs, a figure, the clock epoch) and takes its now() as the session's clock sample
+  // after CheckStep; the figure (0 when NULL), or nullopt when it returned no row (the sample unchanged).
+  std::optional<std::int64_t> Timed(Session& s, const char* sql, const std::vector<std::optional<std::string>>& params,
+                                    const char* what);
+  // E3: `now_us` (a statement's now(), sent at `sent_ns`, answered at `answered_ns`) against the sample held before
+  // it; on a step, opens the next epoch, logs and counts it, and returns true. The session's sample is then the
+  // statement's, under the new epoch.
+  bool CheckStep(Session& s, std::int64_t now_us, std::int64_t sent_ns, std::int64_t answered_ns,
+                 std::int64_t epoch);
   void Fail(const std::string& what);
 
   WatermarkPublisherOptions options_;
@@ -162,6 +209,8 @@ class WatermarkPublisher {
   std::atomic<std::int64_t> last_update_ns_{0};  // BootClock ns of the last successful update; 0 = never
   std::atomic<std::int64_t> lag_us_{-1};
   std::atomic<std::uint64_t> updates_{0}, failures_{0}, uncommitted_{0};
+  std::atomic<std::int64_t> clock_epoch_{-1};
+  std::atomic<std::uint64_t> clock_steps_{0};
   mutable Mutex mu_;
   std::string conninfo_ ABSL_GUARDED_BY(mu_);
   std::string error_ ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,7 @@
 // Tests storage/clock/pg_clock.h: the bounds of a server's clock from round trips, against a simulated server
 // clock — the bounds always contain it (at the reading, later, and across readings), a tighter reading narrows
-// them, a reading that contradicts them (a step of the server's clock) replaces them, Forget() empties them, and
+// them, a reading that contradicts them (a step of the server's clock) replaces them and is reported as a step
+// beyond the tolerance, bounds carry their clock epoch and are never mixed with another's, Forget() empties them, and
 // the rate allowance grows with the age of the reading, and readers on other threads never see a torn or wrong
 // pair of bounds while readings are recorded (also run under ThreadSanitizer: scripts/test.sh). Pure: no PostgreSQL.
 #include "storage/clock/pg_clock.h"
@@ -89,6 +90,54 @@ TEST(PgClock, AReadingThatContradictsTheBoundsReplacesThem) {
   EXPECT_LE(*c.LowerUs(t + 200us), stepped.server_us);
   EXPECT_GE(*c.UpperUs(t + 200us), stepped.server_us);
   EXPECT_LT(*c.UpperUs(t + 200us), Server(t) - 4'000'000);
+}
+
+// Issue 55: a reading outside the bounds of its own epoch by more than kStepTolerance is a step, reported with its
+// size and sign and counted; one within the tolerance (jitter) or within the bounds is not; the bounds are then the
+// new clock's alone.
+TEST(PgClock, AStepIsReportedAndCounted) {
+  for (const std::int64_t step_us : {-60'000'000LL, 60'000'000LL, -20'000LL}) {
+    SCOPED_TRACE(step_us);
+    PgClock c;
+    EXPECT_FALSE(c.Record(Read(kT0, 100us, 200us)));
+    const auto t = kT0 + 1s;
+    EXPECT_FALSE(c.Record(Read(t, 100us, 200us))) << "a reading inside the bounds is no step";
+    const auto t2 = t + 1s;
+    const std::optional<double> step = c.Record({Server(t2 + 100us) + step_us, t2, t2 + 200us});
+    ASSERT_TRUE(step);
+    EXPECT_NEAR(*step, static_cast<double>(step_us) * 1e-6, 0.002);
+    EXPECT_EQ(c.steps(), 1u);
+    EXPECT_LE(*c.LowerUs(t2 + 200us), Server(t2 + 100us) + step_us);
+    EXPECT_GE(*c.UpperUs(t2 + 200us), Server(t2 + 100us) + step_us);
+  }
+  PgClock c;
+  c.Record(Read(kT0, 100us, 200us));
+  const auto t = kT0 + 1s;
+  // 3 ms outside (a reading a little off the held bounds, say a clock source's jitter): replaced, not a step.
+  EXPECT_FALSE(c.Record({Server(t + 100us) - 3'000 - 600, t, t + 200us}));
+  EXPECT_EQ(c.steps(), 0u);
+}
+
+// Bounds carry the epoch they were established under: a reading of another epoch (the server restarted or failed
+// over, another instance saw a step) replaces them without being intersected with them, and is no step; Reepoch()
+// moves the bounds of a step's reading to the epoch the step opened, and only those.
+TEST(PgClock, BoundsCarryTheirEpoch) {
+  PgClock c;
+  EXPECT_EQ(c.epoch(), -1);
+  c.Record({Server(kT0 + 100us), kT0, kT0 + 200us, 3});
+  EXPECT_EQ(c.epoch(), 3);
+  const auto t = kT0 + 1s;
+  // 60 s back under the next epoch: the new clock, no step (another party already saw it and opened epoch 4).
+  EXPECT_FALSE(c.Record({Server(t + 100us) - 60'000'000, t, t + 200us, 4}));
+  EXPECT_EQ(c.epoch(), 4);
+  EXPECT_EQ(c.steps(), 0u);
+  EXPECT_LT(*c.UpperUs(t + 200us), Server(t) - 59'000'000) << "bounds of two epochs were mixed";
+  c.Reepoch(3, 9);
+  EXPECT_EQ(c.epoch(), 4) << "Reepoch from an epoch the bounds are not of";
+  c.Reepoch(4, 5);
+  EXPECT_EQ(c.epoch(), 5);
+  c.Forget();
+  EXPECT_EQ(c.epoch(), -1);
 }
 
 TEST(PgClock, ClocksPickTheDigestsPartition) {

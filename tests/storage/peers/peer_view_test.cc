@@ -1,7 +1,8 @@
 // Unit tests of storage/peers/peer_view.h, the reader's side of the peers' argument, on hand-built samples (no
 // PostgreSQL): a request is covered iff it arrived no later than sent + W - (the worst running peer's lag); this
 // instance's own row, stopped and retired rows do not count; nothing is covered before the first sample, nor (for a
-// journal owner) before its own id is known; a malformed sample covers nothing new; a retirement is counted.
+// journal owner) before its own id is known; a malformed sample covers nothing new; a retirement is counted; a
+// running peer of another clock epoch covers nothing.
 #include "storage/peers/peer_view.h"
 
 #include <gtest/gtest.h>
@@ -17,10 +18,12 @@ const std::string kSelf = "00000000-0000-4000-8000-000000000001";
 const std::string kPeer = "00000000-0000-4000-8000-000000000002";
 const std::string kIncarnation = "00000000-0000-4000-8000-0000000000a1";  // this process's (issue 55)
 
+// `clock`: the row's covered_until is of the database's current clock epoch (sql/016); nullptr: the field absent.
 std::string Row(const std::string& id, const std::string& state, std::int64_t lag_ms,
-                const std::string& incarnation = kIncarnation) {
+                const std::string& incarnation = kIncarnation, const char* clock = "true") {
   return R"({"id":")" + id + R"(","state":")" + state + R"(","lag_us":)" + std::to_string(lag_ms * 1000) +
-         R"(,"age_us":10000,"uncommitted":3,"host":"h","pid":7,"incarnation":")" + incarnation + R"("})";
+         R"(,"age_us":10000,"uncommitted":3,"host":"h","pid":7,"incarnation":")" + incarnation + R"(")" +
+         (clock == nullptr ? std::string() : std::string(R"(,"clock":)") + clock) + "}";
 }
 
 struct Silent final : LogSink {
@@ -89,6 +92,29 @@ TEST(PeerView, ItsIdUnderAnotherIncarnationIsAPeer) {
   EXPECT_EQ(v.Stats(sent).peers.size(), 1u);
   v.Apply("[" + Row(kSelf, "running", 2500) + "]", sent);
   EXPECT_TRUE(v.Covered(sent)) << "its own row (id and incarnation) is not a peer";
+}
+
+// Issue 55: a running peer whose covered_until is of another clock epoch (PostgreSQL's clock stepped, or the server
+// restarted, since it was written) covers nothing — even with a lag that looks small or negative (a step back makes
+// a stale value look recent) — until it publishes under the current epoch; a row without the field is not trusted
+// either. Stopped and retired rows of another epoch do not matter.
+TEST(PeerView, APeerOfAnotherClockEpochCoversNothing) {
+  PeerView v = View(true);
+  const std::int64_t sent = 5'000 * kMs;
+  v.SetSelf(kSelf, kIncarnation);
+  v.Apply("[" + Row(kPeer, "running", -60'000, kIncarnation, "false") + "]", sent);
+  EXPECT_TRUE(v.sampled());
+  EXPECT_FALSE(v.Covered(1'000 * kMs)) << "a stale epoch's watermark covered a request";
+  EXPECT_EQ(v.Stats(sent).lagging, 1u);
+  EXPECT_NE(v.Lagging(sent).find("clock epoch"), std::string::npos) << v.Lagging(sent);
+  v.Apply("[" + Row(kPeer, "running", 100, kIncarnation, nullptr) + "]", sent + 50 * kMs);
+  EXPECT_FALSE(v.Covered(sent)) << "a row that does not say its epoch is current was trusted";
+  v.Apply("[" + Row(kPeer, "running", 100) + "]", sent + 100 * kMs);
+  EXPECT_TRUE(v.Covered(sent + 100 * kMs)) << "republished under the current epoch: covered again";
+  v.Apply("[" + Row(kPeer, "stopped", -60'000, kIncarnation, "false") + "," +
+              Row(kSelf, "running", 100, kIncarnation, "false") + "]",
+          sent + 200 * kMs);
+  EXPECT_TRUE(v.Covered(sent + 200 * kMs)) << "a stopped peer's, or its own, epoch held coverage";
 }
 
 // A malformed sample changes nothing: the last good one's coverage lapses by itself.

@@ -1,0 +1,2 @@
+-- bench/clock_step/statements.sh: as on main before the clock epoch — old_read.
+SELECT (SELECT coalesce(json_agg(json_build_object('id', instance_id, 'state', state, 'lag_us', (extract(epoch FROM now() - covered_until) * 1000000)::int8, 'age_us', (extract(epoch FROM now() - heartbeat_at) * 1000000)::int8, 'uncommitted', uncommitted, 'host', host, 'pid', pid, 'incarnation', incarnation)), '[]')::text FROM scangate_instances WHERE partition = 0 AND (state = 'running' OR heartbeat_at > now() - interval '1 minute' OR retired_at > now() - interval '1 minute'));
