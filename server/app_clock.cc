@@ -34,7 +34,7 @@ void App::StartClocks() {
 void App::FillClockStats(MetricsSnapshot& s) const {
   if (clocks_ == nullptr) return;
   for (std::size_t p = 0; p < clocks_->size(); ++p) {
-    s.pg_clock_steps.emplace_back(config_.partitioned() ? "p" + std::to_string(p) : "", clocks_->at(p).steps());
+    s.pg_clock_steps.emplace_back(config_.partitioned() ? storage::PartitionLabel(p) : "", clocks_->at(p).steps());
   }
 }
 
