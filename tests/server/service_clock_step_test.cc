@@ -19,11 +19,14 @@
 // Each case also reports how long B held a fresh key after PostgreSQL was back with the stall released (the cost
 // of a step, for bench/RESULTS.md).
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,13 +52,32 @@ std::string ShellQuote(const std::string& s) {
   return out + "'";
 }
 
+// The preload, copied where PostgreSQL can read it: its postmaster runs as user postgres when the test runs as root,
+// and the build folder of a private (mode 700) clone is not readable to it (ld.so then ignores the preload and the
+// clock never steps). Copied once per run into a folder of its own under /tmp, mode 755/644; checked readable as
+// postgres, failing at once with the file's name otherwise (issue 53: a program run as another user reads copies).
+const std::string& PreloadForPostgres() {
+  static const std::string path = [] {
+    const std::string dir = TempDir("clock-shift-lib");
+    ::chmod(dir.c_str(), 0755);
+    const std::string to = dir + "/libscangate_clock_shift.so";
+    std::filesystem::copy_file(SCANGATE_CLOCK_SHIFT_LIBRARY, to, std::filesystem::copy_options::overwrite_existing);
+    ::chmod(to.c_str(), 0644);
+    if (::geteuid() == 0 && std::system(("runuser -u postgres -- test -r " + ShellQuote(to)).c_str()) != 0) {
+      throw std::runtime_error("user postgres cannot read the clock-shift preload " + to);
+    }
+    return to;
+  }();
+  return path;
+}
+
 // scripts/pg.sh start of the fixture's cluster, its postmaster's wall clock shifted by `shift_s` seconds (0: none),
 // and by the seconds `shift_file` holds while it runs ("": none; tests/clock_shift re-reads it every 5 ms).
 int StartCluster(std::int64_t shift_s, const std::string& shift_file = "") {
   const TestEnv& env = Env();
   std::string cmd;
   if (shift_s != 0 || !shift_file.empty()) {
-    cmd = std::string("LD_PRELOAD=") + ShellQuote(SCANGATE_CLOCK_SHIFT_LIBRARY) +
+    cmd = std::string("LD_PRELOAD=") + ShellQuote(PreloadForPostgres()) +
           " SCANGATE_CLOCK_SHIFT_SECONDS=" + std::to_string(shift_s) + " ";
     if (!shift_file.empty()) cmd += "SCANGATE_CLOCK_SHIFT_FILE=" + ShellQuote(shift_file) + " ";
   }
