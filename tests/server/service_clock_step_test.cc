@@ -86,6 +86,12 @@ int StartCluster(std::int64_t shift_s, const std::string& shift_file = "") {
   return std::system(cmd.c_str());
 }
 
+// A and B of every case: --ack=filter instances on one database, each on its own journal.
+std::vector<std::string> InstanceFlags(const std::string& journal_dir) {
+  return {"--ack=filter", "--capacity=1000000", "--follow=poll", "--follow-max-lag=200ms", "--peer-wait=300ms",
+          "--journal-dir=" + journal_dir};
+}
+
 void Sql(const std::string& sql) {
   pqxx::connection c(Env().pg_url);
   pqxx::nontransaction tx(c);
@@ -180,12 +186,7 @@ class ServiceClockStep : public ::testing::Test {
   // killed before the step (its row stays as the old clock left it).
   void Run(std::int64_t shift_s, bool kill_a) {
     const std::string dir = TempDir("clock-step");
-    const std::vector<std::string> common = {"--ack=filter", "--capacity=1000000", "--follow=poll",
-                                             "--follow-max-lag=200ms", "--peer-wait=300ms"};
-    std::vector<std::string> fa = common, fb = common;
-    fa.push_back("--journal-dir=" + dir + "/a");
-    fb.push_back("--journal-dir=" + dir + "/b");
-    ScangateProcess a(fa), b(fb);
+    ScangateProcess a(InstanceFlags(dir + "/a")), b(InstanceFlags(dir + "/b"));
     ASSERT_TRUE(a.Start());
     ASSERT_TRUE(b.Start());
     {
@@ -290,12 +291,7 @@ TEST_F(ServiceClockStep, StepBackWhilePostgreSQLRuns) {
   ASSERT_EQ(PgClusterStop(), 0);
   ASSERT_EQ(StartCluster(0, file), 0);
   ASSERT_LT(std::abs(ServerOffsetSeconds()), 5);
-  const std::vector<std::string> common = {"--ack=filter", "--capacity=1000000", "--follow=poll",
-                                           "--follow-max-lag=200ms", "--peer-wait=300ms"};
-  std::vector<std::string> fa = common, fb = common;
-  fa.push_back("--journal-dir=" + dir + "/a");
-  fb.push_back("--journal-dir=" + dir + "/b");
-  ScangateProcess a(fa), b(fb);
+  ScangateProcess a(InstanceFlags(dir + "/a")), b(InstanceFlags(dir + "/b"));
   ASSERT_TRUE(a.Start());
   ASSERT_TRUE(b.Start());
   HttpClient ca(a.port()), cb(b.port());
