@@ -12,7 +12,10 @@
 #   deploy/cluster.sh standby                 name of the current standby
 #   deploy/cluster.sh kill-host NODE          kill -9 NODE's Patroni, postmaster and backends together
 #   deploy/cluster.sh kill-postmaster NODE    kill -9 NODE's postmaster only (Patroni restarts it)
-#   deploy/cluster.sh node-start NODE         start NODE's Patroni again (rejoins, pg_rewind if needed)
+#   deploy/cluster.sh node-start NODE [--clock-shift SECONDS]
+#                                             start NODE's Patroni again (rejoins, pg_rewind if needed); with
+#                                             --clock-shift its PostgreSQL's wall clock is SECONDS off (tests only)
+#   deploy/cluster.sh clock-offset NODE       NODE's PostgreSQL now() minus this machine's clock, in seconds
 #   deploy/cluster.sh switchover              patronictl switchover to the standby
 #   deploy/cluster.sh wait-sync [SECONDS]     until one leader and one synchronous standby streaming
 #   deploy/cluster.sh haproxy-start           HAProxy with SG_COMMIT_i / SG_FILTER_i from the environment
@@ -20,7 +23,8 @@
 #
 # Environment: HA_DIR (default /tmp/scangate-ha), HA_PORT_BASE (default 25400: etcd +0/+1, PostgreSQL
 # +2/+3, Patroni REST +4/+5, HAProxy commit/filter/stats +6/+7/+8, scangate instances +10..),
-# SCANGATE_BIN (default build/release/server/scangate). PostgreSQL and Patroni run as user postgres.
+# SCANGATE_BIN (default build/release/server/scangate), HA_CLOCK_SHIFT_LIB (node-start --clock-shift's preload:
+# default build/release/tests/clock_shift/libscangate_clock_shift.so). PostgreSQL and Patroni run as user postgres.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -82,17 +86,56 @@ patroni_env() {  # NODE -> env assignments for Patroni / patronictl
     "PATRONI_ETCD3_HOSTS=127.0.0.1:$ETCD_PORT" "HOME=$HA_DIR/$n"
 }
 
+# shifted_bin_dir NODE SECONDS: a bin_dir for NODE's Patroni whose `postgres` runs the real one with its wall clock
+# SECONDS off (tests/clock_shift preloaded: a host whose clock is wrong; the monotonic clock is untouched); every
+# other program is the real one (pg_ctl, pg_rewind and initdb find the real postgres beside their real path).
+# Prints the folder.
+shifted_bin_dir() {
+  local n=$1 shift_s=$2 lib=${HA_CLOCK_SHIFT_LIB:-$root/build/release/tests/clock_shift/libscangate_clock_shift.so}
+  [[ $shift_s =~ ^[+-]?[0-9]+$ ]] || die "--clock-shift: seconds, as -30 or +30 (got '$shift_s')"
+  [[ -r $lib ]] || die "no clock-shift library at $lib (build the target scangate_clock_shift, or set HA_CLOCK_SHIFT_LIB)"
+  local bin=$HA_DIR/$n/bin-shifted
+  rm -rf "$bin" && mkdir -p "$bin" "$HA_DIR/lib" && chmod 755 "$HA_DIR/lib"
+  readable_copy postgres "$lib" "$HA_DIR/lib/libscangate_clock_shift.so"
+  local f
+  for f in "$PGBIN"/*; do ln -s "$f" "$bin/$(basename "$f")"; done
+  rm "$bin/postgres"
+  printf '#!/bin/sh\n# deploy/cluster.sh node-start %s --clock-shift %s\nLD_PRELOAD=%s SCANGATE_CLOCK_SHIFT_SECONDS=%s exec %s "$@"\n' \
+    "$n" "$shift_s" "$HA_DIR/lib/libscangate_clock_shift.so" "$shift_s" "$PGBIN/postgres" >"$bin/postgres"
+  chmod 755 "$bin/postgres"
+  chmod 755 "$bin"
+  echo "$bin"
+}
+
 node_start() {
-  local n=$1
+  local n=$1 shift_s=
+  shift
   [[ -n ${PG_PORT[$n]:-} ]] || die "unknown node $n (node1 or node2)"
+  while (($#)); do
+    case $1 in
+      --clock-shift) shift_s=${2:?--clock-shift SECONDS}; shift 2 ;;
+      *) die "node-start: unknown option $1" ;;
+    esac
+  done
   mkdir -p "$HA_DIR/$n"
   chown postgres: "$HA_DIR/$n"
   readable_copy postgres "$here/patroni-$n.yml" "$HA_DIR/$n/patroni.yml"
+  local bin=$PGBIN
+  [[ -z $shift_s ]] || bin=$(shifted_bin_dir "$n" "$shift_s")
   # In its node folder (env -C): Patroni's worker processes chdir to the starting folder, which in a private
   # clone user postgres cannot enter (PermissionError in multiprocessing's spawn, and no leader ever).
   # shellcheck disable=SC2046
-  spawn "patroni-$n" env -C "$HA_DIR/$n" $(patroni_env "$n") setpriv --reuid=postgres --regid=postgres \
-    --init-groups -- patroni "$HA_DIR/$n/patroni.yml"
+  spawn "patroni-$n" env -C "$HA_DIR/$n" $(patroni_env "$n") PATRONI_POSTGRESQL_BIN_DIR="$bin" \
+    setpriv --reuid=postgres --regid=postgres --init-groups -- patroni "$HA_DIR/$n/patroni.yml"
+  [[ -z $shift_s ]] || log "$n: PostgreSQL's wall clock ${shift_s} s off (bin_dir $bin)"
+}
+
+# clock_offset NODE: NODE's PostgreSQL now() minus this machine's clock, in whole seconds (rounded).
+clock_offset() {
+  local n=$1 theirs
+  theirs=$(as_pg "$PGBIN/psql" -h 127.0.0.1 -p "${PG_PORT[$n]}" -U postgres -d postgres -tAc \
+    "SELECT extract(epoch FROM clock_timestamp())") || die "cannot read the clock of $n"
+  awk -v t="$theirs" -v m="$(date +%s.%N)" 'BEGIN { d = t - m; printf "%d\n", (d < 0 ? d - 0.5 : d + 0.5) }'
 }
 
 role_of() {  # NODE -> HTTP status of GET /primary (200 on the leader)
@@ -251,7 +294,8 @@ case "$cmd" in
     kill -9 "$pm"
     log "killed the postmaster of $n: $pm"
     ;;
-  node-start) node_start "${1:?node}" ;;
+  node-start) node_start "${1:?node}" "${@:2}" ;;
+  clock-offset) clock_offset "${1:?node}" ;;
   switchover)
     l=$(leader) || die "no leader"
     patronictl_ switchover --leader "$l" --candidate "$(other "$l")" --force

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One command for the high-availability tests (issue 10): builds scangate and tests/ha, starts the local
 # cluster of deploy/cluster.sh in a fresh temp folder on free ports (etcd, two Patroni/PostgreSQL 15 nodes
-# in synchronous mode), runs tests/ha/ha_failover_test (switchover, postmaster kill, primary host loss,
-# standby host loss, a scangate instance killed behind HAProxy in both ack modes) and tears everything
+# in synchronous mode), runs tests/ha/ha_failover_test (switchover, postmaster kill, primary host loss, primary
+# host loss onto a standby whose clock is 30 s behind, standby host loss, a scangate instance killed behind HAProxy
+# in both ack modes) and tears everything
 # down, whatever happens. Takes ~5 minutes; too heavy for scripts/test.sh.
 #
 #   deploy/ha_test.sh [--no-build] [gtest flags, e.g. --gtest_filter=HaPostgres.*]
@@ -24,6 +25,8 @@ export HA_PORT_BASE
 HA_PORT_BASE=$("$root/deploy/free_port_block.sh" 30)
 export HA_DIR
 HA_DIR=$(mktemp -d /tmp/scangate-ha.XXXXXX)
+# PrimaryHostLossOntoLaggingStandby's preload (cluster.sh node-start --clock-shift copies it into $HA_DIR).
+export HA_CLOCK_SHIFT_LIB=$build/tests/clock_shift/libscangate_clock_shift.so
 chmod 755 "$HA_DIR"
 logs="$build/ha-logs"  # kept after the teardown: Patroni, etcd, HAProxy, PostgreSQL and test logs
 cleanup() {

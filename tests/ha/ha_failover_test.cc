@@ -19,6 +19,7 @@
 #include <array>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <functional>
 #include <iostream>
 #include <set>
@@ -159,6 +160,9 @@ struct Scenario {
   // Issue 32: two --ack=filter instances with their followers (key affinity, as behind deploy/haproxy.cfg's
   // filter frontend) instead of one --ack=commit; afterwards every answered key is sent to both instances.
   bool followers = false;
+  // Called with the instances' ports just before `disrupt` (after = false) and after the cross-check, while the
+  // instances still run (after = true): a scenario's own observations.
+  std::function<void(const std::vector<std::uint16_t>& ports, bool after)> observe = nullptr;
 };
 
 void CheckLedger(const std::string& name, const Ledger& ledger, std::size_t left) {
@@ -241,6 +245,7 @@ void RunScenario(const Scenario& s) {
     cross = std::make_unique<CrossDuring>(ledger, tl, ports, [](const std::string& k) { return std::hash<std::string>{}(k); });
     cross->Start();
   }
+  if (s.observe) s.observe(ports, false);
   s.disrupt(leader);
   const auto recovered =
       WaitRecovered(load, tl, at, verdicts_at, [&] { return first_fail_ms.load() < 0 || back_ms.load() >= 0; });
@@ -289,6 +294,7 @@ void RunScenario(const Scenario& s) {
   EXPECT_EQ(gap.other, 0u) << "a status other than 2xx/503 during the event";
   EXPECT_EQ(unresolved, 0u);
   if (s.followers) CrossCheck(s.name, ledger, ports);
+  if (s.observe) s.observe(ports, true);
   CheckLedger(s.name, ledger, left);
 }
 
@@ -337,6 +343,64 @@ TEST(HaPostgres, PrimaryHostLossWithFollowers) {
                  Cluster("wait-sync 240");
                },
                true});
+}
+
+// Issue 55: host loss onto a standby whose wall clock is 30 s behind the lost primary's (its PostgreSQL runs with
+// tests/clock_shift preloaded: deploy/cluster.sh node-start --clock-shift), under two --ack=filter instances with
+// followers. now() steps 30 s back at the promotion: a watermark an instance published under the old primary's
+// clock would cover keys "until" a moment the new clock has not reached, so every instance's watermark must move
+// to a new clock epoch (scangate_watermark_clock_epoch grows) and, as in every scenario, no key is new twice at
+// either instance. Afterwards the cluster is handed back to the other node and the shifted one restarted
+// unshifted, for the scenarios after this one.
+TEST(HaPostgres, PrimaryHostLossOntoLaggingStandby) {
+  ASSERT_EQ(Cluster("wait-sync 180"), "") << "the cluster is not in sync before the standby's restart";
+  const std::string lagging = LastLine(Cluster("standby"));
+  Cluster("kill-host " + lagging);
+  Cluster("node-start " + lagging + " --clock-shift -30");
+  ASSERT_EQ(Cluster("wait-sync 240"), "") << "the lagging standby did not rejoin";
+  const std::string offset = LastLine(Cluster("clock-offset " + lagging));
+  Report("host-loss-lagging-standby: " + lagging + "'s PostgreSQL clock offset before the failover: " + offset + " s");
+  const long off = std::atol(offset.c_str());
+  ASSERT_TRUE(off <= -28 && off >= -32) << "the standby's clock is not 30 s behind (offset '" << offset << "')";
+
+  auto epochs = std::make_shared<std::vector<double>>();
+  RunScenario({"host-loss-lagging-standby",
+               "503s for new keys while stale; every watermark under a new clock epoch; 0 keys new twice",
+               Leader::kOther, [](const std::string& leader) { Cluster("kill-host " + leader); },
+               [](const std::string& leader) {
+                 Cluster("node-start " + leader);
+                 Cluster("wait-sync 240");
+               },
+               true,
+               [epochs](const std::vector<std::uint16_t>& ports, bool after) {
+                 for (std::size_t i = 0; i < ports.size(); ++i) {
+                   it::HttpClient c(ports[i]);
+                   const double epoch = it::ScrapeMetric(c, "scangate_watermark_clock_epoch");
+                   const double steps = it::ScrapeMetric(c, "scangate_pg_clock_steps_total");
+                   const double wsteps = it::ScrapeMetric(c, "scangate_watermark_clock_steps_total");
+                   std::ostringstream line;
+                   line << "host-loss-lagging-standby: instance " << i << (after ? " after" : " before")
+                        << ": watermark clock epoch " << epoch << ", clock steps seen " << steps << " (reader) / "
+                        << wsteps << " (watermark)";
+                   Report(line.str());
+                   if (!after) {
+                     epochs->push_back(epoch);
+                   } else {
+                     EXPECT_GE(epochs->at(i), 0) << "instance " << i << " published no watermark before the failover";
+                     EXPECT_GT(epoch, epochs->at(i))
+                         << "instance " << i << "'s watermark is still under the lost primary's clock epoch";
+                   }
+                 }
+               }});
+  // Back to a primary with a true clock, then the shifted node restarted unshifted.
+  Cluster("switchover");
+  ASSERT_EQ(Cluster("wait-sync 240"), "");
+  ASSERT_EQ(LastLine(Cluster("standby")), lagging) << "the switchover did not move the primary off " << lagging;
+  Cluster("kill-host " + lagging);
+  Cluster("node-start " + lagging);
+  ASSERT_EQ(Cluster("wait-sync 240"), "");
+  const long after = std::atol(LastLine(Cluster("clock-offset " + lagging)).c_str());
+  EXPECT_TRUE(after >= -2 && after <= 2) << lagging << "'s clock is still off after its restart: " << after << " s";
 }
 
 // (d) The synchronous standby's host is lost. With synchronous_mode_strict off, Patroni on the primary
