@@ -89,10 +89,8 @@ rm -rf "$san_status" && mkdir -p "$san_status"
 # setsid --fork: the builder is not this shell's child, so its CPU is not counted again in a step's figure (it
 # reports its own) and its pid (= its session's and process group's id) is in $san_status/pid.
 # shellcheck disable=SC2016 # the inner shell expands its own $$, $1 and $2
-# Where a priority cannot be set (no autogroups; a container that refuses ioprio_set) the builds run without it.
 setsid --fork bash -c 'echo $$ >"$2/pid"; echo 19 >/proc/self/autogroup 2>/dev/null
-  io=(); if ionice -c 3 true 2>/dev/null; then io=(ionice -c 3); fi
-  exec "${io[@]}" nice -n 19 bash "$1" "$2"' _ "$PWD/scripts/sanitizer_builds.sh" "$san_status" </dev/null
+  exec ionice -c 3 nice -n 19 bash "$1" "$2"' _ "$PWD/scripts/sanitizer_builds.sh" "$san_status" </dev/null
 for _ in {1..100}; do [[ -s $san_status/pid ]] && break; sleep 0.1; done
 [[ -s $san_status/pid ]] || { echo "== the sanitizer builds did not start (no $san_status/pid after 10 s)"; exit 1; }
 san_pid=$(<"$san_status/pid")
