@@ -16,12 +16,9 @@
 #      SCANGATE_FUZZ_FRAMING_SECONDS, default 20, under -malloc_limit_mb); then the warm load's COPY parser
 #      (tests/fuzz/copy_corpus, SCANGATE_FUZZ_COPY_SECONDS, default 10); then the GS1 parser (tests/fuzz/gs1_corpus,
 #      SCANGATE_FUZZ_GS1_SECONDS, default 10): 75 s of fuzzing in all; any crash or out-of-memory fails
-# The builds of steps 3 and 4 (scripts/sanitizer_builds.sh) run beside step 1's tests and step 2, at the lowest
-# priority; each sanitizer step's tests wait for their build.
 # Each step prints its wall time and the CPU time of its processes (user + system, all cores), and the run ends
-# with a table of them (the background builds' lines: their own wall and CPU). SCANGATE_SKIP_RUN=1 /
-# SCANGATE_SKIP_ASAN=1 / SCANGATE_SKIP_FUZZ=1 skip steps 2 / 4 / 5 (local use only; skipping 4 skips the
-# thread-safety analysis too).
+# with a table of them. SCANGATE_SKIP_RUN=1 / SCANGATE_SKIP_ASAN=1 / SCANGATE_SKIP_FUZZ=1 skip steps 2 / 4 / 5
+# (local use only; skipping 4 skips the thread-safety analysis too).
 # The system suites (the package, systemd, the container image, HA, partitions under faults) are not here:
 # deploy/system_test.sh.
 set -euo pipefail
@@ -76,55 +73,6 @@ cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DSCANGATE_WERRO
   -DSCANGATE_BENCH=ON "${release_launcher[@]}" >/dev/null
 cmake --build build/release -j "$jobs"
 step_end
-
-# The sanitizer builds (scripts/sanitizer_builds.sh: ThreadSanitizer, then ASan+UBSan) start now and run beside the
-# release tests and the run command, which mostly wait on sockets, timers and fsync (169 s of CPU in 382 s of wall
-# on 2 cores, measured): the builds take the cores those leave idle. They run at the lowest priority a test cannot
-# notice: a session of their own whose autogroup is niced to 19 (with autogroups on, Linux's default, a plain nice
-# orders processes only inside one session, and every PostgreSQL a fixture starts is a session of its own), nice 19
-# and the idle I/O class; a test process or a PostgreSQL server that wants a core gets it first. Each tree's tests
-# wait for its build (its .done file); the builds' output is printed then.
-san_status=$PWD/build/sanitizer-builds
-rm -rf "$san_status" && mkdir -p "$san_status"
-# setsid --fork: the builder is not this shell's child, so its CPU is not counted again in a step's figure (it
-# reports its own) and its pid (= its session's and process group's id) is in $san_status/pid.
-# shellcheck disable=SC2016 # the inner shell expands its own $$, $1 and $2
-setsid --fork bash -c 'echo $$ >"$2/pid"; echo 19 >/proc/self/autogroup 2>/dev/null
-  exec ionice -c 3 nice -n 19 bash "$1" "$2"' _ "$PWD/scripts/sanitizer_builds.sh" "$san_status" </dev/null
-for _ in {1..100}; do [[ -s $san_status/pid ]] && break; sleep 0.1; done
-[[ -s $san_status/pid ]] || { echo "== the sanitizer builds did not start (no $san_status/pid after 10 s)"; exit 1; }
-san_pid=$(<"$san_status/pid")
-# builder_alive: whether the builder runs (a zombie, if nothing reaps it, has stopped).
-builder_alive() { [[ -r /proc/$san_pid/stat ]] && [[ $(awk '{print $3}' "/proc/$san_pid/stat" 2>/dev/null) != Z ]]; }
-stop_background() {
-  if [[ -n ${san_pid:-} ]]; then kill -- "-$san_pid" 2>/dev/null; fi
-  if [[ -n ${fuzz_pid:-} ]]; then pkill -P "$fuzz_pid" 2>/dev/null; kill "$fuzz_pid" 2>/dev/null; fi
-  return 0
-}
-trap stop_background EXIT
-# wait_sanitizer_build TREE: waits for TREE's build (tsan, asan), prints its output and its wall and CPU time (kept
-# for the closing table), and fails the run if it failed or the builder stopped before it.
-wait_sanitizer_build() {
-  local tree=$1 done=$san_status/$1.done rc wall cpu
-  while [[ ! -e $done ]]; do
-    if ! builder_alive; then
-      [[ -e $done ]] && break
-      cat "$san_status/$tree.log" 2>/dev/null
-      echo "== the sanitizer builds stopped before the $tree build finished"
-      exit 1
-    fi
-    sleep 1
-  done
-  read -r rc wall cpu <"$done"
-  cat "$san_status/$tree.log"
-  steps+=("$(printf '%-44s %5d s wall %6d s CPU' "$tree build (beside the steps above, niced)" "$wall" "$cpu")")
-  echo "== $tree build: exit $rc, $wall s (CPU $cpu s), beside the release tests at the lowest priority"
-  if [[ $rc != 0 ]]; then
-    echo "== the $tree build failed"
-    exit 1
-  fi
-}
-
 step_begin "release tests"
 ctest --test-dir build/release --output-on-failure -j "$ctest_jobs" --timeout 900
 step_end
@@ -140,8 +88,23 @@ if [[ ${SCANGATE_SKIP_RUN:-0} != 1 ]]; then
   step_end
 fi
 
-step_begin "waiting for the ThreadSanitizer build (core/, storage/, server/)"
-wait_sanitizer_build tsan
+# The sanitizer builds: clang (2-7x faster than GCC 12 to compile with ASan+UBSan: measured: bench/RESULTS-history.md),
+# -O1 (the sanitizers' documented level) and line tables only (what their stack traces print).
+san_opt="-O1 -gline-tables-only -DNDEBUG"
+
+step_begin "ThreadSanitizer build (core/, storage/, server/)"
+# Only the concurrency tests and what they run are built: the filter's, the recent set's, core/mutex.h's, the
+# store's queue and writers (store_test, against the throwaway PostgreSQL), the service's stripes and write-behind
+# ordering (service_concurrency_test drives the TSan-built scangate binary, which inherits TSAN_OPTIONS; a report
+# makes it exit 66 and the test fail), the journal's flusher against its appenders (journal_test), the
+# single-writer metric counters under a concurrent scrape, PgClock's sequence lock (pg_clock_test), the rate
+# limiter's shards, the body budget's atomic and
+# the tokens' SIGHUP swap.
+CC=clang CXX=clang++ cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$san_opt" -DSCANGATE_SANITIZE=thread -DSCANGATE_CORE_ONLY=OFF \
+  -DSCANGATE_BENCH=OFF -DSCANGATE_WERROR=ON >/dev/null
+cmake --build build/tsan -j "$jobs" --target filter_concurrency_test recent_set_test mutex_test store_test service_concurrency_test brin_summarizer_test expiry_test background_loop_test journal_drain_test partitioned_store_test \
+  pg_clock_test journal_test server_metrics_test server_rate_limit_test server_body_budget_test server_token_store_test scangate
 step_end
 
 # The fuzzers run beside the ThreadSanitizer tests (niced): those use ~0.6 of the 2 cores (65 s of CPU in 115 s,
@@ -157,6 +120,7 @@ if [[ ${SCANGATE_SKIP_FUZZ:-0} != 1 ]]; then
     echo "== libFuzzer ran $((SECONDS - start)) s beside the sanitizer steps"
   ) >"$fuzz_log" 2>&1 &
   fuzz_pid=$!
+  trap 'if [[ -n $fuzz_pid ]]; then pkill -P "$fuzz_pid" 2>/dev/null; kill "$fuzz_pid" 2>/dev/null; fi' EXIT
 fi
 
 step_begin "ThreadSanitizer tests"
@@ -180,8 +144,13 @@ fi
 step_end
 
 if [[ ${SCANGATE_SKIP_ASAN:-0} != 1 ]]; then
-  step_begin "waiting for the ASan+UBSan build (+ thread-safety analysis)"
-  wait_sanitizer_build asan
+  step_begin "ASan+UBSan build (+ thread-safety analysis)"
+  # clang, with the thread-safety analysis (SCANGATE_THREAD_SAFETY: -Wthread-safety -Werror): every
+  # ABSL_GUARDED_BY member sits on a core/mutex.h Mutex, so touching one without its lock held fails this build.
+  CC=clang CXX=clang++ cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$san_opt" -DSCANGATE_SANITIZE=address -DSCANGATE_THREAD_SAFETY=ON \
+    -DSCANGATE_BENCH=OFF -DSCANGATE_DEPLOY_TESTS=OFF -DSCANGATE_WERROR=ON >/dev/null
+  cmake --build build/asan -j "$jobs"
   step_end
   step_begin "ASan+UBSan tests"
   # LeakSanitizer suppressions: third-party only, each documented in scripts/lsan.supp.
