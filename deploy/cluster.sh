@@ -102,8 +102,7 @@ shifted_bin_dir() {
   rm "$bin/postgres"
   printf '#!/bin/sh\n# deploy/cluster.sh node-start %s --clock-shift %s\nLD_PRELOAD=%s SCANGATE_CLOCK_SHIFT_SECONDS=%s exec %s "$@"\n' \
     "$n" "$shift_s" "$HA_DIR/lib/libscangate_clock_shift.so" "$shift_s" "$PGBIN/postgres" >"$bin/postgres"
-  chmod 755 "$bin/postgres"
-  chmod 755 "$bin"
+  chmod 755 "$bin/postgres" "$bin"
   echo "$bin"
 }
 

@@ -3,8 +3,7 @@
 # cluster of deploy/cluster.sh in a fresh temp folder on free ports (etcd, two Patroni/PostgreSQL 15 nodes
 # in synchronous mode), runs tests/ha/ha_failover_test (switchover, postmaster kill, primary host loss, primary
 # host loss onto a standby whose clock is 30 s behind, standby host loss, a scangate instance killed behind HAProxy
-# in both ack modes) and tears everything
-# down, whatever happens. Takes ~5 minutes; too heavy for scripts/test.sh.
+# in both ack modes) and tears everything down, whatever happens. Takes ~5 minutes; too heavy for scripts/test.sh.
 #
 #   deploy/ha_test.sh [--no-build] [gtest flags, e.g. --gtest_filter=HaPostgres.*]
 #
