@@ -34,7 +34,9 @@ void App::StartClocks() {
 void App::FillClockStats(MetricsSnapshot& s) const {
   if (clocks_ == nullptr) return;
   for (std::size_t p = 0; p < clocks_->size(); ++p) {
-    s.pg_clock_steps.emplace_back(config_.partitioned() ? storage::PartitionLabel(p) : "", clocks_->at(p).steps());
+    const std::string label = config_.partitioned() ? storage::PartitionLabel(p) : "";
+    s.pg_clock_steps.emplace_back(label, clocks_->at(p).steps());
+    s.pg_clock_ahead_seconds.emplace_back(label, static_cast<double>(clocks_->at(p).AheadUs()) * 1e-6);
   }
 }
 

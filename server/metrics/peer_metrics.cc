@@ -19,8 +19,15 @@ void WritePeerMetrics(PromWriter& w, const MetricsSnapshot& s) {
   if (!s.pg_clock_steps.empty()) {
     w.Header("scangate_pg_clock_steps_total", "counter",
              "Steps of PostgreSQL's clock this instance's clock reader saw (a reading outside the bounds it held by more "
-             "than 5 ms): each opened a new clock epoch, and the peers' watermarks covered nothing until republished.");
+             "than 5 ms, also across a restart or failover): each opened a new clock epoch, and the peers' watermarks "
+             "covered nothing until republished.");
     for (const auto& [p, n] : s.pg_clock_steps) w.Sample("scangate_pg_clock_steps_total", Partition(p), n);
+  }
+  if (!s.pg_clock_ahead_seconds.empty()) {
+    w.Header("scangate_pg_clock_ahead_seconds", "gauge",
+             "Every forward step of PostgreSQL's clock recorded in the database: rows written before a step are aged "
+             "by the time since, not by the jump (they expire that much later by the clock).");
+    for (const auto& [p, v] : s.pg_clock_ahead_seconds) w.Sample("scangate_pg_clock_ahead_seconds", Partition(p), v);
   }
   if (!Any(s)) return;
   if (!s.peer_views.empty()) {

@@ -54,27 +54,31 @@ void PgClock::Store(const std::optional<Bounds>& b) {
   seq_.store(s + 2, std::memory_order_release);  // release: the fields before the even count
 }
 
-std::optional<double> PgClock::Record(const PgClockReading& r) {
+std::optional<PgClockStep> PgClock::Record(const PgClockReading& r) {
   // At `answered` the server's clock read at least server_us (read before it) and at most server_us plus the
   // round trip (read after `sent`).
   Bounds next{Ns(r.answered), r.server_us, r.server_us + Drifted(Ns(r.answered) - Ns(r.sent), true), r.epoch};
-  std::optional<double> step;
+  std::optional<PgClockStep> step;
   const MutexLock lock(&write_mu_);
-  if (const std::optional<Bounds> held = Load(); held && held->epoch == r.epoch) {
+  // Bounds of an earlier epoch are compared (a failover onto a host whose clock is ahead is a step of the clock the
+  // rows were stamped by), never intersected; a later one's (the reading was on its way while another came) neither.
+  if (const std::optional<Bounds> held = Load(); held && held->epoch <= r.epoch) {
     const std::int64_t held_lo = Lower(*held, next.at_ns), held_hi = Upper(*held, next.at_ns);
     const std::int64_t lo = std::max(next.lo_us, held_lo);
     const std::int64_t hi = std::min(next.hi_us, held_hi);
-    if (lo <= hi) {
+    if (lo <= hi && held->epoch == r.epoch) {
       next = Bounds{next.at_ns, lo, hi, r.epoch};  // both true: the intersection
     } else {
-      // They disagree: the new reading alone; a step when by more than the tolerance.
+      // They disagree (or are of two epochs): the new reading alone; a step when by more than the tolerance.
       const std::int64_t tolerance = std::chrono::duration_cast<std::chrono::microseconds>(kStepTolerance).count();
       if (next.lo_us > held_hi + tolerance || next.hi_us < held_lo - tolerance) {
-        step = (static_cast<double>(next.lo_us + next.hi_us) - static_cast<double>(held_lo + held_hi)) * 0.5e-6;
+        step = PgClockStep{
+            (static_cast<double>(next.lo_us + next.hi_us) - static_cast<double>(held_lo + held_hi)) * 0.5e-6,
+            held->epoch};
         steps_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a counter
       }
     }
-  }  // else: no bounds, or another epoch's — never intersected with this one's
+  }  // else: no bounds, or a later epoch's
   Store(next);
   return step;
 }

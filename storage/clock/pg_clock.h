@@ -13,7 +13,10 @@
 // bounds are then the new reading's alone, and the caller opens a new clock epoch in the database (sql/016), which
 // makes every instance's watermark of the old clock cover nothing (storage/peers/watermark_publisher.h, THE CLOCK
 // EPOCH). Bounds carry the epoch they were established under; a reading of another epoch (the server restarted or
-// failed over, or another instance saw a step) replaces them: readings of two epochs are never intersected.
+// failed over, or another instance saw a step) replaces them: readings of two epochs are never intersected, but they
+// are compared, so a failover onto a host whose clock is ahead is a step too (reported with the epoch it came from).
+// The caller records each step in the database (sql/017): PostgreSQL judges a row's age less the forward steps since
+// it was written, and this clock carries their total (AheadUs) for the judgements this instance makes itself.
 // Use: one per database (partition), fed by a PgClockReader (pg_clock_reader.h); PgClocks picks a digest's.
 #pragma once
 
@@ -39,6 +42,14 @@ struct PgClockReading {
   std::int64_t epoch = 0;
 };
 
+// A step Record() saw: the new clock minus the old one at the reading, in seconds (negative: back), and the epoch of
+// the bounds it was measured against (the reading's own: a step within one epoch, which the caller opens the next
+// epoch for; an earlier one: the reading is of an epoch someone else opened, or of a server that (re)started).
+struct PgClockStep {
+  double seconds = 0;
+  std::int64_t from_epoch = 0;
+};
+
 class PgClock {
  public:
   // How much the server's clock and this host's monotonic clock may drift apart per unit of time: 500 ppm, the
@@ -51,10 +62,10 @@ class PgClock {
   static constexpr std::chrono::milliseconds kStepTolerance{5};
 
   // Takes a reading: kept intersected with the bounds held (the tighter of both), or alone when the two disagree
-  // or the reading is of another epoch. Returns the step in seconds (the reading's middle minus the held bounds'
-  // there; negative: the server's clock went back) when it disagrees with bounds of its own epoch by more than
-  // kStepTolerance, counted in steps(). Any thread.
-  std::optional<double> Record(const PgClockReading& r) ABSL_LOCKS_EXCLUDED(write_mu_);
+  // or the reading is of another epoch. Returns the step (the reading's middle minus the held bounds' there) when
+  // it disagrees with the bounds held, of its epoch or an earlier one, by more than kStepTolerance; counted in
+  // steps(). Any thread.
+  std::optional<PgClockStep> Record(const PgClockReading& r) ABSL_LOCKS_EXCLUDED(write_mu_);
   // The step the last Record() reported opened epoch `epoch` in the database: the bounds held (that reading's, of
   // the new clock) carry it from now on. Ignored when the bounds are gone or of an epoch other than `from`. Any
   // thread.
@@ -76,6 +87,11 @@ class PgClock {
   // The epoch of the bounds held (-1 without bounds), and the steps Record() reported so far. Any thread.
   std::int64_t epoch() const;
   std::uint64_t steps() const { return steps_.load(std::memory_order_relaxed); }  // relaxed: a counter
+  // Every forward step of the clock the database has recorded (sql/017 scangate_clock_ahead_total), in µs, as last
+  // read (0 before): a record this instance judges past the horizon by its own reading of the clock (a journal's
+  // recovery) is judged so only this much later. Any thread.
+  std::int64_t AheadUs() const { return ahead_us_.load(std::memory_order_relaxed); }  // relaxed: one value alone
+  void SetAheadUs(std::int64_t us) { ahead_us_.store(us, std::memory_order_relaxed); }  // relaxed: as AheadUs
 
  private:
   // The bounds held: at steady time `at_ns_`, the server's clock read within [lo_us_, hi_us_], under `epoch`.
@@ -94,6 +110,7 @@ class PgClock {
   std::atomic<bool> valid_{false};
   std::atomic<std::int64_t> at_ns_{0}, lo_us_{0}, hi_us_{0}, epoch_{0};
   std::atomic<std::uint64_t> steps_{0};
+  std::atomic<std::int64_t> ahead_us_{0};
 };
 
 // One PgClock per partition; Of(d) is the one whose server holds d's row (storage/partitions/partition_map.h).

@@ -14,11 +14,16 @@ namespace {
 
 // The clock in µs since the epoch, as an integer (no parsing of a timestamp's text). clock_timestamp(), not now():
 // the statement's own moment, inside the round trip (now() is the transaction's start, the same here, but said).
-// With the database's clock epoch (sql/016; opened first when the server restarted): the reading's regime.
+// With the database's clock epoch (sql/016; opened first when the server restarted): the reading's regime; and the
+// forward steps recorded so far (sql/017), in µs, for PgClock::AheadUs.
 constexpr const char* kReadSql =
-    "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8, scangate_clock_epoch()";
-// A step seen (PgClock::Record): the next epoch, unless another instance opened it since (issue 55).
+    "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8, scangate_clock_epoch(), "
+    "(extract(epoch FROM scangate_clock_ahead_total()) * 1000000)::int8";
+// A step seen within one epoch (PgClock::Record): the next epoch, unless another instance opened it since (issue 55).
 constexpr const char* kStepSql = "SELECT scangate_clock_step($1::int8)";
+// Any step seen: its size, recorded for the epoch it led to (sql/017), so PostgreSQL ages the rows stamped before it
+// by the real time since, not by the clock's jump. $1 the epoch measured from, $2 the step's, $3 the step in µs.
+constexpr const char* kRecordStepSql = "SELECT scangate_clock_record_step($1::int8, $2::int8, $3::int8)";
 // A reading unanswered this long is given up (statement_timeout 1 s on the server first): only a tight round trip
 // is worth keeping anyway, and the bounds held stay valid meanwhile.
 constexpr auto kReadBound = std::chrono::seconds(2);
@@ -64,8 +69,9 @@ bool PgClockReader::ReadOnce(Session& s) {
     const auto answered = std::chrono::steady_clock::now();
     if (r && PQresultStatus(r.get()) == PGRES_TUPLES_OK && PQntuples(r.get()) == 1) {
       const std::int64_t epoch = std::strtoll(PQgetvalue(r.get(), 0, 1), nullptr, 10);
-      const std::optional<double> step =
+      const std::optional<PgClockStep> step =
           clock_.Record({std::strtoll(PQgetvalue(r.get(), 0, 0), nullptr, 10), sent, answered, epoch});
+      clock_.SetAheadUs(std::strtoll(PQgetvalue(r.get(), 0, 2), nullptr, 10));
       // Moved while this reading was on its way: it may be the old server's. Retarget sets the target before it
       // forgets the clock, so either its Forget comes after this Record, or the change is seen here.
       if (std::uint64_t seen = s.generation; target_.Changed(seen)) {
@@ -91,30 +97,53 @@ bool PgClockReader::ReadOnce(Session& s) {
   return false;
 }
 
-void PgClockReader::OnStep(Session& s, double step_seconds, std::int64_t epoch) {
-  // The bounds are already the new reading's alone (of the new clock). The next epoch makes every instance's
-  // watermark of the old clock cover nothing until it publishes again (issue 55): opened before the next reading.
+void PgClockReader::OnStep(Session& s, const PgClockStep& step, std::int64_t epoch) {
+  // The bounds are already the new reading's alone (of the new clock). Within one epoch, the next epoch makes every
+  // instance's watermark of the old clock cover nothing until it publishes again (issue 55): opened before the next
+  // reading. Across epochs (a restart, a failover, another instance's step) it is open already.
   std::string error;
   std::int64_t opened = epoch;
-  const std::string seen = std::to_string(epoch);
-  const char* const params[] = {seen.c_str()};
-  PgResultPtr r = ExecWithin(s.conn.get(), kStepSql, params, false, kReadBound, stop_, &error);
-  if (r && PQresultStatus(r.get()) == PGRES_TUPLES_OK && PQntuples(r.get()) == 1) {
-    opened = std::strtoll(PQgetvalue(r.get(), 0, 0), nullptr, 10);
-    clock_.Reepoch(epoch, opened);
-  } else {
-    // Not opened: the bounds keep the old number, and the publishers' own checks (which saw the same step) open
-    // it; this reader tries again at its next step only. Said in the event.
-    error = r ? ErrorSummary(PQresultErrorMessage(r.get())) : error;
-    if (!r) s.conn.reset();  // unanswered (pg_exec.h): the connection is dropped; the next reading reconnects
+  bool recorded = false;
+  if (step.from_epoch == epoch) {
+    const std::string seen = std::to_string(epoch);
+    const char* const params[] = {seen.c_str()};
+    PgResultPtr r = ExecWithin(s.conn.get(), kStepSql, params, false, kReadBound, stop_, &error);
+    if (r && PQresultStatus(r.get()) == PGRES_TUPLES_OK && PQntuples(r.get()) == 1) {
+      opened = std::strtoll(PQgetvalue(r.get(), 0, 0), nullptr, 10);
+      clock_.Reepoch(epoch, opened);
+    } else {
+      // Not opened: the bounds keep the old number, and the publishers' own checks (which saw the same step) open
+      // it; this reader tries again at its next step only. Said in the event.
+      error = "opening the next clock epoch: " + (r ? ErrorSummary(PQresultErrorMessage(r.get())) : error);
+      if (!r) s.conn.reset();  // unanswered (pg_exec.h): the connection is dropped; the next reading reconnects
+    }
+  }
+  // The step's size for the epoch it led to: PostgreSQL then ages the rows stamped before it by the time since, not
+  // by the jump (sql/017). Not recorded (an error, or the epoch not opened): rows within the step of the horizon may
+  // be taken over that much early; said in the event.
+  if (opened != step.from_epoch && s.conn) {
+    const std::string from = std::to_string(step.from_epoch), to = std::to_string(opened),
+                      us = std::to_string(static_cast<std::int64_t>(std::llround(step.seconds * 1e6)));
+    const char* const params[] = {from.c_str(), to.c_str(), us.c_str()};
+    std::string record_error;
+    PgResultPtr r = ExecWithin(s.conn.get(), kRecordStepSql, params, false, kReadBound, stop_, &record_error);
+    if (r && PQresultStatus(r.get()) == PGRES_TUPLES_OK) {
+      recorded = true;
+    } else {
+      record_error = r ? ErrorSummary(PQresultErrorMessage(r.get())) : record_error;
+      if (!r) s.conn.reset();
+      error += (error.empty() ? "" : "; ") + std::string("recording the step: ") + record_error;
+    }
   }
   const auto o = clock_.OffsetNow();
-  boost::json::object f{{"state", "stepped"}, {"by", "clock"}, {"partition", options_.label},
-                        {"step_seconds", step_seconds}, {"epoch_before", epoch}, {"epoch", opened},
-                        {"note", "PostgreSQL's clock stepped: the bounds were re-established from the new clock, and "
-                                 "every instance's watermark of the old one covers nothing until it publishes again"}};
+  boost::json::object f{{"state", "stepped"}, {"by", step.from_epoch == epoch ? "clock" : "epoch"},
+                        {"partition", options_.label}, {"step_seconds", step.seconds},
+                        {"epoch_before", step.from_epoch}, {"epoch", opened}, {"recorded", recorded},
+                        {"note", "PostgreSQL's clock stepped: the bounds were re-established from the new clock, "
+                                 "every instance's watermark of the old one covers nothing until it publishes again, "
+                                 "and rows written before the step age by the time since, not by the jump"}};
   if (o) f["offset_seconds"] = o->seconds;
-  if (!error.empty()) f["error"] = "opening the next clock epoch: " + error;
+  if (!error.empty()) f["error"] = error;
   options_.log->Write(LogSeverity::kWarn, "pg_clock", std::move(f));
 }
 

@@ -3,8 +3,9 @@
 // waits (2 s at most) for the first reading, so the instance's first answers already have bounds. A lost
 // connection is retried every interval; meanwhile the bounds age (wider by PgClock::kRateError), never wrong.
 // Retarget (a moved partition): the clock is forgotten at once and read at the new server.
-// A step of the server's clock (PgClock::Record, issue 55) opens the database's next clock epoch (sql/016) and is
-// logged (`pg_clock` state "stepped").
+// A step of the server's clock (PgClock::Record, issue 55) opens the database's next clock epoch (sql/016), is
+// recorded with its size (sql/017: the horizon then ages rows by real time across it) and is logged (`pg_clock`
+// state "stepped"); so is a step across a restart or a failover (the old server's clock against the new one's).
 // Connection safety as the writers' (keepalives, tcp_user_timeout, connect_timeout) and a statement unanswered
 // past kReadBound is given up (storage/pg/pg_exec.h); Stop() returns within a slice, or within connect_timeout
 // per host address while a connection is being opened.
@@ -47,8 +48,9 @@ class PgClockReader {
  private:
   struct Session;
   bool ReadOnce(Session& s);  // one reading (connecting first when needed); false on failure (logged once)
-  // PgClock::Record saw a step of `step_seconds` in a reading of `epoch`: opens the next epoch and logs it.
-  void OnStep(Session& s, double step_seconds, std::int64_t epoch);
+  // PgClock::Record saw `step` in a reading of `epoch`: opens the next epoch (a step within one), records the
+  // step's size for the epoch it led to (sql/017) and logs it.
+  void OnStep(Session& s, const PgClockStep& step, std::int64_t epoch);
   void Run();
 
   PgClock& clock_;

@@ -33,12 +33,14 @@ WHERE ctid = ANY(ARRAY(
 )sql";
 
 // The pack slice: the rows whose own keep_until has passed, earliest first, at most $1, as above — through the
-// partial btree on keep_until (sql/006; `keep_until < now()` implies the index's `keep_until IS NOT NULL`).
+// partial btree on keep_until (sql/006; `keep_until < x` implies the index's `keep_until IS NOT NULL`). Both slices'
+// edges are less every forward step of PostgreSQL's clock recorded (sql/017): a row is deleted only once it is past
+// its horizon whatever steps came after it.
 constexpr const char* kDeleteKeepUntilSliceSql = R"sql(
 DELETE FROM scan_keys
 WHERE ctid = ANY(ARRAY(
   SELECT ctid FROM scan_keys
-  WHERE keep_until < now()
+  WHERE keep_until < now() - (SELECT scangate_clock_ahead_total())
   ORDER BY keep_until
   LIMIT $1::int8
   FOR UPDATE SKIP LOCKED))
@@ -60,7 +62,8 @@ SELECT extract(epoch FROM now() - (SELECT {OLDEST} FROM scan_keys WHERE keep_unt
 // The first_seen btree's key in each layout (storage/pg/table_layout.h): the statements above for it.
 std::string ForKey(std::string_view sql, TableLayout layout) {
   constexpr std::string_view kSecond = "date_trunc('second', first_seen AT TIME ZONE 'UTC')";
-  constexpr std::string_view kCut = "now() - $1::int8 * interval '1 microsecond'";
+  // Less every forward step of the clock recorded (sql/017): a row the clock ages early is deleted late, never early.
+  constexpr std::string_view kCut = "now() - $1::int8 * interval '1 microsecond' - (SELECT scangate_clock_ahead_total())";
   if (layout == TableLayout::kBytea32) return Substitute(sql, {{"{KEY}", "first_seen"}, {"{CUT}", kCut}, {"{OLDEST}", "min(first_seen)"}});
   const std::string cut = "date_trunc('second', (" + std::string(kCut) + ") AT TIME ZONE 'UTC')";
   const std::string oldest = "min(" + std::string(kSecond) + ") AT TIME ZONE 'UTC'";

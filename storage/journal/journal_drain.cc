@@ -55,6 +55,10 @@ std::optional<std::int64_t> JournalDrain::ClockUs(const Digest& d, bool upper) c
   return upper ? c.UpperUs() : c.LowerUs();
 }
 
+std::int64_t JournalDrain::AheadUs(const Digest& d) const {
+  return options_.clocks == nullptr ? 0 : options_.clocks->Of(d).AheadUs();
+}
+
 std::int64_t JournalDrain::RetentionUs() const {
   return std::chrono::duration_cast<std::chrono::microseconds>(options_.retention).count();
 }
@@ -79,14 +83,15 @@ void JournalDrain::Start(const std::function<void(std::span<const Digest>)>& rec
   journal_ = std::make_unique<Journal>(options_);
   std::vector<JournalEntry> entries = journal_->TakeRecovered();
   if (options_.retention.count() > 0) {
-    // Expired while scangate was down (by PostgreSQL's clock, at the least it can read now: surely past the
-    // horizon there too): their key's next observation is `new`, so they are not pending, not the filter's and not
-    // replayed; the checkpoint passes them. A partition whose clock is unknown keeps its records (replayed: a row
-    // PostgreSQL already counts as expired is taken over by the key's next observation).
+    // Expired while scangate was down (by PostgreSQL's clock, at the least it can read now, less every forward step
+    // of it recorded (sql/017): surely past the horizon there too): their key's next observation is `new`, so they
+    // are not pending, not the filter's and not replayed; the checkpoint passes them. A partition whose clock is
+    // unknown keeps its records (replayed: a row PostgreSQL already counts as expired is taken over by the key's
+    // next observation).
     std::vector<std::uint64_t> expired;
     std::erase_if(entries, [&](const JournalEntry& e) {
       const std::optional<std::int64_t> now = ClockUs(e.record.digest, /*upper=*/false);
-      if (!now || e.record.time_us >= *now - RetentionUs()) return false;
+      if (!now || e.record.time_us >= *now - RetentionUs() - AheadUs(e.record.digest)) return false;
       expired.push_back(e.lsn);
       return true;
     });

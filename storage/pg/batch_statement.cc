@@ -41,10 +41,13 @@ constexpr const char* kConflictKeep = "  ON CONFLICT (digest) DO NOTHING\n";
 // retry the insert. Rows within the horizon are still only probed, but ON CONFLICT DO UPDATE locks the row it
 // meets (a lock record in the WAL for a duplicate): bench/RESULTS.md "Issue 22".
 // The taken-over row drops the previous observer's idempotency record (sql/008): a retry of that request, past
-// the horizon, is not the new observer's.
+// the horizon, is not the new observer's. A row's age is its clock age less the clock's forward steps recorded
+// since its first_seen (sql/017): the plain test first, so a row within the plain horizon (every duplicate but
+// those past it) never pays for scangate_clock_ahead().
 constexpr const char* kConflictTakeOverExpired =
     "  ON CONFLICT (digest) DO UPDATE SET first_seen = EXCLUDED.first_seen, {SOURCE} = EXCLUDED.{SOURCE}, request = NULL\n"
-    "    WHERE k.first_seen < now() - {R} * interval '1 microsecond'\n";
+    "    WHERE k.first_seen < now() - {R} * interval '1 microsecond'\n"
+    "      AND k.first_seen < now() - {R} * interval '1 microsecond' - scangate_clock_ahead(k.first_seen)\n";
 constexpr const char* kInsertTail = R"sql(  RETURNING digest
 )
 SELECT encode({SEND}(digest), 'hex'), NULL::int8, NULL::int8 FROM ins
@@ -59,7 +62,7 @@ std::string InsertSql(std::chrono::seconds retention) {
   if (retention.count() > 0) {
     conflict = kConflictTakeOverExpired;
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(retention).count();
-    conflict.replace(conflict.find("{R}"), 3, std::to_string(us));
+    conflict = Substitute(conflict, {{"{R}", std::to_string(us)}});
   }
   return std::string(kInsertHead) + conflict + kInsertTail;
 }
@@ -104,8 +107,12 @@ WITH ins AS (
 constexpr const char* kKeepPack = "timestamptz 'epoch' + ku * interval '1 microsecond'";
 constexpr const char* kKeepPackAtLeastR =
     "greatest(timestamptz 'epoch' + ku * interval '1 microsecond', f + {R} * interval '1 microsecond')";
-constexpr const char* kExpiredPack = "k.keep_until < now()";
-constexpr const char* kExpiredPackOrR = "coalesce(k.keep_until, k.first_seen + {R} * interval '1 microsecond') < now()";
+// Both less the clock's forward steps since the row's first_seen (sql/017), the plain test first (as the raw one).
+constexpr const char* kExpiredPack =
+    "k.keep_until < now() AND k.keep_until < now() - scangate_clock_ahead(k.first_seen)";
+constexpr const char* kExpiredPackOrR =
+    "coalesce(k.keep_until, k.first_seen + {R} * interval '1 microsecond') < now()\n"
+    "    AND coalesce(k.keep_until, k.first_seen + {R} * interval '1 microsecond') < now() - scangate_clock_ahead(k.first_seen)";
 
 // The pack follow-up SELECT: the raw one's answer plus the row's lot (hex, NULL = none), expiry (days since
 // 1970-01-01, NULL = none) and idempotency record (hex, NULL = none), so a duplicate reports what the row holds.

@@ -32,7 +32,7 @@ namespace {
 // 33 MB instead of 64 MB on the wire per million keys. COPY takes no bind parameters, so the window goes
 // into the text as an integer number of seconds.
 constexpr const char* kWarmCopySqlPrefix =
-    "COPY (SELECT digest FROM scan_keys WHERE first_seen > now() - make_interval(secs => ";
+    "COPY (SELECT digest FROM scan_keys WHERE first_seen > now() - (SELECT scangate_clock_ahead_total()) - make_interval(secs => ";
 constexpr const char* kWarmCopySqlSuffix = ")) TO STDOUT (FORMAT binary)";
 
 constexpr unsigned kMaxWarmStreams = 16;  // connections one WarmLoad may open
@@ -101,7 +101,7 @@ std::uint64_t RunWarmCopy(PGconn* conn, const std::string& sql,
 constexpr const char* kWarmPlanSql =
     "SELECT pg_export_snapshot(), "
     "pg_relation_size('scan_keys') / current_setting('block_size')::bigint, "
-    "(now() - make_interval(secs => $1))::text, "
+    "(now() - (SELECT scangate_clock_ahead_total()) - make_interval(secs => $1))::text, "
     "(SELECT reltuples FROM pg_class WHERE oid = 'scan_keys'::regclass)";
 
 }  // namespace

@@ -103,9 +103,10 @@ TEST(PgClock, AStepIsReportedAndCounted) {
     const auto t = kT0 + 1s;
     EXPECT_FALSE(c.Record(Read(t, 100us, 200us))) << "a reading inside the bounds is no step";
     const auto t2 = t + 1s;
-    const std::optional<double> step = c.Record({Server(t2 + 100us) + step_us, t2, t2 + 200us});
+    const std::optional<PgClockStep> step = c.Record({Server(t2 + 100us) + step_us, t2, t2 + 200us});
     ASSERT_TRUE(step);
-    EXPECT_NEAR(*step, static_cast<double>(step_us) * 1e-6, 0.002);
+    EXPECT_NEAR(step->seconds, static_cast<double>(step_us) * 1e-6, 0.002);
+    EXPECT_EQ(step->from_epoch, 0) << "a step within the reading's own epoch";
     EXPECT_EQ(c.steps(), 1u);
     EXPECT_LE(*c.LowerUs(t2 + 200us), Server(t2 + 100us) + step_us);
     EXPECT_GE(*c.UpperUs(t2 + 200us), Server(t2 + 100us) + step_us);
@@ -118,20 +119,33 @@ TEST(PgClock, AStepIsReportedAndCounted) {
   EXPECT_EQ(c.steps(), 0u);
 }
 
-// Bounds carry the epoch they were established under: a reading of another epoch (the server restarted or failed
-// over, another instance saw a step) replaces them without being intersected with them, and is no step; Reepoch()
-// moves the bounds of a step's reading to the epoch the step opened, and only those.
+// Bounds carry the epoch they were established under: a reading of a later epoch (the server restarted or failed
+// over, another instance saw a step) replaces them without being intersected with them, and is compared with them:
+// a step across the two epochs is reported with the epoch it came from (the caller records its size, sql/017); one
+// of the same clock is none. A reading of an earlier epoch than the bounds' is neither. Reepoch() moves the bounds
+// of a step's reading to the epoch the step opened, and only those.
 TEST(PgClock, BoundsCarryTheirEpoch) {
   PgClock c;
   EXPECT_EQ(c.epoch(), -1);
   c.Record({Server(kT0 + 100us), kT0, kT0 + 200us, 3});
   EXPECT_EQ(c.epoch(), 3);
   const auto t = kT0 + 1s;
-  // 60 s back under the next epoch: the new clock, no step (another party already saw it and opened epoch 4).
-  EXPECT_FALSE(c.Record({Server(t + 100us) - 60'000'000, t, t + 200us, 4}));
+  // 60 s back under the next epoch: the new clock, a step from epoch 3 (another party already opened epoch 4).
+  const std::optional<PgClockStep> step = c.Record({Server(t + 100us) - 60'000'000, t, t + 200us, 4});
+  ASSERT_TRUE(step) << "a step across two epochs went unreported";
+  EXPECT_NEAR(step->seconds, -60.0, 0.002);
+  EXPECT_EQ(step->from_epoch, 3);
   EXPECT_EQ(c.epoch(), 4);
-  EXPECT_EQ(c.steps(), 0u);
+  EXPECT_EQ(c.steps(), 1u);
   EXPECT_LT(*c.UpperUs(t + 200us), Server(t) - 59'000'000) << "bounds of two epochs were mixed";
+  // The server restarted on the same clock (epoch 5): no step, the bounds are the new reading's (not intersected).
+  const auto t2 = t + 1s;
+  EXPECT_FALSE(c.Record({Server(t2 + 100us) - 60'000'000, t2, t2 + 200us, 5}));
+  EXPECT_EQ(c.epoch(), 5);
+  // A late reading of an older epoch: neither a step nor mixed in; it replaces the bounds (as before).
+  const auto t3 = t2 + 1s;
+  EXPECT_FALSE(c.Record({Server(t3 + 100us), t3, t3 + 200us, 4}));
+  EXPECT_EQ(c.steps(), 1u);
   c.Reepoch(3, 9);
   EXPECT_EQ(c.epoch(), 4) << "Reepoch from an epoch the bounds are not of";
   c.Reepoch(4, 5);
