@@ -37,6 +37,7 @@ void App::FillClockStats(MetricsSnapshot& s) const {
     const std::string label = config_.partitioned() ? storage::PartitionLabel(p) : "";
     s.pg_clock_steps.emplace_back(label, clocks_->at(p).steps());
     s.pg_clock_ahead_seconds.emplace_back(label, static_cast<double>(clocks_->at(p).AheadUs()) * 1e-6);
+    s.pg_clock_behind_seconds.emplace_back(label, static_cast<double>(clocks_->at(p).BehindUs()) * 1e-6);
   }
 }
 

@@ -112,8 +112,9 @@ struct MetricsSnapshot {
   // Issue 55: per database (partition: "" or "p<i>"), the steps of PostgreSQL's clock its clock reader saw
   // (storage/clock/pg_clock.h PgClock::steps()), on every instance.
   std::vector<std::pair<std::string, std::uint64_t>> pg_clock_steps;
-  // ... and the forward steps of that clock recorded in the database (sql/017), seconds, as its reader last read them.
-  std::vector<std::pair<std::string, double>> pg_clock_ahead_seconds;
+  // ... and the forward steps and the steps back of that clock recorded in the database (sql/017), seconds (both
+  // >= 0), as its reader last read them.
+  std::vector<std::pair<std::string, double>> pg_clock_ahead_seconds, pg_clock_behind_seconds;
   std::uint64_t mismatch_lot = 0, mismatch_expiry = 0;
   // Issue 55 (server/metrics/scheme_metrics.h): this instance's digest scheme and each database's record of it.
   struct DigestSchemeSample {

@@ -26,8 +26,12 @@ void WritePeerMetrics(PromWriter& w, const MetricsSnapshot& s) {
   if (!s.pg_clock_ahead_seconds.empty()) {
     w.Header("scangate_pg_clock_ahead_seconds", "gauge",
              "Every forward step of PostgreSQL's clock recorded in the database: rows written before a step are aged "
-             "by the time since, not by the jump (they expire that much later by the clock).");
+             "by the time since, not by the jump, so they expire that much later by the clock.");
     for (const auto& [p, v] : s.pg_clock_ahead_seconds) w.Sample("scangate_pg_clock_ahead_seconds", Partition(p), v);
+    w.Header("scangate_pg_clock_behind_seconds", "gauge",
+             "Every step back of PostgreSQL's clock recorded in the database: rows written before a step are aged by "
+             "the time since, so they expire that much earlier by the clock.");
+    for (const auto& [p, v] : s.pg_clock_behind_seconds) w.Sample("scangate_pg_clock_behind_seconds", Partition(p), v);
   }
   if (!Any(s)) return;
   if (!s.peer_views.empty()) {

@@ -20,8 +20,8 @@ namespace scangate::server {
 // scangate_peer_uncovered_total, scangate_peer_read_duplicates_total, scangate_peer_waits_total,
 // scangate_peer_wait_timeouts_total, scangate_watermark_unpublished_fallbacks_total. Nothing without peers.
 // scangate_watermark_clock_epoch{partition}, scangate_watermark_clock_steps_total{partition} (issue 55) with the
-// publishers; scangate_pg_clock_steps_total{partition} and scangate_pg_clock_ahead_seconds{partition} on every
-// instance that reads PostgreSQL's clock.
+// publishers; scangate_pg_clock_steps_total{partition}, scangate_pg_clock_ahead_seconds{partition} and
+// scangate_pg_clock_behind_seconds{partition} on every instance that reads PostgreSQL's clock.
 void WritePeerMetrics(PromWriter& w, const MetricsSnapshot& s);
 // Adds "peers": {"window_seconds", "uncovered", "read_duplicates", "waits", "wait_timeouts", "unpublished_fallbacks",
 // "databases": [{"partition", "covered_for_seconds", "sample_age_seconds", "lagging", "retired_seen", "peers": [...]}],

@@ -72,9 +72,11 @@ std::optional<PgClockStep> PgClock::Record(const PgClockReading& r) {
       // They disagree (or are of two epochs): the new reading alone; a step when by more than the tolerance.
       const std::int64_t tolerance = std::chrono::duration_cast<std::chrono::microseconds>(kStepTolerance).count();
       if (next.lo_us > held_hi + tolerance || next.hi_us < held_lo - tolerance) {
-        step = PgClockStep{
-            (static_cast<double>(next.lo_us + next.hi_us) - static_cast<double>(held_lo + held_hi)) * 0.5e-6,
-            held->epoch};
+        const double seconds =
+            (static_cast<double>(next.lo_us + next.hi_us) - static_cast<double>(held_lo + held_hi)) * 0.5e-6;
+        const std::int64_t before_us =
+            seconds > 0 ? held_hi : next.lo_us - Drifted(next.at_ns - held->at_ns, true);  // PgClockStep
+        step = PgClockStep{seconds, held->epoch, before_us};
         steps_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a counter
       }
     }

@@ -45,9 +45,15 @@ struct PgClockReading {
 // A step Record() saw: the new clock minus the old one at the reading, in seconds (negative: back), and the epoch of
 // the bounds it was measured against (the reading's own: a step within one epoch, which the caller opens the next
 // epoch for; an earlier one: the reading is of an epoch someone else opened, or of a server that (re)started).
+// `before_us` (µs since the epoch) divides the rows by first_seen for sql/017: every row stamped before the step is
+// earlier, and (a step back) no row stamped by the new clock is. Forward: the old clock's most at the reading
+// (a row the new clock stamped between the step and the reading — under a second of them — counts as before it:
+// kept a little longer). Back: the new clock's least when the bounds held were read, the last moment the old
+// clock was seen (the old clock's rows since, and those up to the step's size before, are kept longer).
 struct PgClockStep {
   double seconds = 0;
   std::int64_t from_epoch = 0;
+  std::int64_t before_us = 0;
 };
 
 class PgClock {
@@ -89,9 +95,15 @@ class PgClock {
   std::uint64_t steps() const { return steps_.load(std::memory_order_relaxed); }  // relaxed: a counter
   // Every forward step of the clock the database has recorded (sql/017 scangate_clock_ahead_total), in µs, as last
   // read (0 before): a record this instance judges past the horizon by its own reading of the clock (a journal's
-  // recovery) is judged so only this much later. Any thread.
+  // recovery) is judged so only this much later. BehindUs: every step back (scangate_clock_behind(NULL)), µs >= 0:
+  // PostgreSQL may count a row up to this much older than its clock says, so a record this instance answers from
+  // stops being an answer this much earlier. Any thread.
   std::int64_t AheadUs() const { return ahead_us_.load(std::memory_order_relaxed); }  // relaxed: one value alone
-  void SetAheadUs(std::int64_t us) { ahead_us_.store(us, std::memory_order_relaxed); }  // relaxed: as AheadUs
+  std::int64_t BehindUs() const { return behind_us_.load(std::memory_order_relaxed); }  // relaxed: as AheadUs
+  void SetSteps(std::int64_t ahead_us, std::int64_t behind_us) {
+    ahead_us_.store(ahead_us, std::memory_order_relaxed);  // relaxed: each read alone, never as a pair
+    behind_us_.store(behind_us, std::memory_order_relaxed);
+  }
 
  private:
   // The bounds held: at steady time `at_ns_`, the server's clock read within [lo_us_, hi_us_], under `epoch`.
@@ -110,7 +122,7 @@ class PgClock {
   std::atomic<bool> valid_{false};
   std::atomic<std::int64_t> at_ns_{0}, lo_us_{0}, hi_us_{0}, epoch_{0};
   std::atomic<std::uint64_t> steps_{0};
-  std::atomic<std::int64_t> ahead_us_{0};
+  std::atomic<std::int64_t> ahead_us_{0}, behind_us_{0};
 };
 
 // One PgClock per partition; Of(d) is the one whose server holds d's row (storage/partitions/partition_map.h).

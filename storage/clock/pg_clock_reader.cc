@@ -15,15 +15,17 @@ namespace {
 // The clock in µs since the epoch, as an integer (no parsing of a timestamp's text). clock_timestamp(), not now():
 // the statement's own moment, inside the round trip (now() is the transaction's start, the same here, but said).
 // With the database's clock epoch (sql/016; opened first when the server restarted): the reading's regime; and the
-// forward steps recorded so far (sql/017), in µs, for PgClock::AheadUs.
+// forward and back steps recorded so far (sql/017), in µs, for PgClock::AheadUs and BehindUs.
 constexpr const char* kReadSql =
     "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8, scangate_clock_epoch(), "
-    "(extract(epoch FROM scangate_clock_ahead_total()) * 1000000)::int8";
+    "(extract(epoch FROM scangate_clock_ahead_total()) * 1000000)::int8, "
+    "(extract(epoch FROM scangate_clock_behind(NULL)) * 1000000)::int8";
 // A step seen within one epoch (PgClock::Record): the next epoch, unless another instance opened it since (issue 55).
 constexpr const char* kStepSql = "SELECT scangate_clock_step($1::int8)";
 // Any step seen: its size, recorded for the epoch it led to (sql/017), so PostgreSQL ages the rows stamped before it
-// by the real time since, not by the clock's jump. $1 the epoch measured from, $2 the step's, $3 the step in µs.
-constexpr const char* kRecordStepSql = "SELECT scangate_clock_record_step($1::int8, $2::int8, $3::int8)";
+// by the real time since, not by the clock's jump. $1 the epoch measured from, $2 the step's, $3 the step in µs,
+// $4 PgClockStep::before_us.
+constexpr const char* kRecordStepSql = "SELECT scangate_clock_record_step($1::int8, $2::int8, $3::int8, $4::int8)";
 // A reading unanswered this long is given up (statement_timeout 1 s on the server first): only a tight round trip
 // is worth keeping anyway, and the bounds held stay valid meanwhile.
 constexpr auto kReadBound = std::chrono::seconds(2);
@@ -71,7 +73,8 @@ bool PgClockReader::ReadOnce(Session& s) {
       const std::int64_t epoch = std::strtoll(PQgetvalue(r.get(), 0, 1), nullptr, 10);
       const std::optional<PgClockStep> step =
           clock_.Record({std::strtoll(PQgetvalue(r.get(), 0, 0), nullptr, 10), sent, answered, epoch});
-      clock_.SetAheadUs(std::strtoll(PQgetvalue(r.get(), 0, 2), nullptr, 10));
+      clock_.SetSteps(std::strtoll(PQgetvalue(r.get(), 0, 2), nullptr, 10),
+                      std::strtoll(PQgetvalue(r.get(), 0, 3), nullptr, 10));
       // Moved while this reading was on its way: it may be the old server's. Retarget sets the target before it
       // forgets the clock, so either its Forget comes after this Record, or the change is seen here.
       if (std::uint64_t seen = s.generation; target_.Changed(seen)) {
@@ -123,8 +126,9 @@ void PgClockReader::OnStep(Session& s, const PgClockStep& step, std::int64_t epo
   // be taken over that much early; said in the event.
   if (opened != step.from_epoch && s.conn) {
     const std::string from = std::to_string(step.from_epoch), to = std::to_string(opened),
-                      us = std::to_string(static_cast<std::int64_t>(std::llround(step.seconds * 1e6)));
-    const char* const params[] = {from.c_str(), to.c_str(), us.c_str()};
+                      us = std::to_string(static_cast<std::int64_t>(std::llround(step.seconds * 1e6))),
+                      before = std::to_string(step.before_us);
+    const char* const params[] = {from.c_str(), to.c_str(), us.c_str(), before.c_str()};
     std::string record_error;
     PgResultPtr r = ExecWithin(s.conn.get(), kRecordStepSql, params, false, kReadBound, stop_, &record_error);
     if (r && PQresultStatus(r.get()) == PGRES_TUPLES_OK) {

@@ -59,6 +59,10 @@ std::int64_t JournalDrain::AheadUs(const Digest& d) const {
   return options_.clocks == nullptr ? 0 : options_.clocks->Of(d).AheadUs();
 }
 
+std::int64_t JournalDrain::BehindUs(const Digest& d) const {
+  return options_.clocks == nullptr ? 0 : options_.clocks->Of(d).BehindUs();
+}
+
 std::int64_t JournalDrain::RetentionUs() const {
   return std::chrono::duration_cast<std::chrono::microseconds>(options_.retention).count();
 }
@@ -155,10 +159,11 @@ JournalDrain::LookupResult JournalDrain::Lookup(const Digest& d, WaiterGroup& gr
   if (it == s.map.end()) return r;
   r.first_seen = FormatTimeUs(it->second.time_us);
   r.request = it->second.request;
-  // Past the horizon by PostgreSQL's clock at the most it can read now (unknown: past it): PostgreSQL decides.
+  // Past the horizon by PostgreSQL's clock at the most it can read now, plus every step back of it recorded (a row
+  // PostgreSQL may count that much older; sql/017), unknown: past it: PostgreSQL decides.
   const auto expired = [&] {
     const std::optional<std::int64_t> now = ClockUs(d, /*upper=*/true);
-    return !now || it->second.time_us < *now - RetentionUs();
+    return !now || it->second.time_us < *now - RetentionUs() + BehindUs(d);
   };
   if (it->second.durable && options_.retention.count() > 0 && expired()) {
     r.state = LookupResult::kExpired;

@@ -41,12 +41,14 @@ constexpr const char* kConflictKeep = "  ON CONFLICT (digest) DO NOTHING\n";
 // retry the insert. Rows within the horizon are still only probed, but ON CONFLICT DO UPDATE locks the row it
 // meets (a lock record in the WAL for a duplicate): bench/RESULTS.md "Issue 22".
 // The taken-over row drops the previous observer's idempotency record (sql/008): a retry of that request, past
-// the horizon, is not the new observer's. A row's age is its clock age less the clock's forward steps recorded
-// since its first_seen (sql/017): the plain test first, so a row within the plain horizon (every duplicate but
-// those past it) never pays for scangate_clock_ahead().
+// the horizon, is not the new observer's. A row's age is its clock age less the clock's steps recorded since its
+// first_seen (sql/017): a cheap bound first (the steps back since the horizon's edge: an InitPlan, once per
+// statement), so a row well within the horizon (every duplicate but those near or past its end) never pays for
+// scangate_clock_ahead().
 constexpr const char* kConflictTakeOverExpired =
     "  ON CONFLICT (digest) DO UPDATE SET first_seen = EXCLUDED.first_seen, {SOURCE} = EXCLUDED.{SOURCE}, request = NULL\n"
     "    WHERE k.first_seen < now() - {R} * interval '1 microsecond'\n"
+    "                         + (SELECT scangate_clock_behind(now() - {R} * interval '1 microsecond'))\n"
     "      AND k.first_seen < now() - {R} * interval '1 microsecond' - scangate_clock_ahead(k.first_seen)\n";
 constexpr const char* kInsertTail = R"sql(  RETURNING digest
 )
@@ -107,11 +109,12 @@ WITH ins AS (
 constexpr const char* kKeepPack = "timestamptz 'epoch' + ku * interval '1 microsecond'";
 constexpr const char* kKeepPackAtLeastR =
     "greatest(timestamptz 'epoch' + ku * interval '1 microsecond', f + {R} * interval '1 microsecond')";
-// Both less the clock's forward steps since the row's first_seen (sql/017), the plain test first (as the raw one).
+// Both less the clock's steps since the row's first_seen (sql/017), a cheap bound first (as the raw one: here every
+// step back recorded, since a pack's row may be years old).
 constexpr const char* kExpiredPack =
-    "k.keep_until < now() AND k.keep_until < now() - scangate_clock_ahead(k.first_seen)";
+    "k.keep_until < now() + (SELECT scangate_clock_behind(NULL)) AND k.keep_until < now() - scangate_clock_ahead(k.first_seen)";
 constexpr const char* kExpiredPackOrR =
-    "coalesce(k.keep_until, k.first_seen + {R} * interval '1 microsecond') < now()\n"
+    "coalesce(k.keep_until, k.first_seen + {R} * interval '1 microsecond') < now() + (SELECT scangate_clock_behind(NULL))\n"
     "    AND coalesce(k.keep_until, k.first_seen + {R} * interval '1 microsecond') < now() - scangate_clock_ahead(k.first_seen)";
 
 // The pack follow-up SELECT: the raw one's answer plus the row's lot (hex, NULL = none), expiry (days since

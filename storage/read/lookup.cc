@@ -19,7 +19,7 @@ constexpr const char* kLookupName = "scangate_lookup";
 // expiry in days since 1970-01-01, keep_until in µs; NULL when none). An expired row — the next observation of
 // the key is `new` — is not reported, whether or not the expiry (storage/horizon/expiry.h) has deleted it yet: one past
 // its keep_until, or without one, older than $2 = the horizon in µs (0 = off: never), by the take-over's rule (a row's
-// age less the forward steps of the clock since its first_seen, sql/017). A template for the table's
+// age less the steps of the clock since its first_seen, sql/017; one row: no cheap bound first). A template for the table's
 // layout (storage/pg/table_layout.h): $1 is the digest as it stores it (32 bytes of bytea or 16 of a uuid), the lot
 // comes back in that width.
 constexpr const char* kLookupSql = R"sql(
@@ -28,9 +28,8 @@ SELECT to_char(first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), 
 FROM scan_keys
 WHERE digest = $1::{DIGEST}
   AND CASE WHEN keep_until IS NOT NULL
-           THEN keep_until >= now() OR keep_until >= now() - scangate_clock_ahead(first_seen)
-           ELSE $2::int8 = 0 OR first_seen >= now() - $2::int8 * interval '1 microsecond'
-                OR first_seen >= now() - $2::int8 * interval '1 microsecond' - scangate_clock_ahead(first_seen) END
+           THEN keep_until >= now() - scangate_clock_ahead(first_seen)
+           ELSE $2::int8 = 0 OR first_seen >= now() - $2::int8 * interval '1 microsecond' - scangate_clock_ahead(first_seen) END
 )sql";
 
 }  // namespace

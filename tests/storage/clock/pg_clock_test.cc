@@ -107,6 +107,15 @@ TEST(PgClock, AStepIsReportedAndCounted) {
     ASSERT_TRUE(step);
     EXPECT_NEAR(step->seconds, static_cast<double>(step_us) * 1e-6, 0.002);
     EXPECT_EQ(step->from_epoch, 0) << "a step within the reading's own epoch";
+    // Where the rows divide (sql/017): forward, at the old clock's most at the reading; back, at the new clock's
+    // least at the last reading of the old one (t), below every row the new clock stamps.
+    if (step_us > 0) {
+      EXPECT_GE(step->before_us, Server(t2 + 200us));
+      EXPECT_LT(step->before_us, Server(t2 + 200us) + 5'000);
+    } else {
+      EXPECT_LE(step->before_us, Server(t) + step_us);
+      EXPECT_GT(step->before_us, Server(t) + step_us - 5'000);
+    }
     EXPECT_EQ(c.steps(), 1u);
     EXPECT_LE(*c.LowerUs(t2 + 200us), Server(t2 + 100us) + step_us);
     EXPECT_GE(*c.UpperUs(t2 + 200us), Server(t2 + 100us) + step_us);

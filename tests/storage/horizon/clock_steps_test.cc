@@ -2,10 +2,12 @@
 // the throwaway PostgreSQL of fixture "pg": a row written before a recorded forward step of S is aged S less — the
 // raw and the pack take-over (storage/pg/batch_statement.cc), the partition function scangate_observe, /lookup
 // (storage/read/lookup.cc), the expiry (storage/horizon/expiry.cc) and the warm start (Store::WarmLoad) all keep it
-// S longer — while a row written after the step, and any row past the horizon plus the step, is judged as before; a
-// step back is never subtracted. scangate_clock_record_step records a step once per epoch, less what other
+// S longer — while a row written after the step, and any row past the horizon plus the step, is judged as before.
+// scangate_clock_record_step records a step once per epoch, less what other
 // instances already recorded for the epochs between. Ages by backdating and steps by rows of scangate_clock_steps
 // (PostgreSQL's clock itself is stepped by tests/server/service_clock_forward_test.cc): no timing involved.
+// A step back is subtracted the other way: a row written before it is older than the clock says, and expires
+// sooner; a forward step and a step back after a row cancel.
 // Every test starts from an empty scan_keys and no recorded step (the pg tests never run concurrently).
 #include <gtest/gtest.h>
 
@@ -107,13 +109,13 @@ class ClockSteps : public ::testing::Test {
 };
 
 // The raw take-over: 61 minutes by the clock under an hour's horizon is expired — unless the clock stepped forward
-// by 5 minutes after the row was written (then it is 56 minutes old: a duplicate, the row untouched); a step back
-// changes nothing; 66 minutes by the clock is past the horizon and the step; two steps after a row add up.
-TEST_F(ClockSteps, TheTakeOverAgesARowByTheForwardStepsAfterIt) {
+// by 5 minutes after the row was written (then it is 56 minutes old: a duplicate, the row untouched); 66 minutes by
+// the clock is past the horizon and the step; two forward steps after a row add up, a step back after it counts the
+// other way.
+TEST_F(ClockSteps, TheTakeOverAgesARowByTheStepsAfterIt) {
   Store store(Options(kHorizon));
   store.Start();
-  RecordStep(1, "30 minutes", "5 minutes");   // a step 30 minutes ago
-  RecordStep(2, "20 minutes", "-2 minutes");  // a step back 20 minutes ago: never subtracted
+  RecordStep(1, "30 minutes", "5 minutes");  // a step 30 minutes ago
   const Digest stepped = RandomDigest(), edge = RandomDigest(), past = RandomDigest();
   InsertRow(stepped, "61 minutes");
   InsertRow(edge, "64 minutes");
@@ -121,10 +123,38 @@ TEST_F(ClockSteps, TheTakeOverAgesARowByTheForwardStepsAfterIt) {
   EXPECT_EQ(Submit(store, stepped), Outcome::kDuplicate) << "a row 56 minutes old by real time was taken over";
   EXPECT_EQ(Submit(store, edge), Outcome::kDuplicate) << "a row 59 minutes old by real time was taken over";
   EXPECT_EQ(Submit(store, past), Outcome::kInserted) << "a row past the horizon and the step stayed a duplicate";
-  const Digest twice = RandomDigest();
-  InsertRow(twice, "66 minutes");
-  RecordStep(3, "10 minutes", "3 minutes");
+  const Digest twice = RandomDigest(), back = RandomDigest();
+  InsertRow(twice, "67 minutes");
+  InsertRow(back, "63 minutes");
+  RecordStep(2, "10 minutes", "3 minutes");  // 59 minutes old by real time
   EXPECT_EQ(Submit(store, twice), Outcome::kDuplicate) << "the second step was not counted";
+  RecordStep(3, "5 minutes", "-4 minutes");  // `back`: 63 - 5 - 3 + 4 = 59 minutes old; `twice` 63: expired
+  EXPECT_EQ(Submit(store, back), Outcome::kDuplicate);
+  const Digest twice_again = RandomDigest();
+  InsertRow(twice_again, "67 minutes");
+  EXPECT_EQ(Submit(store, twice_again), Outcome::kInserted) << "the step back after the row was not counted";
+}
+
+// A step back after a row makes it older than the clock says: 57 minutes by the clock, 4 minutes back since, is past
+// an hour's horizon (the filter of an --ack=filter instance forgot it: PostgreSQL must not keep it). A step forward
+// and a step back after a row cancel.
+TEST_F(ClockSteps, AStepBackAgesARowTheOtherWay) {
+  Store store(Options(kHorizon));
+  store.Start();
+  RecordStep(1, "10 minutes", "-4 minutes");
+  const Digest aged = RandomDigest(), young = RandomDigest();
+  InsertRow(aged, "57 minutes");
+  InsertRow(young, "55 minutes");
+  EXPECT_EQ(Submit(store, aged), Outcome::kInserted) << "a row 61 minutes old by real time stayed a duplicate";
+  EXPECT_EQ(Submit(store, young), Outcome::kDuplicate) << "a row 59 minutes old by real time was taken over";
+  Exec("DELETE FROM scangate_clock_steps");
+  RecordStep(1, "30 minutes", "5 minutes");   // a failover onto a host 5 minutes ahead ...
+  RecordStep(2, "25 minutes", "-5 minutes");  // ... and back
+  const Digest both = RandomDigest(), within = RandomDigest();
+  InsertRow(both, "61 minutes");
+  InsertRow(within, "59 minutes");
+  EXPECT_EQ(Submit(store, both), Outcome::kInserted) << "a step forward and back did not cancel";
+  EXPECT_EQ(Submit(store, within), Outcome::kDuplicate);
 }
 
 // A step before a row was written does not age it: the row is judged by the clock alone.
@@ -243,9 +273,10 @@ TEST_F(ClockSteps, TheWarmStartLoadsARowTheStepKeeps) {
 TEST_F(ClockSteps, AStepIsRecordedOncePerEpochLessTheEpochsBetween) {
   pqxx::connection c(Url());
   pqxx::nontransaction tx(c);
-  tx.exec("SELECT scangate_clock_record_step(1, 2, 4000000)");
-  tx.exec("SELECT scangate_clock_record_step(1, 2, 9000000)");  // a second account of epoch 2: ignored
-  tx.exec("SELECT scangate_clock_record_step(1, 3, 10000000)");  // epochs 1..3: 4 s of it were epoch 2's
+  const std::string at = "(extract(epoch FROM now() - interval '1 minute') * 1000000)::int8";  // before_us
+  tx.exec("SELECT scangate_clock_record_step(1, 2, 4000000, " + at + ")");
+  tx.exec("SELECT scangate_clock_record_step(1, 2, 9000000, " + at + ")");  // a second account of epoch 2: ignored
+  tx.exec("SELECT scangate_clock_record_step(1, 3, 10000000, " + at + ")");  // epochs 1..3: 4 s were epoch 2's
   const auto r = tx.exec("SELECT epoch, extract(epoch FROM step)::float8 FROM scangate_clock_steps ORDER BY epoch");
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[0][0].as<std::int64_t>(), 2);
@@ -253,14 +284,20 @@ TEST_F(ClockSteps, AStepIsRecordedOncePerEpochLessTheEpochsBetween) {
   EXPECT_EQ(r[1][0].as<std::int64_t>(), 3);
   EXPECT_DOUBLE_EQ(r[1][1].as<double>(), 6.0);
   EXPECT_DOUBLE_EQ(tx.exec1("SELECT extract(epoch FROM scangate_clock_ahead_total())::float8")[0].as<double>(), 10.0);
-  // A step back is recorded (signed) but adds nothing to the ahead total.
-  tx.exec("SELECT scangate_clock_record_step(3, 4, -30000000)");
+  // A step back is recorded (signed): not in the forward total, in scangate_clock_behind.
+  tx.exec("SELECT scangate_clock_record_step(3, 4, -30000000, " + at + ")");
   EXPECT_DOUBLE_EQ(tx.exec1("SELECT extract(epoch FROM scangate_clock_ahead_total())::float8")[0].as<double>(), 10.0);
-  // A row written before the steps is aged by both; one written after them by neither.
+  EXPECT_DOUBLE_EQ(tx.exec1("SELECT extract(epoch FROM scangate_clock_behind(NULL))::float8")[0].as<double>(), 30.0);
+  EXPECT_DOUBLE_EQ(
+      tx.exec1("SELECT extract(epoch FROM scangate_clock_behind(now() + interval '1 minute'))::float8")[0].as<double>(), 0.0);
+  // A row written before the steps is aged by all three; one written after them by none.
   EXPECT_DOUBLE_EQ(tx.exec1("SELECT extract(epoch FROM scangate_clock_ahead(now() - interval '1 hour'))::float8")[0].as<double>(),
-                   10.0);
+                   -20.0);
   EXPECT_DOUBLE_EQ(tx.exec1("SELECT extract(epoch FROM scangate_clock_ahead(now() + interval '1 minute'))::float8")[0].as<double>(),
                    0.0);
+  // No step left once the epochs between account for it all.
+  tx.exec("SELECT scangate_clock_record_step(1, 5, -20000000, " + at + ")");
+  EXPECT_EQ(tx.exec1("SELECT count(*) FROM scangate_clock_steps")[0].as<int>(), 3);
 }
 
 }  // namespace
