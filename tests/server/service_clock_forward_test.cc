@@ -16,6 +16,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -85,6 +86,31 @@ HttpResponse Lookup(std::uint16_t port, const std::string& key) {
   HttpClient c(port);
   if (WaitJournalDrained(c)) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "the journal of the instance at port " << port << " did not drain";
+}
+
+// Polls /stats (bounded) until the instance's warm start finished: its filter's negatives are answers from then on.
+::testing::AssertionResult WaitWarm(std::uint16_t port) {
+  HttpClient c(port);
+  const auto deadline = Clock::now() + kClockBound;
+  while (Clock::now() < deadline) {
+    const json::object o = c.Get("/stats").json();
+    const auto* f = o.if_contains("filter");
+    if (f != nullptr && f->is_object()) {
+      const auto* w = f->as_object().if_contains("warm");
+      if (w != nullptr && w->is_bool() && w->as_bool()) return ::testing::AssertionSuccess();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return ::testing::AssertionFailure() << "the warm start did not finish within " << kClockBound.count() << " s";
+}
+
+// The last event `event` of `p`'s log that has member `member`, as JSON text.
+std::string LastEvent(const ScangateProcess& p, std::string_view event, std::string_view member) {
+  std::string last = "(no " + std::string(event) + " event)";
+  for (const auto& e : p.LogEvents(event)) {
+    if (e.contains(member)) last = json::serialize(e);
+  }
+  return last;
 }
 
 std::vector<std::string> Concat(const std::vector<std::string>& a, const std::vector<std::string>& b) {
@@ -257,10 +283,7 @@ TEST_F(ServiceClockForward, JournalRecoveryAcrossAStepForward) {
   ASSERT_TRUE(JournalDrained(a.port()));
   const double age = Seconds(Clock::now() - first);
   ASSERT_LT(age, Seconds(kJournalRetention - kCheckRoom)) << "too slow: the keys are " << age << " s old at the check";
-  std::string recovery = "(no journal event)";
-  for (const auto& e : a.LogEvents("journal")) {
-    if (e.contains("recovered")) recovery = json::serialize(e);
-  }
+  const std::string recovery = LastEvent(a, "journal", "recovered");
   Pg pg;
   std::vector<std::string> hexes;
   for (const auto& k : keys) hexes.push_back(Sha256Hex(k));
@@ -275,6 +298,41 @@ TEST_F(ServiceClockForward, JournalRecoveryAcrossAStepForward) {
   EXPECT_EQ(Count(at_b, 200), kKeys) << Describe(at_b);
   EXPECT_EQ(a.Stop(), 0);
   EXPECT_EQ(b.Stop(), 0);
+}
+
+// The warm start across a step: C (--ack=commit) records 20 keys, PostgreSQL restarts with its clock 30 s ahead while
+// C stays up (C's clock reader sees the step), and only then --ack=filter instance F starts: its warm start loads the
+// rows within the window (= the horizon here) by PostgreSQL's clock, and its filter's negatives are `new` from its
+// journal. The keys' real age is well inside the 20 s horizon: F answers none of them `new`. On main the warm start
+// skips the rows as older than the window, and F answers C's keys `new` from its filter.
+TEST_F(ServiceClockForward, WarmStartAfterAStepForward) {
+  const std::string dir = TempDir("clock-forward-warm");
+  ScangateProcess c(CommitFlags(kRetention));
+  ASSERT_TRUE(c.Start());
+  const auto keys = UniqueKeys(kKeys, "clock-forward-warm");
+  const auto first = Clock::now();
+  const auto at_c = ObserveConcurrently(c.port(), keys);
+  ASSERT_EQ(Count(at_c, 201), kKeys) << "C's fresh keys: " << Describe(at_c);
+  std::this_thread::sleep_for(kBeforeStep);
+  ASSERT_TRUE(StepTheClock(kStepS));
+  ASSERT_TRUE(WaitReady(c.port())) << "C did not become ready after the restart";
+  std::this_thread::sleep_for(kReadersSee);
+  ScangateProcess f(FilterFlags(dir + "/f", kRetention));
+  ASSERT_TRUE(f.Start());
+  ASSERT_TRUE(WaitWarm(f.port()));
+  ASSERT_TRUE(FollowerFresh(f.port()));
+  const double age = Seconds(Clock::now() - first);
+  ASSERT_LT(age, Seconds(kRetention - kCheckRoom)) << "too slow: the keys are " << age << " s old at the check";
+  const auto at_f = ObserveConcurrently(f.port(), keys);
+  const std::string warm = LastEvent(f, "warm_start", "keys");
+  std::cout << "F started after a " << kStepS << " s step forward, keys " << age << " s old (horizon "
+            << kRetention.count() << " s): at F " << Describe(at_f) << "; F's warm start (rows of any case): " << warm
+            << "\n";
+  EXPECT_EQ(Count(at_f, 201), 0) << "C's keys were new again at F within the horizon: " << Describe(at_f)
+                                 << "; F's warm start: " << warm;
+  EXPECT_EQ(Count(at_f, 200), kKeys) << Describe(at_f);
+  EXPECT_EQ(c.Stop(), 0);
+  EXPECT_EQ(f.Stop(), 0);
 }
 
 }  // namespace
