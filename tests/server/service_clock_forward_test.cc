@@ -126,6 +126,42 @@ std::vector<std::string> Half(const std::vector<std::string>& keys, bool second)
 
 class ServiceClockForward : public ClockShiftCluster {
  protected:
+  // Past R + 3 s of the keys' real age (`recorded`: every one was seen by then), each key is `new` once at C: polled
+  // until it is (up to R + 15 s, failure detection only), then both instances answer every key duplicate.
+  static void ExpectNewOncePastTheHorizon(const ScangateProcess& c, const ScangateProcess& f,
+                                          const std::vector<std::string>& keys, Clock::time_point recorded,
+                                          const std::string& what) {
+    std::this_thread::sleep_until(recorded + kRetention + kPastHorizon);
+    int news = 0;
+    int first_pass = -1;
+    std::vector<std::string> waiting = keys;
+    const auto deadline = recorded + kRetention + kNewAgainBound;
+    while (!waiting.empty()) {
+      std::vector<std::string> still;
+      HttpClient cc(c.port());
+      for (const auto& k : waiting) {
+        if (ObserveKey(cc, k).status == 201) ++news;
+        else still.push_back(k);
+      }
+      if (first_pass < 0) first_pass = news;
+      waiting.swap(still);
+      if (waiting.empty() || Clock::now() > deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+    const double age = Seconds(Clock::now() - recorded);
+    std::cout << what << ": past the horizon, " << news << " of " << keys.size() << " keys new again at C by " << age
+              << " s after they were recorded (" << first_pass << " on the first pass, at R + "
+              << kPastHorizon.count() << " s)\n";
+    EXPECT_TRUE(waiting.empty()) << waiting.size() << " of " << keys.size() << " keys were not new again " << age
+                                 << " s after they were recorded (horizon " << kRetention.count() << " s)";
+    const auto after_c = ObserveConcurrently(c.port(), keys);
+    ASSERT_TRUE(FollowerFresh(f.port()));
+    const auto after_f = ObserveConcurrently(f.port(), keys);
+    std::cout << what << ": then at C: " << Describe(after_c) << "; at F: " << Describe(after_f) << "\n";
+    EXPECT_EQ(Count(after_c, 201), 0) << "new twice past the horizon, at C: " << Describe(after_c);
+    EXPECT_EQ(Count(after_f, 201), 0) << "new twice past the horizon, at F: " << Describe(after_f);
+  }
+
   // C (--ack=commit) and F (--ack=filter) on one database, --retention=20s: each records kKeys fresh keys, `step`
   // moves PostgreSQL's clock kStepS forward (and checks it did), and then, with both ready and their clock readers
   // past the step, every key is observed again well inside its real horizon: none may be `new` (each instance its
@@ -189,36 +225,7 @@ class ServiceClockForward : public ClockShiftCluster {
     EXPECT_LT(Seconds(Clock::now() - first), Seconds(kRetention)) << "the checks ran past the horizon";
 
     // The horizon still ends, by the keys' real age.
-    std::this_thread::sleep_until(recorded + kRetention + kPastHorizon);
-    std::map<std::string, int> news;
-    std::vector<std::string> waiting = all;
-    int first_pass = -1;
-    const auto deadline = recorded + kRetention + kNewAgainBound;
-    while (!waiting.empty()) {
-      std::vector<std::string> still;
-      HttpClient cc(c.port());
-      for (const auto& k : waiting) {
-        const ObserveAnswer a = ObserveKey(cc, k);
-        if (a.status == 201) ++news[k];
-        else still.push_back(k);
-      }
-      if (first_pass < 0) first_pass = static_cast<int>(all.size() - still.size());
-      waiting.swap(still);
-      if (waiting.empty() || Clock::now() > deadline) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    }
-    std::cout << what << ": past the horizon, " << news.size() << " of " << all.size() << " keys new again at C by "
-              << Seconds(Clock::now() - first) << " s after their first sighting (" << first_pass
-              << " on the first pass, at R + " << kPastHorizon.count() << " s)\n";
-    EXPECT_TRUE(waiting.empty()) << waiting.size() << " keys were not new again "
-                                 << Seconds(Clock::now() - recorded) << " s after their first sighting (horizon "
-                                 << kRetention.count() << " s)";
-    const auto after_c = ObserveConcurrently(c.port(), all);
-    ASSERT_TRUE(FollowerFresh(f.port()));
-    const auto after_f = ObserveConcurrently(f.port(), all);
-    std::cout << what << ": then at C: " << Describe(after_c) << "; at F: " << Describe(after_f) << "\n";
-    EXPECT_EQ(Count(after_c, 201), 0) << "new twice past the horizon, at C: " << Describe(after_c);
-    EXPECT_EQ(Count(after_f, 201), 0) << "new twice past the horizon, at F: " << Describe(after_f);
+    ExpectNewOncePastTheHorizon(c, f, all, recorded, what);
     EXPECT_EQ(c.Stop(), 0);
     EXPECT_EQ(f.Stop(), 0);
   }
@@ -251,6 +258,73 @@ TEST_F(ServiceClockForward, StepForwardWhilePostgreSQLRuns) {
 TEST_F(ServiceClockForward, StepForwardAcrossARestart) {
   Run(TempDir("clock-forward-restart"), "a " + std::to_string(kStepS) + " s step forward across a restart",
       [] { return StepTheClock(kStepS); });
+}
+
+// A step that is undone: PostgreSQL's clock steps 30 s forward while it runs and, 3 s later, back (a failover onto a
+// host ahead and the failback; an NTP step corrected). Keys K1 recorded before the steps, K2 just after (while the
+// forward step's own time, in the clock that was ahead, still lies in the future): with the clock back, none is new
+// within the horizon, and each is new once past R + 3 s of its real age. A fix that keeps subtracting the forward
+// step after its undoing (or counts it for rows written "before" it in the corrected clock) stretches the horizon by
+// 30 s: the keys are not new again by R + 15 s. On main the expiry deletes K1's rows while the clock is ahead, and
+// K1 is new again within its horizon.
+TEST_F(ServiceClockForward, StepForwardAndBackWhilePostgreSQLRuns) {
+  std::string dir;
+  const std::string file = MakeShiftFile("clock-forward-back", dir);
+  ASSERT_EQ(PgClusterStop(), 0);
+  ASSERT_EQ(StartCluster(0, file), 0);
+  ASSERT_LT(std::abs(ServerOffsetSeconds()), 5);
+  ScangateProcess c(CommitFlags(kRetention)), f(FilterFlags(dir + "/f", kRetention));
+  ASSERT_TRUE(c.Start());
+  ASSERT_TRUE(f.Start());
+  ASSERT_TRUE(FollowerFresh(f.port()));
+  // kKeys fresh keys, half observed at C, half at F; `fresh` counts those answered new.
+  const auto record = [&](const char* tag, int& fresh) {
+    const auto keys = UniqueKeys(kKeys, tag);
+    fresh = Count(ObserveConcurrently(c.port(), Half(keys, false)), 201) +
+            Count(ObserveConcurrently(f.port(), Half(keys, true)), 201);
+    return keys;
+  };
+  int fresh1 = 0, fresh2 = 0;
+  const auto first = Clock::now();
+  const auto k1 = record("clock-forward-k1", fresh1);
+  const auto recorded1 = Clock::now();
+  ASSERT_EQ(fresh1, kKeys);
+  ASSERT_TRUE(JournalDrained(f.port()));
+  std::this_thread::sleep_for(kBeforeStep);
+  StepRunningClock(file, kStepS);
+  EXPECT_NEAR(ServerOffsetSeconds(), static_cast<double>(kStepS), 5) << "PostgreSQL's clock did not step forward";
+  std::this_thread::sleep_for(kReadersSee);
+  StepRunningClock(file, 0);
+  EXPECT_NEAR(ServerOffsetSeconds(), 0.0, 5) << "PostgreSQL's clock did not step back";
+  ASSERT_TRUE(WaitReady(c.port()));
+  ASSERT_TRUE(WaitReady(f.port()));
+  ASSERT_TRUE(FollowerFresh(f.port()));
+  std::this_thread::sleep_for(kReadersSee);
+  // The expiry ran while the clock was ahead (every R / 10): K1's rows are kept all the same.
+  std::vector<std::string> hexes;
+  for (const auto& k : k1) hexes.push_back(Sha256Hex(k));
+  Pg pg;
+  const std::int64_t k1_rows = pg.CountDigests(hexes);
+  const auto k2 = record("clock-forward-k2", fresh2);
+  const auto recorded2 = Clock::now();
+  EXPECT_EQ(fresh2, kKeys) << "fresh keys after the clock stepped back";
+  ASSERT_TRUE(JournalDrained(f.port()));
+  ASSERT_TRUE(FollowerFresh(f.port()));
+  const double age = Seconds(Clock::now() - first);
+  ASSERT_LT(age, Seconds(kRetention - kCheckRoom)) << "too slow: K1 is " << age << " s old at the check";
+  const auto all = Concat(k1, k2);
+  const auto at_c = ObserveConcurrently(c.port(), all);
+  const auto at_f = ObserveConcurrently(f.port(), all);
+  const std::string what = "a " + std::to_string(kStepS) + " s step forward and back";
+  std::cout << what << ": K1's rows after it: " << k1_rows << " of " << kKeys << "; K1 (" << age
+            << " s old) and K2 at C: " << Describe(at_c) << "; at F: " << Describe(at_f) << "\n";
+  EXPECT_EQ(k1_rows, kKeys) << "rows of keys " << age << " s old were deleted (horizon " << kRetention.count() << " s)";
+  EXPECT_EQ(Count(at_c, 201), 0) << "within the horizon, at C: " << Describe(at_c);
+  EXPECT_EQ(Count(at_f, 201), 0) << "within the horizon, at F: " << Describe(at_f);
+  ExpectNewOncePastTheHorizon(c, f, k1, recorded1, what + ", K1");
+  ExpectNewOncePastTheHorizon(c, f, k2, recorded2, what + ", K2");
+  EXPECT_EQ(c.Stop(), 0);
+  EXPECT_EQ(f.Stop(), 0);
 }
 
 // The journal's recovery across a step: --ack=filter instance A answers 20 keys `new` from its journal during a write
