@@ -8,7 +8,8 @@
 // EXCLUSIVE MODE (inserts wait, reads go on): two-phase state survives a restart with its locks, where an open
 // transaction (harness TableLock) would end with the old server and let A's drain commit the keys at once, hiding
 // the fault. The cluster gets max_prepared_transactions for it (ALTER SYSTEM), and is restarted unshifted and
-// without the setting at the end: fixture "pg_solo", one test at a time.
+// without the setting at the end (ClockShiftCluster, tests/server/clock_shift_cluster.h): fixture "pg_solo", one
+// test at a time.
 // - 60 s back, A live: on main, A's row kept its pre-step covered_until (GREATEST), a minute in the new clock's
 //   future, and B answered 20 of 20 of A's stalled keys `new`, seen failing;
 // - 60 s back, A killed before the step: its stale row (covered_until and heartbeat of the old clock) looks like a
@@ -18,21 +19,17 @@
 //   a change that trusts the epoch's first beat too early fails.
 // Each case also reports how long B held a fresh key after PostgreSQL was back with the stall released (the cost
 // of a step, for bench/RESULTS.md).
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
+#include <chrono>
+#include <cstdint>
 #include <iostream>
 #include <map>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "clock_shift_cluster.h"
 #include "harness.h"
 
 namespace scangate::it {
@@ -41,88 +38,9 @@ namespace {
 namespace json = boost::json;
 using Clock = std::chrono::steady_clock;
 
-constexpr const char* kStallName = "scangate-clock-step-stall";
 constexpr int kKeys = 20;
-constexpr auto kBound = std::chrono::seconds(30);  // failure detection only
+constexpr auto kBound = kClockBound;  // failure detection only
 constexpr auto kPastTheWindow = std::chrono::milliseconds(2000);  // W = 1.2 s here, as in service_peers_test
-
-std::string ShellQuote(const std::string& s) {
-  std::string out = "'";
-  for (const char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return out + "'";
-}
-
-// The preload, copied where PostgreSQL can read it: its postmaster runs as user postgres when the test runs as root,
-// and the build folder of a private (mode 700) clone is not readable to it (ld.so then ignores the preload and the
-// clock never steps). Copied once per run into a folder of its own under /tmp, mode 755/644; checked readable as
-// postgres, failing at once with the file's name otherwise (issue 53: a program run as another user reads copies).
-const std::string& PreloadForPostgres() {
-  static const std::string path = [] {
-    const std::string dir = TempDir("clock-shift-lib");
-    ::chmod(dir.c_str(), 0755);
-    const std::string to = dir + "/libscangate_clock_shift.so";
-    std::filesystem::copy_file(SCANGATE_CLOCK_SHIFT_LIBRARY, to, std::filesystem::copy_options::overwrite_existing);
-    ::chmod(to.c_str(), 0644);
-    if (::geteuid() == 0 && std::system(("runuser -u postgres -- test -r " + ShellQuote(to)).c_str()) != 0) {
-      throw std::runtime_error("user postgres cannot read the clock-shift preload " + to);
-    }
-    return to;
-  }();
-  return path;
-}
-
-// scripts/pg.sh start of the fixture's cluster, its postmaster's wall clock shifted by `shift_s` seconds (0: none),
-// and by the seconds `shift_file` holds while it runs ("": none; tests/clock_shift re-reads it every 5 ms).
-int StartCluster(std::int64_t shift_s, const std::string& shift_file = "") {
-  const TestEnv& env = Env();
-  std::string cmd;
-  if (shift_s != 0 || !shift_file.empty()) {
-    cmd = std::string("LD_PRELOAD=") + ShellQuote(PreloadForPostgres()) +
-          " SCANGATE_CLOCK_SHIFT_SECONDS=" + std::to_string(shift_s) + " ";
-    if (!shift_file.empty()) cmd += "SCANGATE_CLOCK_SHIFT_FILE=" + ShellQuote(shift_file) + " ";
-  }
-  cmd += ShellQuote(env.source_dir + "/scripts/pg.sh") + " start " + ShellQuote(env.pgdata) + " " +
-         ShellQuote(env.pg_port);
-  return std::system(cmd.c_str());
-}
-
-// A and B of every case: --ack=filter instances on one database, each on its own journal.
-std::vector<std::string> InstanceFlags(const std::string& journal_dir) {
-  return {"--ack=filter", "--capacity=1000000", "--follow=poll", "--follow-max-lag=200ms", "--peer-wait=300ms",
-          "--journal-dir=" + journal_dir};
-}
-
-void Sql(const std::string& sql) {
-  pqxx::connection c(Env().pg_url);
-  pqxx::nontransaction tx(c);
-  tx.exec0(sql);
-}
-
-// PostgreSQL's clock minus this host's, in seconds (the shift took effect, or not).
-double ServerOffsetSeconds() {
-  pqxx::connection c(Env().pg_url);
-  pqxx::nontransaction tx(c);
-  const double server = tx.exec1("SELECT extract(epoch FROM clock_timestamp())::float8")[0].as<double>();
-  return server - std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-bool Ready(std::uint16_t port) {
-  try {
-    HttpClient c(port);
-    return c.Get("/readyz").status == 200;
-  } catch (const std::exception&) {
-    return false;
-  }
-}
-
-bool WaitReady(std::uint16_t port) {
-  const auto deadline = Clock::now() + kBound;
-  while (Clock::now() < deadline) {
-    if (Ready(port)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
 
 // /stats peers.watermark[0].updates of the instance at `port` (0 without one).
 std::uint64_t WatermarkUpdates(std::uint16_t port) {
@@ -133,55 +51,9 @@ std::uint64_t WatermarkUpdates(std::uint16_t port) {
   return mine.empty() ? 0 : mine.front().at("updates").to_number<std::uint64_t>();
 }
 
-// The cluster for these cases: prepared transactions allowed (the stall that outlives a restart); back to its own
-// clock and settings at the end, whatever the case left (a prepared stall would hang every later test).
-class ServiceClockStep : public ::testing::Test {
+// A and B of every case: --ack=filter instances on one database (InstanceFlags), each on its own journal.
+class ServiceClockStep : public ClockShiftCluster {
  protected:
-  static void SetUpTestSuite() { Sql("ALTER SYSTEM SET max_prepared_transactions = 4"); }
-  // Each case starts on the cluster's own clock (the previous case left it shifted), with the setting in effect.
-  void SetUp() override {
-    ASSERT_EQ(PgClusterStop(), 0);
-    ASSERT_EQ(StartCluster(0), 0);
-    ASSERT_LT(std::abs(ServerOffsetSeconds()), 5) << "PostgreSQL's clock is still shifted";
-  }
-  static void TearDownTestSuite() {
-    Sql("ALTER SYSTEM RESET max_prepared_transactions");
-    EXPECT_EQ(PgClusterStop(), 0);
-    EXPECT_EQ(StartCluster(0), 0);
-  }
-  void TearDown() override {
-    try {
-      pqxx::connection c(Env().pg_url);
-      pqxx::nontransaction tx(c);
-      if (!tx.exec_params("SELECT 1 FROM pg_prepared_xacts WHERE gid = $1", std::string(kStallName)).empty()) {
-        tx.exec0(std::string("ROLLBACK PREPARED '") + kStallName + "'");
-      }
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "the prepared stall was not rolled back: " << e.what();
-    }
-  }
-
-  // The write stall that survives a restart.
-  static void PrepareStall() {
-    pqxx::connection c(Env().pg_url);
-    pqxx::nontransaction tx(c);
-    tx.exec0("BEGIN");
-    tx.exec0("LOCK TABLE scan_keys IN SHARE ROW EXCLUSIVE MODE");
-    tx.exec0(std::string("PREPARE TRANSACTION '") + kStallName + "'");
-  }
-  static void ReleaseStall() { Sql(std::string("ROLLBACK PREPARED '") + kStallName + "'"); }
-
-  // PostgreSQL restarted with its clock `shift_s` seconds off this host's (checked).
-  static ::testing::AssertionResult StepTheClock(std::int64_t shift_s) {
-    if (PgClusterStop() != 0) return ::testing::AssertionFailure() << "pg.sh stop failed";
-    if (StartCluster(shift_s) != 0) return ::testing::AssertionFailure() << "pg.sh start (shifted) failed";
-    const double offset = ServerOffsetSeconds();
-    if (std::abs(offset - static_cast<double>(shift_s)) > 5) {
-      return ::testing::AssertionFailure() << "PostgreSQL's clock is " << offset << " s off, not " << shift_s;
-    }
-    return ::testing::AssertionSuccess();
-  }
-
   // Runs the case: A's stalled keys cross to B after PostgreSQL came back `shift_s` seconds off. `kill_a`: A is
   // killed before the step (its row stays as the old clock left it).
   void Run(std::int64_t shift_s, bool kill_a) {
@@ -260,12 +132,6 @@ class ServiceClockStep : public ::testing::Test {
   }
 };
 
-// Writes the running cluster's further clock offset (StartCluster's `shift_file`) and waits out the preload's 5 ms.
-void StepRunningClock(const std::string& file, std::int64_t seconds) {
-  std::ofstream(file, std::ios::trunc) << seconds << "\n";
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-}
-
 // `pg_clock` events of state "stepped" in both instances' logs.
 int SteppedEvents(const ScangateProcess& a, const ScangateProcess& b) {
   int n = 0;
@@ -283,11 +149,8 @@ TEST_F(ServiceClockStep, StepBackWithTheStalledPeerLive) { Run(-60, false); }
 // answered them new. Then, with nothing stalled, the clock steps forward again: how long B holds fresh keys at a
 // bare step (the cost, printed for bench/RESULTS.md), and the step was seen and counted.
 TEST_F(ServiceClockStep, StepBackWhilePostgreSQLRuns) {
-  const std::string dir = TempDir("clock-step-live");
-  ::chmod(dir.c_str(), 0755);  // PostgreSQL (user postgres) reads the offset file
-  const std::string file = dir + "/shift";
-  StepRunningClock(file, 0);
-  ::chmod(file.c_str(), 0644);
+  std::string dir;
+  const std::string file = MakeShiftFile("clock-step-live", dir);  // PostgreSQL (user postgres) reads it
   ASSERT_EQ(PgClusterStop(), 0);
   ASSERT_EQ(StartCluster(0, file), 0);
   ASSERT_LT(std::abs(ServerOffsetSeconds()), 5);
