@@ -342,6 +342,7 @@ void App::StartReaders() {
   ro.maintenance_defaults.statement_timeout = store_options_.warm_statement_timeout;
   ro.maintenance_defaults.tcp_user_timeout = store_options_.tcp_user_timeout;
   ro.log = store_options_.log;
+  ro.clocks = clocks_.get();
   readers_ = std::make_unique<StorageReaders>(*store_, std::move(ro));
   retarget_readers_.store(readers_.get());
   readers_->Start();

@@ -29,6 +29,7 @@ void App::StartClocks() {
   }
   // A partition whose first reading fails (it is down) decides its new keys in PostgreSQL until one succeeds.
   for (auto& r : clock_readers_) r->Start();
+  store_->AttachClocks(*clocks_);  // the take-over's guard (sql/017)
 }
 
 void App::FillClockStats(MetricsSnapshot& s) const {

@@ -44,6 +44,7 @@ void StorageReaders::Start() {
     eo.retention = options_.retention;
     eo.pack_horizons = options_.pack_horizons;  // rows past their own keep_until
     eo.log = options_.log;
+    if (options_.clocks != nullptr) eo.clock = &options_.clocks->at(p);
     expiry_.push_back(std::make_unique<storage::Expiry>(std::move(eo)));
   }
   storage::LookupOptions lo;

@@ -28,6 +28,7 @@ struct StorageReaderOptions {
   storage::ConnectionDefaults lookup_defaults;  // application_name set inside
   storage::ConnectionDefaults maintenance_defaults;  // BRIN and expiry: the long statement bound
   std::shared_ptr<storage::LogSink> log;
+  storage::PgClocks* clocks = nullptr;  // the instance's bounds of each partition's clock (the expiry's guard)
 };
 
 class StorageReaders {

@@ -70,6 +70,20 @@ BEGIN
 END
 $f$;
 
+-- The guard of a writer's take-over (storage/pg/batch_statement.cc Guard()) and of the expiry: a step is recorded
+-- by the first instance to read the clock after it (within a second; after a restart, within a second of its
+-- reconnection), and until then PostgreSQL's now() is past what the writer's bounds of the clock allow. A row is
+-- then never taken over: the statement fails with 55000 (an outage to the writer: its rows stay queued and are
+-- retried, or its requests get 503) rather than judge the row by a clock that makes it look older than it is.
+CREATE FUNCTION scangate_clock_unrecorded_step() RETURNS bool
+LANGUAGE plpgsql VOLATILE
+AS $f$
+BEGIN
+  RAISE EXCEPTION 'scangate clock guard: PostgreSQL''s clock reads past this instance''s bounds of it (a step forward not recorded yet): retried once the step is recorded'
+    USING ERRCODE = '55000';
+END
+$f$;
+
 -- The partition functions (sql/007, and sql/013's over the uuid layout) take over an expired row by the same rule
 -- (and, as the writers do since sql/008, drop the previous observer's idempotency record with it).
 CREATE OR REPLACE FUNCTION scangate_observe(digests bytea[], sources text[], seen_us int8[], retention_us int8)

@@ -66,6 +66,8 @@ void Store::Retarget(std::string url) {
   shared_->target.Set(TargetOf(options_, url));  // TargetOf throws std::invalid_argument before anything changes
 }
 
+void Store::AttachClock(const PgClock* clock) { shared_->clock.store(clock); }
+
 Store::~Store() { Shutdown(); }
 
 void Store::Start() {

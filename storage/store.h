@@ -36,6 +36,7 @@ namespace scangate::storage {
 
 class Writer;
 struct StoreShared;
+class PgClock;
 
 class Store final : public ExactStore, public WriteBehindTarget {
  public:
@@ -102,6 +103,11 @@ class Store final : public ExactStore, public WriteBehindTarget {
   // writer that cannot prepare its statements there goes down and logs why). Throws
   // std::invalid_argument (nothing changed) when libpq cannot parse `url`. Safe to call concurrently.
   void Retarget(std::string url);
+  // The instance's bounds of this database's clock (must outlive the store; nullptr: none). Every later batch
+  // carries its PgClock::GuardUs: PostgreSQL refuses (55000, an outage to the writer: retried) to take a row over
+  // while its now() is past it — its clock stepped forward and no instance has recorded the step yet (sql/017).
+  // Any thread.
+  void AttachClock(const PgClock* clock);
 
   // True when every writer is connected and its last transaction succeeded. Safe to call concurrently.
   bool up() const override;

@@ -78,11 +78,28 @@ std::optional<PgClockStep> PgClock::Record(const PgClockReading& r) {
             seconds > 0 ? held_hi : next.lo_us - Drifted(next.at_ns - held->at_ns, true);  // PgClockStep
         step = PgClockStep{seconds, held->epoch, before_us};
         steps_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a counter
+        pending_ = next;  // taken by AcceptStep, once the step is recorded
+        return step;
       }
     }
   }  // else: no bounds, or a later epoch's
+  pending_.reset();
   Store(next);
   return step;
+}
+
+void PgClock::AcceptStep(std::int64_t epoch) {
+  const MutexLock lock(&write_mu_);
+  if (!pending_) return;
+  pending_->epoch = epoch;
+  Store(pending_);
+  pending_.reset();
+}
+
+std::optional<std::int64_t> PgClock::GuardUs(std::chrono::steady_clock::time_point now) const {
+  const std::optional<std::int64_t> u = UpperUs(now);
+  if (!u) return std::nullopt;
+  return *u + std::chrono::duration_cast<std::chrono::microseconds>(kGuardSlack).count();
 }
 
 void PgClock::Reepoch(std::int64_t from, std::int64_t epoch) {
@@ -100,6 +117,7 @@ std::int64_t PgClock::epoch() const {
 
 void PgClock::Forget() {
   const MutexLock lock(&write_mu_);
+  pending_.reset();
   Store(std::nullopt);
 }
 

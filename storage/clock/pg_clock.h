@@ -70,10 +70,14 @@ class PgClock {
   // Takes a reading: kept intersected with the bounds held (the tighter of both), or alone when the two disagree
   // or the reading is of another epoch. Returns the step (the reading's middle minus the held bounds' there) when
   // it disagrees with the bounds held, of its epoch or an earlier one, by more than kStepTolerance; counted in
-  // steps(). Any thread.
+  // steps(). A step's reading is NOT taken yet: the bounds stay the old clock's until AcceptStep(), so that until
+  // the caller has recorded the step (sql/017) no statement guarded by GuardUs() judges a row by the new clock
+  // unrecorded. Any thread.
   std::optional<PgClockStep> Record(const PgClockReading& r) ABSL_LOCKS_EXCLUDED(write_mu_);
-  // The step the last Record() reported opened epoch `epoch` in the database: the bounds held (that reading's, of
-  // the new clock) carry it from now on. Ignored when the bounds are gone or of an epoch other than `from`. Any
+  // Takes the reading of the step the last Record() reported, under epoch `epoch` (the one the step opened, or the
+  // reading's own). No-op without one pending. Any thread.
+  void AcceptStep(std::int64_t epoch) ABSL_LOCKS_EXCLUDED(write_mu_);
+  // The bounds held are moved from epoch `from` to `epoch` (ignored when they are gone or of another epoch). Any
   // thread.
   void Reepoch(std::int64_t from, std::int64_t epoch) ABSL_LOCKS_EXCLUDED(write_mu_);
   // Another server from now on (a moved partition): no bounds until its first reading. Any thread.
@@ -90,6 +94,12 @@ class PgClock {
     double seconds, uncertainty;
   };
   std::optional<Offset> OffsetNow() const;
+  // The most the server's now() may read in a statement sent now: UpperUs plus kGuardSlack (the statement's way to
+  // the server, and a step smaller than it). A statement that judges rows by now() carries it and refuses to
+  // when now() is past it: PostgreSQL's clock stepped forward and no instance has recorded it yet (sql/017). nullopt
+  // without bounds (no guard). Any thread.
+  static constexpr std::chrono::milliseconds kGuardSlack{1000};
+  std::optional<std::int64_t> GuardUs(Steady::time_point now = Steady::now()) const;
   // The epoch of the bounds held (-1 without bounds), and the steps Record() reported so far. Any thread.
   std::int64_t epoch() const;
   std::uint64_t steps() const { return steps_.load(std::memory_order_relaxed); }  // relaxed: a counter
@@ -116,6 +126,7 @@ class PgClock {
   static std::int64_t Upper(const Bounds& b, std::int64_t now_ns);
 
   Mutex write_mu_;  // writers (the reader thread, a retarget) one at a time; readers take no lock
+  std::optional<Bounds> pending_ ABSL_GUARDED_BY(write_mu_);  // a step's reading, until AcceptStep
   // The sequence lock: odd while a writer changes the fields. The fields are atomics read relaxed between two
   // loads of seq_ (acquire), so a torn read is retried, never used.
   std::atomic<std::uint64_t> seq_{0};
@@ -131,6 +142,7 @@ class PgClocks {
   explicit PgClocks(std::size_t partitions);
   std::size_t size() const { return clocks_.size(); }
   PgClock& at(std::size_t p) { return *clocks_.at(p); }
+  const PgClock& at(std::size_t p) const { return *clocks_.at(p); }
   const PgClock& Of(const Digest& d) const;
 
  private:

@@ -101,7 +101,7 @@ bool PgClockReader::ReadOnce(Session& s) {
 }
 
 void PgClockReader::OnStep(Session& s, const PgClockStep& step, std::int64_t epoch) {
-  // The bounds are already the new reading's alone (of the new clock). Within one epoch, the next epoch makes every
+  // The bounds are still the old clock's (PgClock::Record keeps the step's reading pending). Within one epoch, the next epoch makes every
   // instance's watermark of the old clock cover nothing until it publishes again (issue 55): opened before the next
   // reading. Across epochs (a restart, a failover, another instance's step) it is open already.
   std::string error;
@@ -113,7 +113,6 @@ void PgClockReader::OnStep(Session& s, const PgClockStep& step, std::int64_t epo
     PgResultPtr r = ExecWithin(s.conn.get(), kStepSql, params, false, kReadBound, stop_, &error);
     if (r && PQresultStatus(r.get()) == PGRES_TUPLES_OK && PQntuples(r.get()) == 1) {
       opened = std::strtoll(PQgetvalue(r.get(), 0, 0), nullptr, 10);
-      clock_.Reepoch(epoch, opened);
     } else {
       // Not opened: the bounds keep the old number, and the publishers' own checks (which saw the same step) open
       // it; this reader tries again at its next step only. Said in the event.
@@ -139,6 +138,9 @@ void PgClockReader::OnStep(Session& s, const PgClockStep& step, std::int64_t epo
       error += (error.empty() ? "" : "; ") + std::string("recording the step: ") + record_error;
     }
   }
+  // The new clock from now on, recorded or not (a database that cannot record it must not hold the bounds back for
+  // ever; the event says so).
+  clock_.AcceptStep(opened);
   const auto o = clock_.OffsetNow();
   boost::json::object f{{"state", "stepped"}, {"by", step.from_epoch == epoch ? "clock" : "epoch"},
                         {"partition", options_.label}, {"step_seconds", step.seconds},

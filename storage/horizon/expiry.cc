@@ -26,7 +26,7 @@ constexpr const char* kDeleteSliceSql = R"sql(
 DELETE FROM scan_keys
 WHERE ctid = ANY(ARRAY(
   SELECT ctid FROM scan_keys
-  WHERE keep_until IS NULL AND {KEY} < {CUT}
+  WHERE keep_until IS NULL AND {KEY} < {CUT} AND {GUARD}
   ORDER BY {KEY}
   LIMIT $2::int8
   FOR UPDATE SKIP LOCKED))
@@ -40,7 +40,7 @@ constexpr const char* kDeleteKeepUntilSliceSql = R"sql(
 DELETE FROM scan_keys
 WHERE ctid = ANY(ARRAY(
   SELECT ctid FROM scan_keys
-  WHERE keep_until < now() - (SELECT scangate_clock_ahead_total())
+  WHERE keep_until < now() - (SELECT scangate_clock_ahead_total()) AND ($2::int8 IS NULL OR now() <= 'epoch'::timestamptz + $2::int8 * interval '1 microsecond')
   ORDER BY keep_until
   LIMIT $1::int8
   FOR UPDATE SKIP LOCKED))
@@ -64,10 +64,15 @@ std::string ForKey(std::string_view sql, TableLayout layout) {
   constexpr std::string_view kSecond = "date_trunc('second', first_seen AT TIME ZONE 'UTC')";
   // Less every forward step of the clock recorded (sql/017): a row the clock ages early is deleted late, never early.
   constexpr std::string_view kCut = "now() - $1::int8 * interval '1 microsecond' - (SELECT scangate_clock_ahead_total())";
-  if (layout == TableLayout::kBytea32) return Substitute(sql, {{"{KEY}", "first_seen"}, {"{CUT}", kCut}, {"{OLDEST}", "min(first_seen)"}});
+  // Nothing while PostgreSQL's now() is past the instance's bounds of its clock ($3, µs; NULL: no bounds to judge
+  // by): a step forward not recorded yet (ExpiryOptions::clock). No column in it: a one-time filter.
+  constexpr std::string_view kGuard = "($3::int8 IS NULL OR now() <= 'epoch'::timestamptz + $3::int8 * interval '1 microsecond')";
+  if (layout == TableLayout::kBytea32) {
+    return Substitute(sql, {{"{KEY}", "first_seen"}, {"{CUT}", kCut}, {"{GUARD}", kGuard}, {"{OLDEST}", "min(first_seen)"}});
+  }
   const std::string cut = "date_trunc('second', (" + std::string(kCut) + ") AT TIME ZONE 'UTC')";
   const std::string oldest = "min(" + std::string(kSecond) + ") AT TIME ZONE 'UTC'";
-  return Substitute(sql, {{"{KEY}", kSecond}, {"{CUT}", cut}, {"{OLDEST}", oldest}});
+  return Substitute(sql, {{"{KEY}", kSecond}, {"{CUT}", cut}, {"{GUARD}", kGuard}, {"{OLDEST}", oldest}});
 }
 
 // An expiry this far behind (oldest row older than this times the horizon) is logged and counted.
@@ -103,6 +108,10 @@ void Expiry::Start() {
 }
 
 void Expiry::Shutdown() { loop_.Stop(); }
+
+std::optional<std::int64_t> Expiry::Guard() const {
+  return options_.clock == nullptr ? std::nullopt : options_.clock->GuardUs();
+}
 
 ExpiryStats Expiry::Stats() const {
   const MutexLock lk(&mu_);
@@ -143,7 +152,7 @@ std::uint64_t Expiry::RunOnce() {
       deleted += DeleteSlices(
           [&] {
             pqxx::nontransaction tx(conn_->c);
-            return tx.exec_params(sql, horizon_us, options_.slice_rows).affected_rows();
+            return tx.exec_params(sql, horizon_us, options_.slice_rows, Guard()).affected_rows();
           },
           false);
     }
@@ -151,7 +160,7 @@ std::uint64_t Expiry::RunOnce() {
       deleted += DeleteSlices(
           [&] {
             pqxx::nontransaction tx(conn_->c);
-            return tx.exec_params(kDeleteKeepUntilSliceSql, options_.slice_rows).affected_rows();
+            return tx.exec_params(kDeleteKeepUntilSliceSql, options_.slice_rows, Guard()).affected_rows();
           },
           true);
     }

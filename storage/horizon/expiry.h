@@ -27,6 +27,7 @@
 
 #include "core/mutex.h"
 #include "storage/background_loop.h"
+#include "storage/clock/pg_clock.h"
 #include "storage/conn_target.h"
 #include "storage/log_sink.h"
 
@@ -46,6 +47,10 @@ struct ExpiryOptions {
   std::chrono::milliseconds interval{0};
   std::int64_t slice_rows = kExpirySliceRows;
   std::shared_ptr<LogSink> log;  // empty = StderrLogSink()
+  // This instance's bounds of the database's clock (storage/clock/pg_clock.h; must outlive the Expiry), or none: a
+  // slice deletes nothing while PostgreSQL's now() is past PgClock::GuardUs — its clock stepped forward and the step
+  // is not recorded yet (sql/017), so rows would look older than they are.
+  const PgClock* clock = nullptr;
 };
 
 struct ExpiryStats {
@@ -97,6 +102,8 @@ class Expiry {
  private:
   // One pass with its error handling and logging.
   void Pass();
+  // ExpiryOptions::clock's PgClock::GuardUs (nullopt: none), for each slice as it is sent.
+  std::optional<std::int64_t> Guard() const;
   // Deletes slices by `slice` (one statement each, returning the rows deleted) until one comes back short; the
   // rows deleted.
   template <typename Slice>

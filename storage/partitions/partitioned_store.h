@@ -29,6 +29,7 @@
 #include "core/digest.h"
 #include "core/mutex.h"
 #include "storage/background_loop.h"
+#include "storage/clock/pg_clock.h"
 #include "storage/exact_store.h"
 #include "storage/outcome.h"
 #include "storage/partitions/partition_map.h"
@@ -105,6 +106,11 @@ class PartitionedStore final : public ExactStore, public WriteBehindTarget {
   void Shutdown();
 
   std::size_t partitions() const { return stores_.size(); }  // 0 before Start()
+  // Each partition's store guards its take-overs by that partition's clock (Store::AttachClock); `clocks` has one
+  // per partition and outlives the store. After Start(); any thread.
+  void AttachClocks(const PgClocks& clocks) {
+    for (std::size_t p = 0; p < stores_.size() && p < clocks.size(); ++p) stores_[p]->AttachClock(&clocks.at(p));
+  }
   // The partition's current connection string (the map's). Safe to call concurrently.
   std::string conninfo(unsigned p) const ABSL_LOCKS_EXCLUDED(map_mu_);
 

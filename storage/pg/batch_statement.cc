@@ -49,13 +49,24 @@ constexpr const char* kConflictTakeOverExpired =
     "  ON CONFLICT (digest) DO UPDATE SET first_seen = EXCLUDED.first_seen, {SOURCE} = EXCLUDED.{SOURCE}, request = NULL\n"
     "    WHERE k.first_seen < now() - {R} * interval '1 microsecond'\n"
     "                         + (SELECT scangate_clock_behind(now() - {R} * interval '1 microsecond'))\n"
-    "      AND k.first_seen < now() - {R} * interval '1 microsecond' - scangate_clock_ahead(k.first_seen)\n";
+    "      AND k.first_seen < now() - {R} * interval '1 microsecond' - scangate_clock_ahead(k.first_seen)\n"
+    "      AND {GUARD}\n";
 constexpr const char* kInsertTail = R"sql(  RETURNING digest
 )
 SELECT encode({SEND}(digest), 'hex'), NULL::int8, NULL::int8 FROM ins
 UNION ALL
 SELECT NULL, txid_current_if_assigned()::int8, (extract(epoch FROM now()) * 1000000)::int8
 )sql";
+
+// The take-over's guard (last: only a row otherwise expired gets to it): parameter $N is the writer's
+// PgClock::GuardUs (NULL: none); PostgreSQL's now() past it means its clock stepped forward and no instance has
+// recorded the step yet (sql/017): scangate_clock_unrecorded_step() raises 55000 (an outage to the writer, retried)
+// rather than take a row over by a clock that makes it look older than it is.
+std::string Guard(int n) {
+  const std::string p = "$" + std::to_string(n) + "::int8";
+  return "(" + p + " IS NULL OR now() <= 'epoch'::timestamptz + " + p +
+         " * interval '1 microsecond' OR scangate_clock_unrecorded_step())";
+}
 
 // The batch INSERT for a horizon of `retention` (0 = off). The horizon is a constant of the process,
 // written into the prepared statement as an integer literal. Still a template (ForLayout).
@@ -64,7 +75,7 @@ std::string InsertSql(std::chrono::seconds retention) {
   if (retention.count() > 0) {
     conflict = kConflictTakeOverExpired;
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(retention).count();
-    conflict = Substitute(conflict, {{"{R}", std::to_string(us)}});
+    conflict = Substitute(conflict, {{"{R}", std::to_string(us)}, {"{GUARD}", Guard(4)}});
   }
   return std::string(kInsertHead) + conflict + kInsertTail;
 }
@@ -105,6 +116,7 @@ WITH ins AS (
   ON CONFLICT (digest) DO UPDATE SET first_seen = EXCLUDED.first_seen, {SOURCE} = EXCLUDED.{SOURCE},
     lot = EXCLUDED.lot, expiry = EXCLUDED.expiry, keep_until = EXCLUDED.keep_until, request = EXCLUDED.request
     WHERE {EXPIRED}
+      AND {GUARD}
 )sql";
 constexpr const char* kKeepPack = "timestamptz 'epoch' + ku * interval '1 microsecond'";
 constexpr const char* kKeepPackAtLeastR =
@@ -134,6 +146,7 @@ std::string PackInsertSql(std::chrono::seconds retention) {
   // {R} last: the other two bring it in.
   const std::string sql = Substitute(kPackInsertSql, {{"{KEEP}", r_on ? kKeepPackAtLeastR : kKeepPack},
                                                       {"{EXPIRED}", r_on ? kExpiredPackOrR : kExpiredPack},
+                                                      {"{GUARD}", Guard(8)},
                                                       {"{R}", r}});
   return sql + kInsertTail;
 }
@@ -220,7 +233,13 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
   std::vector<char> request_known(n, 0);  // recorded[i].request is the row's (Result::request_known)
   pqxx::result r;
   if (!pack_) {
-    r = tx.exec_prepared(kInsertName, Binary(digests_.Finish()), Binary(sources_.Finish()), Binary(times_.Finish()));
+    // Only the take-over (a horizon) has the guard's parameter.
+    if (retention_.count() > 0) {
+      r = tx.exec_prepared(kInsertName, Binary(digests_.Finish()), Binary(sources_.Finish()), Binary(times_.Finish()),
+                           guard_us_);
+    } else {
+      r = tx.exec_prepared(kInsertName, Binary(digests_.Finish()), Binary(sources_.Finish()), Binary(times_.Finish()));
+    }
   } else {
     const std::uint32_t oid = DigestOid(layout_);
     PgBinaryArray lots(oid, n, n * StoredBytes(layout_)), expiries(kOidInt4, n, n * 4), keep(kOidInt8, n, n * 8),
@@ -245,7 +264,7 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
     }
     r = tx.exec_prepared(kPackInsertName, Binary(digests_.Finish()), Binary(sources_.Finish()),
                          Binary(times_.Finish()), Binary(lots.Finish()), Binary(expiries.Finish()),
-                         Binary(keep.Finish()), Binary(requests.Finish()));
+                         Binary(keep.Finish()), Binary(requests.Finish()), guard_us_);
   }
   BatchAnswer a;
   bool xid_row = false;

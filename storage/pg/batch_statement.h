@@ -92,6 +92,9 @@ class BatchStatement {
   // digest keeps its first item's source, time and attrs. `source` must outlive the BatchStatement (BeginCopy
   // reads it again).
   void Add(const Digest& d, std::string_view source, std::int64_t first_seen_us, const PackAttrs& attrs = {});
+  // The take-over's clock guard (PgClock::GuardUs of the writer's database; nullopt: none): see sql/017 and
+  // batch_statement.cc Guard().
+  void SetClockGuard(std::optional<std::int64_t> guard_us) { guard_us_ = guard_us; }
 
   std::size_t items() const { return slot_.size(); }
   std::size_t distinct() const { return first_item_.size(); }
@@ -146,6 +149,7 @@ class BatchStatement {
   std::string copy_rows_;  // BeginCopy -> CommitCopy: the COPY's binary payload
   bool pack_ = false;
   std::chrono::seconds retention_{0};
+  std::optional<std::int64_t> guard_us_;
 };
 
 }  // namespace scangate::storage

@@ -213,6 +213,9 @@ BatchRunner::PartEnd BatchRunner::SettleAndFinish(std::vector<QueuedItem>& part,
 void BatchRunner::WriteBatch(std::vector<QueuedItem>& batch, Attempt& att) {
   BatchStatement statement(batch.size(), shared_.options.pack_horizons, w_.retention, w_.layout);
   for (const auto& item : batch) statement.Add(item.digest, item.source, item.first_seen_us, item.attrs);
+  if (const PgClock* clock = shared_.clock.load(std::memory_order_acquire)) {  // acquire: the clock it points to
+    statement.SetClockGuard(clock->GuardUs());
+  }
   att.distinct = statement.distinct();
   // A batch of Bloom negatives ("definitely new": write-behind rows, and Submit items the filter called new)
   // goes by binary COPY, which skips ON CONFLICT's probe of the primary key before each insert: 1.3–2.1x

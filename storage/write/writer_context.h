@@ -17,6 +17,7 @@
 #include "storage/log_sink.h"
 #include "storage/outcome.h"
 #include "storage/pg/pg_connection.h"
+#include "storage/clock/pg_clock.h"
 #include "storage/pg/table_layout.h"
 #include "storage/write/store_metrics.h"
 #include "storage/store_options.h"
@@ -41,6 +42,9 @@ struct StoreShared {
   std::atomic<std::uint64_t> cancelled{0};   // Submit items withdrawn by Ticket::Cancel
   // The target database; a writer compares generations before each batch (one atomic load on its hot path).
   ConnTarget<StoreTarget> target;
+  // This instance's bounds of the target's clock (Store::AttachClock; none: no guard): each batch carries its
+  // PgClock::GuardUs, and PostgreSQL refuses to take a row over by a clock that stepped forward unrecorded.
+  std::atomic<const PgClock*> clock{nullptr};
 };
 
 struct WriterState {

@@ -87,6 +87,7 @@ TEST(PgClock, AReadingThatContradictsTheBoundsReplacesThem) {
   // The server's clock stepped back 5 s (or another server answers now): the old bounds cannot hold it.
   const PgClockReading stepped{Server(t + 100us) - 5'000'000, t, t + 200us};
   c.Record(stepped);
+  c.AcceptStep(0);  // a step (PgClock::AStepIsReportedAndCounted): taken once its caller has recorded it
   EXPECT_LE(*c.LowerUs(t + 200us), stepped.server_us);
   EXPECT_GE(*c.UpperUs(t + 200us), stepped.server_us);
   EXPECT_LT(*c.UpperUs(t + 200us), Server(t) - 4'000'000);
@@ -117,6 +118,12 @@ TEST(PgClock, AStepIsReportedAndCounted) {
       EXPECT_GT(step->before_us, Server(t) + step_us - 5'000);
     }
     EXPECT_EQ(c.steps(), 1u);
+    // Until AcceptStep the bounds are the old clock's: a statement guarded by GuardUs refuses the new clock's now()
+    // after a step forward (nothing has recorded the step yet); then the new reading's.
+    EXPECT_EQ(*c.GuardUs(t2 + 200us) < Server(t2 + 100us) + step_us, step_us > 0);
+    EXPECT_GE(*c.GuardUs(t2 + 200us), Server(t2 + 200us) + 999'000) << "the guard's slack";
+    c.AcceptStep(0);
+    EXPECT_GE(*c.GuardUs(t2 + 200us), Server(t2 + 100us) + step_us + 999'000);
     EXPECT_LE(*c.LowerUs(t2 + 200us), Server(t2 + 100us) + step_us);
     EXPECT_GE(*c.UpperUs(t2 + 200us), Server(t2 + 100us) + step_us);
   }
@@ -130,8 +137,8 @@ TEST(PgClock, AStepIsReportedAndCounted) {
 
 // Bounds carry the epoch they were established under: a reading of a later epoch (the server restarted or failed
 // over, another instance saw a step) replaces them without being intersected with them, and is compared with them:
-// a step across the two epochs is reported with the epoch it came from (the caller records its size, sql/017); one
-// of the same clock is none. A reading of an earlier epoch than the bounds' is neither. Reepoch() moves the bounds
+// a step across the two epochs is reported with the epoch it came from (the caller records its size, sql/017, then
+// takes the reading: AcceptStep); one of the same clock is none. A reading of an earlier epoch than the bounds' is neither. Reepoch() moves the bounds
 // of a step's reading to the epoch the step opened, and only those.
 TEST(PgClock, BoundsCarryTheirEpoch) {
   PgClock c;
@@ -144,6 +151,8 @@ TEST(PgClock, BoundsCarryTheirEpoch) {
   ASSERT_TRUE(step) << "a step across two epochs went unreported";
   EXPECT_NEAR(step->seconds, -60.0, 0.002);
   EXPECT_EQ(step->from_epoch, 3);
+  EXPECT_EQ(c.epoch(), 3) << "a step's reading taken before AcceptStep";
+  c.AcceptStep(4);
   EXPECT_EQ(c.epoch(), 4);
   EXPECT_EQ(c.steps(), 1u);
   EXPECT_LT(*c.UpperUs(t + 200us), Server(t) - 59'000'000) << "bounds of two epochs were mixed";

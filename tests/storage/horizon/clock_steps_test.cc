@@ -16,10 +16,12 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <pqxx/pqxx>
 
+#include "storage/clock/pg_clock.h"
 #include "storage/horizon/expiry.h"
 #include "storage/read/lookup.h"
 #include "storage/store.h"
@@ -298,6 +300,68 @@ TEST_F(ClockSteps, AStepIsRecordedOncePerEpochLessTheEpochsBetween) {
   // No step left once the epochs between account for it all.
   tx.exec("SELECT scangate_clock_record_step(1, 5, -20000000, " + at + ")");
   EXPECT_EQ(tx.exec1("SELECT count(*) FROM scangate_clock_steps")[0].as<int>(), 3);
+}
+
+// Bounds of PostgreSQL's clock read now, shifted by `shift_us`: an instance whose bounds lag a step forward it has
+// not read yet (shift < 0), or in step (0).
+void ReadClock(PgClock& clock, std::int64_t shift_us) {
+  pqxx::connection c(Url());
+  pqxx::nontransaction tx(c);
+  const auto sent = std::chrono::steady_clock::now();
+  const auto us = tx.exec1("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8")[0].as<std::int64_t>();
+  clock.Forget();
+  clock.Record({us + shift_us, sent, std::chrono::steady_clock::now(), 0});
+}
+
+// The guard: while PostgreSQL's clock reads past the writer's bounds of it (a step forward nobody has recorded), a
+// row the clock calls expired is not taken over — the batch fails as an outage (55000), the key is not answered
+// `new` — and once the bounds hold the clock again it is. A row within the horizon is a duplicate either way.
+TEST_F(ClockSteps, NoTakeOverByAClockAheadOfTheBounds) {
+  Store store(Options(kHorizon));
+  store.Start();
+  PgClock clock;
+  ReadClock(clock, -30'000'000);  // the bounds 30 s behind: a step of 30 s unrecorded
+  store.AttachClock(&clock);
+  const Digest expired = RandomDigest(), within = RandomDigest();
+  InsertRow(expired, "61 minutes");
+  InsertRow(within, "10 minutes");
+  EXPECT_EQ(Submit(store, within), Outcome::kDuplicate);
+  EXPECT_NE(Submit(store, expired), Outcome::kInserted) << "taken over by a clock ahead of the instance's bounds";
+  EXPECT_TRUE(Present(expired));
+  ReadClock(clock, 0);
+  // The writer reconnects after the failure (Submit refused, or unavailable, meanwhile).
+  std::optional<Outcome> o;
+  for (int i = 0; i < 100 && o != Outcome::kInserted && o != Outcome::kDuplicate; ++i) {
+    if (i > 0) std::this_thread::sleep_for(100ms);
+    Answer<Result> answer;
+    o.reset();
+    if (store.Submit(RouteOf(expired), expired, "new", answer.Setter())) o = answer.Get().outcome;
+  }
+  EXPECT_EQ(o, Outcome::kInserted);
+}
+
+// The expiry deletes nothing while PostgreSQL's clock reads past its bounds, and the expired rows once they hold it.
+TEST_F(ClockSteps, NoExpiryByAClockAheadOfTheBounds) {
+  const Digest past = RandomDigest(), pinned = RandomDigest();
+  InsertRow(past, "70 minutes");
+  InsertRow(pinned, "2 hours", "old", "-6 minutes");
+  PgClock clock;
+  ReadClock(clock, -30'000'000);
+  ExpiryOptions o;
+  o.conninfo = Url();
+  o.retention = kHorizon;
+  o.pack_horizons = true;
+  o.slice_rows = 100;
+  o.log = std::make_shared<EventLog>();
+  o.clock = &clock;
+  Expiry expiry(o);
+  EXPECT_EQ(expiry.RunOnce(), 0u);
+  EXPECT_TRUE(Present(past));
+  EXPECT_TRUE(Present(pinned));
+  ReadClock(clock, 0);
+  EXPECT_EQ(expiry.RunOnce(), 2u);
+  EXPECT_FALSE(Present(past));
+  EXPECT_FALSE(Present(pinned));
 }
 
 }  // namespace
