@@ -136,8 +136,9 @@ std::optional<int> App::StartPeers() {
       o.uncommitted = [this, p] { return journal_->UncommittedOf(p); };
       // Issue 55: a step its watermark connection sees (every 50 ms) drops the bounds of that clock at once; its
       // clock reader re-establishes them from the new clock within a second (new keys decided in PostgreSQL
-      // meanwhile).
-      if (clocks_ != nullptr) o.on_clock_step = [clock = &clocks_->at(p)] { clock->Forget(); };
+      // meanwhile), measuring and recording the step against the old ones (sql/017), which guard the take-over
+      // and the expiry until then.
+      if (clocks_ != nullptr) o.on_clock_step = [clock = &clocks_->at(p)] { clock->SuspendForStep(); };
       publishers_.push_back(std::make_unique<storage::WatermarkPublisher>(std::move(o)));
       publishers_.back()->Start();
     }

@@ -62,7 +62,9 @@ std::optional<PgClockStep> PgClock::Record(const PgClockReading& r) {
   const MutexLock lock(&write_mu_);
   // Bounds of an earlier epoch are compared (a failover onto a host whose clock is ahead is a step of the clock the
   // rows were stamped by), never intersected; a later one's (the reading was on its way while another came) neither.
-  if (const std::optional<Bounds> held = Load(); held && held->epoch <= r.epoch) {
+  std::optional<Bounds> held = Load();
+  if (!held) held = suspended_;  // a step another party saw: measured against the bounds it set aside
+  if (held && held->epoch <= r.epoch) {
     const std::int64_t held_lo = Lower(*held, next.at_ns), held_hi = Upper(*held, next.at_ns);
     const std::int64_t lo = std::max(next.lo_us, held_lo);
     const std::int64_t hi = std::min(next.hi_us, held_hi);
@@ -84,6 +86,7 @@ std::optional<PgClockStep> PgClock::Record(const PgClockReading& r) {
     }
   }  // else: no bounds, or a later epoch's
   pending_.reset();
+  suspended_.reset();
   Store(next);
   return step;
 }
@@ -94,12 +97,22 @@ void PgClock::AcceptStep(std::int64_t epoch) {
   pending_->epoch = epoch;
   Store(pending_);
   pending_.reset();
+  suspended_.reset();
+}
+
+void PgClock::SuspendForStep() {
+  const MutexLock lock(&write_mu_);
+  if (const std::optional<Bounds> held = Load()) suspended_ = held;
+  Store(std::nullopt);
 }
 
 std::optional<std::int64_t> PgClock::GuardUs(std::chrono::steady_clock::time_point now) const {
-  const std::optional<std::int64_t> u = UpperUs(now);
-  if (!u) return std::nullopt;
-  return *u + std::chrono::duration_cast<std::chrono::microseconds>(kGuardSlack).count();
+  const auto slack = std::chrono::duration_cast<std::chrono::microseconds>(kGuardSlack).count();
+  if (const std::optional<std::int64_t> u = UpperUs(now)) return *u + slack;
+  // No bounds: none yet (no guard), or set aside for a step seen elsewhere and not measured yet (the old clock's).
+  const MutexLock lock(&write_mu_);
+  if (!suspended_) return std::nullopt;
+  return Upper(*suspended_, Ns(now)) + slack;
 }
 
 void PgClock::Reepoch(std::int64_t from, std::int64_t epoch) {
@@ -118,6 +131,7 @@ std::int64_t PgClock::epoch() const {
 void PgClock::Forget() {
   const MutexLock lock(&write_mu_);
   pending_.reset();
+  suspended_.reset();
   Store(std::nullopt);
 }
 

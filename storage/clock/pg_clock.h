@@ -82,6 +82,10 @@ class PgClock {
   void Reepoch(std::int64_t from, std::int64_t epoch) ABSL_LOCKS_EXCLUDED(write_mu_);
   // Another server from now on (a moved partition): no bounds until its first reading. Any thread.
   void Forget() ABSL_LOCKS_EXCLUDED(write_mu_);
+  // Another party saw this clock step (the watermark connection, within a beat): no bounds until the next reading
+  // (no first_seen or horizon judged by the old clock meanwhile), but the old ones are kept for that reading to
+  // measure the step against (Record) and for GuardUs. Any thread.
+  void SuspendForStep() ABSL_LOCKS_EXCLUDED(write_mu_);
 
   // The server's clock at `now` (this host's monotonic clock) is at least LowerUs and at most UpperUs, in µs since
   // the epoch; nullopt before the first reading (and after Forget). Lock-free (a sequence lock); any thread.
@@ -99,7 +103,7 @@ class PgClock {
   // when now() is past it: PostgreSQL's clock stepped forward and no instance has recorded it yet (sql/017). nullopt
   // without bounds (no guard). Any thread.
   static constexpr std::chrono::milliseconds kGuardSlack{1000};
-  std::optional<std::int64_t> GuardUs(Steady::time_point now = Steady::now()) const;
+  std::optional<std::int64_t> GuardUs(Steady::time_point now = Steady::now()) const ABSL_LOCKS_EXCLUDED(write_mu_);
   // The epoch of the bounds held (-1 without bounds), and the steps Record() reported so far. Any thread.
   std::int64_t epoch() const;
   std::uint64_t steps() const { return steps_.load(std::memory_order_relaxed); }  // relaxed: a counter
@@ -125,8 +129,10 @@ class PgClock {
   static std::int64_t Lower(const Bounds& b, std::int64_t now_ns);
   static std::int64_t Upper(const Bounds& b, std::int64_t now_ns);
 
-  Mutex write_mu_;  // writers (the reader thread, a retarget) one at a time; readers take no lock
+  mutable Mutex write_mu_;  // writers (the reader thread, a retarget) one at a time; readers take no lock but
+                            // GuardUs of a suspended clock
   std::optional<Bounds> pending_ ABSL_GUARDED_BY(write_mu_);  // a step's reading, until AcceptStep
+  std::optional<Bounds> suspended_ ABSL_GUARDED_BY(write_mu_);  // the bounds SuspendForStep set aside
   // The sequence lock: odd while a writer changes the fields. The fields are atomics read relaxed between two
   // loads of seq_ (acquire), so a torn read is retried, never used.
   std::atomic<std::uint64_t> seq_{0};

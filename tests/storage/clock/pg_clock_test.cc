@@ -172,6 +172,31 @@ TEST(PgClock, BoundsCarryTheirEpoch) {
   EXPECT_EQ(c.epoch(), -1);
 }
 
+// A step seen by another party (the watermark connection): no bounds until the next reading, but the old ones guard
+// (GuardUs) and measure the step in that reading, which is reported and taken only by AcceptStep. Forget drops all.
+TEST(PgClock, ASuspendedClockStillGuardsAndMeasuresTheStep) {
+  PgClock c;
+  c.Record({Server(kT0 + 100us), kT0, kT0 + 200us, 1});
+  const auto t = kT0 + 500ms;
+  c.SuspendForStep();
+  EXPECT_FALSE(c.LowerUs(t));
+  EXPECT_FALSE(c.UpperUs(t));
+  ASSERT_TRUE(c.GuardUs(t)) << "a suspended clock's guard is the old bounds'";
+  EXPECT_LT(*c.GuardUs(t), Server(t) + 1'010'000);
+  const auto t2 = kT0 + 1s;
+  const std::optional<PgClockStep> step = c.Record({Server(t2 + 100us) + 30'000'000, t2, t2 + 200us, 2});
+  ASSERT_TRUE(step) << "the step was not measured against the bounds set aside";
+  EXPECT_NEAR(step->seconds, 30.0, 0.002);
+  EXPECT_EQ(step->from_epoch, 1);
+  EXPECT_LT(*c.GuardUs(t2 + 200us), Server(t2) + 2'000'000) << "the guard moved before the step was accepted";
+  c.AcceptStep(2);
+  EXPECT_EQ(c.epoch(), 2);
+  EXPECT_GT(*c.GuardUs(t2 + 200us), Server(t2) + 30'000'000);
+  c.SuspendForStep();
+  c.Forget();
+  EXPECT_FALSE(c.GuardUs(t2 + 300us)) << "Forget kept the bounds set aside";
+}
+
 TEST(PgClock, ClocksPickTheDigestsPartition) {
   PgClocks clocks(4);
   ASSERT_EQ(clocks.size(), 4u);
