@@ -787,6 +787,16 @@ bool WaitFollowerFresh(HttpClient& c) {
   });
 }
 
+bool WaitWarm(HttpClient& c) {
+  return PollStats([&c] {
+    const boost::json::object o = c.Get("/stats").json();
+    const auto* f = o.if_contains("filter");
+    if (f == nullptr || !f->is_object()) return false;
+    const auto* w = f->as_object().if_contains("warm");
+    return w != nullptr && w->is_bool() && w->as_bool();
+  });
+}
+
 bool WaitJournalDrained(HttpClient& c) {
   return PollStats([&c] {
     const boost::json::object stats = c.Get("/stats").json();

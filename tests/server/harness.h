@@ -233,6 +233,8 @@ boost::json::object FollowerOf(HttpClient& c);
 // answered new is committed in PostgreSQL). False when the bound passed.
 bool WaitFollowerFresh(HttpClient& c);
 bool WaitJournalDrained(HttpClient& c);
+// ... until the instance's warm start finished (/stats filter.warm): its filter's negatives are answers from then on.
+bool WaitWarm(HttpClient& c);
 
 // `scangate --retire-instance=<id> --database-url=<the test's>` for the instance whose journal is `journal_dir` (its
 // `instance` file; issue 42): the operator's command for an instance gone for good, so the others stop waiting for

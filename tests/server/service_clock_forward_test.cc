@@ -88,22 +88,6 @@ HttpResponse Lookup(std::uint16_t port, const std::string& key) {
   return ::testing::AssertionFailure() << "the journal of the instance at port " << port << " did not drain";
 }
 
-// Polls /stats (bounded) until the instance's warm start finished: its filter's negatives are answers from then on.
-::testing::AssertionResult WaitWarm(std::uint16_t port) {
-  HttpClient c(port);
-  const auto deadline = Clock::now() + kClockBound;
-  while (Clock::now() < deadline) {
-    const json::object o = c.Get("/stats").json();
-    const auto* f = o.if_contains("filter");
-    if (f != nullptr && f->is_object()) {
-      const auto* w = f->as_object().if_contains("warm");
-      if (w != nullptr && w->is_bool() && w->as_bool()) return ::testing::AssertionSuccess();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return ::testing::AssertionFailure() << "the warm start did not finish within " << kClockBound.count() << " s";
-}
-
 // The last event `event` of `p`'s log that has member `member`, as JSON text.
 std::string LastEvent(const ScangateProcess& p, std::string_view event, std::string_view member) {
   std::string last = "(no " + std::string(event) + " event)";
@@ -393,7 +377,10 @@ TEST_F(ServiceClockForward, WarmStartAfterAStepForward) {
   std::this_thread::sleep_for(kReadersSee);
   ScangateProcess f(FilterFlags(dir + "/f", kRetention));
   ASSERT_TRUE(f.Start());
-  ASSERT_TRUE(WaitWarm(f.port()));
+  {
+    HttpClient cf(f.port());
+    ASSERT_TRUE(WaitWarm(cf)) << "F's warm start did not finish";
+  }
   ASSERT_TRUE(FollowerFresh(f.port()));
   const double age = Seconds(Clock::now() - first);
   ASSERT_LT(age, Seconds(kRetention - kCheckRoom)) << "too slow: the keys are " << age << " s old at the check";

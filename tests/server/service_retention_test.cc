@@ -135,20 +135,6 @@ std::string RecordFresh(HttpClient& c, const std::string& key) {
 
 double Metric(HttpClient& c, std::string_view name) { return ScrapeMetric(c, name); }
 
-// Waits (bounded) until the warm start finished: the filter's answers are trusted from then on.
-::testing::AssertionResult WaitWarm(HttpClient& c) {
-  const auto deadline = Clock::now() + std::chrono::seconds(30);
-  while (Clock::now() < deadline) {
-    const json::object o = c.Get("/stats").json();
-    const auto* f = o.if_contains("filter");
-    if (f != nullptr && f->is_object()) {
-      const auto* w = f->as_object().if_contains("warm");
-      if (w != nullptr && w->is_bool() && w->as_bool()) return ::testing::AssertionSuccess();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return ::testing::AssertionFailure() << "the warm start did not finish within 30 s";
-}
 
 // Both ack modes. ack=filter runs with the journal (the harness gives each process its own --journal-dir).
 class Retention : public ::testing::TestWithParam<const char*> {
