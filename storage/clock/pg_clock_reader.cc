@@ -101,9 +101,10 @@ bool PgClockReader::ReadOnce(Session& s) {
 }
 
 void PgClockReader::OnStep(Session& s, const PgClockStep& step, std::int64_t epoch) {
-  // The bounds are still the old clock's (PgClock::Record keeps the step's reading pending). Within one epoch, the next epoch makes every
-  // instance's watermark of the old clock cover nothing until it publishes again (issue 55): opened before the next
-  // reading. Across epochs (a restart, a failover, another instance's step) it is open already.
+  // The bounds are still the old clock's (PgClock::Record keeps the step's reading pending). Within one epoch, the
+  // next epoch makes every instance's watermark of the old clock cover nothing until it publishes again (issue 55):
+  // opened before the next reading. Across epochs (a restart, a failover, another instance's step) it is open
+  // already.
   std::string error;
   std::int64_t opened = epoch;
   bool recorded = false;

@@ -116,8 +116,8 @@ struct WatermarkPublisherOptions {
   std::chrono::milliseconds reconnect_delay{500};
   // The journal's figures for this partition (JournalDrain::UncommittedOf); called on the publisher's thread.
   std::function<Journal::Uncommitted()> uncommitted;
-  // A step of this database's clock seen by the publisher (THE CLOCK EPOCH, E3), on its thread: the caller drops
-  // its bounds of that clock (PgClock::SuspendForStep) so that no first_seen or horizon is judged by the old clock until
+  // A step of this database's clock seen by the publisher (THE CLOCK EPOCH, E3), on its thread: the caller drops its
+  // bounds of that clock (PgClock::SuspendForStep) so that no first_seen or horizon is judged by the old clock until
   // its clock reader's next reading (within a second) — the publisher sees a step within a beat. May be empty.
   std::function<void()> on_clock_step;
   std::shared_ptr<LogSink> log;  // empty: StderrLogSink()

@@ -15,13 +15,13 @@ namespace scangate::storage {
 namespace {
 constexpr auto kBackoffMin = std::chrono::milliseconds(50);
 constexpr const char* kLookupName = "scangate_lookup";
-// One digest's row; first_seen in the same RFC 3339 shape as the writers' verdicts; the pack columns (lot hex,
-// expiry in days since 1970-01-01, keep_until in µs; NULL when none). An expired row — the next observation of
-// the key is `new` — is not reported, whether or not the expiry (storage/horizon/expiry.h) has deleted it yet: one past
-// its keep_until, or without one, older than $2 = the horizon in µs (0 = off: never), by the take-over's rule (a row's
-// age less the steps of the clock since its first_seen, sql/017; one row: no cheap bound first). A template for the table's
-// layout (storage/pg/table_layout.h): $1 is the digest as it stores it (32 bytes of bytea or 16 of a uuid), the lot
-// comes back in that width.
+// One digest's row; first_seen in the same RFC 3339 shape as the writers' verdicts; the pack columns (lot hex, expiry
+// in days since 1970-01-01, keep_until in µs; NULL when none). An expired row — the next observation of the key is
+// `new` — is not reported, whether or not the expiry (storage/horizon/expiry.h) has deleted it yet: one past its
+// keep_until, or without one, older than $2 = the horizon in µs (0 = off: never), by the take-over's rule (a row's
+// age less the steps of the clock since its first_seen, sql/017; one row: no cheap bound first). A template for the
+// table's layout (storage/pg/table_layout.h): $1 is the digest as it stores it (32 bytes of bytea or 16 of a uuid),
+// the lot comes back in that width.
 constexpr const char* kLookupSql = R"sql(
 SELECT to_char(first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), {SOURCE},
        encode({SEND}(lot), 'hex'), expiry - date 'epoch', (extract(epoch FROM keep_until) * 1000000)::int8

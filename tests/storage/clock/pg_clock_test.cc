@@ -136,10 +136,10 @@ TEST(PgClock, AStepIsReportedAndCounted) {
 }
 
 // Bounds carry the epoch they were established under: a reading of a later epoch (the server restarted or failed
-// over, another instance saw a step) replaces them without being intersected with them, and is compared with them:
-// a step across the two epochs is reported with the epoch it came from (the caller records its size, sql/017, then
-// takes the reading: AcceptStep); one of the same clock is none. A reading of an earlier epoch than the bounds' is neither. Reepoch() moves the bounds
-// of a step's reading to the epoch the step opened, and only those.
+// over, another instance saw a step) replaces them without being intersected with them, and is compared with them: a
+// step across the two epochs is reported with the epoch it came from (the caller records its size, sql/017, then
+// takes the reading: AcceptStep); one of the same clock is none. A reading of an earlier epoch than the bounds' is
+// neither. Reepoch() moves the bounds of a step's reading to the epoch the step opened, and only those.
 TEST(PgClock, BoundsCarryTheirEpoch) {
   PgClock c;
   EXPECT_EQ(c.epoch(), -1);
