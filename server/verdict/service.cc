@@ -56,11 +56,7 @@ std::int64_t Service::ExpiredBeforeUs(std::int64_t now_us) const {
 std::optional<std::int64_t> Service::PgNowUs(const Digest& d, bool upper) const {
   if (clocks_ == nullptr) return KeyReader::SystemNowUs();
   const storage::PgClock& c = clocks_->Of(d);
-  if (!upper) return c.LowerUs();
-  // The most: plus every step back of the clock recorded (sql/017), by which PostgreSQL may count a row older than
-  // its clock says — so a record stops being an answer no later than PostgreSQL takes its row over.
-  const std::optional<std::int64_t> u = c.UpperUs();
-  return u ? std::optional<std::int64_t>(*u + c.BehindUs()) : std::nullopt;
+  return upper ? c.ExpiryUpperUs() : c.LowerUs();
 }
 
 std::int64_t Service::ExpiredBeforeUs(const Digest& d) const {

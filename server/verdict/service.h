@@ -284,7 +284,7 @@ class Service {
   bool RecentKnown(const Digest& d, const Digest& identity, std::int64_t keep_until_us,
                    const std::optional<storage::RequestId>& request, Verdict& v, ThreadCounters& counters);
   // Now by the clock of d's PostgreSQL (AttachClocks): the least it can read (`upper` false: a first_seen to
-  // record) or the most (`upper` true: is a record past the horizon?); nullopt while unknown.
+  // record) or the most (`upper` true: is a record past the horizon? PgClock::ExpiryUpperUs); nullopt while unknown.
   std::optional<std::int64_t> PgNowUs(const Digest& d, bool upper) const;
   // µs since the epoch before which a record has expired (now - --retention); the minimum when off. The
   // overload takes a `now_us` the caller already read; the other, d's PostgreSQL's least reading (an entry of

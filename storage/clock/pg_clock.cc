@@ -115,14 +115,6 @@ std::optional<std::int64_t> PgClock::GuardUs(std::chrono::steady_clock::time_poi
   return Upper(*suspended_, Ns(now)) + slack;
 }
 
-void PgClock::Reepoch(std::int64_t from, std::int64_t epoch) {
-  const MutexLock lock(&write_mu_);
-  std::optional<Bounds> held = Load();
-  if (!held || held->epoch != from) return;
-  held->epoch = epoch;
-  Store(held);
-}
-
 std::int64_t PgClock::epoch() const {
   const std::optional<Bounds> b = Load();
   return b ? b->epoch : -1;
@@ -145,6 +137,11 @@ std::optional<std::int64_t> PgClock::UpperUs(std::chrono::steady_clock::time_poi
   const std::optional<Bounds> b = Load();
   if (!b) return std::nullopt;
   return Upper(*b, Ns(now));
+}
+
+std::optional<std::int64_t> PgClock::ExpiryUpperUs(std::chrono::steady_clock::time_point now) const {
+  const std::optional<std::int64_t> u = UpperUs(now);
+  return u ? std::optional<std::int64_t>(*u + BehindUs()) : std::nullopt;
 }
 
 std::optional<PgClock::Offset> PgClock::OffsetNow() const {

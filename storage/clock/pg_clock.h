@@ -77,9 +77,6 @@ class PgClock {
   // Takes the reading of the step the last Record() reported, under epoch `epoch` (the one the step opened, or the
   // reading's own). No-op without one pending. Any thread.
   void AcceptStep(std::int64_t epoch) ABSL_LOCKS_EXCLUDED(write_mu_);
-  // The bounds held are moved from epoch `from` to `epoch` (ignored when they are gone or of another epoch). Any
-  // thread.
-  void Reepoch(std::int64_t from, std::int64_t epoch) ABSL_LOCKS_EXCLUDED(write_mu_);
   // Another server from now on (a moved partition): no bounds until its first reading. Any thread.
   void Forget() ABSL_LOCKS_EXCLUDED(write_mu_);
   // Another party saw this clock step (the watermark connection, within a beat): no bounds until the next reading
@@ -92,6 +89,10 @@ class PgClock {
   using Steady = std::chrono::steady_clock;
   std::optional<std::int64_t> LowerUs(Steady::time_point now = Steady::now()) const;
   std::optional<std::int64_t> UpperUs(Steady::time_point now = Steady::now()) const;
+  // UpperUs plus every step back recorded (BehindUs): the clock by which a record this instance answers from is
+  // judged past the horizon, so it stops being an answer no later than PostgreSQL, which may count the record's row
+  // that much older than its clock says (sql/017), takes the row over. Lock-free; any thread.
+  std::optional<std::int64_t> ExpiryUpperUs(Steady::time_point now = Steady::now()) const;
   // The server's clock minus this host's wall clock (the bounds' middle) and the bounds' width, in seconds, for
   // the log and /stats; nullopt without bounds. Any thread.
   struct Offset {

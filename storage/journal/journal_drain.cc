@@ -52,15 +52,11 @@ std::string FormatTimeUs(std::int64_t time_us) { return Rfc3339Micros(time_us); 
 std::optional<std::int64_t> JournalDrain::ClockUs(const Digest& d, bool upper) const {
   if (options_.clocks == nullptr) return NowUs();
   const PgClock& c = options_.clocks->Of(d);
-  return upper ? c.UpperUs() : c.LowerUs();
+  return upper ? c.ExpiryUpperUs() : c.LowerUs();
 }
 
 std::int64_t JournalDrain::AheadUs(const Digest& d) const {
   return options_.clocks == nullptr ? 0 : options_.clocks->Of(d).AheadUs();
-}
-
-std::int64_t JournalDrain::BehindUs(const Digest& d) const {
-  return options_.clocks == nullptr ? 0 : options_.clocks->Of(d).BehindUs();
 }
 
 std::int64_t JournalDrain::RetentionUs() const {
@@ -159,11 +155,11 @@ JournalDrain::LookupResult JournalDrain::Lookup(const Digest& d, WaiterGroup& gr
   if (it == s.map.end()) return r;
   r.first_seen = FormatTimeUs(it->second.time_us);
   r.request = it->second.request;
-  // Past the horizon by PostgreSQL's clock at the most it can read now, plus every step back of it recorded (a row
-  // PostgreSQL may count that much older; sql/017), unknown: past it: PostgreSQL decides.
+  // Past the horizon by PostgreSQL's clock at the most it can read now, as ages go (PgClock::ExpiryUpperUs; unknown:
+  // past it): PostgreSQL decides.
   const auto expired = [&] {
     const std::optional<std::int64_t> now = ClockUs(d, /*upper=*/true);
-    return !now || it->second.time_us < *now - RetentionUs() + BehindUs(d);
+    return !now || it->second.time_us < *now - RetentionUs();
   };
   if (it->second.durable && options_.retention.count() > 0 && expired()) {
     r.state = LookupResult::kExpired;

@@ -139,13 +139,12 @@ class JournalDrain final : private WriteBehindSink {
   static std::string QueryIdentity(const std::string& url, const ConnectionDefaults& defaults);
 
  private:
-  // Now by the clock of d's PostgreSQL (options.clocks): its least (`upper` false) or most (`upper` true) reading;
-  // nullopt when unknown (no reading yet). Without clocks, this host's wall clock.
+  // Now by the clock of d's PostgreSQL (options.clocks): its least (`upper` false) or most (`upper` true: as ages go,
+  // PgClock::ExpiryUpperUs) reading; nullopt when unknown (no reading yet). Without clocks, this host's wall clock.
   std::optional<std::int64_t> ClockUs(const Digest& d, bool upper) const;
   std::int64_t RetentionUs() const;
-  // The forward (back) steps of d's partition's clock recorded in PostgreSQL (sql/017), µs; 0 without clocks.
+  // The forward steps of d's partition's clock recorded in PostgreSQL (sql/017), µs; 0 without clocks.
   std::int64_t AheadUs(const Digest& d) const;
-  std::int64_t BehindUs(const Digest& d) const;
   struct Pending {
     std::int64_t time_us = 0;
     std::uint64_t lsn = 0;    // valid once durable

@@ -139,7 +139,7 @@ TEST(PgClock, AStepIsReportedAndCounted) {
 // over, another instance saw a step) replaces them without being intersected with them, and is compared with them: a
 // step across the two epochs is reported with the epoch it came from (the caller records its size, sql/017, then
 // takes the reading: AcceptStep); one of the same clock is none. A reading of an earlier epoch than the bounds' is
-// neither. Reepoch() moves the bounds of a step's reading to the epoch the step opened, and only those.
+// neither. AcceptStep() takes a step's reading under the epoch the step opened, and nothing without one pending.
 TEST(PgClock, BoundsCarryTheirEpoch) {
   PgClock c;
   EXPECT_EQ(c.epoch(), -1);
@@ -164,10 +164,8 @@ TEST(PgClock, BoundsCarryTheirEpoch) {
   const auto t3 = t2 + 1s;
   EXPECT_FALSE(c.Record({Server(t3 + 100us), t3, t3 + 200us, 4}));
   EXPECT_EQ(c.steps(), 1u);
-  c.Reepoch(3, 9);
-  EXPECT_EQ(c.epoch(), 4) << "Reepoch from an epoch the bounds are not of";
-  c.Reepoch(4, 5);
-  EXPECT_EQ(c.epoch(), 5);
+  c.AcceptStep(9);
+  EXPECT_EQ(c.epoch(), 4) << "AcceptStep without a step pending moved the bounds";
   c.Forget();
   EXPECT_EQ(c.epoch(), -1);
 }

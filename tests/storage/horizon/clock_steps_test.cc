@@ -87,6 +87,18 @@ Outcome Submit(Store& store, const Digest& d, const PackAttrs& attrs = {}) {
   return answer.Get().outcome;
 }
 
+// An expiry of the hour's horizon and its packs, guarded by `clock` (none: unguarded).
+ExpiryOptions HorizonExpiry(const PgClock* clock = nullptr) {
+  ExpiryOptions o;
+  o.conninfo = Url();
+  o.retention = kHorizon;
+  o.pack_horizons = true;
+  o.slice_rows = 100;
+  o.log = std::make_shared<EventLog>();
+  o.clock = clock;
+  return o;
+}
+
 StoreOptions Options(std::chrono::seconds retention, bool packs = false) {
   StoreOptions o;
   o.url = Url();
@@ -240,13 +252,7 @@ TEST_F(ClockSteps, TheExpiryKeepsARowTheStepKeeps) {
   InsertRow(past, "70 minutes");
   InsertRow(pinned, "2 hours", "old", "-3 minutes");
   InsertRow(pin_past, "2 hours", "old", "-6 minutes");
-  ExpiryOptions o;
-  o.conninfo = Url();
-  o.retention = kHorizon;
-  o.pack_horizons = true;
-  o.slice_rows = 100;
-  o.log = std::make_shared<EventLog>();
-  Expiry expiry(o);
+  Expiry expiry(HorizonExpiry());
   EXPECT_EQ(expiry.RunOnce(), 2u);
   EXPECT_TRUE(Present(stepped));
   EXPECT_TRUE(Present(pinned));
@@ -347,14 +353,7 @@ TEST_F(ClockSteps, NoExpiryByAClockAheadOfTheBounds) {
   InsertRow(pinned, "2 hours", "old", "-6 minutes");
   PgClock clock;
   ReadClock(clock, -30'000'000);
-  ExpiryOptions o;
-  o.conninfo = Url();
-  o.retention = kHorizon;
-  o.pack_horizons = true;
-  o.slice_rows = 100;
-  o.log = std::make_shared<EventLog>();
-  o.clock = &clock;
-  Expiry expiry(o);
+  Expiry expiry(HorizonExpiry(&clock));
   EXPECT_EQ(expiry.RunOnce(), 0u);
   EXPECT_TRUE(Present(past));
   EXPECT_TRUE(Present(pinned));
