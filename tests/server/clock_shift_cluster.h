@@ -1,9 +1,9 @@
 // PostgreSQL's clock off this host's, for the black-box tests of a clock that steps (service_clock_step_test,
-// service_clock_forward_test): fixture "pg_solo"'s cluster restarted under tests/clock_shift's LD_PRELOAD, its clock
+// service_clock_forward_test): fixture "pg_clock"'s cluster restarted under tests/clock_shift's LD_PRELOAD, its clock
 // shifted from its start (a failover onto a host whose clock is off) and/or stepped while it runs (a shift file: an
 // NTP step), and the write stall that outlives a restart (a PREPARED transaction). ClockShiftCluster is the cases'
 // fixture: each case starts on the cluster's own clock, and the suite leaves it so. Needs the compile definition
-// SCANGATE_CLOCK_SHIFT_LIBRARY (tests/server/CMakeLists.txt); fixture "pg_solo", one test at a time.
+// SCANGATE_CLOCK_SHIFT_LIBRARY (tests/server/CMakeLists.txt); fixture "pg_clock", one test at a time.
 #pragma once
 
 #include <sys/stat.h>

@@ -8,7 +8,7 @@
 // while it runs, or a restart with its clock shifted. Each check is made DURING the step (PostgreSQL's clock stays
 // ahead for the rest of the case), a few seconds after it so that the instances' clock readers (one reading a
 // second) saw the new clock; every key's real age is then well inside the horizon (checked). And the horizon
-// still ends: a key past R + 3 s of real age is `new` again, once. Fixture "pg_solo", one test at a time.
+// still ends: a key past R + 3 s of real age is `new` again, once. Fixture "pg_clock", one test at a time.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -33,13 +33,20 @@ namespace json = boost::json;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kKeys = 20;  // per instance
-// The horizon of the live and the restart case: the smallest that keeps every key's real age well inside it at the
-// checks on a loaded machine (~7-12 s after the first sighting), so that the case stays short.
-constexpr auto kRetention = std::chrono::seconds(20);
-constexpr std::int64_t kStepS = 30;  // > R: every row looks past the horizon in PostgreSQL's stepped clock
-// The journal case waits for a restart of PostgreSQL and of A before its check: a longer horizon, a longer step.
-constexpr auto kJournalRetention = std::chrono::seconds(30);
-constexpr std::int64_t kJournalStepS = 60;
+// A case's horizon and PostgreSQL's step: the step is longer than the horizon, so every row looks past it in the
+// stepped clock. The horizon is the smallest that keeps every key's real age well inside it at the checks on a
+// loaded machine (with kCheckRoom to spare), so that the case stays short.
+struct Case {
+  std::chrono::seconds retention;
+  std::int64_t step_s;
+};
+// The live step: the checks come ~7 s after the first sighting (10 s under ASan in CI).
+constexpr Case kLive{std::chrono::seconds(20), 30};
+// A restart of PostgreSQL (and a start of an instance) before the check: ~12 s on a quiet machine, 17 s in a CI
+// run under ASan with other tests beside it (too slow for a 20 s horizon).
+constexpr Case kRestart{std::chrono::seconds(30), 40};
+// The journal case waits for a restart of PostgreSQL and of A before its check.
+constexpr Case kJournal{std::chrono::seconds(30), 60};
 constexpr auto kBeforeStep = std::chrono::seconds(3);  // the rows have some age in the old clock
 constexpr auto kReadersSee = std::chrono::seconds(3);  // the clock readers read once a second
 // A key's real age at which it must be `new` again: R + 3 s (a clock reader's bounds of a step, the expiry's pass).
@@ -114,12 +121,12 @@ class ServiceClockForward : public ClockShiftCluster {
   // until it is (up to R + 15 s, failure detection only), then both instances answer every key duplicate.
   static void ExpectNewOncePastTheHorizon(const ScangateProcess& c, const ScangateProcess& f,
                                           const std::vector<std::string>& keys, Clock::time_point recorded,
-                                          const std::string& what) {
-    std::this_thread::sleep_until(recorded + kRetention + kPastHorizon);
+                                          std::chrono::seconds retention, const std::string& what) {
+    std::this_thread::sleep_until(recorded + retention + kPastHorizon);
     int news = 0;
     int first_pass = -1;
     std::vector<std::string> waiting = keys;
-    const auto deadline = recorded + kRetention + kNewAgainBound;
+    const auto deadline = recorded + retention + kNewAgainBound;
     while (!waiting.empty()) {
       std::vector<std::string> still;
       HttpClient cc(c.port());
@@ -137,7 +144,7 @@ class ServiceClockForward : public ClockShiftCluster {
               << " s after they were recorded (" << first_pass << " on the first pass, at R + "
               << kPastHorizon.count() << " s)\n";
     EXPECT_TRUE(waiting.empty()) << waiting.size() << " of " << keys.size() << " keys were not new again " << age
-                                 << " s after they were recorded (horizon " << kRetention.count() << " s)";
+                                 << " s after they were recorded (horizon " << retention.count() << " s)";
     const auto after_c = ObserveConcurrently(c.port(), keys);
     ASSERT_TRUE(FollowerFresh(f.port()));
     const auto after_f = ObserveConcurrently(f.port(), keys);
@@ -146,15 +153,16 @@ class ServiceClockForward : public ClockShiftCluster {
     EXPECT_EQ(Count(after_f, 201), 0) << "new twice past the horizon, at F: " << Describe(after_f);
   }
 
-  // C (--ack=commit) and F (--ack=filter) on one database, --retention=20s: each records kKeys fresh keys, `step`
-  // moves PostgreSQL's clock kStepS forward (and checks it did), and then, with both ready and their clock readers
+  // C (--ack=commit) and F (--ack=filter) on one database, --retention=shape.retention: each records kKeys fresh
+  // keys, `step` moves PostgreSQL's clock shape.step_s forward (and checks it did), and then, with both ready and their clock readers
   // past the step, every key is observed again well inside its real horizon: none may be `new` (each instance its
   // own keys and the other's, so that each one's path is seen on its own: the first `new` of a key hides the
   // others). /lookup still finds the keys. Then, past R + 3 s of real age, each key is `new` once at C, and only
   // once (both instances answer duplicate after).
-  void Run(const std::string& dir, const std::string& what,
+  void Run(const Case& shape, const std::string& dir, const std::string& what,
            const std::function<::testing::AssertionResult()>& step) {
-    ScangateProcess c(CommitFlags(kRetention)), f(FilterFlags(dir + "/f", kRetention));
+    const std::chrono::seconds retention = shape.retention;
+    ScangateProcess c(CommitFlags(retention)), f(FilterFlags(dir + "/f", retention));
     ASSERT_TRUE(c.Start());
     ASSERT_TRUE(f.Start());
     ASSERT_TRUE(FollowerFresh(f.port()));
@@ -177,11 +185,11 @@ class ServiceClockForward : public ClockShiftCluster {
 
     // During the step: every key's real age is well inside the horizon (else this case checks nothing).
     const double age = Seconds(Clock::now() - first);
-    ASSERT_LT(age, Seconds(kRetention - kCheckRoom)) << "too slow: the keys are " << age << " s old at the check";
+    ASSERT_LT(age, Seconds(retention - kCheckRoom)) << "too slow: the keys are " << age << " s old at the check";
     const HttpResponse looked_f = Lookup(f.port(), keys_c.front());  // C's key, asked at F
     const HttpResponse looked_c = Lookup(c.port(), keys_f.front());  // F's key, asked at C
-    std::cout << what << ": /lookup of keys " << age << " s old (horizon " << kRetention.count()
-              << " s, PostgreSQL's clock +" << kStepS << " s): " << looked_f.status << " at F, " << looked_c.status
+    std::cout << what << ": /lookup of keys " << age << " s old (horizon " << retention.count()
+              << " s, PostgreSQL's clock +" << shape.step_s << " s): " << looked_f.status << " at F, " << looked_c.status
               << " at C\n";
     EXPECT_EQ(looked_f.status, 200) << "a key seen " << age << " s ago is not recorded: " << looked_f;
     EXPECT_EQ(looked_c.status, 200) << "a key seen " << age << " s ago is not recorded: " << looked_c;
@@ -195,7 +203,7 @@ class ServiceClockForward : public ClockShiftCluster {
       std::cout << what << ": " << who << " again " << age << " s after their first sighting: " << Describe(by_status)
                 << "\n";
       EXPECT_EQ(Count(by_status, 201), 0) << who << ": keys seen " << age << " s ago were new again within the "
-                                          << kRetention.count() << " s horizon: " << Describe(by_status);
+                                          << retention.count() << " s horizon: " << Describe(by_status);
       EXPECT_EQ(Count(by_status, 200), kKeys / 2) << who << ": " << Describe(by_status);
     }
     // Every key at both instances.
@@ -206,10 +214,10 @@ class ServiceClockForward : public ClockShiftCluster {
               << Describe(again_f) << "\n";
     EXPECT_EQ(Count(again_c, 201), 0) << "within the horizon, at C: " << Describe(again_c);
     EXPECT_EQ(Count(again_f, 201), 0) << "within the horizon, at F: " << Describe(again_f);
-    EXPECT_LT(Seconds(Clock::now() - first), Seconds(kRetention)) << "the checks ran past the horizon";
+    EXPECT_LT(Seconds(Clock::now() - first), Seconds(retention)) << "the checks ran past the horizon";
 
     // The horizon still ends, by the keys' real age.
-    ExpectNewOncePastTheHorizon(c, f, all, recorded, what);
+    ExpectNewOncePastTheHorizon(c, f, all, recorded, retention, what);
     EXPECT_EQ(c.Stop(), 0);
     EXPECT_EQ(f.Stop(), 0);
   }
@@ -226,22 +234,24 @@ TEST_F(ServiceClockForward, StepForwardWhilePostgreSQLRuns) {
   ASSERT_EQ(StartCluster(0, file), 0);
   ASSERT_LT(std::abs(ServerOffsetSeconds()), 5);
   const auto step = [&file]() -> ::testing::AssertionResult {
-    StepRunningClock(file, kStepS);
+    StepRunningClock(file, kLive.step_s);
     const double offset = ServerOffsetSeconds();
-    if (std::abs(offset - static_cast<double>(kStepS)) > 5) {
-      return ::testing::AssertionFailure() << "PostgreSQL's clock is " << offset << " s off, not " << kStepS;
+    if (std::abs(offset - static_cast<double>(kLive.step_s)) > 5) {
+      return ::testing::AssertionFailure() << "PostgreSQL's clock is " << offset << " s off, not " << kLive.step_s;
     }
     return ::testing::AssertionSuccess();
   };
-  Run(dir, "a " + std::to_string(kStepS) + " s step forward while PostgreSQL runs", step);
+  Run(kLive, dir, "a " + std::to_string(kLive.step_s) + " s step forward while PostgreSQL runs", step);
 }
 
-// PostgreSQL restarted with its clock 30 s ahead (a failover onto a host whose clock is ahead); the instances stay up
-// and reconnect, and see the new clock only at their first reading of it (across the outage). On main, as above: the
-// keys, ~8-10 s old, were `new` again (201:10 in each group) and /lookup answered 404 at both.
+// PostgreSQL restarted with its clock 40 s ahead (a failover onto a host whose clock is ahead; the horizon 30 s, as
+// the restart makes the checks later); the instances stay up and reconnect, and see the new clock only at their
+// first reading of it (across the outage). On 410eb9c (20 s horizon, 30 s step), as above: the keys, ~8-10 s old,
+// were `new` again (201:10 in each group) and /lookup answered 404 at both.
 TEST_F(ServiceClockForward, StepForwardAcrossARestart) {
-  Run(TempDir("clock-forward-restart"), "a " + std::to_string(kStepS) + " s step forward across a restart",
-      [] { return StepTheClock(kStepS); });
+  Run(kRestart, TempDir("clock-forward-restart"),
+      "a " + std::to_string(kRestart.step_s) + " s step forward across a restart",
+      [] { return StepTheClock(kRestart.step_s); });
 }
 
 // A step that is undone: PostgreSQL's clock steps 30 s forward while it runs and, 3 s later, back (a failover onto a
@@ -257,7 +267,7 @@ TEST_F(ServiceClockForward, StepForwardAndBackWhilePostgreSQLRuns) {
   ASSERT_EQ(PgClusterStop(), 0);
   ASSERT_EQ(StartCluster(0, file), 0);
   ASSERT_LT(std::abs(ServerOffsetSeconds()), 5);
-  ScangateProcess c(CommitFlags(kRetention)), f(FilterFlags(dir + "/f", kRetention));
+  ScangateProcess c(CommitFlags(kLive.retention)), f(FilterFlags(dir + "/f", kLive.retention));
   ASSERT_TRUE(c.Start());
   ASSERT_TRUE(f.Start());
   ASSERT_TRUE(FollowerFresh(f.port()));
@@ -275,8 +285,8 @@ TEST_F(ServiceClockForward, StepForwardAndBackWhilePostgreSQLRuns) {
   ASSERT_EQ(fresh1, kKeys);
   ASSERT_TRUE(JournalDrained(f.port()));
   std::this_thread::sleep_for(kBeforeStep);
-  StepRunningClock(file, kStepS);
-  EXPECT_NEAR(ServerOffsetSeconds(), static_cast<double>(kStepS), 5) << "PostgreSQL's clock did not step forward";
+  StepRunningClock(file, kLive.step_s);
+  EXPECT_NEAR(ServerOffsetSeconds(), static_cast<double>(kLive.step_s), 5) << "PostgreSQL's clock did not step forward";
   std::this_thread::sleep_for(kReadersSee);
   StepRunningClock(file, 0);
   EXPECT_NEAR(ServerOffsetSeconds(), 0.0, 5) << "PostgreSQL's clock did not step back";
@@ -295,18 +305,18 @@ TEST_F(ServiceClockForward, StepForwardAndBackWhilePostgreSQLRuns) {
   ASSERT_TRUE(JournalDrained(f.port()));
   ASSERT_TRUE(FollowerFresh(f.port()));
   const double age = Seconds(Clock::now() - first);
-  ASSERT_LT(age, Seconds(kRetention - kCheckRoom)) << "too slow: K1 is " << age << " s old at the check";
+  ASSERT_LT(age, Seconds(kLive.retention - kCheckRoom)) << "too slow: K1 is " << age << " s old at the check";
   const auto all = Concat(k1, k2);
   const auto at_c = ObserveConcurrently(c.port(), all);
   const auto at_f = ObserveConcurrently(f.port(), all);
-  const std::string what = "a " + std::to_string(kStepS) + " s step forward and back";
+  const std::string what = "a " + std::to_string(kLive.step_s) + " s step forward and back";
   std::cout << what << ": K1's rows after it: " << k1_rows << " of " << kKeys << "; K1 (" << age
             << " s old) and K2 at C: " << Describe(at_c) << "; at F: " << Describe(at_f) << "\n";
-  EXPECT_EQ(k1_rows, kKeys) << "rows of keys " << age << " s old were deleted (horizon " << kRetention.count() << " s)";
+  EXPECT_EQ(k1_rows, kKeys) << "rows of keys " << age << " s old were deleted (horizon " << kLive.retention.count() << " s)";
   EXPECT_EQ(Count(at_c, 201), 0) << "within the horizon, at C: " << Describe(at_c);
   EXPECT_EQ(Count(at_f, 201), 0) << "within the horizon, at F: " << Describe(at_f);
-  ExpectNewOncePastTheHorizon(c, f, k1, recorded1, what + ", K1");
-  ExpectNewOncePastTheHorizon(c, f, k2, recorded2, what + ", K2");
+  ExpectNewOncePastTheHorizon(c, f, k1, recorded1, kLive.retention, what + ", K1");
+  ExpectNewOncePastTheHorizon(c, f, k2, recorded2, kLive.retention, what + ", K2");
   EXPECT_EQ(c.Stop(), 0);
   EXPECT_EQ(f.Stop(), 0);
 }
@@ -320,7 +330,7 @@ TEST_F(ServiceClockForward, StepForwardAndBackWhilePostgreSQLRuns) {
 // reached PostgreSQL, and B answered all 20 `new`.
 TEST_F(ServiceClockForward, JournalRecoveryAcrossAStepForward) {
   const std::string dir = TempDir("clock-forward-journal");
-  ScangateProcess a(FilterFlags(dir + "/a", kJournalRetention)), b(FilterFlags(dir + "/b", kJournalRetention));
+  ScangateProcess a(FilterFlags(dir + "/a", kJournal.retention)), b(FilterFlags(dir + "/b", kJournal.retention));
   ASSERT_TRUE(a.Start());
   ASSERT_TRUE(b.Start());
   ASSERT_TRUE(FollowerFresh(a.port()));
@@ -333,14 +343,14 @@ TEST_F(ServiceClockForward, JournalRecoveryAcrossAStepForward) {
   // Past the window (--max-commit-lag 1 s + --follow-max-lag 200 ms), as in service_clock_step_test.
   std::this_thread::sleep_for(kPastTheWindow);
   a.Kill();
-  ASSERT_TRUE(StepTheClock(kJournalStepS));
+  ASSERT_TRUE(StepTheClock(kJournal.step_s));
   ASSERT_TRUE(WaitReady(b.port())) << "B did not become ready after the restart";
   std::this_thread::sleep_for(kReadersSee);
   ReleaseStall();
   ASSERT_TRUE(a.Start()) << "A's restart (it replays its journal)";
   ASSERT_TRUE(JournalDrained(a.port()));
   const double age = Seconds(Clock::now() - first);
-  ASSERT_LT(age, Seconds(kJournalRetention - kCheckRoom)) << "too slow: the keys are " << age << " s old at the check";
+  ASSERT_LT(age, Seconds(kJournal.retention - kCheckRoom)) << "too slow: the keys are " << age << " s old at the check";
   const std::string recovery = LastEvent(a, "journal", "recovered");
   Pg pg;
   std::vector<std::string> hexes;
@@ -348,8 +358,8 @@ TEST_F(ServiceClockForward, JournalRecoveryAcrossAStepForward) {
   const std::int64_t in_pg = pg.CountDigests(hexes);
   ASSERT_TRUE(FollowerFresh(b.port()));
   const auto at_b = ObserveConcurrently(b.port(), keys);
-  std::cout << "A's journal across a " << kJournalStepS << " s step forward, keys " << age << " s old (horizon "
-            << kJournalRetention.count() << " s): " << in_pg << " of " << kKeys << " in PostgreSQL; at B: "
+  std::cout << "A's journal across a " << kJournal.step_s << " s step forward, keys " << age << " s old (horizon "
+            << kJournal.retention.count() << " s): " << in_pg << " of " << kKeys << " in PostgreSQL; at B: "
             << Describe(at_b) << "; A's recovery: " << recovery << "\n";
   EXPECT_EQ(in_pg, kKeys) << "keys A acknowledged were lost in its journal's recovery: " << recovery;
   EXPECT_EQ(Count(at_b, 201), 0) << "A's journalled keys were new again at B within the horizon: " << Describe(at_b);
@@ -358,24 +368,24 @@ TEST_F(ServiceClockForward, JournalRecoveryAcrossAStepForward) {
   EXPECT_EQ(b.Stop(), 0);
 }
 
-// The warm start across a step: C (--ack=commit) records 20 keys, PostgreSQL restarts with its clock 30 s ahead while
+// The warm start across a step: C (--ack=commit) records 20 keys, PostgreSQL restarts with its clock 40 s ahead while
 // C stays up (C's clock reader sees the step), and only then --ack=filter instance F starts: its warm start loads the
 // rows within the window (= the horizon here) by PostgreSQL's clock, and its filter's negatives are `new` from its
-// journal. The keys' real age is well inside the 20 s horizon: F answers none of them `new`. On main the warm start
+// journal. The keys' real age is well inside the 30 s horizon: F answers none of them `new`. On main the warm start
 // skips the rows as older than the window, and F answers C's keys `new` from its filter.
 TEST_F(ServiceClockForward, WarmStartAfterAStepForward) {
   const std::string dir = TempDir("clock-forward-warm");
-  ScangateProcess c(CommitFlags(kRetention));
+  ScangateProcess c(CommitFlags(kRestart.retention));
   ASSERT_TRUE(c.Start());
   const auto keys = UniqueKeys(kKeys, "clock-forward-warm");
   const auto first = Clock::now();
   const auto at_c = ObserveConcurrently(c.port(), keys);
   ASSERT_EQ(Count(at_c, 201), kKeys) << "C's fresh keys: " << Describe(at_c);
   std::this_thread::sleep_for(kBeforeStep);
-  ASSERT_TRUE(StepTheClock(kStepS));
+  ASSERT_TRUE(StepTheClock(kRestart.step_s));
   ASSERT_TRUE(WaitReady(c.port())) << "C did not become ready after the restart";
   std::this_thread::sleep_for(kReadersSee);
-  ScangateProcess f(FilterFlags(dir + "/f", kRetention));
+  ScangateProcess f(FilterFlags(dir + "/f", kRestart.retention));
   ASSERT_TRUE(f.Start());
   {
     HttpClient cf(f.port());
@@ -383,11 +393,11 @@ TEST_F(ServiceClockForward, WarmStartAfterAStepForward) {
   }
   ASSERT_TRUE(FollowerFresh(f.port()));
   const double age = Seconds(Clock::now() - first);
-  ASSERT_LT(age, Seconds(kRetention - kCheckRoom)) << "too slow: the keys are " << age << " s old at the check";
+  ASSERT_LT(age, Seconds(kRestart.retention - kCheckRoom)) << "too slow: the keys are " << age << " s old at the check";
   const auto at_f = ObserveConcurrently(f.port(), keys);
   const std::string warm = LastEvent(f, "warm_start", "keys");
-  std::cout << "F started after a " << kStepS << " s step forward, keys " << age << " s old (horizon "
-            << kRetention.count() << " s): at F " << Describe(at_f) << "; F's warm start (rows of any case): " << warm
+  std::cout << "F started after a " << kRestart.step_s << " s step forward, keys " << age << " s old (horizon "
+            << kRestart.retention.count() << " s): at F " << Describe(at_f) << "; F's warm start (rows of any case): " << warm
             << "\n";
   EXPECT_EQ(Count(at_f, 201), 0) << "C's keys were new again at F within the horizon: " << Describe(at_f)
                                  << "; F's warm start: " << warm;

@@ -8,7 +8,7 @@
 // EXCLUSIVE MODE (inserts wait, reads go on): two-phase state survives a restart with its locks, where an open
 // transaction (harness TableLock) would end with the old server and let A's drain commit the keys at once, hiding
 // the fault. The cluster gets max_prepared_transactions for it (ALTER SYSTEM), and is restarted unshifted and
-// without the setting at the end (ClockShiftCluster, tests/server/clock_shift_cluster.h): fixture "pg_solo", one
+// without the setting at the end (ClockShiftCluster, tests/server/clock_shift_cluster.h): fixture "pg_clock", one
 // test at a time.
 // - 60 s back, A live: on main, A's row kept its pre-step covered_until (GREATEST), a minute in the new clock's
 //   future, and B answered 20 of 20 of A's stalled keys `new`, seen failing;
