@@ -15,7 +15,8 @@
 #                      fresh random digests (gen_random_uuid(): uniform in the key space, as digests are)
 #     --probe-fraction P  the share of a batch's digests each closed epoch is probed for in cell B-fp (default 0.01)
 #     --cells LIST     the cells of a round, in order (default A0,A,B-none,B-fp,B-all)
-#     --reps R         rounds of the cells (default 1)
+#     --reps R         rounds of the cells (default 1); round r runs them rotated by r - 1 places (A0 first in the first
+#                      round, second-to-last in the second, ...), so no cell always runs after the same one
 #     --pg-set N=V     more settings (ALTER SYSTEM, in force from the restart into the cgroup); default wal_buffers=4MB
 #                      as in bench/layout/cliff.sh's issue-45 runs (pg.sh's 64 MB is a quarter of the cgroup)
 #     --lock FILE      flock FILE shared while preloading, exclusive while the cells run (none by default)
@@ -142,7 +143,7 @@ SQL
 insert_epochs() {
   local probe=$1 e sep="" seen="" filter=""
   if [[ $probe != none ]]; then
-    local arg="(SELECT a FROM b)"
+    local arg="(SELECT a FROM b)::uuid[]"  # the cast: ANY of an array, not ANY (subquery)
     [[ $probe == fraction ]] && arg="ARRAY(SELECT x FROM unnest((SELECT a FROM b)) AS v(x) WHERE random() < $PROBE_P)"
     for ((e = 1; e <= CLOSED; e++)); do
       seen+="$sep  SELECT digest FROM scan_keys_e_$e WHERE digest = ANY($arg)"$'\n'
@@ -307,7 +308,6 @@ pgbench_run() {  # DB SCRIPT SECONDS LOGPREFIX|"": pgbench's output on stdout; e
   fi
   cat "$WORK/pgbench.out"
 }
-declare -A A0_RATE
 cell() {  # REP CELL
   local rep=$1 c=$2 db target closed=0 rows0 ins0 ins1 g0 g1 r0 r1 out txns tps mean p99 rows_end pk
   db=$(db_of "$c"); target=$(target_of "$c")
@@ -328,23 +328,32 @@ cell() {  # REP CELL
   p99=$(cat "$WORK"/lat.* | awk '{print $3}' | sort -n | awk '{v[NR] = $1} END {i = int(NR * 0.99); if (i < 1) i = 1; printf "%.1f", v[i] / 1000}')
   rows_end=$(sql "$db" -c "SELECT n_live_tup FROM pg_stat_user_tables WHERE relid = '$target'::regclass")
   pk=$(sql "$db" -c "SELECT pg_relation_size('${target}_pkey')")
-  [[ $c == A0 ]] && A0_RATE[$rep]=$(awk -v n=$((ins1 - ins0)) -v t="$txns" -v tps="$tps" 'BEGIN {printf "%.0f", n / (t / tps)}')
   awk -v rep="$rep" -v c="$c" -v closed="$closed" -v rows0="$rows0" -v n=$((ins1 - ins0)) -v t="$txns" -v tps="$tps" \
-      -v a0="${A0_RATE[$rep]:-0}" -v p99="$p99" -v mean="$mean" -v g=$((g1 - g0)) -v hz="$hz" -v rb=$((r1 - r0)) \
+      -v p99="$p99" -v mean="$mean" -v g=$((g1 - g0)) -v hz="$hz" -v rb=$((r1 - r0)) \
       -v cg="$(cat "$CG/memory.usage_in_bytes")" -v rows_end="$rows_end" -v pk="$pk" \
       'BEGIN { s = t / tps; rate = n / s
-               printf "%s,%s,%d,%d,%d,%.1f,%.0f,%s,%s,%.1f,%.1f,%.2f,%.0f,%d,%.0f\n", rep, c, closed, rows0, n, s, rate,
-                 a0 > 0 ? sprintf("%.2f", rate / a0) : "", p99, mean, g * 1e6 / hz / n, rb / 1024 / n, cg / 1048576,
+               printf "%s,%s,%d,%d,%d,%.1f,%.0f,,%s,%.1f,%.1f,%.2f,%.0f,%d,%.0f\n", rep, c, closed, rows0, n, s, rate, p99, mean, g * 1e6 / hz / n, rb / 1024 / n, cg / 1048576,
                  rows_end, pk / 1048576 }' | tee -a "$OUT/cells.csv" >&2
   (( ins1 - ins0 == txns * BATCH )) || log "note: $((ins1 - ins0)) rows inserted by $txns batches of $BATCH"
   log "cell $rep $c done; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 }
+read -ra ORDER <<<"$CELLS"
 for ((rep = 1; rep <= REPS; rep++)); do
-  for c in $CELLS; do cell "$rep" "$c"; done
+  k=$(( (rep - 1) % ${#ORDER[@]} ))
+  for c in "${ORDER[@]:k}" "${ORDER[@]:0:k}"; do cell "$rep" "$c"; done
 done
 lock none
+# The ratio to the A0 cell of the same round.
+awk -F, -v OFS=, 'NR == FNR { if (FNR > 1 && $2 == "A0") a0[$1] = $7; next }
+  FNR == 1 { print; next } { $8 = a0[$1] > 0 ? sprintf("%.2f", $7 / a0[$1]) : ""; print }' \
+  "$OUT/cells.csv" "$OUT/cells.csv" >"$WORK/cells.csv" && cp "$WORK/cells.csv" "$OUT/cells.csv"
 { echo "PostgreSQL $(sql postgres -c 'SHOW server_version'), $KEYS keys per layout (B: $CLOSED closed epochs of ≤ $EPOCH_KEYS),"\
     "${CG_MIB} MiB cgroup, shared_buffers $(sql postgres -c 'SHOW shared_buffers'), wal_buffers $(sql postgres -c 'SHOW wal_buffers'),"\
     "pgbench -c $CLIENTS, batches of $BATCH, cells ${CELL_S} s after ${WARM_S} s, B-fp probes $PROBE_P of each batch per closed epoch"
   awk -F, 'NR > 1 { printf "rep %s %-7s %9s rows/s  %5sx A0  p99 %6s ms  PostgreSQL %5s CPU-µs/row  %6s KiB read/row  cgroup %s MiB\n",
-                     $1, $2, $7, $8, $9, $11, $12, $13 }' "$OUT/cells.csv"; } | tee "$OUT/summary.txt" >&2
+                     $1, $2, $7, $8, $9, $11, $12, $13
+                     n[$2]++; r[$2] += $7; x[$2] += $8; p[$2] += $9; u[$2] += $11; b[$2] += $12 }
+    END { if (n["A0"] < 2) exit
+          for (c in n) printf "mean of %d %-7s %9.0f rows/s  %5.2fx A0  p99 %6.1f ms  PostgreSQL %5.1f CPU-µs/row  %6.2f KiB read/row\n",
+                              n[c], c, r[c] / n[c], x[c] / n[c], p[c] / n[c], u[c] / n[c], b[c] / n[c] }' "$OUT/cells.csv"
+} | tee "$OUT/summary.txt" >&2
