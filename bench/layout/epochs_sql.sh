@@ -4,7 +4,7 @@
 # a batch has to probe the closed epochs (no membership summary, or a summary's false positives)? Today's single
 # table and an epoch layout side by side, in one PostgreSQL held to a memory cgroup, with pgbench.
 #   bench/layout/epochs_sql.sh [--keys N] [--epoch-keys E] [--cgroup-mib M] [--cell-seconds S] [--warmup-seconds W]
-#                              [--clients C] [--batch B] [--probe-fraction P] [--cells LIST] [--reps R]
+#                              [--clients C] [--batch B] [--cells LIST] [--reps R]
 #                              [--pg-set NAME=VALUE] [--lock FILE] [--out DIR]
 #     --keys N         live keys preloaded into each layout (default 6000000): the first 16 bytes of sha256 of 1..N
 #                      (the stored form, sql/013), first_seen rising over the last 20 h in that order, "till-07"
@@ -13,8 +13,7 @@
 #     --cell-seconds S measured seconds per cell (default 20), after --warmup-seconds W (default 10) of the same load
 #     --clients C      pgbench clients (default 16; 2 threads), each committing batches of --batch B (default 64)
 #                      fresh random digests (gen_random_uuid(): uniform in the key space, as digests are)
-#     --probe-fraction P  the share of a batch's digests each closed epoch is probed for in cell B-fp (default 0.01)
-#     --cells LIST     the cells of a round, in order (default A0,A,B-none,B-fp,B-all)
+#     --cells LIST     the cells of a round, in order (default A0,A,B-none,B-fp0.01,B-all; B-fpP for any fraction P)
 #     --reps R         rounds of the cells (default 1); round r runs them rotated by r - 1 places (A0 first in the first
 #                      round, second-to-last in the second, ...), so no cell always runs after the same one
 #     --pg-set N=V     more settings (ALTER SYSTEM, in force from the restart into the cgroup); default wal_buffers=4MB
@@ -50,8 +49,8 @@
 #   A0, A    into scan_keys (empty / N keys)
 #   B-none   BEGIN; pg_advisory_xact_lock_shared (the order against a switch); the INSERT into the open epoch only:
 #            what every summary answering "absent" buys
-#   B-fp     the same, the INSERT first probing each closed epoch's primary key for a random P of the batch's digests
-#            (each epoch its own draw: a summary with a false-positive rate P per epoch), skipping those found
+#   B-fpP    the same, the INSERT first probing each closed epoch's primary key for a random fraction P of the batch's
+#            digests (each epoch its own draw: a summary with a false-positive rate P per epoch), skipping those found
 #   B-all    the same, probing each closed epoch for all of the batch's digests (digest = ANY(array), an index-only
 #            scan of the primary key): what no summary costs
 # Per cell: rows inserted per second (the target's n_tup_ins over the measured run / pgbench's time), the ratio to
@@ -62,8 +61,8 @@
 # stopped and removed on exit.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-KEYS=6000000; EPOCH_KEYS=1500000; CG_MIB=256; CELL_S=20; WARM_S=10; CLIENTS=16; BATCH=64; PROBE_P=0.01
-CELLS="A0 A B-none B-fp B-all"; REPS=1; LOCK=""; OUT=""; PG_SETS=(wal_buffers=4MB)
+KEYS=6000000; EPOCH_KEYS=1500000; CG_MIB=256; CELL_S=20; WARM_S=10; CLIENTS=16; BATCH=64
+CELLS="A0 A B-none B-fp0.01 B-all"; REPS=1; LOCK=""; OUT=""; PG_SETS=(wal_buffers=4MB)
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --keys) KEYS=${2:?}; shift 2 ;;
@@ -73,7 +72,6 @@ while [[ $# -gt 0 ]]; do
     --warmup-seconds) WARM_S=${2:?}; shift 2 ;;
     --clients) CLIENTS=${2:?}; shift 2 ;;
     --batch) BATCH=${2:?}; shift 2 ;;
-    --probe-fraction) PROBE_P=${2:?}; shift 2 ;;
     --cells) CELLS=${2//,/ }; shift 2 ;;
     --reps) REPS=${2:?}; shift 2 ;;
     --pg-set) PG_SETS+=("${2:?}"); shift 2 ;;
@@ -139,12 +137,12 @@ ins AS (
 $ANSWER
 SQL
 }
-# PROBE: none | all | fraction — which of the batch's digests each closed epoch's primary key is probed for.
+# PROBE: none | all | a fraction — which of the batch's digests each closed epoch's primary key is probed for.
 insert_epochs() {
   local probe=$1 e sep="" seen="" filter=""
   if [[ $probe != none ]]; then
     local arg="(SELECT a FROM b)::uuid[]"  # the cast: ANY of an array, not ANY (subquery)
-    [[ $probe == fraction ]] && arg="ARRAY(SELECT x FROM unnest((SELECT a FROM b)) AS v(x) WHERE random() < $PROBE_P)"
+    [[ $probe != all ]] && arg="ARRAY(SELECT x FROM unnest((SELECT a FROM b)) AS v(x) WHERE random() < $probe)"
     for ((e = 1; e <= CLOSED; e++)); do
       seen+="$sep  SELECT digest FROM scan_keys_e_$e WHERE digest = ANY($arg)"$'\n'
       sep="  UNION ALL"$'\n'
@@ -170,7 +168,7 @@ statement_of() {  # CELL: the cell's INSERT statement (no trailing semicolon)
   case $1 in
     A0 | A) insert_single ;;
     B-none) insert_epochs none ;;
-    B-fp) insert_epochs fraction ;;
+    B-fp[0-9]*) insert_epochs "${1#B-fp}" ;;
     B-all) insert_epochs all ;;
     *) log "unknown cell $1"; exit 2 ;;
   esac
@@ -349,7 +347,7 @@ awk -F, -v OFS=, 'NR == FNR { if (FNR > 1 && $2 == "A0") a0[$1] = $7; next }
   "$OUT/cells.csv" "$OUT/cells.csv" >"$WORK/cells.csv" && cp "$WORK/cells.csv" "$OUT/cells.csv"
 { echo "PostgreSQL $(sql postgres -c 'SHOW server_version'), $KEYS keys per layout (B: $CLOSED closed epochs of ≤ $EPOCH_KEYS),"\
     "${CG_MIB} MiB cgroup, shared_buffers $(sql postgres -c 'SHOW shared_buffers'), wal_buffers $(sql postgres -c 'SHOW wal_buffers'),"\
-    "pgbench -c $CLIENTS, batches of $BATCH, cells ${CELL_S} s after ${WARM_S} s, B-fp probes $PROBE_P of each batch per closed epoch"
+    "pgbench -c $CLIENTS, batches of $BATCH, cells ${CELL_S} s after ${WARM_S} s"
   awk -F, 'NR > 1 { printf "rep %s %-7s %9s rows/s  %5sx A0  p99 %6s ms  PostgreSQL %5s CPU-µs/row  %6s KiB read/row  cgroup %s MiB\n",
                      $1, $2, $7, $8, $9, $11, $12, $13
                      n[$2]++; r[$2] += $7; x[$2] += $8; p[$2] += $9; u[$2] += $11; b[$2] += $12 }
