@@ -15,7 +15,7 @@
 #                      fresh random digests (gen_random_uuid(): uniform in the key space, as digests are)
 #     --cells LIST     the cells of a round, in order (default A0,A,B-none,B-fp0.01,B-all; B-fpP for any fraction P)
 #     --reps R         rounds of the cells (default 1); round r runs them rotated by r - 1 places (A0 first in the first
-#                      round, second-to-last in the second, ...), so no cell always runs after the same one
+#                      round, last in the second, ...), so no cell always runs right after the same one
 #     --pg-set N=V     more settings (ALTER SYSTEM, in force from the restart into the cgroup); default wal_buffers=4MB
 #                      as in bench/layout/cliff.sh's issue-45 runs (pg.sh's 64 MB is a quarter of the cgroup)
 #     --lock FILE      flock FILE shared while preloading, exclusive while the cells run (none by default)
