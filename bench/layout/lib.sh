@@ -1,6 +1,6 @@
-# bench/layout/lib.sh — what bench/layout/cliff.sh and migrate_online.sh share, sourced by both: the --lock file,
-# a scangate started and waited for, the CPU ticks of PostgreSQL's process tree. Each script sets ROOT, WORK, LOCK,
-# SG_PORT and a log() before using them.
+# bench/layout/lib.sh — what bench/layout/cliff.sh, migrate_online.sh and epochs_sql.sh share, sourced by them: the
+# --lock file, a scangate started and waited for, the CPU ticks and the bytes read of PostgreSQL's process tree. Each
+# script sets ROOT, WORK, LOCK, SG_PORT (for scangate) and a log() before using them.
 
 LOCK_FD=""
 # shared | exclusive | none: hold the --lock file (LOCK; nothing when empty) in this shell, dropping any lock held.
@@ -37,3 +37,11 @@ pg_ticks() {
   echo "$sum"
 }
 sg_ticks() { awk '{print $14 + $15}' "/proc/$SG_PID/stat"; }
+# PM: bytes read from the storage layer (/proc/PID/io read_bytes: page-cache misses, not shared_buffers misses) by the
+# postmaster PM, its reaped children (the kernel adds a reaped child's I/O to its parent's) and its live children.
+pg_read_bytes() {
+  local sum p
+  sum=$(awk '/^read_bytes:/ {print $2}' "/proc/$1/io")
+  for p in $(pgrep -P "$1"); do sum=$((sum + $(awk '/^read_bytes:/ {print $2}' "/proc/$p/io" 2>/dev/null || echo 0))); done
+  echo "$sum"
+}
