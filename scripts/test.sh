@@ -2,34 +2,35 @@
 # The test command: installs what is missing, builds, and runs every test.
 #   1. release build (GCC, Release, warnings are errors: SCANGATE_WERROR=ON) of everything, through ccache; ctest
 #      runs the tests of labels unit, core, concurrency, docs and deploy (the optimised code of every unit; deploy's
-#      scripts over this build's scangate). The storage, integration and hardening tests run once, in step 3, against
+#      scripts over this build's scangate). The storage, integration and hardening tests run once, in step 4, against
 #      the sanitized code: the same tests and more checks (they took 330 s here, measured)
 #   2. the run command from a fresh mode-700 clone of HEAD (tests/scripts/run_test.sh); its build of the product
 #      finds the release build's units in ccache
-#   3. AddressSanitizer + UndefinedBehaviorSanitizer build (clang) of everything but benchmarks, with clang's
+#   3. ThreadSanitizer build (clang) of core/, storage/ and server/; the filter, store and service concurrency tests
+#   4. AddressSanitizer + UndefinedBehaviorSanitizer build (clang; at nice 10, beside step 3's tests, which mostly
+#      wait) of everything but benchmarks, with clang's
 #      thread-safety analysis (SCANGATE_THREAD_SAFETY: -Wthread-safety -Werror: a guarded member touched without
 #      its lock fails the build); the whole ctest suite (unit, storage, integration, hardening) against the
 #      sanitized scangate binary, but for the scripts of label `deploy` (they run no sanitized code). The
 #      black-box tests' executables (service_*, dashboard_test, hardening_*: they link no product code, they start
 #      scangate and talk to it over TCP) are step 1's, not built again (SCANGATE_BLACKBOX_TESTS_FROM)
-#   4. ThreadSanitizer build (clang) of core/, storage/ and server/; the filter, store and service concurrency
-#      tests: in the background, beside step 3's tests (which mostly wait), waited for after them
-#   5. libFuzzer (clang, ASan+UBSan; started before step 3's build, niced, waited for at the end) over the request
+#   5. libFuzzer (clang, ASan+UBSan; started beside step 3's tests, waited for at the end) over the request
 #      parsing layer: replay tests/fuzz/{corpus,regressions},
 #      then SCANGATE_FUZZ_SECONDS (default 35) of fuzzing; then a whole session's framing (tests/fuzz/framing_corpus,
 #      SCANGATE_FUZZ_FRAMING_SECONDS, default 20, under -malloc_limit_mb); then the warm load's COPY parser
 #      (tests/fuzz/copy_corpus, SCANGATE_FUZZ_COPY_SECONDS, default 10); then the GS1 parser (tests/fuzz/gs1_corpus,
 #      SCANGATE_FUZZ_GS1_SECONDS, default 10): 75 s of fuzzing in all; any crash or out-of-memory fails
 # Each step prints its wall time and the CPU time of its processes (user + system, all cores), and the run ends
-# with a table of them. SCANGATE_SKIP_RUN=1 / SCANGATE_SKIP_ASAN=1 / SCANGATE_SKIP_FUZZ=1 skip steps 2 / 3 / 5
-# (local use only; skipping 3 skips the thread-safety analysis too).
+# with a table of them. SCANGATE_SKIP_RUN=1 / SCANGATE_SKIP_ASAN=1 / SCANGATE_SKIP_FUZZ=1 skip steps 2 / 4 / 5
+# (local use only; skipping 4 skips the thread-safety analysis too).
 # The system suites (the package, systemd, the container image, HA, partitions under faults) are not here:
 # deploy/system_test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${SCANGATE_JOBS:-$(nproc)}
 # ctest's jobs: twice the cores. The integration tests mostly wait (sockets, timers, fsync); the few that keep the
-# cores busy count as 3 (PROCESSORS in tests/CMakeLists.txt). (The ThreadSanitizer tests, beside them, take $jobs.)
+# cores busy count as 3 (PROCESSORS in tests/CMakeLists.txt). The ThreadSanitizer tests run with $jobs: with twice
+# as many they took as long (134 s / 136 s: store_test alone is 105-149 s), measured.
 ctest_jobs=${SCANGATE_CTEST_JOBS:-$((2 * jobs))}
 
 # step_begin NAME / step_end: the step's wall time and the CPU time (user + system) of the processes it waited
@@ -79,7 +80,7 @@ cmake --build build/release -j "$jobs"
 step_end
 step_begin "release tests (unit, core, concurrency, docs, deploy)"
 # The rest (storage, integration, hardening) run in step 4, against the sanitized code.
-ctest --test-dir build/release --output-on-failure -j "$ctest_jobs" --timeout 900 \
+ctest --test-dir build/release --output-on-failure -j "$jobs" --timeout 900 \
   -L '^(unit|core|concurrency|docs|deploy)$'
 step_end
 
@@ -98,78 +99,89 @@ fi
 # -O1 (the sanitizers' documented level) and line tables only (what their stack traces print).
 san_opt="-O1 -gline-tables-only -DNDEBUG"
 
-# The fuzzers run beside the sanitizer steps (niced): they are time-boxed (SCANGATE_FUZZ_*SECONDS) and
-# single-threaded. Their output is printed, and their failure fails the run, at the end.
+step_begin "ThreadSanitizer build (core/, storage/, server/)"
+# Only the concurrency tests and what they run are built: the filter's, the recent set's, core/mutex.h's, the
+# store's queue and writers (store_test, against the throwaway PostgreSQL), the service's stripes and write-behind
+# ordering (service_concurrency_test drives the TSan-built scangate binary, which inherits TSAN_OPTIONS; a report
+# makes it exit 66 and the test fail), the journal's flusher against its appenders (journal_test), the
+# single-writer metric counters under a concurrent scrape, PgClock's sequence lock (pg_clock_test), the rate
+# limiter's shards, the body budget's atomic and
+# the tokens' SIGHUP swap.
+CC=clang CXX=clang++ cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$san_opt" -DSCANGATE_SANITIZE=thread -DSCANGATE_CORE_ONLY=OFF \
+  -DSCANGATE_BENCH=OFF -DSCANGATE_WERROR=ON >/dev/null
+cmake --build build/tsan -j "$jobs" --target filter_concurrency_test recent_set_test mutex_test store_test service_concurrency_test brin_summarizer_test expiry_test background_loop_test journal_drain_test partitioned_store_test \
+  pg_clock_test journal_test server_metrics_test server_rate_limit_test server_body_budget_test server_token_store_test scangate
+step_end
+
+# The fuzzers and the ASan+UBSan build run beside the ThreadSanitizer tests, at nice 10: those tests mostly wait
+# (62 s of CPU in 136 s on 2 cores, measured), so the build takes what they leave and the tests keep their pace.
+# (The other way round does not pay: the ASan+UBSan tests keep both cores busy — a build beside them at nice 10
+# got ~15 % of the CPU, and the tests took 635 s instead of 517 s.) The fuzzers are time-boxed
+# (SCANGATE_FUZZ_*SECONDS) and single-threaded. Their output is printed, and their failure fails the run, at the
+# end; the build's output is printed when it is waited for.
 fuzz_pid=
 fuzz_log=$PWD/build/fuzz-run.log
-tsan_pid=
-tsan_log=$PWD/build/tsan-run.log
-trap 'for p in $fuzz_pid $tsan_pid; do pkill -P "$p" 2>/dev/null; kill "$p" 2>/dev/null; done' EXIT
 if [[ ${SCANGATE_SKIP_FUZZ:-0} != 1 ]]; then
   mkdir -p build
   (
     start=$SECONDS
-    nice -n 5 bash tests/fuzz/run.sh build/fuzz
+    nice -n 10 bash tests/fuzz/run.sh build/fuzz
     echo "== libFuzzer ran $((SECONDS - start)) s beside the sanitizer steps"
   ) >"$fuzz_log" 2>&1 &
   fuzz_pid=$!
 fi
-
+asan_pid=
+asan_log=$PWD/build/asan-build.log
+trap 'for p in $fuzz_pid $asan_pid; do pkill -P "$p" 2>/dev/null; kill "$p" 2>/dev/null; done' EXIT
 if [[ ${SCANGATE_SKIP_ASAN:-0} != 1 ]]; then
-  step_begin "ASan+UBSan build (+ thread-safety analysis)"
-  # clang, with the thread-safety analysis (SCANGATE_THREAD_SAFETY: -Wthread-safety -Werror): every
-  # ABSL_GUARDED_BY member sits on a core/mutex.h Mutex, so touching one without its lock held fails this build.
-  CC=clang CXX=clang++ cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$san_opt" -DSCANGATE_SANITIZE=address -DSCANGATE_THREAD_SAFETY=ON \
-    -DSCANGATE_BENCH=OFF -DSCANGATE_DEPLOY_TESTS=OFF -DSCANGATE_WERROR=ON \
-    -DSCANGATE_BLACKBOX_TESTS_FROM="$PWD/build/release" >/dev/null
-  cmake --build build/asan -j "$jobs"
-  step_end
+  mkdir -p build
+  (
+    start=$SECONDS
+    # clang, with the thread-safety analysis (SCANGATE_THREAD_SAFETY: -Wthread-safety -Werror): every
+    # ABSL_GUARDED_BY member sits on a core/mutex.h Mutex, so touching one without its lock held fails this build.
+    CC=clang CXX=clang++ cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$san_opt" -DSCANGATE_SANITIZE=address -DSCANGATE_THREAD_SAFETY=ON \
+      -DSCANGATE_BENCH=OFF -DSCANGATE_DEPLOY_TESTS=OFF -DSCANGATE_WERROR=ON \
+      -DSCANGATE_BLACKBOX_TESTS_FROM="$PWD/build/release" >/dev/null
+    nice -n 10 cmake --build build/asan -j "$jobs"
+    echo "== the ASan+UBSan build took $((SECONDS - start)) s (beside the ThreadSanitizer tests, nice 10)"
+  ) >"$asan_log" 2>&1 &
+  asan_pid=$!
 fi
 
-# ThreadSanitizer: its build and tests run in the background, beside the ASan+UBSan tests, which mostly wait (352 s
-# of CPU in 481 s on 2 cores, measured): the build at nice 10, so it takes the cores only when the tests leave them;
-# the tests at the tests' priority, $jobs at a time. Printed, and their failure fails the run, after the ASan+UBSan
-# tests.
-(
-  start=$SECONDS
-  # Only the concurrency tests and what they run are built: the filter's, the recent set's, core/mutex.h's, the
-  # store's queue and writers (store_test, against the throwaway PostgreSQL), the service's stripes and write-behind
-  # ordering (service_concurrency_test drives the TSan-built scangate binary, which inherits TSAN_OPTIONS; a report
-  # makes it exit 66 and the test fail), the journal's flusher against its appenders (journal_test), the
-  # single-writer metric counters under a concurrent scrape, PgClock's sequence lock (pg_clock_test), the rate
-  # limiter's shards, the body budget's atomic and the tokens' SIGHUP swap.
-  CC=clang CXX=clang++ cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$san_opt" -DSCANGATE_SANITIZE=thread -DSCANGATE_CORE_ONLY=OFF \
-    -DSCANGATE_BENCH=OFF -DSCANGATE_WERROR=ON >/dev/null
-  nice -n 10 cmake --build build/tsan -j "$jobs" --target filter_concurrency_test recent_set_test mutex_test \
-    store_test service_concurrency_test brin_summarizer_test expiry_test background_loop_test journal_drain_test \
-    partitioned_store_test pg_clock_test journal_test server_metrics_test server_rate_limit_test \
-    server_body_budget_test server_token_store_test scangate
-  echo "== ThreadSanitizer build took $((SECONDS - start)) s"
-  # scripts/tsan.supp silences uninstrumented third-party libraries only (libpq, libpqxx, OpenSSL), never
-  # project code; each entry says why.
-  # Reports go to files (log_path), so a race inside a scangate process started by a test is not lost in
-  # that process's log: any report file fails the step.
-  tsan_reports=$PWD/build/tsan/reports
-  rm -rf "$tsan_reports" && mkdir -p "$tsan_reports"
-  tsan_rc=0
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp log_path=$tsan_reports/tsan" \
-    ctest --test-dir build/tsan --output-on-failure -j "$jobs" --timeout 900 \
-    -R '^(FilterConcurrency\..*|RecentSetConcurrency\..*|Mutex\..*|CondVar\..*|Metrics\.SingleWriterCountersUnderConcurrentScrape|store_test|store_outage_test|service_concurrency_test|brin_summarizer_test|expiry_test|BackgroundLoop\..*|journal_drain_test|journal_test|partitioned_store_test|RateLimiter\..*|BodyBudget\..*|TokenStoreTest\..*|PgClock\.ConcurrentReadersSeeWholeReadings)$' \
-    || tsan_rc=$?
-  if compgen -G "$tsan_reports/tsan.*" >/dev/null; then
-    cat "$tsan_reports"/tsan.*
-    echo "== ThreadSanitizer reported the races above"
-    exit 1
-  fi
-  echo "== ThreadSanitizer build and tests took $((SECONDS - start)) s"
-  exit "$tsan_rc"
-) >"$tsan_log" 2>&1 &
-tsan_pid=$!
+step_begin "ThreadSanitizer tests"
+# scripts/tsan.supp silences uninstrumented third-party libraries only (libpq, libpqxx, OpenSSL), never
+# project code; each entry says why.
+# Reports go to files (log_path), so a race inside a scangate process started by a test is not lost in
+# that process's log: any report file fails the step.
+tsan_logs=$PWD/build/tsan/reports
+rm -rf "$tsan_logs" && mkdir -p "$tsan_logs"
+tsan_rc=0
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp log_path=$tsan_logs/tsan" \
+  ctest --test-dir build/tsan --output-on-failure -j "$jobs" --timeout 900 \
+  -R '^(FilterConcurrency\..*|RecentSetConcurrency\..*|Mutex\..*|CondVar\..*|Metrics\.SingleWriterCountersUnderConcurrentScrape|store_test|store_outage_test|service_concurrency_test|brin_summarizer_test|expiry_test|BackgroundLoop\..*|journal_drain_test|journal_test|partitioned_store_test|RateLimiter\..*|BodyBudget\..*|TokenStoreTest\..*|PgClock\.ConcurrentReadersSeeWholeReadings)$' \
+  || tsan_rc=$?
+if compgen -G "$tsan_logs/tsan.*" >/dev/null; then
+  cat "$tsan_logs"/tsan.*
+  echo "== ThreadSanitizer reported the races above"
+  exit 1
+fi
+[[ $tsan_rc == 0 ]] || exit "$tsan_rc"
+step_end
 
 if [[ ${SCANGATE_SKIP_ASAN:-0} != 1 ]]; then
-  step_begin "ASan+UBSan tests (the ThreadSanitizer build and tests beside them)"
+  step_begin "ASan+UBSan build (+ thread-safety analysis): waiting for it"
+  asan_rc=0
+  wait "$asan_pid" || asan_rc=$?
+  asan_pid=
+  cat "$asan_log"
+  if [[ $asan_rc != 0 ]]; then
+    echo "== the ASan+UBSan build failed (exit $asan_rc)"
+    exit "$asan_rc"
+  fi
+  step_end
+  step_begin "ASan+UBSan tests"
   # LeakSanitizer suppressions: third-party only, each documented in scripts/lsan.supp.
   # Label `deploy` (tests/deploy: scripts over promtool and deploy/partitions.sh) runs no sanitized code: it ran
   # in the release step.
@@ -179,17 +191,6 @@ if [[ ${SCANGATE_SKIP_ASAN:-0} != 1 ]]; then
     ctest --test-dir build/asan --output-on-failure -j "$ctest_jobs" --timeout 1200 -LE '^deploy$'
   step_end
 fi
-
-step_begin "ThreadSanitizer build and tests: waiting for them"
-tsan_rc=0
-wait "$tsan_pid" || tsan_rc=$?
-tsan_pid=
-cat "$tsan_log"
-if [[ $tsan_rc != 0 ]]; then
-  echo "== ThreadSanitizer build or tests failed (exit $tsan_rc)"
-  exit "$tsan_rc"
-fi
-step_end
 
 if [[ -n $fuzz_pid ]]; then
   step_begin "libFuzzer (request parsing, framing, COPY parser, GS1): waiting for it"

@@ -430,10 +430,13 @@ std::vector<std::string> Keys(const char* tag, int n) {
 }
 
 // 3a. Two ack=commit instances on one database race on keys recorded through one of them and now past the
-// horizon (3 s) + slack, across the expiry's passes (rows deleted or not yet: either way).
+// horizon (10 s) + slack, across the expiry's passes (rows deleted or not yet: either way). The horizon is also how
+// long the race and the check may take before the expiry may delete the rows the race wrote (on a loaded machine,
+// under ASan, a 3 s horizon was too short: 21 of the 200 rows had expired before the check).
 TEST(RetentionTwoInstances, ExactlyOneNewPerKeyAcrossTheHorizon) {
   constexpr int kKeys = 100;
-  const std::vector<std::string> flags{"--ack=commit", "--capacity=1000000", "--retention=3s"};
+  constexpr std::int64_t kHorizonUs = 10'000'000;
+  const std::vector<std::string> flags{"--ack=commit", "--capacity=1000000", "--retention=10s"};
   ScangateProcess a(flags), b(flags);
   ASSERT_TRUE(a.Start());
   ASSERT_TRUE(b.Start());
@@ -452,8 +455,8 @@ TEST(RetentionTwoInstances, ExactlyOneNewPerKeyAcrossTheHorizon) {
       newest_us = std::max(newest_us, ParseFirstSeenUs(PgFirstSeen(pg, Sha256Hex(k)).value_or("")));
     }
   }
-  SleepUntilUs(newest_us + 3'000'000 + kSlackUs);
-  RaceBoth(a, b, singles, batched, newest_us + 3'000'000);
+  SleepUntilUs(newest_us + kHorizonUs + kSlackUs);
+  RaceBoth(a, b, singles, batched, newest_us + kHorizonUs);
   EXPECT_EQ(a.Stop(), 0);
   EXPECT_EQ(b.Stop(), 0);
 }
