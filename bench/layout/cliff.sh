@@ -64,12 +64,7 @@ cleanup() {
   trap - EXIT INT TERM
   stop_sg
   "$ROOT/scripts/pg.sh" stop "$PGDATA_" >/dev/null 2>&1 || "$ROOT/scripts/pg.sh" kill "$PGDATA_" >/dev/null 2>&1
-  if [[ -d $CG ]]; then
-    { echo "limit_bytes $(cat "$CG/memory.limit_in_bytes")"; echo "max_usage_bytes $(cat "$CG/memory.max_usage_in_bytes")"
-      echo "failcnt $(cat "$CG/memory.failcnt")"; sed 's/^/stat /' "$CG/memory.stat"; } >"$OUT/cgroup.txt" 2>/dev/null
-    for _ in $(seq 50); do [[ -s $CG/cgroup.procs ]] || break; sleep 0.2; done
-    rmdir "$CG" 2>/dev/null || echo "cliff.sh: could not remove $CG" >&2
-  fi
+  cgroup_close "$CG" "$OUT" cliff.sh
   rm -rf "$WORK"
   exit "$rc"
 }

@@ -45,3 +45,14 @@ pg_read_bytes() {
   for p in $(pgrep -P "$1"); do sum=$((sum + $(awk '/^read_bytes:/ {print $2}' "/proc/$p/io" 2>/dev/null || echo 0))); done
   echo "$sum"
 }
+
+# cgroup_close CG OUT WHO: the memory cgroup's figures (limit, peak, failures, memory.stat) to OUT/cgroup.txt, then
+# the cgroup removed once its processes are gone (WHO names the script in the warning when it cannot be).
+cgroup_close() {
+  local cg=$1 out=$2 who=$3
+  [[ -d $cg ]] || return 0
+  { echo "limit_bytes $(cat "$cg/memory.limit_in_bytes")"; echo "max_usage_bytes $(cat "$cg/memory.max_usage_in_bytes")"
+    echo "failcnt $(cat "$cg/memory.failcnt")"; sed 's/^/stat /' "$cg/memory.stat"; } >"$out/cgroup.txt" 2>/dev/null
+  for _ in $(seq 50); do [[ -s $cg/cgroup.procs ]] || break; sleep 0.2; done
+  rmdir "$cg" 2>/dev/null || echo "$who: could not remove $cg" >&2
+}
