@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds, and runs every test.
 #   1. release build (GCC, Release, warnings are errors: SCANGATE_WERROR=ON) of everything, through ccache; ctest
-#      runs the tests of labels unit, core, concurrency, docs and deploy (the optimised code of every unit; deploy's
-#      scripts over this build's scangate). The storage, integration and hardening tests run once, in step 4, against
-#      the sanitized code: the same tests and more checks (they took 330 s here, measured)
+#      runs the tests of labels unit, core, concurrency, docs and deploy (the optimised code of every unit, the
+#      binary's command line, the deploy files; the optimised binary serves end to end in step 2). The storage,
+#      integration and hardening tests run once, in step 4, against the sanitized code: the same tests and more
+#      checks (they took 330 s here, measured)
 #   2. the run command from a fresh mode-700 clone of HEAD (tests/scripts/run_test.sh); its build of the product
 #      finds the release build's units in ccache
 #   3. ThreadSanitizer build (clang) of core/, storage/ and server/; the filter, store and service concurrency tests
