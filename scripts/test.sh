@@ -81,7 +81,7 @@ cmake --build build/release -j "$jobs"
 step_end
 step_begin "release tests (unit, core, concurrency, docs, deploy)"
 # The rest (storage, integration, hardening) run in step 4, against the sanitized code.
-ctest --test-dir build/release --output-on-failure -j "$jobs" --timeout 900 \
+ctest --test-dir build/release --output-on-failure -j "$ctest_jobs" --timeout 900 \
   -L '^(unit|core|concurrency|docs|deploy)$'
 step_end
 

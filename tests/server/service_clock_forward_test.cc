@@ -154,11 +154,11 @@ class ServiceClockForward : public ClockShiftCluster {
   }
 
   // C (--ack=commit) and F (--ack=filter) on one database, --retention=shape.retention: each records kKeys fresh
-  // keys, `step` moves PostgreSQL's clock shape.step_s forward (and checks it did), and then, with both ready and their clock readers
-  // past the step, every key is observed again well inside its real horizon: none may be `new` (each instance its
-  // own keys and the other's, so that each one's path is seen on its own: the first `new` of a key hides the
-  // others). /lookup still finds the keys. Then, past R + 3 s of real age, each key is `new` once at C, and only
-  // once (both instances answer duplicate after).
+  // keys, `step` moves PostgreSQL's clock shape.step_s forward (and checks it did), and then, with both ready and
+  // their clock readers past the step, every key is observed again well inside its real horizon: none may be `new`
+  // (each instance its own keys and the other's, so that each one's path is seen on its own: the first `new` of a
+  // key hides the others). /lookup still finds the keys. Then, past R + 3 s of real age, each key is `new` once at
+  // C, and only once (both instances answer duplicate after).
   void Run(const Case& shape, const std::string& dir, const std::string& what,
            const std::function<::testing::AssertionResult()>& step) {
     const std::chrono::seconds retention = shape.retention;
@@ -189,8 +189,8 @@ class ServiceClockForward : public ClockShiftCluster {
     const HttpResponse looked_f = Lookup(f.port(), keys_c.front());  // C's key, asked at F
     const HttpResponse looked_c = Lookup(c.port(), keys_f.front());  // F's key, asked at C
     std::cout << what << ": /lookup of keys " << age << " s old (horizon " << retention.count()
-              << " s, PostgreSQL's clock +" << shape.step_s << " s): " << looked_f.status << " at F, " << looked_c.status
-              << " at C\n";
+              << " s, PostgreSQL's clock +" << shape.step_s << " s): " << looked_f.status << " at F, "
+              << looked_c.status << " at C\n";
     EXPECT_EQ(looked_f.status, 200) << "a key seen " << age << " s ago is not recorded: " << looked_f;
     EXPECT_EQ(looked_c.status, 200) << "a key seen " << age << " s ago is not recorded: " << looked_c;
     // Each key once, at one instance: C half its own keys and half F's, F the other halves.
@@ -312,7 +312,8 @@ TEST_F(ServiceClockForward, StepForwardAndBackWhilePostgreSQLRuns) {
   const std::string what = "a " + std::to_string(kLive.step_s) + " s step forward and back";
   std::cout << what << ": K1's rows after it: " << k1_rows << " of " << kKeys << "; K1 (" << age
             << " s old) and K2 at C: " << Describe(at_c) << "; at F: " << Describe(at_f) << "\n";
-  EXPECT_EQ(k1_rows, kKeys) << "rows of keys " << age << " s old were deleted (horizon " << kLive.retention.count() << " s)";
+  EXPECT_EQ(k1_rows, kKeys) << "rows of keys " << age << " s old were deleted (horizon " << kLive.retention.count()
+                            << " s)";
   EXPECT_EQ(Count(at_c, 201), 0) << "within the horizon, at C: " << Describe(at_c);
   EXPECT_EQ(Count(at_f, 201), 0) << "within the horizon, at F: " << Describe(at_f);
   ExpectNewOncePastTheHorizon(c, f, k1, recorded1, kLive.retention, what + ", K1");
@@ -397,8 +398,8 @@ TEST_F(ServiceClockForward, WarmStartAfterAStepForward) {
   const auto at_f = ObserveConcurrently(f.port(), keys);
   const std::string warm = LastEvent(f, "warm_start", "keys");
   std::cout << "F started after a " << kRestart.step_s << " s step forward, keys " << age << " s old (horizon "
-            << kRestart.retention.count() << " s): at F " << Describe(at_f) << "; F's warm start (rows of any case): " << warm
-            << "\n";
+            << kRestart.retention.count() << " s): at F " << Describe(at_f)
+            << "; F's warm start (rows of any case): " << warm << "\n";
   EXPECT_EQ(Count(at_f, 201), 0) << "C's keys were new again at F within the horizon: " << Describe(at_f)
                                  << "; F's warm start: " << warm;
   EXPECT_EQ(Count(at_f, 200), kKeys) << Describe(at_f);
