@@ -103,11 +103,7 @@ psql -X "$URL_FULL" -f "$ROOT/bench/layout/sizes.sql" | tee "$OUT/sizes.txt" >&2
 
 # ---- the cells, inside the cgroup (settings as of here: ALTER SYSTEM above takes effect at this start) ------------------------------------------------------------------------------
 lock exclusive
-mkdir "$CG"
-echo $((CG_MIB * 1024 * 1024)) >"$CG/memory.limit_in_bytes"
-sync; echo 3 >/proc/sys/vm/drop_caches
-( echo "$BASHPID" >"$CG/cgroup.procs"; "$ROOT/scripts/pg.sh" start "$PGDATA_" "$PG_PORT" >/dev/null )
-PM=$(head -1 "$PGDATA_/postmaster.pid")
+PM=$(cgroup_open "$CG" "$CG_MIB" "$PGDATA_" "$PG_PORT")
 log "PostgreSQL $PG_PORT (postmaster $PM) in $CG (${CG_MIB} MiB), shared_buffers $(psql -AtX "$URL_FULL" -c 'SHOW shared_buffers')"
 hz=$(getconf CLK_TCK)
 echo "rep,mode,db,live_keys,rate_2xx,p99_ms,sg_cpu_us_per_req,pg_cpu_us_per_req,cgroup_usage_mib" >"$OUT/cells.csv"

@@ -278,11 +278,7 @@ sql postgres -c "CHECKPOINT"
 
 # ---- the cells, inside the cgroup ---------------------------------------------------------------------------------
 lock exclusive
-mkdir "$CG"
-echo $((CG_MIB * 1024 * 1024)) >"$CG/memory.limit_in_bytes"
-sync; echo 3 >/proc/sys/vm/drop_caches
-( echo "$BASHPID" >"$CG/cgroup.procs"; "$ROOT/scripts/pg.sh" start "$PGDATA_" "$PG_PORT" >/dev/null )
-PM=$(head -1 "$PGDATA_/postmaster.pid")
+PM=$(cgroup_open "$CG" "$CG_MIB" "$PGDATA_" "$PG_PORT")
 log "PostgreSQL $PG_PORT (postmaster $PM) in $CG (${CG_MIB} MiB), shared_buffers $(sql postgres -c 'SHOW shared_buffers'),"\
   "wal_buffers $(sql postgres -c 'SHOW wal_buffers'); pgbench -M prepared -c $CLIENTS -j 2, batches of $BATCH,"\
   "${WARM_S} s warm-up + ${CELL_S} s per cell"

@@ -46,6 +46,18 @@ pg_read_bytes() {
   echo "$sum"
 }
 
+# cgroup_open CG MIB PGDATA PORT: the memory cgroup CG made with a limit of MIB MiB, the page cache dropped, and
+# PostgreSQL (scripts/pg.sh) started inside it on PGDATA and PORT, so every page it caches from here on is charged
+# there; prints the postmaster's pid. cgroup_close undoes it.
+cgroup_open() {
+  local cg=$1 mib=$2 pgdata=$3 port=$4
+  mkdir "$cg"
+  echo $((mib * 1024 * 1024)) >"$cg/memory.limit_in_bytes"
+  sync; echo 3 >/proc/sys/vm/drop_caches
+  ( echo "$BASHPID" >"$cg/cgroup.procs"; "$ROOT/scripts/pg.sh" start "$pgdata" "$port" >/dev/null )
+  head -1 "$pgdata/postmaster.pid"
+}
+
 # cgroup_close CG OUT WHO: the memory cgroup's figures (limit, peak, failures, memory.stat) to OUT/cgroup.txt, then
 # the cgroup removed once its processes are gone (WHO names the script in the warning when it cannot be).
 cgroup_close() {
