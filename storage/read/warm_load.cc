@@ -1,6 +1,6 @@
 // Store::WarmLoad (declared in storage/store.h): the digests of the recent window, streamed from
 // scan_keys by binary COPY over plain libpq connections — one, or N reading one exported snapshot in
-// ctid ranges — and parsed by storage/pg/copy_parser.h. The batch writers live in storage/write/writer.h and
+// ctid ranges — read by storage/pg/copy_out.h. The batch writers live in storage/write/writer.h and
 // storage/write/batch_runner.h.
 #include <libpq-fe.h>
 
@@ -18,7 +18,7 @@
 
 #include "core/mutex.h"
 #include "core/thread_name.h"
-#include "storage/pg/copy_parser.h"
+#include "storage/pg/copy_out.h"
 #include "storage/pg/error_summary.h"
 #include "storage/pg/libpq_handles.h"
 #include "storage/store.h"
@@ -56,43 +56,6 @@ PgResultPtr WarmExec(PGconn* conn, const std::string& sql) {
   return r;
 }
 
-struct WarmAbort {};  // another stream failed: stop quietly, its error is the one reported
-
-// Runs one `COPY (query) TO STDOUT (FORMAT binary)` on `conn`, feeding digests to `sink`; returns the count.
-std::uint64_t RunWarmCopy(PGconn* conn, const std::string& sql,
-                          const std::function<void(std::span<const Digest>)>& sink, const std::atomic<bool>* abort) {
-  {
-    PgResultPtr r(PQexec(conn, sql.c_str()));
-    if (PQresultStatus(r.get()) != PGRES_COPY_OUT) {
-      throw std::runtime_error("WarmLoad: " + ErrorSummary(PQerrorMessage(conn)));
-    }
-  }
-  CopyDigestParser parser(sink);
-  for (;;) {
-    if (abort != nullptr && abort->load(std::memory_order_relaxed)) throw WarmAbort{};  // advisory flag only
-    char* buf = nullptr;
-    const int n = PQgetCopyData(conn, &buf, 0);
-    if (n > 0) {
-      std::unique_ptr<char, decltype(&PQfreemem)> owned(buf, &PQfreemem);
-      parser.Feed(std::string_view(buf, static_cast<std::size_t>(n)));
-      continue;
-    }
-    if (n == -2) throw std::runtime_error("WarmLoad: " + ErrorSummary(PQerrorMessage(conn)));
-    break;  // -1: COPY finished
-  }
-  bool ok = true;
-  std::string error;
-  while (PGresult* raw = PQgetResult(conn)) {
-    PgResultPtr r(raw);
-    if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) {
-      ok = false;
-      error = ErrorSummary(PQresultErrorMessage(r.get()));
-    }
-  }
-  if (!ok) throw std::runtime_error("WarmLoad: " + error);
-  return parser.Finish();
-}
-
 // Coordinator query, run as the first statement of a REPEATABLE READ transaction: the snapshot every
 // stream imports, the heap size in blocks (taken after the snapshot, so every visible row lies below it
 // or in the open-ended last range), the cutoff as an absolute timestamp (one now() for all streams),
@@ -115,7 +78,7 @@ std::uint64_t Store::WarmLoad(std::chrono::seconds window,
   PgConnPtr coord = WarmConnect(conninfo);
   if (streams == 1) {
     const std::string sql = kWarmCopySqlPrefix + std::to_string(window.count()) + kWarmCopySqlSuffix;
-    const std::uint64_t n = RunWarmCopy(coord.get(), sql, sink, nullptr);
+    const std::uint64_t n = CopyDigestsOut(coord.get(), sql, sink, nullptr, "WarmLoad");
     last_warm_streams_.store(1);
     return n;
   }
@@ -175,9 +138,9 @@ std::uint64_t Store::WarmLoad(std::chrono::seconds window,
       PgConnPtr conn = WarmConnect(conninfo);
       WarmExec(conn.get(), "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
       WarmExec(conn.get(), "SET TRANSACTION SNAPSHOT '" + snapshot + "'");
-      counts[i] = RunWarmCopy(conn.get(), copy_sql(i), sink, &abort);
+      counts[i] = CopyDigestsOut(conn.get(), copy_sql(i), sink, &abort, "WarmLoad");
       WarmExec(conn.get(), "COMMIT");
-    } catch (const WarmAbort&) {
+    } catch (const CopyOutAborted&) {  // another stream failed: its error is the one reported
     } catch (...) {
       const MutexLock lk(&error_mu);
       if (!first_error) first_error = std::current_exception();
