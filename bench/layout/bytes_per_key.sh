@@ -12,6 +12,11 @@
 # --threads 2, wrk for SECONDS, the server stopped, VACUUM, then bench/layout/sizes.sql (the main fork of the
 # heap and of each index, and the table's whole footprint, per live key counted exactly). Everything it started
 # is stopped and removed on exit.
+# The closed-epoch figure (issue 54), when the release tree's bench/storage/epoch_summary_size sits beside BIN's
+# tree (BIN = <tree>/server/scangate; or EPOCH_SUMMARY_SIZE=<path>): the same rows rewritten as a closed epoch holds
+# them (bench/layout/closed_epoch.sql: sorted, commit_xid NULL, primary key only at fillfactor 100), its sizes, and
+# its membership summary built from it as the close does (bytes per key, estimated FP rate, build time). Per key
+# closed = that table's "all" + the summary's bytes_per_key.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BIN=$(realpath "${1:?usage: bytes_per_key.sh BIN MODE SECONDS [RETENTION]}"); MODE=${2:?MODE}; SECS=${3:?SECONDS}
@@ -47,3 +52,10 @@ BENCH_SOURCE=till-07 BENCH_COUNT_STATUS=0 wrk -t1 -c256 -d"${SECS}s" -s "$ROOT/b
 kill "$SG_PID"; wait "$SG_PID" 2>/dev/null || true; SG_PID=""
 psql -qX "$URL" -c "VACUUM scan_keys"
 psql -X "$URL" -f "$ROOT/bench/layout/sizes.sql"
+SUMMARY_TOOL=${EPOCH_SUMMARY_SIZE:-$(dirname "$BIN")/../bench/storage/epoch_summary_size}
+if [[ -x $SUMMARY_TOOL ]]; then
+  echo "closed epoch (bench/layout/closed_epoch.sql):"
+  psql -qX "$URL" -f "$ROOT/bench/layout/closed_epoch.sql"
+  psql -X -v rel=scan_keys_closed "$URL" -f "$ROOT/bench/layout/sizes.sql"
+  "$SUMMARY_TOOL" "$URL" scan_keys_closed
+fi
