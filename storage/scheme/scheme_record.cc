@@ -8,11 +8,17 @@
 namespace scangate::storage {
 namespace {
 
+// previous_needed_until as recorded is a time of PostgreSQL's clock at the rotation's start; every row under the
+// previous secret was first seen at or before that start, and is expired only when first_seen + R +
+// scangate_clock_ahead(first_seen) < now() (sql/017). So the record is read later by the steps recorded after the
+// start (a forward step: later; a step back: earlier), as a row first seen at the start would be: the needed-until
+// is then a time of PostgreSQL's clock as it reads now, judged against its now().
 constexpr const char* kReadSql =
     "SELECT fingerprint, keyed, keys, stored, previous_fingerprint, previous_keyed,"
     " coalesce((extract(epoch FROM rotation_started_at) * 1000000)::int8, 0),"
     " CASE WHEN previous_needed_until = 'infinity' THEN 9223372036854775807"
-    "      ELSE coalesce((extract(epoch FROM previous_needed_until) * 1000000)::int8, 0) END"
+    "      ELSE coalesce((extract(epoch FROM previous_needed_until + scangate_clock_ahead(rotation_started_at))"
+    "                     * 1000000)::int8, 0) END"
     " FROM scangate_digest_scheme WHERE id = 1";
 constexpr const char* kNowSql = "SELECT (extract(epoch FROM now()) * 1000000)::int8";
 constexpr const char* kLockSql = "SELECT pg_advisory_xact_lock($1)";

@@ -2,11 +2,16 @@
 // connection carrying the database's scheme inserts; a rotation waits for a writing transaction that passed the
 // guard until it commits (so the row it wrote is visible to every read after the rotation); after the rotation the
 // old scheme's writer is refused with 55000 before any row, the new one inserts; a session without the setting is
-// not checked. And the start check applied to the database: record, refuse, rotate, end.
+// not checked. And the start check applied to the database: record, refuse, rotate, end; the end of a rotation by
+// PostgreSQL's clock less the steps recorded after its start (sql/017), as every row's horizon.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdint>
 #include <future>
+#include <optional>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include <pqxx/pqxx>
@@ -116,6 +121,77 @@ TEST(SchemeFence, RotationWaitsForAWriterThenRefusesTheOldScheme) {
   }
   EXPECT_NO_THROW(Insert(new_writer, RandomDigest()));
   EXPECT_NO_THROW(Insert(unchecked, RandomDigest()));
+  Forget();
+}
+
+void ExecSql(const std::string& sql) {
+  pqxx::connection c(PgTestUrl());
+  pqxx::nontransaction(c).exec0(sql);
+}
+
+RecordedScheme ReadRecorded() {
+  pqxx::connection c(PgTestUrl());
+  pqxx::work tx(c);
+  const std::optional<RecordedScheme> r = ReadDigestScheme(tx);
+  if (!r) throw std::runtime_error("no scheme recorded");
+  return *r;
+}
+
+// A step of PostgreSQL's clock of `step_us` (negative: back) for clock epoch `epoch`, dividing the rows at
+// `before_us`, recorded as an instance's clock reader records it (sql/017).
+void RecordStep(std::int64_t epoch, std::int64_t step_us, std::int64_t before_us) {
+  pqxx::connection c(PgTestUrl());
+  pqxx::nontransaction(c).exec_params("SELECT scangate_clock_record_step($1::int8, $2::int8, $3::int8, $4::int8)",
+                                      epoch - 1, epoch, step_us, before_us);
+}
+
+constexpr std::int64_t kMinuteUs = 60'000'000;
+
+// The previous secret is needed while a row recorded under it is inside the horizon, and a row first seen at f is
+// expired only when f + R + scangate_clock_ahead(f) < now() (sql/017): every row under the previous secret was first
+// seen at or before the rotation's start, so the steps recorded after the start move the end of the rotation by as
+// much — forward later, back earlier — and a step before the start does not.
+TEST(SchemeFence, ThePreviousSecretIsNeededLongerByTheStepsAfterTheRotation) {
+  MigrateOnce();
+  Forget();
+  ExecSql("DELETE FROM scangate_clock_steps");
+  const DigestScheme s1 = SchemeOf(Digester::HmacSha256("steps-s1"), "raw");
+  const DigestScheme s2 = SchemeOf(Digester::HmacSha256("steps-s2"), "raw");
+  pqxx::connection c(PgTestUrl());
+  ASSERT_EQ(CheckDigestScheme(c, LocalScheme{s1, std::nullopt}, std::chrono::hours(1)).decision.action,
+            SchemeAction::kRecord);
+  const SchemeCheck rotated = CheckDigestScheme(c, LocalScheme{s2, s1}, std::chrono::hours(1));
+  ASSERT_EQ(rotated.decision.action, SchemeAction::kStartRotation);
+  ASSERT_TRUE(rotated.recorded && rotated.recorded->previous);
+  const std::int64_t started = rotated.recorded->rotation_started_us;
+  const std::int64_t needed = rotated.recorded->previous_needed_until_us;
+  EXPECT_EQ(needed, started + 60 * kMinuteUs);
+
+  RecordStep(1, 5 * kMinuteUs, started - kMinuteUs);  // before the rotation: already in its start's reading
+  EXPECT_EQ(ReadRecorded().previous_needed_until_us, needed);
+  RecordStep(2, 7 * kMinuteUs, started + kMinuteUs);  // after it: 7 minutes more
+  EXPECT_EQ(ReadRecorded().previous_needed_until_us, needed + 7 * kMinuteUs);
+  RecordStep(3, -2 * kMinuteUs, started + 2 * kMinuteUs);  // and back: 2 minutes less
+  EXPECT_EQ(ReadRecorded().previous_needed_until_us, needed + 5 * kMinuteUs);
+
+  // The start check ends the rotation by the same rule: the recorded horizon passed a minute ago by PostgreSQL's
+  // clock, but the clock stepped 5 minutes forward after the rotation's start, so its keys are 4 minutes inside it.
+  ExecSql("DELETE FROM scangate_clock_steps");
+  ExecSql("UPDATE scangate_digest_scheme SET rotation_started_at = now() - interval '61 minutes',"
+          " previous_needed_until = now() - interval '1 minute'");
+  const std::int64_t restarted = ReadRecorded().rotation_started_us;
+  RecordStep(1, 5 * kMinuteUs, restarted + 30 * kMinuteUs);
+  const SchemeCheck early = CheckDigestScheme(c, LocalScheme{s2, std::nullopt}, std::chrono::hours(1));
+  EXPECT_EQ(early.decision.action, SchemeAction::kRefuse);
+  EXPECT_EQ(early.decision.component, "previous_secret_missing") << early.decision.detail;
+  ASSERT_TRUE(early.recorded && early.recorded->previous) << "the rotation ended inside the horizon";
+  EXPECT_EQ(early.recorded->previous_needed_until_us - restarted, 65 * kMinuteUs);
+  // Past the horizon and the step: it ends.
+  ExecSql("UPDATE scangate_digest_scheme SET rotation_started_at = rotation_started_at - interval '5 minutes',"
+          " previous_needed_until = previous_needed_until - interval '5 minutes'");
+  EXPECT_EQ(CheckDigestScheme(c, LocalScheme{s2, std::nullopt}, std::chrono::hours(1)).decision.action,
+            SchemeAction::kEndRotation);
+  ExecSql("DELETE FROM scangate_clock_steps");
   Forget();
 }
 
