@@ -18,7 +18,8 @@ constexpr const char* kReadSql =
     " coalesce((extract(epoch FROM rotation_started_at) * 1000000)::int8, 0),"
     " CASE WHEN previous_needed_until = 'infinity' THEN 9223372036854775807"
     "      ELSE coalesce((extract(epoch FROM previous_needed_until + scangate_clock_ahead(rotation_started_at))"
-    "                     * 1000000)::int8, 0) END"
+    "                     * 1000000)::int8, 0) END,"
+    " (extract(epoch FROM scangate_clock_ahead_total()) * 1000000)::int8"
     " FROM scangate_digest_scheme WHERE id = 1";
 constexpr const char* kNowSql = "SELECT (extract(epoch FROM now()) * 1000000)::int8";
 constexpr const char* kLockSql = "SELECT pg_advisory_xact_lock($1)";
@@ -155,6 +156,7 @@ std::optional<RecordedScheme> ReadDigestScheme(pqxx::transaction_base& tx) {
   }
   r.rotation_started_us = row[6].as<std::int64_t>();
   r.previous_needed_until_us = row[7].as<std::int64_t>();
+  r.clock_ahead_total_us = row[8].as<std::int64_t>();
   return r;
 }
 

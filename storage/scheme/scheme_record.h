@@ -69,6 +69,7 @@ struct RecordedScheme {
   // PostgreSQL's clock (now()) at which the previous secret may go: the recorded previous_needed_until plus the steps
   // of the clock recorded after the rotation's start (sql/017), as read. INT64_MAX: never (--retention=off).
   std::int64_t previous_needed_until_us = 0;
+  std::int64_t clock_ahead_total_us = 0;       // every forward step recorded at the read (scangate_clock_ahead_total)
 };
 
 enum class SchemeAction {
