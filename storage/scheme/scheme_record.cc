@@ -23,24 +23,31 @@ constexpr const char* kReadSql =
     " FROM scangate_digest_scheme WHERE id = 1";
 constexpr const char* kNowSql = "SELECT (extract(epoch FROM now()) * 1000000)::int8";
 constexpr const char* kLockSql = "SELECT pg_advisory_xact_lock($1)";
-// The previous secret is needed for the horizon from now, and for every row the database holds with a later
-// horizon of its own (keep_until: pins, GS1 packs; the keep_until index answers the max at once).
+// The rotation starts at its statement's start (statement_timestamp()), which a rotation runs after it took
+// kSchemeLockKey: every writing transaction of the previous secret committed before it, and every row it wrote was
+// first seen by then (the transaction's now() would be its BEGIN, before the lock's wait). The previous secret is
+// needed for the horizon from the start, and for every row the database holds with a later horizon of its own
+// (keep_until: pins, GS1 packs; the keep_until index answers the max at once). Such a row was first seen before the
+// start, and is expired only when keep_until < now() - scangate_clock_ahead(first_seen) (sql/017): its keep_until
+// is kept later by every forward step recorded by the start (at least the steps between its first_seen and the
+// start; kReadSql adds those recorded after), as the expiry deletes it (storage/horizon/expiry.cc).
 constexpr const char* kNeededUntil =
     "CASE WHEN $1::int8 = 0 THEN 'infinity'::timestamptz"
-    " ELSE greatest(now() + $1::int8 * interval '1 second', (SELECT max(keep_until) FROM scan_keys)) END";
+    " ELSE greatest(statement_timestamp() + $1::int8 * interval '1 second',"
+    "               (SELECT max(keep_until) FROM scan_keys) + scangate_clock_ahead_total()) END";
 // The first instance's row; with a previous secret (a rotation recorded at once: a database a scangate without
-// sql/014 filled under the previous secret) the rotation starts now.
+// sql/014 filled under the previous secret) the rotation starts at once.
 constexpr const char* kInsertSql =
     "INSERT INTO scangate_digest_scheme (fingerprint, keyed, keys, stored) VALUES ($1, $2, $3, $4)"
     " ON CONFLICT (id) DO NOTHING";
 const std::string kInsertRotatingSql = std::string(
     "INSERT INTO scangate_digest_scheme (fingerprint, keyed, keys, stored, previous_fingerprint, previous_keyed,"
     " rotation_started_at, previous_needed_until)"
-    " VALUES ($2, $3, $4, $5, $6, $7, now(), ") + kNeededUntil + ") ON CONFLICT (id) DO NOTHING";
+    " VALUES ($2, $3, $4, $5, $6, $7, statement_timestamp(), ") + kNeededUntil + ") ON CONFLICT (id) DO NOTHING";
 const std::string kRotateSql = std::string(
     "UPDATE scangate_digest_scheme SET previous_fingerprint = fingerprint, previous_keyed = keyed,"
-    " fingerprint = $2, keyed = $3, rotation_started_at = now(), previous_needed_until = ") + kNeededUntil +
-    " WHERE id = 1";
+    " fingerprint = $2, keyed = $3, rotation_started_at = statement_timestamp(),"
+    " previous_needed_until = ") + kNeededUntil + " WHERE id = 1";
 constexpr const char* kEndRotationSql =
     "UPDATE scangate_digest_scheme SET previous_fingerprint = NULL, previous_keyed = NULL,"
     " rotation_started_at = NULL, previous_needed_until = NULL WHERE id = 1";

@@ -7,8 +7,9 @@
 // Rotation. Keys recorded under the previous secret stay findable: while the previous secret is set, a key is new
 // only if PostgreSQL holds it under neither digest (server/verdict/service_previous.cc reads the previous digest
 // before the insert of the current one). New keys are recorded under the current digest only. The previous secret
-// is needed until previous_needed_until = the rotation's start + --retention, or the latest keep_until of a row
-// the database held at the start (pinned rows, GS1 packs) if later; 'infinity' with --retention=off. That is a time
+// is needed until previous_needed_until = the rotation's start (after it waited for the writers of the old secret:
+// below) + --retention, or the latest keep_until of a row the database held at the start (pinned rows, GS1 packs)
+// plus every forward step of the clock recorded by then, if later; 'infinity' with --retention=off. That is a time
 // of PostgreSQL's clock at the start: it is read later by the steps of the clock recorded after the start (sql/017:
 // a row first seen at f is expired only when f + R + scangate_clock_ahead(f) < now(), and every row under the
 // previous secret was first seen by the start), and judged against PostgreSQL's now(). Before that an instance
