@@ -10,6 +10,7 @@
 #include "server/storage_readers.h"
 #include "server/verdict/service.h"
 #include "core/time_format.h"
+#include "storage/clock/pg_clock.h"
 #include "storage/partitions/partition_map.h"
 #include "storage/pg/conninfo.h"
 #include "storage/start/startup.h"
@@ -117,9 +118,6 @@ void App::AttachDigestScheme() {
 void App::FillSchemeStats(MetricsSnapshot& s) const {
   s.digest_fingerprint = ToHex(scheme_->fingerprint).substr(0, 12);
   s.digest_previous_set = previous_digester_.has_value();
-  s.now_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                 std::chrono::system_clock::now().time_since_epoch())
-                 .count();
   for (unsigned p = 0; p < schemes_.size(); ++p) {
     MetricsSnapshot::DigestSchemeSample d;
     d.partition = schemes_.size() > 1 ? storage::PartitionLabel(p) : std::string();
@@ -131,11 +129,20 @@ void App::FillSchemeStats(MetricsSnapshot& s) const {
       d.fenced = w.fenced;
       if (w.recorded) r = w.recorded;  // the row as last read: another instance may have rotated or ended one
     }
+    const storage::PgClock* clock = clocks_ != nullptr && p < clocks_->size() ? &clocks_->at(p) : nullptr;
     if (r && r->previous) {
       d.rotation = true;
       d.rotation_started_us = r->rotation_started_us;
       d.previous_needed_until_us = r->previous_needed_until_us;
+      // The row may be this instance's start's reading (--ack=commit: no SchemeWatch): a forward step of
+      // PostgreSQL's clock recorded since keeps the previous secret's keys that much longer (sql/017). Every
+      // forward step recorded since the read counts, a step back does not: never earlier than the start check.
+      const std::int64_t since = clock != nullptr ? clock->AheadUs() - r->clock_ahead_total_us : 0;
+      if (d.previous_needed_until_us != std::numeric_limits<std::int64_t>::max() && since > 0) {
+        d.previous_needed_until_us += since;
+      }
     }
+    if (clock != nullptr) d.pg_now_us = clock->LowerUs();
     s.digest_schemes.push_back(std::move(d));
   }
 }

@@ -121,7 +121,8 @@ struct MetricsSnapshot {
     std::string partition;                      // "" for one database, "p<i>" per partition
     bool rotation = false;                      // the database records a previous secret
     std::int64_t rotation_started_us = 0;
-    std::int64_t previous_needed_until_us = 0;  // INT64_MAX: never (--retention=off)
+    std::int64_t previous_needed_until_us = 0;  // PostgreSQL's clock; INT64_MAX: never (--retention=off)
+    std::optional<std::int64_t> pg_now_us;      // the least PostgreSQL's clock reads at the scrape (none: unknown)
     bool watched = false;                       // --ack=filter: a SchemeWatch holds a lease on it
     bool confirmed = false;                     // the lease holds now
     bool fenced = false;                        // the database records another scheme now
@@ -130,7 +131,6 @@ struct MetricsSnapshot {
   std::string digest_fingerprint;  // first 12 hex digits of this instance's current fingerprint
   bool digest_previous_set = false;  // --digest-secret-previous-file
   std::uint64_t previous_digest_duplicates = 0;
-  std::int64_t now_us = 0;  // the wall clock at the scrape (previous_needed_until against it)
   std::uint64_t queue_waits = 0, queue_wait_timeouts = 0;
   std::vector<ShardStats> shards;
   std::size_t filter_memory_bytes = 0;

@@ -8,32 +8,46 @@
 namespace scangate::storage {
 namespace {
 
+// previous_needed_until as recorded is a time of PostgreSQL's clock at the rotation's start; every row under the
+// previous secret was first seen at or before that start, and is expired only when first_seen + R +
+// scangate_clock_ahead(first_seen) < now() (sql/017). So the record is read later by the steps recorded after the
+// start (a forward step: later; a step back: earlier), as a row first seen at the start would be: the needed-until
+// is then a time of PostgreSQL's clock as it reads now, judged against its now().
 constexpr const char* kReadSql =
     "SELECT fingerprint, keyed, keys, stored, previous_fingerprint, previous_keyed,"
     " coalesce((extract(epoch FROM rotation_started_at) * 1000000)::int8, 0),"
     " CASE WHEN previous_needed_until = 'infinity' THEN 9223372036854775807"
-    "      ELSE coalesce((extract(epoch FROM previous_needed_until) * 1000000)::int8, 0) END"
+    "      ELSE coalesce((extract(epoch FROM previous_needed_until + scangate_clock_ahead(rotation_started_at))"
+    "                     * 1000000)::int8, 0) END,"
+    " (extract(epoch FROM scangate_clock_ahead_total()) * 1000000)::int8"
     " FROM scangate_digest_scheme WHERE id = 1";
 constexpr const char* kNowSql = "SELECT (extract(epoch FROM now()) * 1000000)::int8";
 constexpr const char* kLockSql = "SELECT pg_advisory_xact_lock($1)";
-// The previous secret is needed for the horizon from now, and for every row the database holds with a later
-// horizon of its own (keep_until: pins, GS1 packs; the keep_until index answers the max at once).
+// The rotation starts at its statement's start (statement_timestamp()), which a rotation runs after it took
+// kSchemeLockKey: every writing transaction of the previous secret committed before it, and every row it wrote was
+// first seen by then (the transaction's now() would be its BEGIN, before the lock's wait). The previous secret is
+// needed for the horizon from the start, and for every row the database holds with a later horizon of its own
+// (keep_until: pins, GS1 packs; the keep_until index answers the max at once). Such a row was first seen before the
+// start, and is expired only when keep_until < now() - scangate_clock_ahead(first_seen) (sql/017): its keep_until
+// is kept later by every forward step recorded by the start (at least the steps between its first_seen and the
+// start; kReadSql adds those recorded after), as the expiry deletes it (storage/horizon/expiry.cc).
 constexpr const char* kNeededUntil =
     "CASE WHEN $1::int8 = 0 THEN 'infinity'::timestamptz"
-    " ELSE greatest(now() + $1::int8 * interval '1 second', (SELECT max(keep_until) FROM scan_keys)) END";
+    " ELSE greatest(statement_timestamp() + $1::int8 * interval '1 second',"
+    "               (SELECT max(keep_until) FROM scan_keys) + scangate_clock_ahead_total()) END";
 // The first instance's row; with a previous secret (a rotation recorded at once: a database a scangate without
-// sql/014 filled under the previous secret) the rotation starts now.
+// sql/014 filled under the previous secret) the rotation starts at once.
 constexpr const char* kInsertSql =
     "INSERT INTO scangate_digest_scheme (fingerprint, keyed, keys, stored) VALUES ($1, $2, $3, $4)"
     " ON CONFLICT (id) DO NOTHING";
 const std::string kInsertRotatingSql = std::string(
     "INSERT INTO scangate_digest_scheme (fingerprint, keyed, keys, stored, previous_fingerprint, previous_keyed,"
     " rotation_started_at, previous_needed_until)"
-    " VALUES ($2, $3, $4, $5, $6, $7, now(), ") + kNeededUntil + ") ON CONFLICT (id) DO NOTHING";
+    " VALUES ($2, $3, $4, $5, $6, $7, statement_timestamp(), ") + kNeededUntil + ") ON CONFLICT (id) DO NOTHING";
 const std::string kRotateSql = std::string(
     "UPDATE scangate_digest_scheme SET previous_fingerprint = fingerprint, previous_keyed = keyed,"
-    " fingerprint = $2, keyed = $3, rotation_started_at = now(), previous_needed_until = ") + kNeededUntil +
-    " WHERE id = 1";
+    " fingerprint = $2, keyed = $3, rotation_started_at = statement_timestamp(),"
+    " previous_needed_until = ") + kNeededUntil + " WHERE id = 1";
 constexpr const char* kEndRotationSql =
     "UPDATE scangate_digest_scheme SET previous_fingerprint = NULL, previous_keyed = NULL,"
     " rotation_started_at = NULL, previous_needed_until = NULL WHERE id = 1";
@@ -149,6 +163,7 @@ std::optional<RecordedScheme> ReadDigestScheme(pqxx::transaction_base& tx) {
   }
   r.rotation_started_us = row[6].as<std::int64_t>();
   r.previous_needed_until_us = row[7].as<std::int64_t>();
+  r.clock_ahead_total_us = row[8].as<std::int64_t>();
   return r;
 }
 

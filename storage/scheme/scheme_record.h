@@ -7,9 +7,13 @@
 // Rotation. Keys recorded under the previous secret stay findable: while the previous secret is set, a key is new
 // only if PostgreSQL holds it under neither digest (server/verdict/service_previous.cc reads the previous digest
 // before the insert of the current one). New keys are recorded under the current digest only. The previous secret
-// is needed until previous_needed_until = the rotation's start + --retention, or the latest keep_until of a row
-// the database held at the start (pinned rows, GS1 packs) if later; 'infinity' with --retention=off. Before that an
-// instance without it is refused (a key recorded under the previous digest would be new to it).
+// is needed until previous_needed_until = the rotation's start (after it waited for the writers of the old secret:
+// below) + --retention, or the latest keep_until of a row the database held at the start (pinned rows, GS1 packs)
+// plus every forward step of the clock recorded by then, if later; 'infinity' with --retention=off. That is a time
+// of PostgreSQL's clock at the start: it is read later by the steps of the clock recorded after the start (sql/017:
+// a row first seen at f is expired only when f + R + scangate_clock_ahead(f) < now(), and every row under the
+// previous secret was first seen by the start), and judged against PostgreSQL's now(). Before that an instance
+// without it is refused (a key recorded under the previous digest would be new to it).
 //
 // Concurrent instances. An instance still on the previous secret alone must not record a key under the previous
 // digest once an instance on the new one may have answered it `new` under the new digest. The fence is in
@@ -63,7 +67,10 @@ struct RecordedScheme {
   DigestScheme current;
   std::optional<DigestScheme> previous;
   std::int64_t rotation_started_us = 0;        // 0: no rotation recorded
-  std::int64_t previous_needed_until_us = 0;   // INT64_MAX: never (--retention=off)
+  // PostgreSQL's clock (now()) at which the previous secret may go: the recorded previous_needed_until plus the steps
+  // of the clock recorded after the rotation's start (sql/017), as read. INT64_MAX: never (--retention=off).
+  std::int64_t previous_needed_until_us = 0;
+  std::int64_t clock_ahead_total_us = 0;       // every forward step recorded at the read (scangate_clock_ahead_total)
 };
 
 enum class SchemeAction {

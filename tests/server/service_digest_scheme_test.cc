@@ -2,15 +2,19 @@
 // whose digest secret, --keys or stored form differs from the one the database recorded is refused at start (exit
 // 2, log event digest_scheme_mismatch naming the component, never the secret); --digest-secret-previous-file rotates
 // the secret with the horizon intact (keys recorded under the old secret are duplicates, /lookup finds them, new
-// keys are recorded under the new one); and an instance still on the old secret alone, running while another starts
-// the rotation, is fenced: no key is answered `new` twice, checked while both run.
+// keys are recorded under the new one), and the needed-until it reports follows a step of PostgreSQL's clock; and an
+// instance still on the old secret alone, running while another starts the rotation, is fenced: no key is answered
+// `new` twice, checked while both run.
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <sys/wait.h>
 
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -213,6 +217,51 @@ TEST(DigestScheme, RotationKeepsTheHorizon) {
   ExpectRefused({"--digest-secret-file=" + f1, "--capacity=100000"}, "secret", {s1, s2}, "rotated");
   ExpectRefused({"--digest-secret-file=" + f2, "--capacity=100000"}, "previous_secret_missing", {s1, s2},
                 "--digest-secret-previous-file");
+}
+
+// A forward step of PostgreSQL's clock recorded after the rotation's start keeps the keys recorded under the
+// previous secret inside the horizon that much longer (sql/017): a running instance's /metrics and /stats move the
+// needed-until by the step and keep saying the previous secret cannot go — --ack=commit (the row read at its start)
+// and --ack=filter (re-read by its scheme watch) alike.
+TEST(DigestScheme, AStepAfterTheRotationKeepsThePreviousSecretLonger) {
+  ForgetScheme();
+  const std::string s1 = "scheme-step1-" + RandomHex(12), s2 = "scheme-step2-" + RandomHex(12);
+  const std::string f1 = SecretFile(s1), f2 = SecretFile(s2);
+  {
+    ScangateProcess a({"--digest-secret-file=" + f1, "--capacity=100000"});
+    ASSERT_TRUE(a.Start());
+    EXPECT_EQ(a.Stop(), 0);
+  }
+  constexpr std::int64_t kStepEpoch = 1'000'000;  // far past any epoch the fixture's clock opens
+  Pg pg;
+  const auto steps = [&](const std::string& sql) {
+    pqxx::work tx(pg.conn());
+    tx.exec_params0(sql, kStepEpoch);
+    tx.commit();
+  };
+  for (const std::string ack : {"commit", "filter"}) {
+    SCOPED_TRACE("--ack=" + ack);
+    ScangateProcess b({"--digest-secret-file=" + f2, "--digest-secret-previous-file=" + f1, "--ack=" + ack,
+                       "--capacity=100000"});
+    ASSERT_TRUE(b.Start());
+    HttpClient c(b.port());
+    const std::string until = "scangate_digest_previous_needed_until_seconds{partition=\"db\"}";
+    const double before = ScrapeMetric(c, until);
+    EXPECT_GT(before, 0);
+    steps("INSERT INTO scangate_clock_steps (epoch, before, step) VALUES ($1, now(), interval '10 minutes')");
+    double after = before;
+    for (int i = 0; i < 100 && after < before + 600 - 1e-3; ++i) {  // the clock reader and the watch: ~1 s
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      after = ScrapeMetric(c, until);
+    }
+    EXPECT_NEAR(after - before, 600, 1e-3) << "the needed-until did not follow the step";
+    EXPECT_EQ(ScrapeMetric(c, "scangate_digest_previous_can_go{partition=\"db\"}"), 0);
+    const boost::json::object stats = c.Get("/stats").json();
+    const auto& db = stats.at("digest_scheme").at("databases").as_array().at(0).as_object();
+    EXPECT_FALSE(db.at("previous_can_go").as_bool()) << stats;
+    steps("DELETE FROM scangate_clock_steps WHERE epoch = $1");
+    EXPECT_EQ(b.Stop(), 0);
+  }
 }
 
 // An instance on s1 alone keeps running while another starts the rotation to s2: from then on the old one answers

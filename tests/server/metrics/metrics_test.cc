@@ -6,6 +6,7 @@
 
 #include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -266,6 +267,32 @@ TEST(Metrics, LatencyQuantilesInStats) {
   EXPECT_EQ(v.at("filter").at("fp_target").to_number<double>(), 0.01);
   const std::string text = RenderPrometheus(s);
   EXPECT_NE(text.find("\nscangate_filter_snapshot_age_seconds 0.25\n"), std::string::npos);
+}
+
+// The previous digest secret can go once PostgreSQL's clock (the least it reads) is at its needed-until, as the
+// start check judges it: not before, not while that clock is unknown (whatever this host's wall clock says), never
+// with --retention=off; always without a rotation.
+TEST(Metrics, DigestPreviousCanGoByPostgresClock) {
+  constexpr std::int64_t kUntil = 1'700'000'000'000'000;  // µs (November 2023), a time of PostgreSQL's clock
+  const auto can_go = [](std::optional<std::int64_t> pg_now_us, std::int64_t until, bool rotation = true) {
+    MetricsSnapshot s = SampleSnapshot();
+    MetricsSnapshot::DigestSchemeSample d;
+    d.rotation = rotation;
+    d.rotation_started_us = rotation ? until - 3'600'000'000 : 0;
+    d.previous_needed_until_us = rotation ? until : 0;
+    d.pg_now_us = pg_now_us;
+    s.digest_schemes.push_back(d);
+    const boost::json::value v = boost::json::parse(RenderStatsJson(s));
+    const bool in_stats = v.at("digest_scheme").at("databases").at(0).at("previous_can_go").as_bool();
+    const std::string gauge = Samples(RenderPrometheus(s)).at("scangate_digest_previous_can_go{partition=\"db\"}");
+    EXPECT_EQ(gauge, in_stats ? "1" : "0");
+    return in_stats;
+  };
+  EXPECT_FALSE(can_go(std::nullopt, kUntil));  // this host's wall clock is long past kUntil: not used
+  EXPECT_FALSE(can_go(kUntil - 1, kUntil));
+  EXPECT_TRUE(can_go(kUntil, kUntil));
+  EXPECT_FALSE(can_go(kUntil, std::numeric_limits<std::int64_t>::max()));
+  EXPECT_TRUE(can_go(std::nullopt, 0, /*rotation=*/false));
 }
 
 }  // namespace
