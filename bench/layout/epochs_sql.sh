@@ -53,6 +53,12 @@
 #            digests (each epoch its own draw: a summary with a false-positive rate P per epoch), skipping those found
 #   B-all    the same, probing each closed epoch for all of the batch's digests (digest = ANY(array), an index-only
 #            scan of the primary key): what no summary costs
+#   A-repR   into scan_keys (N keys), a fraction R of each batch repeats of the preloaded keys (uniform over all N, so
+#            spread over every closed epoch of B), the rest fresh
+#   B-repR   the same batches into the epoch layout: each closed epoch probed for the batch's repeats it holds (what
+#            its summary answers "maybe" for) and a 0.1 % draw of the other digests (the summaries' false positives),
+#            those found skipped, the rest inserted into the open epoch. In the rep cells "rows" counts the digests
+#            answered (batches x B: a repeat inserts nothing), so their rate is digests per second
 # Per cell: rows inserted per second (the target's n_tup_ins over the measured run / pgbench's time), the ratio to
 # the A0 cell of its round, p99 and mean transaction latency, CPU-µs per inserted row of PostgreSQL (utime+stime of
 # the postmaster's process tree, reaped children included: lib.sh pg_ticks), bytes PostgreSQL read from the storage
@@ -115,13 +121,22 @@ FIRST_SEEN="now() - interval '20 hours' + (g::float8 / $KEYS) * interval '20 hou
 # ---- the statements (one pgbench script per cell kind) ------------------------------------------------------------
 # The batch: B fresh digests. A CTE referenced more than once is computed once (materialized).
 BATCH_CTE="b AS (SELECT array_agg(gen_random_uuid()) AS a FROM generate_series(1, $BATCH))"
+# A batch with a fraction R of repeats: a = the digests, ep = the closed epoch each repeat lies in (NULL: fresh).
+rep_cte() {
+  echo "b AS (SELECT array_agg(d) AS a, array_agg(e) AS ep FROM (
+  SELECT CASE WHEN i <= $1 * $BATCH THEN $DIGEST ELSE gen_random_uuid() END AS d,
+         CASE WHEN i <= $1 * $BATCH THEN (g - 1) / $EPOCH_KEYS + 1 END AS e
+  FROM (SELECT i, 1 + floor(random() * $KEYS)::int8 AS g FROM generate_series(1, $BATCH) i) x) y)"
+}
 # The answer, as storage/pg/batch_statement.cc's kInsertTail.
 ANSWER="SELECT encode(uuid_send(digest), 'hex'), NULL::int8, NULL::int8 FROM ins
 UNION ALL
 SELECT NULL, txid_current_if_assigned()::int8, (extract(epoch FROM now()) * 1000000)::int8"
-insert_single() {
+insert_single() {  # [R]: a fraction R of repeats
+  local cte=$BATCH_CTE
+  [[ -n ${1:-} ]] && cte=$(rep_cte "$1")
   cat <<SQL
-WITH $BATCH_CTE,
+WITH $cte,
 ins AS (
   INSERT INTO scan_keys AS k (digest, seen_by, first_seen)
   SELECT d, 'till-07', now() FROM unnest((SELECT a FROM b)) AS u(d)
@@ -133,12 +148,15 @@ $ANSWER
 SQL
 }
 # PROBE: none | all | a fraction — which of the batch's digests each closed epoch's primary key is probed for.
-insert_epochs() {
-  local probe=$1 e sep="" seen="" filter=""
+insert_epochs() {  # PROBE [R]: with R, a fraction R of repeats, each probed in its own epoch (PROBE: the others' rate)
+  local probe=$1 rep=${2:-} e sep="" seen="" filter="" cte=$BATCH_CTE
+  [[ -n $rep ]] && cte=$(rep_cte "$rep")
   if [[ $probe != none ]]; then
     local arg="(SELECT a FROM b)::uuid[]"  # the cast: ANY of an array, not ANY (subquery)
     [[ $probe != all ]] && arg="ARRAY(SELECT x FROM unnest((SELECT a FROM b)) AS v(x) WHERE random() < $probe)"
     for ((e = 1; e <= CLOSED; e++)); do
+      [[ -n $rep ]] &&
+        arg="ARRAY(SELECT x FROM unnest((SELECT a FROM b), (SELECT ep FROM b)) AS v(x, ep) WHERE ep = $e OR random() < $probe)"
       seen+="$sep  SELECT digest FROM scan_keys_e_$e WHERE digest = ANY($arg)"$'\n'
       sep="  UNION ALL"$'\n'
     done
@@ -148,7 +166,7 @@ $seen),
     filter="  WHERE d NOT IN (SELECT digest FROM seen)"$'\n'
   fi
   cat <<SQL
-WITH $BATCH_CTE,
+WITH $cte,
 ${seen}ins AS (
   INSERT INTO scan_keys_e_open AS k (epoch, digest, seen_by, first_seen)
   SELECT $OPEN_EPOCH, d, 'till-07', now() FROM unnest((SELECT a FROM b)) AS u(d)
@@ -165,11 +183,13 @@ statement_of() {  # CELL: the cell's INSERT statement (no trailing semicolon)
     B-none) insert_epochs none ;;
     B-fp[0-9]*) insert_epochs "${1#B-fp}" ;;
     B-all) insert_epochs all ;;
+    A-rep[0-9]*) insert_single "${1#A-rep}" ;;
+    B-rep[0-9]*) insert_epochs 0.001 "${1#B-rep}" ;;
     *) log "unknown cell $1"; exit 2 ;;
   esac
 }
-db_of() { case $1 in A0) echo empty ;; A) echo scangate ;; *) echo epochs ;; esac; }
-target_of() { case $1 in A0 | A) echo scan_keys ;; *) echo scan_keys_e_open ;; esac; }
+db_of() { case $1 in A0) echo empty ;; A | A-rep*) echo scangate ;; *) echo epochs ;; esac; }
+target_of() { case $1 in A0 | A | A-rep*) echo scan_keys ;; *) echo scan_keys_e_open ;; esac; }
 for c in $CELLS; do
   { echo "BEGIN;"
     [[ $c == B-* ]] && echo "SELECT pg_advisory_xact_lock_shared(54);"
@@ -317,13 +337,13 @@ cell() {  # REP CELL
   p99=$(cat "$WORK"/lat.* | awk '{print $3}' | sort -n | awk '{v[NR] = $1} END {i = int(NR * 0.99); if (i < 1) i = 1; printf "%.1f", v[i] / 1000}')
   rows_end=$(sql "$db" -c "SELECT n_live_tup FROM pg_stat_user_tables WHERE relid = '$target'::regclass")
   pk=$(sql "$db" -c "SELECT pg_relation_size('${target}_pkey')")
-  awk -v rep="$rep" -v c="$c" -v closed="$closed" -v rows0="$rows0" -v n=$((ins1 - ins0)) -v t="$txns" -v tps="$tps" \
+  awk -v rep="$rep" -v c="$c" -v closed="$closed" -v rows0="$rows0" -v n=$(if [[ $c == ?-rep* ]]; then echo $((txns * BATCH)); else echo $((ins1 - ins0)); fi) -v t="$txns" -v tps="$tps" \
       -v p99="$p99" -v mean="$mean" -v g=$((g1 - g0)) -v hz="$hz" -v rb=$((r1 - r0)) \
       -v cg="$(cat "$CG/memory.usage_in_bytes")" -v rows_end="$rows_end" -v pk="$pk" \
       'BEGIN { s = t / tps; rate = n / s
                printf "%s,%s,%d,%d,%d,%.1f,%.0f,,%s,%.1f,%.1f,%.2f,%.0f,%d,%.0f\n", rep, c, closed, rows0, n, s, rate, p99, mean, g * 1e6 / hz / n, rb / 1024 / n, cg / 1048576,
                  rows_end, pk / 1048576 }' | tee -a "$OUT/cells.csv" >&2
-  (( ins1 - ins0 == txns * BATCH )) || log "note: $((ins1 - ins0)) rows inserted by $txns batches of $BATCH"
+  [[ $c == ?-rep* ]] || (( ins1 - ins0 == txns * BATCH )) || log "note: $((ins1 - ins0)) rows inserted by $txns batches of $BATCH"
   log "cell $rep $c done; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 read -ra ORDER <<<"$CELLS"
