@@ -21,7 +21,8 @@
 #     --variants LIST  default none,rewrite,reindex
 #     --out DIR        seconds.csv (per variant and second: transactions, p99, max), summary.txt, run.log
 #                      (default bench/out/close-<UTC time>)
-# Per variant: the close's wall time, PostgreSQL's CPU over the run, the p99 of every second of the run, "steady"
+# The close runs in one backend (no parallel maintenance workers), so its CPU is that backend's (read from /proc:
+# psql and PostgreSQL on this host). Per variant: the close's wall time and CPU, PostgreSQL's CPU over the run, the p99 of every second of the run, "steady"
 # (the seconds before the close; the median of their p99s) and the worst second from the close's start to 2 s after
 # its end, as a ratio to steady (issue 54's target: ≤ 1.5x), and the rate in those seconds against steady.
 set -euo pipefail
@@ -135,11 +136,20 @@ log "PostgreSQL $PG_PORT (postmaster $PM) in $CG (${CG_MIB} MiB), shared_buffers
 hz=$(getconf CLK_TCK)
 echo "variant,second,txns,p99_ms,max_ms" >"$OUT/seconds.csv"
 echo "variant,run_start,close_start,close_end" >"$OUT/closes.csv"
-close_sql() {  # VARIANT
+close_sql() {  # VARIANT: the close's statements, between reads of its backend's CPU ticks (psql runs on this host)
+  local t=e_full_$1
+  echo "SELECT pg_backend_pid() AS pid \\gset"
+  echo "\\setenv CLOSE_PID :pid"
+  echo "\\! awk '{print \$14 + \$15}' /proc/\$CLOSE_PID/stat > $WORK/close-ticks-0"
+  close_body "$1"
+  echo "\\! awk '{print \$14 + \$15}' /proc/\$CLOSE_PID/stat > $WORK/close-ticks-1"
+}
+close_body() {  # VARIANT
   local t=e_full_$1
   case $1 in
     rewrite) cat <<SQL
 SET maintenance_work_mem = '64MB';
+SET max_parallel_maintenance_workers = 0;
 CREATE TABLE e_closed_rewrite (LIKE scan_keys);
 INSERT INTO e_closed_rewrite (first_seen, keep_until, digest, lot, request, expiry, seen_by)
   SELECT first_seen, keep_until, digest, lot, request, expiry, seen_by FROM $t ORDER BY digest;
@@ -149,6 +159,7 @@ SQL
       ;;
     reindex) cat <<SQL
 SET maintenance_work_mem = '64MB';
+SET max_parallel_maintenance_workers = 0;
 DROP INDEX ${t}_first_seen_brin, ${t}_first_seen_unpinned, ${t}_keep_until, ${t}_commit_xid;
 ALTER INDEX ${t}_pkey SET (fillfactor = 100);
 REINDEX INDEX CONCURRENTLY ${t}_pkey;
@@ -175,7 +186,10 @@ for v in $VARIANTS; do
     # The close, as one session would run it (REINDEX CONCURRENTLY cannot run inside a transaction block).
     close_sql "$v" | psql -qX -v ON_ERROR_STOP=1 "$URL" >"$WORK/close-$v.log" 2>&1 ||
       { log "the $v close failed:"; tail -5 "$WORK/close-$v.log" >&2; exit 1; }
+    close_cpu=$(awk -v hz="$hz" 'NR == 1 {a = $1} NR == 2 {printf "%.1f", ($1 - a) / hz}' \
+      "$WORK/close-ticks-0" "$WORK/close-ticks-1")
     "$SUMMARY_TOOL" "$URL" "$(closed_rel "$v")" >"$OUT/summary-$v.json"
+    log "$v: the close's backend used $close_cpu s of CPU (its SQL; the summary's build is in summary-$v.json)"
     [[ $v == rewrite ]] && sql -c "DROP TABLE e_full_rewrite"
     c1=$(date +%s.%N)
   fi
