@@ -46,31 +46,11 @@ while [[ $# -gt 0 ]]; do
     *) echo "cliff.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
-OUT=${OUT:-$ROOT/bench/out/cliff-$(date -u +%Y%m%dT%H%M%SZ)}
-mkdir -p "$OUT"; OUT=$(realpath "$OUT")
-log() { echo "[cliff $(date -u +%H:%M:%S)] $*" | tee -a "$OUT/run.log" >&2; }
-[[ -d /sys/fs/cgroup/memory && -w /sys/fs/cgroup/memory ]] || { log "no writable cgroup v1 memory controller"; exit 2; }
-
-WORK=$(mktemp -d /tmp/scangate-cliff.XXXXXX); chmod 755 "$WORK"
-PGDATA_=$WORK/pg
-PG_PORT=$((40000 + RANDOM % 10000)); SG_PORT=$((20000 + RANDOM % 10000))
+source "$ROOT/bench/layout/lib.sh"
+cgroup_bench_begin cliff
+SG_PORT=$((20000 + RANDOM % 10000))
 URL_FULL=$("$ROOT/scripts/pg.sh" url "$PGDATA_" "$PG_PORT")  # database "scangate"
 URL_EMPTY=${URL_FULL/\/scangate\?//empty?}
-CG=/sys/fs/cgroup/memory/scangate-cliff-$$
-source "$ROOT/bench/layout/lib.sh"
-cleanup() {
-  local rc=$?
-  set +e
-  trap - EXIT INT TERM
-  stop_sg
-  "$ROOT/scripts/pg.sh" stop "$PGDATA_" >/dev/null 2>&1 || "$ROOT/scripts/pg.sh" kill "$PGDATA_" >/dev/null 2>&1
-  cgroup_close "$CG" "$OUT" cliff.sh
-  rm -rf "$WORK"
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 start_mode() {  # URL MODE: a scangate on URL in MODE (commit | filter), ready
   local args=(--threads 2 --database-url "$1" --retention 24h --capacity 16000000)
   if [[ $2 == filter ]]; then rm -rf "$WORK/journal"; args+=(--ack filter --journal-dir "$WORK/journal"); else args+=(--ack commit); fi

@@ -44,31 +44,11 @@ while [[ $# -gt 0 ]]; do
     *) echo "close_under_load.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
-OUT=${OUT:-$ROOT/bench/out/close-$(date -u +%Y%m%dT%H%M%SZ)}
-mkdir -p "$OUT"; OUT=$(realpath "$OUT")
-log() { echo "[close $(date -u +%H:%M:%S)] $*" | tee -a "$OUT/run.log" >&2; }
-[[ -d /sys/fs/cgroup/memory && -w /sys/fs/cgroup/memory ]] || { log "no writable cgroup v1 memory controller"; exit 2; }
+source "$ROOT/bench/layout/lib.sh"
+cgroup_bench_begin close
 command -v pgbench >/dev/null || { log "pgbench not found (Debian: postgresql-client-15)"; exit 2; }
 [[ -x $SUMMARY_TOOL ]] || { log "no $SUMMARY_TOOL (build target epoch_summary_size, or set EPOCH_SUMMARY_SIZE)"; exit 2; }
-
-WORK=$(mktemp -d /tmp/scangate-close.XXXXXX); chmod 755 "$WORK"
-PGDATA_=$WORK/pg
-PG_PORT=$((40000 + RANDOM % 10000))
 URL=$("$ROOT/scripts/pg.sh" url "$PGDATA_" "$PG_PORT")
-CG=/sys/fs/cgroup/memory/scangate-close-$$
-source "$ROOT/bench/layout/lib.sh"
-cleanup() {
-  local rc=$?
-  set +e
-  trap - EXIT INT TERM
-  "$ROOT/scripts/pg.sh" stop "$PGDATA_" >/dev/null 2>&1 || "$ROOT/scripts/pg.sh" kill "$PGDATA_" >/dev/null 2>&1
-  cgroup_close "$CG" "$OUT" close_under_load.sh
-  rm -rf "$WORK"
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 sql() { psql -qAtX -v ON_ERROR_STOP=1 "$URL" "$@"; }
 
 # An epoch table with the open epoch's full set of indexes and triggers (sql/013's scan_keys_next, by name).

@@ -86,31 +86,11 @@ while [[ $# -gt 0 ]]; do
     *) echo "epochs_sql.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
-OUT=${OUT:-$ROOT/bench/out/epochs-$(date -u +%Y%m%dT%H%M%SZ)}
-mkdir -p "$OUT"; OUT=$(realpath "$OUT")
-log() { echo "[epochs $(date -u +%H:%M:%S)] $*" | tee -a "$OUT/run.log" >&2; }
-[[ -d /sys/fs/cgroup/memory && -w /sys/fs/cgroup/memory ]] || { log "no writable cgroup v1 memory controller"; exit 2; }
+source "$ROOT/bench/layout/lib.sh"
+cgroup_bench_begin epochs
 command -v pgbench >/dev/null || { log "pgbench not found (Debian: postgresql-client-15)"; exit 2; }
-
-WORK=$(mktemp -d /tmp/scangate-epochs.XXXXXX); chmod 755 "$WORK"
-PGDATA_=$WORK/pg
-PG_PORT=$((40000 + RANDOM % 10000))
 URL_A=$("$ROOT/scripts/pg.sh" url "$PGDATA_" "$PG_PORT")  # database "scangate"
 url_of() { echo "${URL_A/\/scangate\?//$1?}"; }
-CG=/sys/fs/cgroup/memory/scangate-epochs-$$
-source "$ROOT/bench/layout/lib.sh"
-cleanup() {
-  local rc=$?
-  set +e
-  trap - EXIT INT TERM
-  "$ROOT/scripts/pg.sh" stop "$PGDATA_" >/dev/null 2>&1 || "$ROOT/scripts/pg.sh" kill "$PGDATA_" >/dev/null 2>&1
-  cgroup_close "$CG" "$OUT" epochs_sql.sh
-  rm -rf "$WORK"
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 sql() { psql -qAtX -v ON_ERROR_STOP=1 "$(url_of "$1")" "${@:2}"; }  # DB psql-args...
 
 CLOSED=$(( (KEYS + EPOCH_KEYS - 1) / EPOCH_KEYS ))

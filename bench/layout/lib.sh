@@ -1,6 +1,37 @@
-# bench/layout/lib.sh — what bench/layout/cliff.sh, migrate_online.sh and epochs_sql.sh share, sourced by them: the
-# --lock file, a scangate started and waited for, the CPU ticks and the bytes read of PostgreSQL's process tree. Each
-# script sets ROOT, WORK, LOCK, SG_PORT (for scangate) and a log() before using them.
+# bench/layout/lib.sh — what bench/layout/cliff.sh, migrate_online.sh, epochs_sql.sh and close_under_load.sh share,
+# sourced by them: the start and the end of a benchmark with PostgreSQL in a memory cgroup, the --lock file, a
+# scangate started and waited for, the CPU ticks and the bytes read of PostgreSQL's process tree. Each script sets
+# ROOT, LOCK, SG_PORT (for scangate) and, unless it calls cgroup_bench_begin, WORK and a log() before using them.
+
+# cgroup_bench_begin NAME: how the cgroup benchmarks start once their options are read (OUT may be set by then): OUT
+# (default bench/out/NAME-<UTC time>) made and absolute; log() (lines tagged NAME, to OUT/run.log and stderr); the
+# cgroup v1 memory controller checked; WORK (a temporary folder PostgreSQL can enter), PGDATA_ and PG_PORT for one
+# cluster, CG the memory cgroup's path; and the traps: on exit scangate (start_sg) and PostgreSQL are stopped, the
+# cgroup closed (its figures to OUT/cgroup.txt) and WORK removed, with the script's exit status kept.
+cgroup_bench_begin() {
+  BENCH_NAME=$1
+  OUT=${OUT:-$ROOT/bench/out/$BENCH_NAME-$(date -u +%Y%m%dT%H%M%SZ)}
+  mkdir -p "$OUT"; OUT=$(realpath "$OUT")
+  log() { echo "[$BENCH_NAME $(date -u +%H:%M:%S)] $*" | tee -a "$OUT/run.log" >&2; }
+  [[ -d /sys/fs/cgroup/memory && -w /sys/fs/cgroup/memory ]] || { log "no writable cgroup v1 memory controller"; exit 2; }
+  WORK=$(mktemp -d "/tmp/scangate-$BENCH_NAME.XXXXXX"); chmod 755 "$WORK"
+  PGDATA_=$WORK/pg
+  PG_PORT=$((40000 + RANDOM % 10000))
+  CG=/sys/fs/cgroup/memory/scangate-$BENCH_NAME-$$
+  trap _cgroup_bench_end EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
+_cgroup_bench_end() {
+  local rc=$?
+  set +e
+  trap - EXIT INT TERM
+  stop_sg
+  "$ROOT/scripts/pg.sh" stop "$PGDATA_" >/dev/null 2>&1 || "$ROOT/scripts/pg.sh" kill "$PGDATA_" >/dev/null 2>&1
+  cgroup_close "$CG" "$OUT" "$BENCH_NAME"
+  rm -rf "$WORK"
+  exit "$rc"
+}
 
 LOCK_FD=""
 # shared | exclusive | none: hold the --lock file (LOCK; nothing when empty) in this shell, dropping any lock held.
