@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # bench/layout/close_under_load.sh — issue 54's design evidence at the SQL level (no scangate in the loop): what the
 # close of a full epoch costs the writes going on into the next one, second by second, in a PostgreSQL held to a
-# memory cgroup. Two ways to close, against a control with no close:
+# memory cgroup. Ways to close, against a control with no close:
 #   rewrite  the rows copied sorted by digest into a new table with commit_xid NULL (bench/layout/closed_epoch.sql's
 #            form: 90.8 B per key with its summary), primary key built at fillfactor 100, VACUUM (FREEZE, ANALYZE),
 #            the summary built from it (bench/storage/epoch_summary_size), the full table dropped
 #   reindex  the table kept: its other indexes dropped, the primary key rebuilt at fillfactor 100 (REINDEX
 #            CONCURRENTLY), VACUUM (FREEZE, ANALYZE), the summary built (heap rows keep commit_xid: ~99 B per key)
+#   copy     as rewrite, but the rows copied in heap order (no sort of the rows: the primary key's build sorts the
+#            keys; probes are index-only scans of a frozen table, so the heap's order does not matter to them)
+#   paced    as copy, in 16 slices of the heap (TID ranges), each its own transaction, --pace-seconds P (default 1)
+#            of pause after each: the writers get the CPU back between slices
 #   none     the same load, no close: how much the seconds' p99 moves by itself
 #   bench/layout/close_under_load.sh [--epoch-keys E] [--cgroup-mib M] [--seconds S] [--warmup-seconds W]
-#                                    [--close-at T] [--clients C] [--batch B] [--variants LIST] [--out DIR]
+#                                    [--close-at T] [--clients C] [--batch B] [--variants LIST] [--pace-seconds P]
+#                                    [--out DIR]
 #     --epoch-keys E   keys in the epoch that closes (default 1500000), inserted in random digest order into a table
 #                      with the open epoch's full index set (sql/013's: primary key, BRIN, the expiry btrees, the
 #                      commit_xid index, the stamp trigger), as the open epoch holds them when it reaches its bound
@@ -18,17 +23,19 @@
 #                      T seconds into the measured run (default 10)
 #     --clients C      pgbench clients (default 16; 2 threads), batches of B (default 64) fresh random digests into
 #                      the new open epoch (the writers' statement shape, as bench/layout/epochs_sql.sh's B-none)
-#     --variants LIST  default none,rewrite,reindex
+#     --variants LIST  default none,rewrite,reindex (copy and paced on request)
 #     --out DIR        seconds.csv (per variant and second: transactions, p99, max), summary.txt, run.log
 #                      (default bench/out/close-<UTC time>)
 # The close runs in one backend (no parallel maintenance workers), so its CPU is that backend's (read from /proc:
-# psql and PostgreSQL on this host). Per variant: the close's wall time and CPU, PostgreSQL's CPU over the run, the p99 of every second of the run, "steady"
-# (the seconds before the close; the median of their p99s) and the worst second from the close's start to 2 s after
-# its end, as a ratio to steady (issue 54's target: ≤ 1.5x), and the rate in those seconds against steady.
+# psql and PostgreSQL on this host). Per variant: the close's wall time and CPU, PostgreSQL's CPU over the run, the
+# p99 of every second of the run, "steady" (the seconds before the close; the median of their p99s) and the worst
+# second from the close's start to 2 s after its end, as a ratio to steady (issue 54's target: ≤ 1.5x), and the rate
+# in those seconds against steady; then, with the control in the run, each close's seconds against the control's
+# same seconds (the open epoch grows through a run, and p99 with it).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 EPOCH_KEYS=1500000; CG_MIB=256; SECS=60; WARM_S=10; CLOSE_AT=10; CLIENTS=16; BATCH=64
-VARIANTS="none rewrite reindex"; OUT=""; LOCK=""
+VARIANTS="none rewrite reindex"; OUT=""; LOCK=""; PACE_S=1
 SUMMARY_TOOL=${EPOCH_SUMMARY_SIZE:-$ROOT/build/release/bench/storage/epoch_summary_size}
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -40,6 +47,7 @@ while [[ $# -gt 0 ]]; do
     --clients) CLIENTS=${2:?}; shift 2 ;;
     --batch) BATCH=${2:?}; shift 2 ;;
     --variants) VARIANTS=${2//,/ }; shift 2 ;;
+    --pace-seconds) PACE_S=${2:?}; shift 2 ;;
     --out) OUT=${2:?}; shift 2 ;;
     *) echo "close_under_load.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -127,15 +135,24 @@ close_sql() {  # VARIANT: the close's statements, between reads of its backend's
 close_body() {  # VARIANT
   local t=e_full_$1
   case $1 in
-    rewrite) cat <<SQL
-SET maintenance_work_mem = '64MB';
-SET max_parallel_maintenance_workers = 0;
-CREATE TABLE e_closed_rewrite (LIKE scan_keys);
-INSERT INTO e_closed_rewrite (first_seen, keep_until, digest, lot, request, expiry, seen_by)
-  SELECT first_seen, keep_until, digest, lot, request, expiry, seen_by FROM $t ORDER BY digest;
-ALTER TABLE e_closed_rewrite ADD PRIMARY KEY (digest) WITH (fillfactor = 100);
-VACUUM (FREEZE, ANALYZE) e_closed_rewrite;
-SQL
+    rewrite | copy | paced)
+      local c=e_closed_$1 order="" blocks slices=1 i
+      [[ $1 == rewrite ]] && order=" ORDER BY digest"
+      [[ $1 == paced ]] && slices=16
+      blocks=$(sql -c "SELECT pg_relation_size('$t') / current_setting('block_size')::int8")
+      echo "SET maintenance_work_mem = '64MB';"
+      echo "SET max_parallel_maintenance_workers = 0;"
+      echo "CREATE TABLE $c (LIKE scan_keys);"
+      for ((i = 0; i < slices; i++)); do
+        local range=""
+        ((slices > 1)) && range=" WHERE ctid >= '($((blocks * i / slices)),0)'::tid"
+        ((slices > 1 && i + 1 < slices)) && range+=" AND ctid < '($((blocks * (i + 1) / slices)),0)'::tid"
+        echo "INSERT INTO $c (first_seen, keep_until, digest, lot, request, expiry, seen_by)"
+        echo "  SELECT first_seen, keep_until, digest, lot, request, expiry, seen_by FROM $t$range$order;"
+        [[ $1 == paced ]] && echo "SELECT pg_sleep($PACE_S);"
+      done
+      echo "ALTER TABLE $c ADD PRIMARY KEY (digest) WITH (fillfactor = 100);"
+      echo "VACUUM (FREEZE, ANALYZE) $c;"
       ;;
     reindex) cat <<SQL
 SET maintenance_work_mem = '64MB';
@@ -148,7 +165,7 @@ SQL
       ;;
   esac
 }
-closed_rel() { case $1 in rewrite) echo e_closed_rewrite ;; *) echo "e_full_$1" ;; esac; }
+closed_rel() { case $1 in rewrite | copy | paced) echo "e_closed_$1" ;; *) echo "e_full_$1" ;; esac; }
 for v in $VARIANTS; do
   sql -c "TRUNCATE e_open"
   PGOPTIONS="-c scangate.digest_scheme=5ca96a7e0054" pgbench -n -M prepared -c "$CLIENTS" -j 2 -T "$WARM_S" \
@@ -170,7 +187,7 @@ for v in $VARIANTS; do
       "$WORK/close-ticks-0" "$WORK/close-ticks-1")
     "$SUMMARY_TOOL" "$URL" "$(closed_rel "$v")" >"$OUT/summary-$v.json"
     log "$v: the close's backend used $close_cpu s of CPU (its SQL; the summary's build is in summary-$v.json)"
-    [[ $v == rewrite ]] && sql -c "DROP TABLE e_full_rewrite"
+    [[ $(closed_rel "$v") != "e_full_$v" ]] && sql -c "DROP TABLE e_full_$v"
     c1=$(date +%s.%N)
   fi
   wait "$PGB" || { log "pgbench failed:"; tail -5 "$WORK/pgbench.out" >&2; exit 1; }
