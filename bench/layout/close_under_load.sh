@@ -124,6 +124,7 @@ log "PostgreSQL $PG_PORT (postmaster $PM) in $CG (${CG_MIB} MiB), shared_buffers
 hz=$(getconf CLK_TCK)
 echo "variant,second,txns,p99_ms,max_ms" >"$OUT/seconds.csv"
 echo "variant,run_start,close_start,close_end" >"$OUT/closes.csv"
+echo "variant,second,pg_read_bytes,cgroup_cache_bytes" >"$OUT/io.csv"
 close_sql() {  # VARIANT: the close's statements, between reads of its backend's CPU ticks (psql runs on this host)
   local t=e_full_$1
   echo "SELECT pg_backend_pid() AS pid \\gset"
@@ -176,6 +177,13 @@ for v in $VARIANTS; do
     -f "$WORK/insert.sql" -h 127.0.0.1 -p "$PG_PORT" -U postgres -l --log-prefix "$WORK/lat" scangate \
     >"$WORK/pgbench.out" 2>&1 &
   PGB=$!
+  # Every second while pgbench runs: PostgreSQL's bytes read from the storage layer (page-cache misses of its
+  # process tree, lib.sh pg_read_bytes) and the cgroup's page cache, to OUT/io.csv.
+  ( while kill -0 "$PGB" 2>/dev/null; do
+      echo "$v,$(date +%s),$(pg_read_bytes "$PM"),$(awk '$1 == "cache" {print $2}' "$CG/memory.stat")"
+      sleep 1
+    done ) >>"$OUT/io.csv" 2>/dev/null &
+  SAMPLER=$!
   c0=0; c1=0
   if [[ $v != none ]]; then
     sleep "$CLOSE_AT"
@@ -191,6 +199,7 @@ for v in $VARIANTS; do
     c1=$(date +%s.%N)
   fi
   wait "$PGB" || { log "pgbench failed:"; tail -5 "$WORK/pgbench.out" >&2; exit 1; }
+  wait "$SAMPLER" || true
   sleep 1  # pgbench's backends exit and are reaped: their CPU is counted
   g1=$(pg_ticks "$PM")
   # Per second of the run (pgbench -l: client txn latency_us script epoch_s epoch_us): transactions, p99, max.
@@ -246,4 +255,16 @@ for v, rows in sec.items():
     rate = sum(t for _, t, _ in around) / sum(base[k][0] for k, _, _ in around)
     print(f"{v:8s} against none's same seconds (+{around[0][0]}..+{around[-1][0]} s): worst p99 {p99_close:.1f} ms"
           f" vs {p99_none:.1f} ms; worst second-by-second ratio {worst:.2f}x; transactions {rate:.2f}x")
+    io = {}
+    for r in csv.DictReader(open(f"{out}/io.csv")):
+        io.setdefault(r["variant"], []).append((int(r["second"]), int(r["pg_read_bytes"]), int(r["cgroup_cache_bytes"])))
+    def read_in(var, lo, hi):  # MiB PostgreSQL read per second between run-relative seconds lo and hi
+        rows = io.get(var, [])
+        if len(rows) < 2:
+            return float("nan")
+        t0 = rows[0][0]
+        pts = [(t - t0, b) for t, b, _ in rows if lo <= t - t0 <= hi + 1]
+        return (pts[-1][1] - pts[0][1]) / max(1, pts[-1][0] - pts[0][0]) / 2**20 if len(pts) > 1 else float("nan")
+    lo, hi = around[0][0], around[-1][0]
+    print(f"{v:8s} PostgreSQL read {read_in(v, lo, hi):.1f} MiB/s in those seconds, the control {read_in('none', lo, hi):.1f}")
 PY
