@@ -10,8 +10,6 @@
 #include <stdexcept>
 #include <string>
 
-#include <openssl/evp.h>
-
 #include "core/digest.h"
 #include "tests/core/counter_digest.h"
 
@@ -24,16 +22,6 @@ EpochSummary Built(std::uint64_t keys, std::uint64_t sized_for, std::uint64_t sa
   EpochSummary s = EpochSummary::ForKeys(sized_for);
   for (std::uint64_t i = 0; i < keys; ++i) s.Add(CounterDigest(i, salt));
   return s;
-}
-
-std::string Sha256Hex(const std::string& bytes) {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(bytes.data(), bytes.size(), out, &len, EVP_sha256(), nullptr);
-  static const char* kHex = "0123456789abcdef";
-  std::string hex;
-  for (unsigned i = 0; i < len; ++i) hex += {kHex[out[i] >> 4], kHex[out[i] & 15]};
-  return hex;
 }
 
 // Every digest added answers "maybe", in the summary and in every copy parsed from its bytes; its stored form (the
@@ -150,7 +138,7 @@ TEST(EpochSummary, KnownAnswer) {
   const std::string bytes = s.Serialize();
   EXPECT_EQ(bytes.size(), 56u + 4 * 64);
   EXPECT_EQ(bytes.substr(0, 8), std::string("SGES\x01\x0a\0\0", 8));
-  EXPECT_EQ(Sha256Hex(bytes), "74ad0c5745afe252e58eb9cdbc424d558617030f725cfbf3157bd72cfff68f4b");
+  EXPECT_EQ(ToHex(Digester::Sha256()(bytes)), "74ad0c5745afe252e58eb9cdbc424d558617030f725cfbf3157bd72cfff68f4b");
   EXPECT_TRUE(s.MayContain(d));
   Digest absent{};
   absent[0] = 0xff;

@@ -33,25 +33,15 @@ PgResultPtr Exec(PGconn* c, const std::string& sql) {
   return r;
 }
 
-// A uuid's text form (8-4-4-4-12 hex) as the stored digest it is.
-Digest FromUuidText(const std::string& text) {
-  Digest d{};
-  std::size_t byte = 0;
-  for (std::size_t i = 0; i + 1 < text.size() && byte < kStoredDigestBytes;) {
-    if (text[i] == '-') {
-      ++i;
-      continue;
-    }
-    d[byte++] = static_cast<std::uint8_t>(std::stoi(text.substr(i, 2), nullptr, 16));
-    i += 2;
-  }
-  return d;
-}
-
 std::vector<Digest> AllDigests(PGconn* c, const std::string& table) {
-  PgResultPtr r = Exec(c, "SELECT digest::text FROM " + table);
+  // The stored form as 64 hex digits (the 16 bytes, zeros after them: core/digest.h StoredDigest).
+  PgResultPtr r = Exec(c, "SELECT rpad(encode(uuid_send(digest), 'hex'), 64, '0') FROM " + table);
   std::vector<Digest> out;
-  for (int i = 0; i < PQntuples(r.get()); ++i) out.push_back(FromUuidText(PQgetvalue(r.get(), i, 0)));
+  for (int i = 0; i < PQntuples(r.get()); ++i) {
+    const auto d = DigestFromHex(PQgetvalue(r.get(), i, 0));
+    if (!d) throw std::runtime_error("not a digest's hex");
+    out.push_back(*d);
+  }
   return out;
 }
 
