@@ -74,7 +74,8 @@ void Store::Start() {
   if (started_.exchange(true)) throw std::logic_error("Store::Start called twice");
   // The long statement bound: a future migration may build an index over millions of rows.
   MigrateWithRetry(shared_->target.Get().warm_conninfo, RetryPolicy{kBackoffMin, options_.reconnect_backoff_max,
-                                               std::chrono::steady_clock::now() + options_.start_timeout});
+                                               std::chrono::steady_clock::now() + options_.start_timeout},
+                   options_.check_closed_epochs);
   for (unsigned i = 0; i < options_.writers; ++i) {
     auto w = std::make_unique<Writer>(*shared_, i);
     w->ConnectFirst();

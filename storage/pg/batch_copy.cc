@@ -15,8 +15,9 @@
 namespace scangate::storage {
 namespace {
 
-// BeginCopy's query, one simple-protocol message: BEGIN; the transaction's xid (forced: the COPY writes
-// anyway, and an in-doubt COMMIT needs it) and now() — the first_seen of rows with $3 = 0, sent explicitly
+// BeginCopy's query, one simple-protocol message: BEGIN; the write order (storage/epochs/catalog.h: its statement of
+// its own, before anything that writes; BeginCopy writes the generation into it); the transaction's xid (forced: the
+// COPY writes anyway, and an in-doubt COMMIT needs it) and now() — the first_seen of rows with $3 = 0, sent explicitly
 // since a binary COPY row cannot ask for the column default — in µs; the COPY, its columns in this order;
 // and the COMMIT, which the server runs as soon as the COPY ends. A statement that fails skips the rest of the
 // query (so never the COMMIT), leaving the transaction aborted. One message instead of four round trips:
@@ -24,7 +25,6 @@ namespace {
 // A template for the table's layout (storage/pg/table_layout.h ForLayout: the source column's name; a digest field
 // is 32 bytes of bytea or the 16 of a uuid).
 constexpr const char* kCopySql =
-    "BEGIN; "
     "SELECT txid_current()::int8, (extract(epoch FROM now()) * 1000000)::int8; "
     "COPY scan_keys (digest, {SOURCE}, first_seen) FROM STDIN (FORMAT binary); "
     "COMMIT";
@@ -33,11 +33,10 @@ constexpr const char* kUniqueViolation = "23505";
 // The pack COPY (a batch with PackAttrs): the same query with the pack columns and the idempotency record
 // (sql/008); NULL where an item has none.
 constexpr const char* kPackCopySql =
-    "BEGIN; "
     "SELECT txid_current()::int8, (extract(epoch FROM now()) * 1000000)::int8; "
     "COPY scan_keys (digest, {SOURCE}, first_seen, lot, expiry, keep_until, request) FROM STDIN (FORMAT binary); "
     "COMMIT";
-// The COPY query of a batch (pack or raw) for `layout`, written once per process.
+// The COPY query of a batch (pack or raw) for `layout` after its BEGIN and write order, written once per process.
 const std::string& CopySql(bool pack, TableLayout layout) {
   static const std::string kSql[2][2] = {
       {ForLayout(kCopySql, TableLayout::kBytea32), ForLayout(kPackCopySql, TableLayout::kBytea32)},
@@ -163,7 +162,9 @@ BatchAnswer BatchStatement::BeginCopy(PGconn* c) {
   if (PQstatus(c) != CONNECTION_OK) throw pqxx::broken_connection(PQerrorMessage(c));
   // Inside a transaction the query's BEGIN would only warn, and its COMMIT would end the outer one: refuse.
   if (PQtransactionStatus(c) != PQTRANS_IDLE) throw std::logic_error("BatchStatement::BeginCopy: connection not idle");
-  const char* sql = CopySql(pack_, layout_).c_str();
+  if (!write_order_) throw std::logic_error("BatchStatement::BeginCopy: no write order (SetWriteOrder)");
+  copy_sql_ = "BEGIN; SELECT scangate_write_order(" + std::to_string(*write_order_) + "); " + CopySql(pack_, layout_);
+  const char* sql = copy_sql_.c_str();
   if (PQsendQuery(c, sql) != 1) FailCopy(c, nullptr, sql);
   const std::size_t n = distinct();
   std::vector<std::uint32_t> order(n);  // sorted while the server starts the transaction
@@ -174,6 +175,10 @@ BatchAnswer BatchStatement::BeginCopy(PGconn* c) {
   {
     PgResult begin(PQgetResult(c));
     if (PQresultStatus(begin.get()) != PGRES_COMMAND_OK) FailCopy(c, begin.get(), sql);
+  }
+  {
+    PgResult order(PQgetResult(c));  // SGE01 here: the catalog moved on (nothing of the query runs after it)
+    if (PQresultStatus(order.get()) != PGRES_TUPLES_OK) FailCopy(c, order.get(), sql);
   }
   BatchAnswer a;
   std::int64_t now_us = 0;
@@ -226,7 +231,7 @@ BatchAnswer BatchStatement::BeginCopy(PGconn* c) {
 }
 
 void BatchStatement::CommitCopy(PGconn* c) {
-  const char* sql = CopySql(pack_, layout_).c_str();
+  const char* sql = copy_sql_.c_str();
   // Until the end of the COPY is sent the server cannot run the COMMIT: a connection lost here is a plain
   // failure (broken_connection), retried like any other.
   if (PQputCopyData(c, copy_rows_.data(), static_cast<int>(copy_rows_.size())) != 1) FailCopy(c, nullptr, sql);

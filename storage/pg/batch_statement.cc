@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "core/time_format.h"
+#include "storage/epochs/catalog.h"
 
 namespace scangate::storage {
 namespace {
@@ -151,6 +152,38 @@ std::string PackInsertSql(std::chrono::seconds retention) {
   return sql + kInsertTail;
 }
 
+// The look-up of a batch's digests in the closed epochs (storage/epochs/catalog.h; issue 54), the first statement
+// after the write order when some digest may be in one (ClosedEpochs::PlanProbes): $1..$n the digests ({DIGEST}[])
+// to look up in relations[0..n) (empty: none there), $n+1 the clock guard (as the take-over's). Returns (epoch index,
+// ordinality in its array, first_seen µs, lot hex, expiry days, request hex) of each LIVE row: one a take-over would
+// not take (a closed epoch is immutable, so an expired row there is left alone and the key is inserted into the
+// open epoch). The rule is the pack INSERT's ({EXPIRED}: keep_until, else first_seen + R; the clock's steps), which
+// is the raw one's for rows without a keep_until. One index probe per digest and epoch (the epoch's primary key).
+constexpr const char* kClosedProbeName = "scangate_probe_closed";
+constexpr const char* kClosedProbeBranch = R"sql(
+SELECT {E}, u.o, (extract(epoch FROM k.first_seen) * 1000000)::int8, encode({SEND}(k.lot), 'hex'),
+       k.expiry - date 'epoch', encode({SEND}(k.request), 'hex')
+FROM unnest(${P}::{DIGEST}[]) WITH ORDINALITY AS u(d, o) JOIN {REL} AS k ON k.digest = u.d
+WHERE NOT coalesce({EXPIRED} AND {GUARD}, false)
+)sql";
+
+std::string ClosedProbeSql(const std::vector<std::string>& relations, std::chrono::seconds retention) {
+  const bool r_on = retention.count() > 0;
+  const std::string r = std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(retention).count());
+  const std::string guard = Guard(static_cast<int>(relations.size()) + 1);
+  std::string sql;
+  for (std::size_t e = 0; e < relations.size(); ++e) {
+    if (e > 0) sql += "UNION ALL";
+    sql += Substitute(kClosedProbeBranch, {{"{E}", std::to_string(e)},
+                                           {"{P}", std::to_string(e + 1)},
+                                           {"{REL}", relations[e]},
+                                           {"{EXPIRED}", r_on ? kExpiredPackOrR : kExpiredPack},
+                                           {"{GUARD}", guard},
+                                           {"{R}", r}});
+  }
+  return sql;
+}
+
 int HexNibble(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -169,6 +202,26 @@ bool ParseHex(std::string_view hex, std::array<std::uint8_t, N>& out) {
   return true;
 }
 
+// A row's pack record from its columns `col` (lot: hex of its stored form, NULL = none), col + 1 (expiry, days since
+// 1970-01-01) and col + 2 (idempotency record, hex), as the pack follow-up SELECT and the closed epochs' probe read it.
+PackAttrs RecordOf(const pqxx::row& row, int col, TableLayout layout) {
+  PackAttrs rec;
+  if (!row[col].is_null()) {  // the lot as the layout stores it (16 bytes: its stored form)
+    rec.lot.emplace();
+    if (!DigestFromLayoutHex(std::string_view(row[col].c_str(), row[col].size()), layout, *rec.lot)) {
+      throw std::runtime_error("a statement returned a malformed lot");
+    }
+  }
+  if (!row[col + 1].is_null()) rec.expiry = row[col + 1].as<std::int32_t>();
+  if (!row[col + 2].is_null()) {
+    rec.request.emplace();
+    if (!ParseHex(std::string_view(row[col + 2].c_str(), row[col + 2].size()), *rec.request)) {
+      throw std::runtime_error("a statement returned a malformed request record");
+    }
+  }
+  return rec;
+}
+
 pqxx::binarystring Binary(std::string_view bytes) { return pqxx::binarystring(bytes.data(), bytes.size()); }
 
 // The array element type of digests, lots and idempotency records in `layout`.
@@ -176,13 +229,33 @@ std::uint32_t DigestOid(TableLayout layout) { return layout == TableLayout::kByt
 
 }  // namespace
 
+// The writing transaction's first statement (storage/epochs/catalog.h, sql/018).
+constexpr const char* kWriteOrderName = "scangate_write_order";
+
 TableLayout BatchStatement::Prepare(pqxx::connection& conn, std::chrono::seconds retention) {
   const TableLayout layout = ReadTableLayout(conn);
+  conn.prepare(kWriteOrderName, kWriteOrderSql);
   conn.prepare(kInsertName, ForLayout(InsertSql(retention), layout));
   conn.prepare(kSelectName, ForLayout(kSelectSql, layout));
   conn.prepare(kPackInsertName, ForLayout(PackInsertSql(retention), layout));
   conn.prepare(kPackSelectName, ForLayout(kPackSelectSql, layout));
   return layout;
+}
+
+void BatchStatement::PrepareClosedProbe(pqxx::connection& conn, const std::vector<std::string>& relations,
+                                        std::chrono::seconds retention, TableLayout layout) {
+  if (relations.empty()) return;
+  conn.prepare(kClosedProbeName, ForLayout(ClosedProbeSql(relations, retention), layout));
+}
+
+bool BatchStatement::PlanClosedProbes(const std::vector<ClosedEpoch>& closed) {
+  closed_count_ = closed.size();
+  probes_ = ClosedEpochs::PlanProbes(closed, digest_);
+  // PlanProbes names epochs by id: each probe gets its epoch's position instead (the statement's parameter).
+  absl::flat_hash_map<std::int64_t, std::int64_t> position;
+  for (std::size_t e = 0; e < closed.size(); ++e) position.emplace(closed[e].id, static_cast<std::int64_t>(e));
+  for (EpochProbe& p : probes_) p.epoch = position.at(p.epoch);
+  return !probes_.empty();
 }
 
 BatchStatement::BatchStatement(std::size_t expected_items, bool pack_horizons, std::chrono::seconds retention,
@@ -231,6 +304,31 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
 
   std::vector<PackAttrs> recorded(n);  // pack batches: the lot/expiry each digest's row holds
   std::vector<char> request_known(n, 0);  // recorded[i].request is the row's (Result::request_known)
+  if (!write_order_) throw std::logic_error("BatchStatement::Run: no write order (SetWriteOrder)");
+  tx.exec_prepared(kWriteOrderName, *write_order_);
+  // A digest live in a closed epoch is a duplicate of that row, and is not inserted (answered: the INSERT and the
+  // follow-up leave it out).
+  const std::size_t in_closed = ProbeClosed(tx, answered, first_seen, recorded, request_known);
+  if (in_closed == n) {
+    BatchAnswer a;
+    AnswerItems(a, inserted, first_seen, recorded, request_known);
+    return a;
+  }
+  if (in_closed > 0) {  // the arrays Add() built hold every digest: again without those
+    digests_ = PgBinaryArray(DigestOid(layout_), n, n * StoredBytes(layout_));
+    sources_ = PgBinaryArray(kOidText, n, n * 16);
+    times_ = PgBinaryArray(kOidInt8, n, n * 8);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (answered[i]) continue;
+      digests_.Add(StoredBytesOf(digest_[i], layout_));
+      if (source_[i].empty()) {
+        sources_.AddNull();
+      } else {
+        sources_.Add(source_[i]);
+      }
+      times_.AddInt8(first_seen_us_[i]);
+    }
+  }
   pqxx::result r;
   if (!pack_) {
     // Only the take-over (a horizon) has the guard's parameter.
@@ -244,7 +342,9 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
     const std::uint32_t oid = DigestOid(layout_);
     PgBinaryArray lots(oid, n, n * StoredBytes(layout_)), expiries(kOidInt4, n, n * 4), keep(kOidInt8, n, n * 8),
         requests(oid, n, n * sizeof(RequestId));
-    for (const PackAttrs& at : attrs_) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (answered[i]) continue;  // live in a closed epoch
+      const PackAttrs& at = attrs_[i];
       if (at.lot) {
         lots.Add(StoredBytesOf(*at.lot, layout_));
       } else {
@@ -281,7 +381,7 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
       throw std::runtime_error("batch statement returned a malformed digest");
     }
     const auto it = index_of_.find(d);
-    if (it == index_of_.end() || inserted[it->second]) {
+    if (it == index_of_.end() || answered[it->second]) {  // answered: inserted already, or live in a closed epoch
       throw std::runtime_error("batch statement returned a digest not in the batch");
     }
     inserted[it->second] = answered[it->second] = 1;
@@ -309,20 +409,7 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
       first_seen[missing[k]] = row[1].as<std::int64_t>();
       if (!pack_) continue;  // the raw statement does not read the row's record: unknown
       request_known[missing[k]] = 1;
-      PackAttrs& rec = recorded[missing[k]];
-      if (!row[2].is_null()) {  // the lot as the layout stores it (16 bytes: its stored form)
-        rec.lot.emplace();
-        if (!DigestFromLayoutHex(std::string_view(row[2].c_str(), row[2].size()), layout_, *rec.lot)) {
-          throw std::runtime_error("follow-up select returned a malformed lot");
-        }
-      }
-      if (!row[3].is_null()) rec.expiry = row[3].as<std::int32_t>();
-      if (!row[4].is_null()) {
-        rec.request.emplace();
-        if (!ParseHex(std::string_view(row[4].c_str(), row[4].size()), *rec.request)) {
-          throw std::runtime_error("follow-up select returned a malformed request record");
-        }
-      }
+      recorded[missing[k]] = RecordOf(row, 2, layout_);
     }
     for (const auto i : missing) {
       if (!answered[i]) throw std::runtime_error("a digest was neither inserted nor found");
@@ -331,6 +418,41 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
 
   AnswerItems(a, inserted, first_seen, recorded, request_known);
   return a;
+}
+
+std::size_t BatchStatement::ProbeClosed(pqxx::transaction_base& tx, std::vector<char>& answered,
+                                        std::vector<std::int64_t>& first_seen, std::vector<PackAttrs>& recorded,
+                                        std::vector<char>& request_known) {
+  if (probes_.empty()) return 0;
+  std::vector<PgBinaryArray> arrays;
+  arrays.reserve(closed_count_);
+  for (std::size_t e = 0; e < closed_count_; ++e) arrays.emplace_back(DigestOid(layout_));
+  for (const EpochProbe& p : probes_) {
+    for (const std::uint32_t i : p.items) arrays[static_cast<std::size_t>(p.epoch)].Add(StoredBytesOf(digest_[i], layout_));
+  }
+  std::vector<pqxx::binarystring> params;
+  params.reserve(closed_count_);
+  for (auto& a : arrays) params.push_back(Binary(a.Finish()));
+  const pqxx::result r = tx.exec_prepared(kClosedProbeName, pqxx::prepare::make_dynamic_params(params), guard_us_);
+  std::vector<const EpochProbe*> probe_of(closed_count_, nullptr);
+  for (const EpochProbe& p : probes_) probe_of[static_cast<std::size_t>(p.epoch)] = &p;
+  std::size_t found = 0;
+  for (const auto& row : r) {
+    const auto e = row[0].as<std::size_t>();
+    const auto o = row[1].as<std::size_t>();
+    if (e >= closed_count_ || probe_of[e] == nullptr || o < 1 || o > probe_of[e]->items.size()) {
+      throw std::runtime_error("closed epochs' probe returned a row out of range");
+    }
+    const std::uint32_t i = probe_of[e]->items[o - 1];
+    const std::int64_t seen = row[2].as<std::int64_t>();
+    if (answered[i] && first_seen[i] >= seen) continue;  // live in two closed epochs: the newest row answers
+    found += answered[i] ? 0 : 1;
+    answered[i] = 1;
+    first_seen[i] = seen;
+    recorded[i] = RecordOf(row, 3, layout_);
+    request_known[i] = pack_ ? 1 : 0;  // as the follow-up SELECT: the raw path does not read the row's record
+  }
+  return found;
 }
 
 void BatchStatement::AnswerItems(BatchAnswer& a, const std::vector<char>& inserted,

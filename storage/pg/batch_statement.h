@@ -10,6 +10,10 @@
 // always for kInserted, for a duplicate only when the pack statements read the row (the raw ones do not).
 //
 // Shape (chosen by measurement, bench/RESULTS.md "Batch statement shapes"):
+//   0. scangate_write_order(generation) (storage/epochs/catalog.h): the transaction ordered against a change of the
+//      epochs' catalog; then, only when some digest may be in a closed epoch (PlanClosedProbes: its summary says
+//      maybe, or it has none), one look-up of those digests in those epochs' primary keys: a digest live there is
+//      answered kDuplicate of that row and left out of step 1 (closed epochs are immutable: no take-over there).
 //   1. INSERT ... SELECT FROM unnest($1::bytea[], $2::text[], $3::int8[]) ORDER BY digest (uuid[] and seen_by in
 //      sql/013's layout: the statements are written for the table's layout, storage/pg/table_layout.h)
 //      ON CONFLICT DO NOTHING RETURNING digest — the three arrays sent as binary parameters
@@ -46,6 +50,7 @@
 #include <libpq-fe.h>
 #include <pqxx/pqxx>
 
+#include "core/closed_epochs.h"
 #include "core/digest.h"
 #include "core/digest_hash.h"
 #include "storage/pg/pg_array.h"
@@ -76,6 +81,11 @@ class BatchStatement {
   // of answering kDuplicate. Prepares the raw and the pack statements (a row with a keep_until expires by it
   // instead).
   static TableLayout Prepare(pqxx::connection& conn, std::chrono::seconds retention = std::chrono::seconds{0});
+  // Prepares the look-up of a batch's digests in the closed epochs whose tables are `relations` (the catalog's
+  // order, storage/epochs/catalog.h; none: nothing prepared) for `retention` and `layout`, after Prepare on the same
+  // connection, once per catalog read. Relations must be plain identifiers (the catalog checks them).
+  static void PrepareClosedProbe(pqxx::connection& conn, const std::vector<std::string>& relations,
+                                 std::chrono::seconds retention, TableLayout layout);
 
   // `pack_horizons` (StoreOptions::pack_horizons): the batch goes through the pack statements even without
   // attrs. `retention`: as Prepare's (the COPY computes a pack row's keep_until with it). `layout`: what Prepare
@@ -95,14 +105,26 @@ class BatchStatement {
   // The take-over's clock guard (PgClock::GuardUs of the writer's database; nullopt: none): see sql/017 and
   // batch_statement.cc Guard().
   void SetClockGuard(std::optional<std::int64_t> guard_us) { guard_us_ = guard_us; }
+  // The epochs' catalog generation the writer read on its connection (storage/epochs/catalog.h): the first statement
+  // of the batch's transaction, scangate_write_order(generation), orders it against a change of the catalog and
+  // fails it (SGE01, nothing written) when the catalog moved on. Required: Run() and BeginCopy() throw
+  // std::logic_error without it.
+  void SetWriteOrder(std::int64_t generation) { write_order_ = generation; }
+
+  // After every Add(): which digests must be looked up in which of `closed` (the catalog the connection's
+  // PrepareClosedProbe was given: ClosedEpochs::PlanProbes — a summary that says absent spares the look-up). True when
+  // some must: then Run() looks them up first and answers a digest live in a closed epoch kDuplicate of that row
+  // (without inserting it), and the batch must not go by BeginCopy (COPY cannot leave a row out).
+  bool PlanClosedProbes(const std::vector<ClosedEpoch>& closed);
 
   std::size_t items() const { return slot_.size(); }
   std::size_t distinct() const { return first_item_.size(); }
   // True when the batch goes through the pack statements (pack_horizons, or some item has attrs).
   bool pack() const { return pack_; }
 
-  // Runs the statements in `tx` and maps the answer. Throws what pqxx throws, or std::runtime_error when
-  // the answer does not fit the batch (a digest neither inserted nor found, an unknown digest, no xid row).
+  // Runs the statements in `tx` — scangate_write_order first, so `tx` must be new — and maps the answer. Throws what
+  // pqxx throws, or std::runtime_error when the answer does not fit the batch (a digest neither inserted nor found,
+  // an unknown digest, no xid row).
   BatchAnswer Run(pqxx::transaction_base& tx);
 
   // The item index of each distinct digest's first item, in order (a repeated digest's later items answer from it).
@@ -111,7 +133,8 @@ class BatchStatement {
   // The COPY path, in two round trips on an idle writer connection (PgConnection::raw(); no pqxx transaction
   // open), instead of four (BEGIN, prologue + COPY, rows, COMMIT: bench/RESULTS.md "BEGIN and COMMIT in the
   // COPY's round trips").
-  // BeginCopy sends one simple-protocol query — BEGIN; txid_current() and now() µs; COPY ... FROM STDIN; COMMIT
+  // BeginCopy sends one simple-protocol query — BEGIN; scangate_write_order(generation); txid_current() and now() µs;
+  // COPY ... FROM STDIN; COMMIT
   // — and returns once the COPY is open, with every item kInserted and the xid that settles an in-doubt
   // COMMIT; the rows go sorted by digest (deadlock freedom, as Run()). It throws pqxx::broken_connection when
   // the connection broke (nothing can have committed), or what CommitCopy throws for a definite failure,
@@ -134,6 +157,10 @@ class BatchStatement {
   // BeginCopy() answer the same way through it.
   void AnswerItems(BatchAnswer& a, const std::vector<char>& inserted, const std::vector<std::int64_t>& first_seen,
                    const std::vector<PackAttrs>& recorded, const std::vector<char>& request_known) const;
+  // Runs the closed epochs' look-up (PlanClosedProbes) in `tx`: each digest live there gets answered, its row's
+  // first_seen and record. Returns how many (0 without probes).
+  std::size_t ProbeClosed(pqxx::transaction_base& tx, std::vector<char>& answered, std::vector<std::int64_t>& first_seen,
+                          std::vector<PackAttrs>& recorded, std::vector<char>& request_known);
 
   std::vector<std::uint32_t> slot_;        // item -> distinct digest index
   std::vector<std::uint32_t> first_item_;  // distinct digest index -> its first item
@@ -147,9 +174,13 @@ class BatchStatement {
   PgBinaryArray sources_{kOidText};
   PgBinaryArray times_{kOidInt8};
   std::string copy_rows_;  // BeginCopy -> CommitCopy: the COPY's binary payload
+  std::string copy_sql_;   // BeginCopy -> CommitCopy: the query (with the write order's generation)
   bool pack_ = false;
   std::chrono::seconds retention_{0};
   std::optional<std::int64_t> guard_us_;
+  std::optional<std::int64_t> write_order_;
+  std::vector<EpochProbe> probes_;  // PlanClosedProbes: epoch = the epoch's position in the catalog's order
+  std::size_t closed_count_ = 0;    // the closed epochs the prepared look-up has parameters for
 };
 
 }  // namespace scangate::storage

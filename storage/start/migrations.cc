@@ -28,6 +28,17 @@ int ApplyMigrations(pqxx::connection_base& conn, int up_to) {
   tx.exec0(kCreateMigrationsTableSql);
   std::set<int> applied;
   for (const auto& row : tx.exec(kAppliedVersionsSql)) applied.insert(row[0].as<int>());
+  std::set<int> known;
+  for (const Migration& m : EmbeddedMigrations()) known.insert(m.version);
+  for (const int v : applied) {
+    if (known.count(v) == 0) {
+      throw SchemaTooNew("the database's schema holds migration " + std::to_string(v) +
+                         ", which this scangate does not know (its newest is " +
+                         std::to_string(known.empty() ? 0 : *known.rbegin()) +
+                         "): it was written by a newer scangate, whose layout this one cannot write safely; "
+                         "run that version (or a newer one)");
+    }
+  }
   int count = 0;
   for (const Migration& m : EmbeddedMigrations()) {
     if (applied.count(m.version) != 0 || m.version > up_to) continue;

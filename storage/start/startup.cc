@@ -6,6 +6,7 @@
 
 #include <pqxx/pqxx>
 
+#include "storage/epochs/catalog.h"
 #include "storage/start/migrations.h"
 #include "storage/start/start_error.h"
 
@@ -28,7 +29,7 @@ bool SleepFor(std::chrono::milliseconds pause) {
   return true;
 }
 
-void MigrateWithRetry(const std::string& conninfo, const RetryPolicy& policy) {
+void MigrateWithRetry(const std::string& conninfo, const RetryPolicy& policy, bool check_closed_epochs) {
   std::optional<StartError> last;
   const bool done = RetryWithBackoff(
       policy,
@@ -36,7 +37,12 @@ void MigrateWithRetry(const std::string& conninfo, const RetryPolicy& policy) {
         try {
           pqxx::connection conn(conninfo);
           ApplyMigrations(conn);
+          RequireWritableByThisVersion(ReadEpochCatalog(conn), check_closed_epochs);
           return true;
+        } catch (const SchemaTooNew& e) {
+          throw StartError(std::string("schema: ") + e.what(), "", true);
+        } catch (const EpochsNotChecked& e) {
+          throw StartError(std::string("epochs: ") + e.what(), "", true);
         } catch (const std::exception& e) {
           StartError error = ClassifyStartError(e);
           // Only a connection failure that may heal is retried.

@@ -14,6 +14,7 @@
 #include <boost/json/object.hpp>
 #include <pqxx/pqxx>
 
+#include "storage/epochs/catalog.h"
 #include "storage/write/completions.h"
 #include "storage/write/in_doubt.h"
 #include "storage/pg/batch_errors.h"
@@ -153,6 +154,13 @@ BatchRunner::PartEnd BatchRunner::RunPart(std::vector<QueuedItem>& part, std::st
         // The table was moved to the other layout under the prepared statements (sql/013's swap): nothing of the
         // part committed; a new connection prepares the statements for the layout it finds, and the part runs again.
         if (IsLayoutChange(e) && reconnect_once()) continue;
+        // The epochs' catalog changed since this connection read it (scangate_write_order, sql/018): nothing of the
+        // part was written; a new connection reads the catalog again (and refuses one this version cannot check).
+        if (IsEpochCatalogChange(e)) {
+          shared_.log->Write(LogSeverity::kWarn, "epoch_catalog_changed", {{"writer", w_.index}});
+          if (reconnect_once()) continue;
+          return PartEnd::kFailed;
+        }
         return IsDataError(e) ? PartEnd::kDataError : PartEnd::kFailed;
       }
       if (!reconnect_once()) return PartEnd::kFailed;
@@ -213,10 +221,13 @@ BatchRunner::PartEnd BatchRunner::SettleAndFinish(std::vector<QueuedItem>& part,
 void BatchRunner::WriteBatch(std::vector<QueuedItem>& batch, Attempt& att) {
   BatchStatement statement(batch.size(), shared_.options.pack_horizons, w_.retention, w_.layout);
   for (const auto& item : batch) statement.Add(item.digest, item.source, item.first_seen_us, item.attrs);
+  statement.SetWriteOrder(w_.epoch_generation);
   if (const PgClock* clock = shared_.clock.load(std::memory_order_acquire)) {  // acquire: the clock it points to
     statement.SetClockGuard(clock->GuardUs());
   }
   att.distinct = statement.distinct();
+  // Digests that may be live in a closed epoch are looked up there first (a summary that says absent spares it).
+  const bool probing = statement.PlanClosedProbes(w_.closed_epochs);
   // A batch of Bloom negatives ("definitely new": write-behind rows, and Submit items the filter called new)
   // goes by binary COPY, which skips ON CONFLICT's probe of the primary key before each insert: 1.3–2.1x
   // per row from 256 rows up (bench/RESULTS.md "Batch statement shapes"), and −22 % of PostgreSQL's CPU per
@@ -227,7 +238,8 @@ void BatchRunner::WriteBatch(std::vector<QueuedItem>& batch, Attempt& att) {
   // (a repeat submitted while its first observation was queued, issue 44) is answered from the first's row, so it
   // no longer sends its whole batch through ON CONFLICT (12 % of ack=commit's batches at 50 % repeats).
   const auto& firsts = statement.first_items();
-  bool use_copy = !firsts.empty() && std::all_of(firsts.begin(), firsts.end(), [&](std::uint32_t i) {
+  // COPY cannot leave out a digest live in a closed epoch: a batch with look-ups there goes through Run().
+  bool use_copy = !probing && !firsts.empty() && std::all_of(firsts.begin(), firsts.end(), [&](std::uint32_t i) {
                     return batch[i].write_behind || batch[i].expect == Expect::kNew;
                   });
   if (use_copy && w_.copy_skip > 0) {

@@ -5,6 +5,7 @@
 
 #include <boost/json/object.hpp>
 
+#include "storage/epochs/catalog.h"
 #include "storage/pg/batch_statement.h"
 #include "storage/pg/error_summary.h"
 
@@ -25,6 +26,12 @@ bool ConnectWriter(WriterState& w, const std::string& conninfo, std::string* err
     // it cannot convert is rejected per row: see BatchRunner).
     conn->set_client_encoding("UTF8");
     w.layout = BatchStatement::Prepare(*conn, w.retention);
+    // Read on every connect: after a failover the new primary's catalog may not be the one read before.
+    EpochCatalog catalog = ReadEpochCatalog(*conn);
+    RequireWritableByThisVersion(catalog, w.check_closed_epochs);
+    BatchStatement::PrepareClosedProbe(*conn, catalog.relations, w.retention, w.layout);
+    w.epoch_generation = catalog.generation;
+    w.closed_epochs = std::move(catalog.closed);
     w.conn = std::move(conn);
     return true;
   } catch (const std::exception& e) {

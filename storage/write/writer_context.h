@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/closed_epochs.h"
 #include "storage/conn_target.h"
 #include "storage/log_sink.h"
 #include "storage/outcome.h"
@@ -55,6 +56,9 @@ struct WriterState {
   std::uint64_t target_generation = 0;  // the generation of StoreShared::target `target` is; as `target`
   std::chrono::seconds retention{0};     // StoreOptions::retention: the batch statements' horizon
   TableLayout layout = TableLayout::kUuid16;  // writer thread only: scan_keys' layout when `conn` was prepared
+  std::int64_t epoch_generation = 0;  // writer thread only: the epochs' catalog generation read when `conn` connected
+  std::vector<ClosedEpoch> closed_epochs;  // writer thread only: that catalog's closed epochs (its probe is prepared)
+  bool check_closed_epochs = false;        // StoreOptions::check_closed_epochs
   WriterQueue queue;
   std::unique_ptr<PgConnection> conn;      // writer thread only
   std::vector<WriteBehindDone> sink_rows;  // writer thread only: Deliver's batch for a WriteBehindSink
@@ -67,7 +71,8 @@ struct WriterState {
 bool FollowTarget(const StoreShared& shared, WriterState& w);
 
 // Opens a writer connection on `conninfo` (utf-8 client encoding, the batch statements prepared for the table's
-// layout, which goes to w.layout) into w.conn. False (w.conn untouched) with `error` (libpq's first line) set when that fails. Writer thread.
+// layout, which goes to w.layout; the epochs' catalog read into w.epoch_generation, refused when this version does
+// not check its epochs: storage/epochs/catalog.h) into w.conn. False (w.conn untouched) with `error` (libpq's first line) set when that fails. Writer thread.
 bool ConnectWriter(WriterState& w, const std::string& conninfo, std::string* error);
 
 // Never carries a key or digest: only state and libpq's error summary.

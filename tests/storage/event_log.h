@@ -1,5 +1,5 @@
 // EventLog: a LogSink for storage/ tests that records every event (name + fields) so a test can ask what was
-// logged: Has() (an event, optionally with a "state" field), Count() (events with a given state), size().
+// logged: Has() (an event, optionally with a "state" field), Count() (such events), size().
 // Thread-safe: storage logs from its writer, expiry and journal threads.
 #pragma once
 
@@ -31,11 +31,11 @@ struct EventLog final : LogSink {
     }
     return false;
   }
-  // Events `event` with state `state`.
-  int Count(std::string_view event, std::string_view state) {
+  // Events `event` with state `state` (any state when empty).
+  int Count(std::string_view event, std::string_view state = "") {
     std::lock_guard lk(mu);
     int n = 0;
-    for (const auto& [e, fields] : events) n += e == event && HasState(fields, state) ? 1 : 0;
+    for (const auto& [e, fields] : events) n += e == event && (state.empty() || HasState(fields, state)) ? 1 : 0;
     return n;
   }
   std::size_t size() {

@@ -1,0 +1,123 @@
+-- The exact store's epochs (issue 54): the catalog, and the order every writing transaction takes against a change
+-- of it. The layout this leads to (docs/design.md "Epochs of the exact store"): the store is a series of epochs, one table each, exactly
+-- one of them *open* for inserts under the name scan_keys; a switch closes it (renamed away, made compact, given a
+-- membership summary) and opens the next. PostgreSQL keeps a key unique only inside one table, so every writer must
+-- check the closed epochs too — and must know which epochs are closed at the moment it writes. So:
+--
+-- * scangate_epochs lists the epochs; scangate_epoch_catalog holds one row whose `generation` is a new RANDOM id at
+--   every change of that list (a trigger: no writer of the list can forget it). Random, not a counter: a failover
+--   that loses the WAL tail of a change must not let a later, different change reuse its number (a writer that read
+--   the lost one would take the new one for it).
+-- * Every writing transaction calls scangate_write_order(<the generation it read>) as its FIRST statement. It takes
+--   the shared side of a transaction-scoped advisory lock and then reads the generation — in a statement of its own,
+--   so with a snapshot taken after the lock (READ COMMITTED). A change of the catalog takes the lock's exclusive side
+--   (scangate_epoch_lock_key(); with a short lock_timeout, retried), so it waits for every writing transaction in
+--   flight and every later one sees it. A writer whose generation is not the catalog's fails with SQLSTATE SGE01
+--   before it wrote anything; it reads the catalog again on a new connection and runs the batch again
+--   (storage/write/batch_runner.cc; a writer also reads the catalog on every connect: a failover's new primary may
+--   hold another one).
+-- * This migration creates the catalog with one epoch, the open one (scan_keys), and nothing closes it yet: a scangate
+--   of this version refuses a database whose catalog holds an epoch that is not open (storage/epochs/catalog.h) —
+--   at start (a clear error, exit) and on every writer connect — because it does not check closed epochs; a
+--   scangate older than this migration refuses this schema (it is newer than the scangate: storage/start/migrations.h).
+-- The partition function scangate_observe (the operators' path, sql/007) takes the order too (no generation: it
+-- refuses a database with an epoch that is not open).
+
+-- The lock every writer takes shared and a change of the catalog exclusive (pg_advisory_xact_lock(<this>)).
+CREATE FUNCTION scangate_epoch_lock_key() RETURNS int8
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT int8 '101882705870932' $$;  -- 0x5ca9_6a7e_0054: scangate's advisory keys (migrations: ..._0001)
+
+-- A random positive 63-bit id (epochs, catalog generations).
+CREATE FUNCTION scangate_random_id() RETURNS int8
+LANGUAGE sql VOLATILE PARALLEL SAFE
+AS $$ SELECT ('x' || substr(md5(gen_random_uuid()::text), 1, 16))::bit(64)::int8 & int8 '9223372036854775807' $$;
+
+CREATE TABLE scangate_epochs (
+  id int8 PRIMARY KEY DEFAULT scangate_random_id(),
+  relation name NOT NULL UNIQUE,  -- the epoch's table (the open one: scan_keys)
+  state text NOT NULL CHECK (state IN ('open', 'closing', 'closed')),
+  opened_at timestamptz NOT NULL DEFAULT now(),
+  closed_at timestamptz,
+  -- A closed epoch's membership summary (core/epoch_summary.h's bytes; NULL: none yet — every digest is looked up
+  -- there). Read by every writer when it reads the catalog; kept out of line, uncompressed (random bits).
+  summary bytea
+);
+ALTER TABLE scangate_epochs ALTER COLUMN summary SET STORAGE EXTERNAL;
+-- Exactly one open epoch (at most one here; the migration below creates it).
+CREATE UNIQUE INDEX scangate_epochs_one_open ON scangate_epochs ((true)) WHERE state = 'open';
+
+CREATE TABLE scangate_epoch_catalog (
+  one bool PRIMARY KEY DEFAULT true CHECK (one),
+  generation int8 NOT NULL,
+  changed_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Any change of scangate_epochs is a new generation, in the same transaction.
+CREATE FUNCTION scangate_epochs_changed() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+BEGIN
+  UPDATE scangate_epoch_catalog SET generation = scangate_random_id(), changed_at = now();
+  RETURN NULL;
+END
+$$;
+CREATE TRIGGER scangate_epochs_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON scangate_epochs
+  FOR EACH STATEMENT EXECUTE FUNCTION scangate_epochs_changed();
+
+INSERT INTO scangate_epoch_catalog (generation) VALUES (scangate_random_id());
+INSERT INTO scangate_epochs (relation, state) VALUES ('scan_keys', 'open');
+
+-- The first statement of every writing transaction (above). `expected`: the generation the writer read (NULL: the
+-- caller holds no catalog; it then refuses every epoch that is not open, since it cannot check one).
+CREATE FUNCTION scangate_write_order(expected int8) RETURNS void
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+  g int8;
+BEGIN
+  PERFORM pg_advisory_xact_lock_shared(scangate_epoch_lock_key());
+  SELECT generation INTO g FROM scangate_epoch_catalog;  -- a snapshot after the lock: this statement's own
+  IF expected IS NULL THEN
+    IF EXISTS (SELECT 1 FROM scangate_epochs WHERE state <> 'open') THEN
+      RAISE EXCEPTION 'scangate epochs: this database has closed epochs, which this writer does not check'
+        USING ERRCODE = 'SGE02';
+    END IF;
+  ELSIF g IS DISTINCT FROM expected THEN
+    RAISE EXCEPTION 'scangate epochs: the catalog changed (generation % is now %): read it again', expected, g
+      USING ERRCODE = 'SGE01';
+  END IF;
+END
+$$;
+
+-- scangate_observe (sql/007, sql/013's uuid form, sql/017) becomes scangate_observe_open_epoch, and scangate_observe
+-- takes the order before it. scangate_layout_functions (sql/013's move to the uuid layout) re-creates
+-- scangate_observe in the uuid form: it then wraps that one the same way.
+CREATE FUNCTION scangate_observe_take_order() RETURNS void
+LANGUAGE plpgsql
+AS $f$
+BEGIN
+  DROP FUNCTION IF EXISTS scangate_observe_open_epoch(bytea[], text[], int8[], int8);
+  ALTER FUNCTION scangate_observe(bytea[], text[], int8[], int8) RENAME TO scangate_observe_open_epoch;
+  CREATE FUNCTION scangate_observe(digests bytea[], sources text[], seen_us int8[], retention_us int8)
+  RETURNS TABLE (digest bytea, inserted bool, first_seen_us int8)
+  LANGUAGE plpgsql
+  AS $$
+  BEGIN
+    PERFORM scangate_write_order(NULL);
+    RETURN QUERY SELECT * FROM scangate_observe_open_epoch(digests, sources, seen_us, retention_us);
+  END
+  $$;
+END
+$f$;
+SELECT scangate_observe_take_order();
+
+ALTER FUNCTION scangate_layout_functions() RENAME TO scangate_layout_functions_017;
+CREATE FUNCTION scangate_layout_functions() RETURNS void
+LANGUAGE plpgsql
+AS $f$
+BEGIN
+  PERFORM scangate_layout_functions_017();
+  PERFORM scangate_observe_take_order();
+END
+$f$;

@@ -1,0 +1,294 @@
+// Tests storage/epochs/catalog.h and sql/018 against the fixture's PostgreSQL (a database of this test's own): the
+// catalog a migrated database holds; a change of the epochs is a new generation; every write path of the store (the
+// batch INSERT, the binary COPY, the pack INSERT) takes the write order first — it waits while a change of the
+// catalog holds the order's exclusive side, and when the change commits it writes under the new catalog or, when
+// that holds an epoch this version cannot check, writes nothing (an outage, healed when the catalog is writable
+// again); the partition function scangate_observe takes it too; a schema newer than this binary is refused.
+#include "storage/epochs/catalog.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <pqxx/pqxx>
+#include <string>
+#include <thread>
+
+#include "storage/start/migrations.h"
+#include "storage/start/start_error.h"
+#include "storage/store.h"
+#include "tests/answer_within.h"
+#include "tests/storage/event_log.h"
+#include "tests/storage/pg_test_db.h"
+
+namespace scangate::storage {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr auto kEventually = 60s;  // liveness bound for what must happen by itself (not a performance bound)
+
+class EpochCatalogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(PgTestUrl().empty()) << "SCANGATE_TEST_PG_DIR not set (run through ctest)";
+    MigrateOnce();
+  }
+};
+
+std::int64_t Generation(pqxx::connection& c) { return ReadEpochCatalog(c).generation; }
+
+void Exec(pqxx::connection& c, const std::string& sql) {
+  pqxx::work tx(c);
+  tx.exec(sql);
+  tx.commit();
+}
+
+// Waits until some session waits for the write order's shared side (a writer blocked behind a change). False when
+// none did within kEventually.
+bool WriterWaitsForTheOrder(pqxx::connection& c) {
+  const auto until = std::chrono::steady_clock::now() + kEventually;
+  while (std::chrono::steady_clock::now() < until) {
+    pqxx::nontransaction tx(c);
+    const auto n = tx.exec1(
+                         "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND mode = 'ShareLock' AND NOT granted"
+                         " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+                         " AND (classid::int8 << 32 | objid::int8) = scangate_epoch_lock_key()")[0]
+                       .as<std::int64_t>();
+    if (n > 0) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+StoreOptions Options(std::shared_ptr<EventLog> log) {
+  StoreOptions o;
+  o.url = PgTestUrl();
+  o.writers = 1;
+  o.reconnect_backoff_max = 200ms;
+  o.log = std::move(log);
+  return o;
+}
+
+// One way a Store writes a key: the batch INSERT (the filter did not say new), the binary COPY (it did), the pack
+// INSERT (GS1 attributes).
+struct WritePath {
+  const char* name;
+  Expect expect;
+  bool pack;
+};
+constexpr WritePath kPaths[] = {{"insert", Expect::kUnknown, false}, {"copy", Expect::kNew, false},
+                                {"pack", Expect::kUnknown, true}};
+
+// Submits `d` by `path`; the answer comes later (Answer::Within).
+bool Submit(Store& store, const Digest& d, const WritePath& path, const Answer<Result>& answer) {
+  PackAttrs attrs;
+  if (path.pack) attrs.expiry = 20'000;  // days since 1970-01-01: a pack row
+  return store.Submit(d[0], d, "till-1", answer.Setter(), nullptr, path.expect, attrs);
+}
+
+// A migrated database holds one epoch, open, named scan_keys, and a generation; nothing refuses it.
+TEST_F(EpochCatalogTest, AMigratedDatabaseHasOneOpenEpoch) {
+  pqxx::connection c(PgTestUrl());
+  const EpochCatalog cat = ReadEpochCatalog(c);
+  EXPECT_NE(cat.generation, 0);
+  EXPECT_GT(cat.open_id, 0);
+  EXPECT_TRUE(cat.closed.empty());
+  EXPECT_NO_THROW(RequireWritableByThisVersion(cat));
+  pqxx::work tx(c);
+  const auto r = tx.exec("SELECT id, relation, state FROM scangate_epochs");
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0][0].as<std::int64_t>(), cat.open_id);
+  EXPECT_EQ(r[0][1].as<std::string>(), "scan_keys");
+  EXPECT_EQ(r[0][2].as<std::string>(), "open");
+}
+
+// Only one epoch, open, is writable by this version.
+TEST(EpochCatalogPure, OnlyAnOpenEpochAloneIsWritable) {
+  EpochCatalog c{7, 3, {}, {}};
+  EXPECT_NO_THROW(RequireWritableByThisVersion(c));
+  c.closed.push_back(ClosedEpoch{11, nullptr});
+  c.relations.push_back("scan_keys_e_11");
+  EXPECT_THROW(RequireWritableByThisVersion(c), EpochsNotChecked);
+  EXPECT_NO_THROW(RequireWritableByThisVersion(c, true));  // the writers that check them (tests only, for now)
+  c.relations.back() = "scan_keys; DROP TABLE scan_keys";
+  EXPECT_THROW(RequireWritableByThisVersion(c, true), EpochsNotChecked);
+  c.open_id = 0;
+  c.closed.clear();
+  c.relations.clear();
+  EXPECT_THROW(RequireWritableByThisVersion(c), EpochsNotChecked);
+}
+
+// Every statement that changes scangate_epochs gives the catalog a new generation, in its transaction.
+TEST_F(EpochCatalogTest, AChangeOfTheEpochsIsANewGeneration) {
+  pqxx::connection c(PgTestUrl());
+  const std::int64_t before = Generation(c);
+  Exec(c, "UPDATE scangate_epochs SET opened_at = opened_at");
+  const std::int64_t after = Generation(c);
+  EXPECT_NE(after, before);
+  {
+    pqxx::work tx(c);
+    tx.exec("INSERT INTO scangate_epochs (relation, state) VALUES ('scan_keys_e_rolled_back', 'closed')");
+    tx.abort();  // a change rolled back leaves the generation as it was
+  }
+  EXPECT_EQ(Generation(c), after);
+}
+
+// scangate_write_order: the generation the writer read passes; another one fails with SGE01 (IsEpochCatalogChange);
+// without one (NULL) it passes while every epoch is open.
+TEST_F(EpochCatalogTest, TheWriteOrderChecksTheGeneration) {
+  pqxx::connection c(PgTestUrl());
+  const std::int64_t g = Generation(c);
+  {
+    pqxx::work tx(c);
+    EXPECT_NO_THROW(tx.exec_params(kWriteOrderSql, g));
+    EXPECT_NO_THROW(tx.exec("SELECT scangate_write_order(NULL)"));
+  }
+  pqxx::work tx(c);
+  try {
+    tx.exec_params(kWriteOrderSql, g ^ 1);
+    ADD_FAILURE() << "scangate_write_order accepted a generation that is not the catalog's";
+  } catch (const pqxx::sql_error& e) {
+    EXPECT_TRUE(IsEpochCatalogChange(e)) << e.what() << " " << e.sqlstate();
+  }
+}
+
+// Each write path waits while a change of the catalog holds the order, and then writes under the new catalog: the
+// key is inserted once, after the change (the writer read the catalog again: epoch_catalog_changed).
+TEST_F(EpochCatalogTest, EveryWritePathWaitsForAChangeAndFollowsIt) {
+  for (const WritePath& path : kPaths) {
+    SCOPED_TRACE(path.name);
+    auto log = std::make_shared<EventLog>();
+    Store store(Options(log));
+    store.Start();
+    ASSERT_TRUE(store.up());
+    pqxx::connection change(PgTestUrl()), watch(PgTestUrl());
+    const Digest d = RandomDigest();
+    Answer<Result> answer;
+    {
+      pqxx::work tx(change);
+      tx.exec("SELECT pg_advisory_xact_lock(scangate_epoch_lock_key())");
+      ASSERT_TRUE(Submit(store, d, path, answer));
+      ASSERT_TRUE(WriterWaitsForTheOrder(watch)) << "the writer did not wait for the write order";
+      EXPECT_EQ(CountRows(watch, {d}), 0);
+      tx.exec("UPDATE scangate_epochs SET opened_at = opened_at");  // a change of the catalog
+      tx.commit();
+    }
+    const auto r = answer.Within();
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->outcome, Outcome::kInserted);
+    EXPECT_EQ(CountRows(watch, {d}), 1);
+    EXPECT_TRUE(log->Has("epoch_catalog_changed"));
+    // Unchanged catalog: the next key is written without reading it again.
+    const auto before = log->Count("epoch_catalog_changed");
+    Answer<Result> next;
+    const Digest e = RandomDigest();
+    ASSERT_TRUE(Submit(store, e, path, next));
+    ASSERT_TRUE(next.Within().has_value());
+    EXPECT_EQ(log->Count("epoch_catalog_changed"), before);
+    store.Shutdown();
+  }
+}
+
+// A closed epoch committed while a writer waits (a change this version cannot check): the writer writes nothing —
+// the key is answered unavailable, no row — and the store stays down while the catalog holds it; a new Store refuses
+// to start (permanent StartError). Once the catalog is writable again the store heals by itself.
+TEST_F(EpochCatalogTest, AClosedEpochThisVersionCannotCheckStopsEveryWrite) {
+  for (const WritePath& path : kPaths) {
+    SCOPED_TRACE(path.name);
+    auto log = std::make_shared<EventLog>();
+    Store store(Options(log));
+    store.Start();
+    ASSERT_TRUE(store.up());
+    pqxx::connection change(PgTestUrl()), watch(PgTestUrl());
+    const Digest d = RandomDigest();
+    Answer<Result> answer;
+    {
+      pqxx::work tx(change);
+      tx.exec("SELECT pg_advisory_xact_lock(scangate_epoch_lock_key())");
+      ASSERT_TRUE(Submit(store, d, path, answer));
+      ASSERT_TRUE(WriterWaitsForTheOrder(watch)) << "the writer did not wait for the write order";
+      tx.exec("INSERT INTO scangate_epochs (relation, state) VALUES ('scan_keys_e_test', 'closed')");
+      tx.commit();
+    }
+    const auto r = answer.Within();
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->outcome, Outcome::kUnavailable);
+    EXPECT_EQ(CountRows(watch, {d}), 0);
+    EXPECT_FALSE(store.up());
+    {
+      auto o = Options(std::make_shared<EventLog>());
+      o.start_timeout = 0ms;
+      Store other(o);
+      try {
+        other.Start();
+        ADD_FAILURE() << "a Store started on a database with a closed epoch it does not check";
+      } catch (const StartError& e) {
+        EXPECT_TRUE(e.permanent()) << e.what();
+        EXPECT_NE(std::string(e.what()).find("closed epoch"), std::string::npos) << e.what();
+      }
+    }
+    Exec(watch, "DELETE FROM scangate_epochs WHERE relation = 'scan_keys_e_test'");
+    const auto until = std::chrono::steady_clock::now() + kEventually;
+    while (!store.up() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(20ms);
+    ASSERT_TRUE(store.up()) << "the store did not heal once the catalog was writable again";
+    Answer<Result> again;
+    ASSERT_TRUE(Submit(store, d, path, again));
+    const auto a = again.Within();
+    ASSERT_TRUE(a.has_value());
+    EXPECT_EQ(a->outcome, Outcome::kInserted);
+    EXPECT_EQ(CountRows(watch, {d}), 1);
+    store.Shutdown();
+  }
+}
+
+// The partition function (the operators' path) takes the order and refuses a database with a closed epoch.
+TEST_F(EpochCatalogTest, ScangateObserveTakesTheOrder) {
+  pqxx::connection c(PgTestUrl()), watch(PgTestUrl());
+  const Digest d = RandomDigest(), e = RandomDigest();
+  const std::string call = "SELECT inserted FROM scangate_observe(ARRAY[$1::bytea], ARRAY['op'], ARRAY[0::int8], 0)";
+  {
+    pqxx::work tx(c);
+    EXPECT_TRUE(tx.exec_params1(call, HexBytea(d))[0].as<bool>());
+    tx.commit();
+  }
+  Exec(watch, "INSERT INTO scangate_epochs (relation, state) VALUES ('scan_keys_e_test', 'closed')");
+  {
+    pqxx::work tx(c);
+    try {
+      tx.exec_params(call, HexBytea(e));
+      ADD_FAILURE() << "scangate_observe wrote beside a closed epoch";
+    } catch (const pqxx::sql_error& err) {
+      EXPECT_EQ(err.sqlstate(), "SGE02") << err.what();
+    }
+  }
+  Exec(watch, "DELETE FROM scangate_epochs WHERE relation = 'scan_keys_e_test'");
+  EXPECT_EQ(CountRows(watch, {d}), 1);
+  EXPECT_EQ(CountRows(watch, {e}), 0);
+}
+
+// A database whose schema holds a migration this binary does not embed (a newer scangate's) is refused: by
+// ApplyMigrations (nothing applied) and by Store::Start (permanent).
+TEST_F(EpochCatalogTest, ASchemaNewerThanThisBinaryIsRefused) {
+  pqxx::connection c(PgTestUrl());
+  const int future = EmbeddedMigrations().back().version + 1000;
+  Exec(c, "INSERT INTO schema_migrations (version, name) VALUES (" + std::to_string(future) + ", 'from_the_future')");
+  EXPECT_THROW(ApplyMigrations(c), SchemaTooNew);
+  auto o = Options(std::make_shared<EventLog>());
+  o.start_timeout = 0ms;
+  Store store(o);
+  try {
+    store.Start();
+    ADD_FAILURE() << "a Store started on a schema newer than its binary";
+  } catch (const StartError& e) {
+    EXPECT_TRUE(e.permanent()) << e.what();
+    EXPECT_NE(std::string(e.what()).find(std::to_string(future)), std::string::npos) << e.what();
+  }
+  Exec(c, "DELETE FROM schema_migrations WHERE version = " + std::to_string(future));
+  EXPECT_EQ(ApplyMigrations(c), 0);
+}
+
+}  // namespace
+}  // namespace scangate::storage

@@ -1,0 +1,231 @@
+// Tests the write paths against closed epochs (storage/pg/batch_statement.h PlanClosedProbes, the batch runner; issue
+// 54) in the fixture's PostgreSQL, with StoreOptions::check_closed_epochs (the product refuses closed epochs until the
+// readers read them): closed epochs are made by hand — a table like scan_keys with rows and a catalog row, with or
+// without a summary. A key live in a closed epoch is a duplicate of that row on every write path (the batch INSERT,
+// the COPY of Bloom negatives, the pack INSERT) and is never inserted into the open epoch; a row there past the
+// horizon does not count (the key is new, inserted into the open epoch); a pinned one does; a summary that says
+// absent spares the look-up (the batch goes by COPY), one that says maybe does not; write-behind batches mixing keys
+// of two closed epochs and new keys insert exactly the new ones.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <pqxx/pqxx>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "storage/epochs/catalog.h"
+#include "storage/epochs/summary_build.h"
+#include "storage/pg/pg_connection.h"
+#include "storage/store.h"
+#include "tests/answer_within.h"
+#include "tests/storage/event_log.h"
+#include "tests/storage/pg_test_db.h"
+
+namespace scangate::storage {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr auto kRetention = std::chrono::hours(1);
+
+StoreOptions Options() {
+  StoreOptions o;
+  o.url = PgTestUrl();
+  o.writers = 1;
+  o.reconnect_backoff_max = 200ms;
+  o.retention = kRetention;
+  o.check_closed_epochs = true;
+  o.log = std::make_shared<EventLog>();
+  return o;
+}
+
+// A closed epoch made by hand: table `name` like scan_keys and its catalog row; both dropped when it goes.
+class HandClosedEpoch {
+ public:
+  explicit HandClosedEpoch(std::string name) : name_(std::move(name)), c_(PgTestUrl()) {
+    pqxx::work tx(c_);
+    tx.exec("CREATE TABLE " + name_ + " (LIKE scan_keys INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)");
+    tx.commit();
+  }
+  ~HandClosedEpoch() {
+    try {
+      pqxx::work tx(c_);
+      tx.exec("DELETE FROM scangate_epochs WHERE relation = " + tx.quote(name_));
+      tx.exec("DROP TABLE IF EXISTS " + name_);
+      tx.commit();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "dropping " << name_ << ": " << e.what();
+    }
+  }
+  // A row of `d` first seen `age` ago (and pinned until `pin` from now when given).
+  void Add(const Digest& d, std::chrono::seconds age, std::optional<std::chrono::seconds> pin = std::nullopt) {
+    pqxx::work tx(c_);
+    tx.exec_params("INSERT INTO " + name_ +
+                       " (digest, first_seen, keep_until) VALUES (scangate_stored_digest($1::bytea), now() - $2 * "
+                       "interval '1 second', now() + $3 * interval '1 second')",
+                   HexBytea(d), age.count(), pin ? std::optional<std::int64_t>(pin->count()) : std::nullopt);
+    tx.commit();
+  }
+  // Lists it in the catalog as closed, with a summary of its rows or none.
+  void Close(bool with_summary) {
+    std::optional<std::string> bytes;
+    if (with_summary) bytes = BuildEpochSummary(c_.raw(), name_).Serialize();
+    pqxx::work tx(c_);
+    if (bytes) {
+      tx.exec_params("INSERT INTO scangate_epochs (relation, state, summary) VALUES ($1, 'closed', $2)", name_,
+                     pqxx::binarystring(bytes->data(), bytes->size()));
+    } else {
+      tx.exec_params("INSERT INTO scangate_epochs (relation, state) VALUES ($1, 'closed')", name_);
+    }
+    tx.commit();
+  }
+  // The first_seen of `d`'s row here, µs since the epoch.
+  std::int64_t FirstSeenUs(const Digest& d) {
+    pqxx::work tx(c_);
+    return tx.exec_params1("SELECT (extract(epoch FROM first_seen) * 1000000)::int8 FROM " + name_ +
+                               " WHERE digest = scangate_stored_digest($1::bytea)",
+                           HexBytea(d))[0]
+        .as<std::int64_t>();
+  }
+
+ private:
+  std::string name_;
+  PgConnection c_;  // raw(): BuildEpochSummary
+};
+
+// `base` with a random suffix (tables of several cases never meet).
+std::string Unique(const char* base) { return std::string(base) + "_" + std::to_string(std::random_device{}()); }
+
+struct WritePath {
+  const char* name;
+  Expect expect;
+  bool pack;
+};
+constexpr WritePath kPaths[] = {{"insert", Expect::kUnknown, false}, {"copy", Expect::kNew, false},
+                                {"pack", Expect::kUnknown, true}};
+
+std::optional<Result> SubmitAndWait(Store& store, const Digest& d, const WritePath& path) {
+  PackAttrs attrs;
+  if (path.pack) attrs.expiry = 20'000;
+  Answer<Result> answer;
+  if (!store.Submit(d[0], d, "till-1", answer.Setter(), nullptr, path.expect, attrs)) return std::nullopt;
+  return answer.Within();
+}
+
+class ClosedWriteTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(PgTestUrl().empty()) << "SCANGATE_TEST_PG_DIR not set (run through ctest)";
+    MigrateOnce();
+  }
+};
+
+// Live in a closed epoch (young, or older than the horizon but pinned): a duplicate of that row, nothing inserted.
+// Past the horizon there: new, inserted into the open epoch. A key in no epoch: new. On every write path.
+TEST_F(ClosedWriteTest, EveryWritePathChecksTheClosedEpochs) {
+  for (const WritePath& path : kPaths) {
+    SCOPED_TRACE(path.name);
+    HandClosedEpoch older(Unique("scan_keys_e_older")), newer(Unique("scan_keys_e_newer"));
+    const Digest young = RandomDigest(), pinned = RandomDigest(), expired = RandomDigest(), twice = RandomDigest(),
+                 fresh = RandomDigest();
+    newer.Add(young, 60s);
+    newer.Add(pinned, 2 * std::chrono::duration_cast<std::chrono::seconds>(kRetention), std::chrono::hours(24));
+    older.Add(expired, 2 * std::chrono::duration_cast<std::chrono::seconds>(kRetention));
+    older.Add(twice, 600s);  // in both: the newest row answers
+    newer.Add(twice, 30s);
+    older.Close(false);
+    newer.Close(false);
+    Store store(Options());
+    store.Start();
+    ASSERT_TRUE(store.up());
+    pqxx::connection watch(PgTestUrl());
+    for (const Digest* d : {&young, &pinned, &twice}) {
+      const auto r = SubmitAndWait(store, *d, path);
+      ASSERT_TRUE(r.has_value());
+      EXPECT_EQ(r->outcome, Outcome::kDuplicate);
+      EXPECT_EQ(r->first_seen_us, newer.FirstSeenUs(*d));
+      EXPECT_EQ(CountRows(watch, {*d}), 0) << "a key live in a closed epoch was inserted into the open one";
+    }
+    for (const Digest* d : {&expired, &fresh}) {
+      const auto r = SubmitAndWait(store, *d, path);
+      ASSERT_TRUE(r.has_value());
+      EXPECT_EQ(r->outcome, Outcome::kInserted);
+      EXPECT_EQ(CountRows(watch, {*d}), 1);
+      const auto again = SubmitAndWait(store, *d, path);  // now in the open epoch
+      ASSERT_TRUE(again.has_value());
+      EXPECT_EQ(again->outcome, Outcome::kDuplicate);
+    }
+    store.Shutdown();
+  }
+}
+
+// A summary that says absent spares the look-up: a Bloom negative goes by COPY. One that says maybe, or none (an
+// epoch without a summary), sends the batch through the INSERT, which looks the digest up.
+TEST_F(ClosedWriteTest, ASummarySparesTheLookUpOfAbsentKeys) {
+  const WritePath copy = kPaths[1];
+  HandClosedEpoch summarised(Unique("scan_keys_e_summarised"));
+  std::vector<Digest> held = RandomDigests(200);
+  for (const Digest& d : held) summarised.Add(d, 60s);
+  summarised.Close(true);
+  {
+    Store store(Options());
+    store.Start();
+    ASSERT_TRUE(store.up());
+    const auto before = store.Stats().copy_batches;
+    const auto r = SubmitAndWait(store, RandomDigest(), copy);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->outcome, Outcome::kInserted);
+    EXPECT_EQ(store.Stats().copy_batches - before, 1u) << "a digest the summary calls absent was looked up";
+    const auto held_r = SubmitAndWait(store, held[7], copy);
+    ASSERT_TRUE(held_r.has_value());
+    EXPECT_EQ(held_r->outcome, Outcome::kDuplicate);
+    EXPECT_EQ(store.Stats().copy_batches - before, 1u);
+    store.Shutdown();
+  }
+  HandClosedEpoch bare(Unique("scan_keys_e_bare"));
+  bare.Close(false);
+  Store store(Options());
+  store.Start();
+  ASSERT_TRUE(store.up());
+  const auto before = store.Stats().copy_batches;
+  const auto r = SubmitAndWait(store, RandomDigest(), copy);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->outcome, Outcome::kInserted);
+  EXPECT_EQ(store.Stats().copy_batches - before, 0u) << "an epoch without a summary was not looked up";
+  store.Shutdown();
+}
+
+// Write-behind batches (ack=filter's rows) mixing keys live in two closed epochs with new keys and repeats: the new
+// ones are inserted once, the others not at all.
+TEST_F(ClosedWriteTest, MixedBatchesInsertExactlyTheNewKeys) {
+  HandClosedEpoch a(Unique("scan_keys_e_mixed_a")), b(Unique("scan_keys_e_mixed_b"));
+  const std::vector<Digest> in_a = RandomDigests(150), in_b = RandomDigests(150), fresh = RandomDigests(300);
+  for (const Digest& d : in_a) a.Add(d, 120s);
+  for (const Digest& d : in_b) b.Add(d, 60s);
+  a.Close(true);
+  b.Close(false);
+  {
+    Store store(Options());
+    store.Start();
+    ASSERT_TRUE(store.up());
+    for (std::size_t i = 0; i < 300; ++i) {
+      ASSERT_TRUE(store.SubmitWriteBehind(fresh[i][0], fresh[i], "wb"));
+      const Digest& old = i % 2 == 0 ? in_a[i / 2] : in_b[i / 2];
+      ASSERT_TRUE(store.SubmitWriteBehind(old[0], old, "wb"));
+      if (i % 3 == 0) {
+        ASSERT_TRUE(store.SubmitWriteBehind(fresh[i][0], fresh[i], "wb"));
+      }
+    }
+    store.Shutdown();  // writes every write-behind row
+  }
+  pqxx::connection watch(PgTestUrl());
+  EXPECT_EQ(CountRows(watch, fresh), 300);
+  EXPECT_EQ(CountRows(watch, in_a), 0);
+  EXPECT_EQ(CountRows(watch, in_b), 0);
+}
+
+}  // namespace
+}  // namespace scangate::storage
