@@ -5,11 +5,17 @@
 // the COPY of Bloom negatives, the pack INSERT) and is never inserted into the open epoch; a row there past the
 // horizon does not count (the key is new, inserted into the open epoch); a pinned one does; a summary that says
 // absent spares the look-up (the batch goes by COPY), one that says maybe does not; write-behind batches mixing keys
-// of two closed epochs and new keys insert exactly the new ones.
+// of two closed epochs and new keys insert exactly the new ones; under switches forced every ~200 ms while two
+// stores write overlapping keys by every path, each key is answered new exactly once and has exactly one row.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <iostream>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <optional>
 #include <pqxx/pqxx>
 #include <random>
@@ -225,6 +231,119 @@ TEST_F(ClosedWriteTest, MixedBatchesInsertExactlyTheNewKeys) {
   EXPECT_EQ(CountRows(watch, fresh), 300);
   EXPECT_EQ(CountRows(watch, in_a), 0);
   EXPECT_EQ(CountRows(watch, in_b), 0);
+}
+
+// A switch as the epochs' layout makes one (a sketch for the tests: nothing in the product switches yet): under the
+// write order's exclusive side, scan_keys is renamed to a closed epoch and a new empty scan_keys opens, in one
+// transaction, retried when a lock does not come within lock_timeout. Returns the closed epoch's table.
+std::string Switch(pqxx::connection& c, int n) {
+  const std::string closed = "scan_keys_e_switch_" + std::to_string(std::random_device{}()) + "_" + std::to_string(n);
+  for (;;) {
+    try {
+      pqxx::work tx(c);
+      tx.exec("SET LOCAL lock_timeout = '500ms'");
+      tx.exec("SELECT pg_advisory_xact_lock(scangate_epoch_lock_key())");
+      tx.exec("ALTER TABLE scan_keys RENAME TO " + closed);
+      tx.exec("CREATE TABLE scan_keys (LIKE " + closed + " INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)");
+      tx.exec("UPDATE scangate_epochs SET relation = " + tx.quote(closed) + ", state = 'closed', closed_at = now()"
+              " WHERE state = 'open'");
+      tx.exec("INSERT INTO scangate_epochs (relation, state) VALUES ('scan_keys', 'open')");
+      tx.commit();
+      return closed;
+    } catch (const pqxx::sql_error& e) {
+      if (e.sqlstate() != "55P03") throw;  // lock_not_available: writers pass, then again
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+}
+
+// Forced switches every ~200 ms while two stores (two writers each) write 300 overlapping keys by every path: every
+// key answered kInserted exactly once across both stores, and every key has exactly one row across all epochs (the
+// open one and every closed one). A writer that meets a switch reads the catalog again (epoch_catalog_changed) and
+// looks the new closed epoch up; one that meets a second change during that retry answers kUnavailable (counted,
+// allowed: never a second new).
+TEST_F(ClosedWriteTest, ForcedSwitchesNeverGiveASecondNew) {
+  const std::vector<Digest> keys = RandomDigests(300);
+  std::mutex mu;
+  std::map<std::size_t, int> inserted;  // key index -> kInserted answers
+  std::map<Outcome, int> outcomes;
+  std::vector<std::string> closed_tables;
+  {
+    auto log = std::make_shared<EventLog>();
+    auto o = Options();
+    o.writers = 2;
+    o.log = log;
+    Store a(o), b(o);
+    a.Start();
+    b.Start();
+    std::atomic<bool> stop{false};
+    std::thread switcher([&] {
+      pqxx::connection c(PgTestUrl());
+      for (int n = 0; !stop.load(); ++n) {
+        std::this_thread::sleep_for(200ms);
+        const std::string t = Switch(c, n);
+        const std::lock_guard lk(mu);
+        closed_tables.push_back(t);
+      }
+    });
+    std::vector<std::thread> submitters;
+    for (int t = 0; t < 4; ++t) {
+      submitters.emplace_back([&, t] {
+        Store& store = t % 2 == 0 ? a : b;
+        std::mt19937 rng(static_cast<unsigned>(t) * 7919u + std::random_device{}());
+        const auto until = std::chrono::steady_clock::now() + 4s;
+        while (std::chrono::steady_clock::now() < until) {
+          std::vector<std::pair<std::size_t, std::unique_ptr<Answer<Result>>>> wave;
+          for (int i = 0; i < 16; ++i) {  // a wave in flight at once: the writers batch it
+            const std::size_t k = rng() % keys.size();
+            const WritePath& path = kPaths[rng() % 3];
+            PackAttrs attrs;
+            if (path.pack) attrs.expiry = 20'000;
+            auto answer = std::make_unique<Answer<Result>>();
+            if (store.Submit(keys[k][0], keys[k], "sw", answer->Setter(), nullptr, path.expect, attrs)) {
+              wave.emplace_back(k, std::move(answer));
+            }
+          }
+          for (auto& [k, answer] : wave) {
+            const auto r = answer->Within();
+            if (!r) continue;  // Within() reported it
+            const std::lock_guard lk(mu);
+            ++outcomes[r->outcome];
+            if (r->outcome == Outcome::kInserted) ++inserted[k];
+          }
+          if (wave.empty()) std::this_thread::sleep_for(20ms);  // a writer down for a moment: Submit refused
+        }
+      });
+    }
+    for (auto& th : submitters) th.join();
+    stop = true;
+    switcher.join();
+    a.Shutdown();
+    b.Shutdown();
+    EXPECT_GT(log->Count("epoch_catalog_changed"), 0) << "no writer met a switch: the test did not test it";
+  }
+  EXPECT_GE(closed_tables.size(), 10u);
+  EXPECT_GT(outcomes[Outcome::kDuplicate], 1000) << "too few verdicts to mean anything";
+  std::cout << "switches " << closed_tables.size() << ", inserted " << outcomes[Outcome::kInserted] << ", duplicate "
+            << outcomes[Outcome::kDuplicate] << ", unavailable " << outcomes[Outcome::kUnavailable] << "\n";
+  for (const auto& [k, n] : inserted) EXPECT_EQ(n, 1) << "key " << k << " was answered new " << n << " times";
+  // Exactly one row per key answered new, across every epoch; none for a key never answered new.
+  pqxx::connection c(PgTestUrl());
+  pqxx::work tx(c);
+  std::string all = "SELECT digest FROM scan_keys";
+  for (const auto& t : closed_tables) all += " UNION ALL SELECT digest FROM " + t;
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    const auto rows = tx.exec_params1("SELECT count(*) FROM (" + all + ") AS e WHERE digest = scangate_stored_digest($1::bytea)",
+                                      HexBytea(keys[k]))[0]
+                          .as<int>();
+    EXPECT_EQ(rows, inserted.count(k) != 0 ? 1 : 0) << "key " << k;
+  }
+  // Leave the database as other cases expect it: one open epoch.
+  for (const auto& t : closed_tables) {
+    tx.exec("DELETE FROM scangate_epochs WHERE relation = " + tx.quote(t));
+    tx.exec("DROP TABLE " + t);
+  }
+  tx.commit();
 }
 
 }  // namespace
