@@ -21,6 +21,7 @@
 #include "storage/store.h"
 #include "tests/answer_within.h"
 #include "tests/storage/event_log.h"
+#include "tests/storage/epochs/write_paths.h"
 #include "tests/storage/pg_test_db.h"
 
 namespace scangate::storage {
@@ -72,22 +73,28 @@ StoreOptions Options(std::shared_ptr<EventLog> log) {
   return o;
 }
 
-// One way a Store writes a key: the batch INSERT (the filter did not say new), the binary COPY (it did), the pack
-// INSERT (GS1 attributes).
-struct WritePath {
-  const char* name;
-  Expect expect;
-  bool pack;
-};
-constexpr WritePath kPaths[] = {{"insert", Expect::kUnknown, false}, {"copy", Expect::kNew, false},
-                                {"pack", Expect::kUnknown, true}};
+// A Store on `path` whose writer is held behind a change of the catalog that `change_sql` makes, under the write
+// order's exclusive side, while it writes a new key; the key's answer comes after the change commits.
+struct HeldBehindAChange {
+  std::shared_ptr<EventLog> log = std::make_shared<EventLog>();
+  Store store{Options(log)};
+  pqxx::connection watch{PgTestUrl()};
+  Digest d = RandomDigest();
+  Answer<Result> answer;
 
-// Submits `d` by `path`; the answer comes later (Answer::Within).
-bool Submit(Store& store, const Digest& d, const WritePath& path, const Answer<Result>& answer) {
-  PackAttrs attrs;
-  if (path.pack) attrs.expiry = 20'000;  // days since 1970-01-01: a pack row
-  return store.Submit(d[0], d, "till-1", answer.Setter(), nullptr, path.expect, attrs);
-}
+  void Run(const WritePath& path, const std::string& change_sql) {
+    store.Start();
+    ASSERT_TRUE(store.up());
+    pqxx::connection change(PgTestUrl());
+    pqxx::work tx(change);
+    tx.exec("SELECT pg_advisory_xact_lock(scangate_epoch_lock_key())");
+    ASSERT_TRUE(SubmitBy(store, d, path, answer));
+    ASSERT_TRUE(WriterWaitsForTheOrder(watch)) << "the writer did not wait for the write order";
+    EXPECT_EQ(CountRows(watch, {d}), 0);
+    tx.exec(change_sql);
+    tx.commit();
+  }
+};
 
 // A migrated database holds one epoch, open, named scan_keys, and a generation; nothing refuses it.
 TEST_F(EpochCatalogTest, AMigratedDatabaseHasOneOpenEpoch) {
@@ -158,24 +165,11 @@ TEST_F(EpochCatalogTest, TheWriteOrderChecksTheGeneration) {
 // Each write path waits while a change of the catalog holds the order, and then writes under the new catalog: the
 // key is inserted once, after the change (the writer read the catalog again: epoch_catalog_changed).
 TEST_F(EpochCatalogTest, EveryWritePathWaitsForAChangeAndFollowsIt) {
-  for (const WritePath& path : kPaths) {
+  for (const WritePath& path : kWritePaths) {
     SCOPED_TRACE(path.name);
-    auto log = std::make_shared<EventLog>();
-    Store store(Options(log));
-    store.Start();
-    ASSERT_TRUE(store.up());
-    pqxx::connection change(PgTestUrl()), watch(PgTestUrl());
-    const Digest d = RandomDigest();
-    Answer<Result> answer;
-    {
-      pqxx::work tx(change);
-      tx.exec("SELECT pg_advisory_xact_lock(scangate_epoch_lock_key())");
-      ASSERT_TRUE(Submit(store, d, path, answer));
-      ASSERT_TRUE(WriterWaitsForTheOrder(watch)) << "the writer did not wait for the write order";
-      EXPECT_EQ(CountRows(watch, {d}), 0);
-      tx.exec("UPDATE scangate_epochs SET opened_at = opened_at");  // a change of the catalog
-      tx.commit();
-    }
+    HeldBehindAChange h;
+    ASSERT_NO_FATAL_FAILURE(h.Run(path, "UPDATE scangate_epochs SET opened_at = opened_at"));  // a change
+    auto& [log, store, watch, d, answer] = h;
     const auto r = answer.Within();
     ASSERT_TRUE(r.has_value());
     EXPECT_EQ(r->outcome, Outcome::kInserted);
@@ -185,7 +179,7 @@ TEST_F(EpochCatalogTest, EveryWritePathWaitsForAChangeAndFollowsIt) {
     const auto before = log->Count("epoch_catalog_changed");
     Answer<Result> next;
     const Digest e = RandomDigest();
-    ASSERT_TRUE(Submit(store, e, path, next));
+    ASSERT_TRUE(SubmitBy(store, e, path, next));
     ASSERT_TRUE(next.Within().has_value());
     EXPECT_EQ(log->Count("epoch_catalog_changed"), before);
     store.Shutdown();
@@ -196,23 +190,11 @@ TEST_F(EpochCatalogTest, EveryWritePathWaitsForAChangeAndFollowsIt) {
 // the key is answered unavailable, no row — and the store stays down while the catalog holds it; a new Store refuses
 // to start (permanent StartError). Once the catalog is writable again the store heals by itself.
 TEST_F(EpochCatalogTest, AClosedEpochThisVersionCannotCheckStopsEveryWrite) {
-  for (const WritePath& path : kPaths) {
+  for (const WritePath& path : kWritePaths) {
     SCOPED_TRACE(path.name);
-    auto log = std::make_shared<EventLog>();
-    Store store(Options(log));
-    store.Start();
-    ASSERT_TRUE(store.up());
-    pqxx::connection change(PgTestUrl()), watch(PgTestUrl());
-    const Digest d = RandomDigest();
-    Answer<Result> answer;
-    {
-      pqxx::work tx(change);
-      tx.exec("SELECT pg_advisory_xact_lock(scangate_epoch_lock_key())");
-      ASSERT_TRUE(Submit(store, d, path, answer));
-      ASSERT_TRUE(WriterWaitsForTheOrder(watch)) << "the writer did not wait for the write order";
-      tx.exec("INSERT INTO scangate_epochs (relation, state) VALUES ('scan_keys_e_test', 'closed')");
-      tx.commit();
-    }
+    HeldBehindAChange h;
+    ASSERT_NO_FATAL_FAILURE(h.Run(path, "INSERT INTO scangate_epochs (relation, state) VALUES ('scan_keys_e_test', 'closed')"));
+    auto& [log, store, watch, d, answer] = h;
     const auto r = answer.Within();
     ASSERT_TRUE(r.has_value());
     EXPECT_EQ(r->outcome, Outcome::kUnavailable);
@@ -235,7 +217,7 @@ TEST_F(EpochCatalogTest, AClosedEpochThisVersionCannotCheckStopsEveryWrite) {
     while (!store.up() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(20ms);
     ASSERT_TRUE(store.up()) << "the store did not heal once the catalog was writable again";
     Answer<Result> again;
-    ASSERT_TRUE(Submit(store, d, path, again));
+    ASSERT_TRUE(SubmitBy(store, d, path, again));
     const auto a = again.Within();
     ASSERT_TRUE(a.has_value());
     EXPECT_EQ(a->outcome, Outcome::kInserted);

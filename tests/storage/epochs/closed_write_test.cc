@@ -28,6 +28,7 @@
 #include "storage/store.h"
 #include "tests/answer_within.h"
 #include "tests/storage/event_log.h"
+#include "tests/storage/epochs/write_paths.h"
 #include "tests/storage/pg_test_db.h"
 
 namespace scangate::storage {
@@ -105,19 +106,9 @@ class HandClosedEpoch {
 // `base` with a random suffix (tables of several cases never meet).
 std::string Unique(const char* base) { return std::string(base) + "_" + std::to_string(std::random_device{}()); }
 
-struct WritePath {
-  const char* name;
-  Expect expect;
-  bool pack;
-};
-constexpr WritePath kPaths[] = {{"insert", Expect::kUnknown, false}, {"copy", Expect::kNew, false},
-                                {"pack", Expect::kUnknown, true}};
-
 std::optional<Result> SubmitAndWait(Store& store, const Digest& d, const WritePath& path) {
-  PackAttrs attrs;
-  if (path.pack) attrs.expiry = 20'000;
   Answer<Result> answer;
-  if (!store.Submit(d[0], d, "till-1", answer.Setter(), nullptr, path.expect, attrs)) return std::nullopt;
+  if (!SubmitBy(store, d, path, answer)) return std::nullopt;
   return answer.Within();
 }
 
@@ -132,7 +123,7 @@ class ClosedWriteTest : public ::testing::Test {
 // Live in a closed epoch (young, or older than the horizon but pinned): a duplicate of that row, nothing inserted.
 // Past the horizon there: new, inserted into the open epoch. A key in no epoch: new. On every write path.
 TEST_F(ClosedWriteTest, EveryWritePathChecksTheClosedEpochs) {
-  for (const WritePath& path : kPaths) {
+  for (const WritePath& path : kWritePaths) {
     SCOPED_TRACE(path.name);
     HandClosedEpoch older(Unique("scan_keys_e_older")), newer(Unique("scan_keys_e_newer"));
     const Digest young = RandomDigest(), pinned = RandomDigest(), expired = RandomDigest(), twice = RandomDigest(),
@@ -170,38 +161,38 @@ TEST_F(ClosedWriteTest, EveryWritePathChecksTheClosedEpochs) {
 
 // A summary that says absent spares the look-up: a Bloom negative goes by COPY. One that says maybe, or none (an
 // epoch without a summary), sends the batch through the INSERT, which looks the digest up.
+// How many COPY batches a Bloom negative of a new key took on a fresh store (1: no look-up; 0: looked up, so the
+// INSERT), and that it was answered new; then, when given, that `held` (a key of a closed epoch) is a duplicate
+// without a COPY.
+std::uint64_t CopiesOfANewKey(const std::optional<Digest>& held = std::nullopt) {
+  const WritePath copy = kWritePaths[1];
+  Store store(Options());
+  store.Start();
+  EXPECT_TRUE(store.up());
+  const auto before = store.Stats().copy_batches;
+  const auto r = SubmitAndWait(store, RandomDigest(), copy);
+  EXPECT_TRUE(r.has_value() && r->outcome == Outcome::kInserted);
+  const auto copies = store.Stats().copy_batches - before;
+  if (held) {
+    const auto h = SubmitAndWait(store, *held, copy);
+    EXPECT_TRUE(h.has_value() && h->outcome == Outcome::kDuplicate);
+    EXPECT_EQ(store.Stats().copy_batches - before, copies) << "a key the summary holds went by COPY";
+  }
+  store.Shutdown();
+  return copies;
+}
+
+// A summary that says absent spares the look-up: a Bloom negative goes by COPY. One that says maybe, or none (an
+// epoch without a summary), sends the batch through the INSERT, which looks the digest up.
 TEST_F(ClosedWriteTest, ASummarySparesTheLookUpOfAbsentKeys) {
-  const WritePath copy = kPaths[1];
   HandClosedEpoch summarised(Unique("scan_keys_e_summarised"));
   std::vector<Digest> held = RandomDigests(200);
   for (const Digest& d : held) summarised.Add(d, 60s);
   summarised.Close(true);
-  {
-    Store store(Options());
-    store.Start();
-    ASSERT_TRUE(store.up());
-    const auto before = store.Stats().copy_batches;
-    const auto r = SubmitAndWait(store, RandomDigest(), copy);
-    ASSERT_TRUE(r.has_value());
-    EXPECT_EQ(r->outcome, Outcome::kInserted);
-    EXPECT_EQ(store.Stats().copy_batches - before, 1u) << "a digest the summary calls absent was looked up";
-    const auto held_r = SubmitAndWait(store, held[7], copy);
-    ASSERT_TRUE(held_r.has_value());
-    EXPECT_EQ(held_r->outcome, Outcome::kDuplicate);
-    EXPECT_EQ(store.Stats().copy_batches - before, 1u);
-    store.Shutdown();
-  }
+  EXPECT_EQ(CopiesOfANewKey(held[7]), 1u) << "a digest the summary calls absent was looked up";
   HandClosedEpoch bare(Unique("scan_keys_e_bare"));
   bare.Close(false);
-  Store store(Options());
-  store.Start();
-  ASSERT_TRUE(store.up());
-  const auto before = store.Stats().copy_batches;
-  const auto r = SubmitAndWait(store, RandomDigest(), copy);
-  ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->outcome, Outcome::kInserted);
-  EXPECT_EQ(store.Stats().copy_batches - before, 0u) << "an epoch without a summary was not looked up";
-  store.Shutdown();
+  EXPECT_EQ(CopiesOfANewKey(), 0u) << "an epoch without a summary was not looked up";
 }
 
 // Write-behind batches (ack=filter's rows) mixing keys live in two closed epochs with new keys and repeats: the new
@@ -296,7 +287,7 @@ TEST_F(ClosedWriteTest, ForcedSwitchesNeverGiveASecondNew) {
           std::vector<std::pair<std::size_t, std::unique_ptr<Answer<Result>>>> wave;
           for (int i = 0; i < 16; ++i) {  // a wave in flight at once: the writers batch it
             const std::size_t k = rng() % keys.size();
-            const WritePath& path = kPaths[rng() % 3];
+            const WritePath& path = kWritePaths[rng() % 3];
             PackAttrs attrs;
             if (path.pack) attrs.expiry = 20'000;
             auto answer = std::make_unique<Answer<Result>>();
