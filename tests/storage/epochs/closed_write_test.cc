@@ -161,6 +161,36 @@ TEST_F(ClosedWriteTest, EveryWritePathChecksTheClosedEpochs) {
 
 // A summary that says absent spares the look-up: a Bloom negative goes by COPY. One that says maybe, or none (an
 // epoch without a summary), sends the batch through the INSERT, which looks the digest up.
+// The partition function (the operators' path, sql/018) checks the closed epochs as the writers do: a key live in
+// one is answered from that row (not inserted), one past the horizon there and one in no epoch are inserted; a repeat
+// within the call is answered once.
+TEST_F(ClosedWriteTest, ThePartitionFunctionChecksTheClosedEpochs) {
+  HandClosedEpoch closed(Unique("scan_keys_e_observe"));
+  const Digest live = RandomDigest(), expired = RandomDigest(), fresh = RandomDigest();
+  closed.Add(live, 60s);
+  closed.Add(expired, 2 * std::chrono::duration_cast<std::chrono::seconds>(kRetention));
+  closed.Close(true);
+  pqxx::connection c(PgTestUrl());
+  pqxx::work tx(c);
+  const std::int64_t r_us = std::chrono::duration_cast<std::chrono::microseconds>(kRetention).count();
+  const auto r = tx.exec_params(
+      "SELECT encode(digest, 'hex'), inserted, first_seen_us FROM scangate_observe("
+      "ARRAY[$1::bytea, $2::bytea, $3::bytea, $1::bytea], ARRAY['op', 'op', 'op', 'op'], ARRAY[0, 0, 0, 0]::int8[], $4)",
+      HexBytea(live), HexBytea(expired), HexBytea(fresh), r_us);
+  tx.commit();
+  std::map<std::string, std::pair<bool, std::int64_t>> by;
+  for (const auto& row : r) by[row[0].as<std::string>()] = {row[1].as<bool>(), row[2].as<std::int64_t>()};
+  ASSERT_EQ(r.size(), 3u) << "one row per distinct digest";
+  const auto hex = [](const Digest& d) { return HexBytea(d).substr(2); };
+  EXPECT_FALSE(by[hex(live)].first);
+  EXPECT_EQ(by[hex(live)].second, closed.FirstSeenUs(live));
+  EXPECT_TRUE(by[hex(expired)].first);
+  EXPECT_TRUE(by[hex(fresh)].first);
+  pqxx::connection watch(PgTestUrl());
+  EXPECT_EQ(CountRows(watch, {live}), 0);
+  EXPECT_EQ(CountRows(watch, {expired, fresh}), 2);
+}
+
 // How many COPY batches a Bloom negative of a new key took on a fresh store (1: no look-up; 0: looked up, so the
 // INSERT), and that it was answered new; then, when given, that `held` (a key of a closed epoch) is a duplicate
 // without a COPY.
