@@ -21,7 +21,7 @@ constexpr const char* kCatalogChangedState = "SGE01";
 
 }  // namespace
 
-EpochCatalog ReadEpochCatalog(pqxx::connection_base& conn) {
+EpochCatalog ReadEpochCatalog(pqxx::connection_base& conn, bool summaries) {
   pqxx::work tx(conn);  // one snapshot for both reads (REPEATABLE READ is not needed: the generation guards them)
   const pqxx::result r = tx.exec(kReadCatalogSql);
   if (r.size() != 1) throw std::runtime_error("scangate_epoch_catalog holds " + std::to_string(r.size()) + " rows, not 1");
@@ -31,7 +31,7 @@ EpochCatalog ReadEpochCatalog(pqxx::connection_base& conn) {
   for (const auto& row : tx.exec(kReadNotOpenSql)) {
     ClosedEpoch e;
     e.id = row[0].as<std::int64_t>();
-    if (!row[2].is_null()) {
+    if (summaries && !row[2].is_null()) {
       const pqxx::binarystring bytes(row[2]);
       // A summary that does not parse is not trusted: the epoch is looked up for every digest instead.
       if (auto s = EpochSummary::Parse(std::string_view(bytes.get(), bytes.size()))) e.summary = std::make_shared<const EpochSummary>(std::move(*s));

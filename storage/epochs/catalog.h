@@ -42,9 +42,10 @@ class EpochsNotChecked : public std::runtime_error {
 // written in): $1 = the generation the writer read.
 inline constexpr const char* kWriteOrderSql = "SELECT scangate_write_order($1)";
 
-// Reads the catalog on `conn` (its own statements; autocommit). Throws pqxx errors (a database without sql/018:
-// undefined_table). Any thread, one connection each.
-EpochCatalog ReadEpochCatalog(pqxx::connection_base& conn);
+// Reads the catalog on `conn` (its own statements; autocommit); `summaries` false: none read (readers that look
+// every closed epoch up). Throws pqxx errors (a database without sql/018: undefined_table). Any thread, one
+// connection each.
+EpochCatalog ReadEpochCatalog(pqxx::connection_base& conn, bool summaries = true);
 
 // Throws EpochsNotChecked unless `c` has its open epoch and either no other (`check_closed` false: the product's
 // default, StoreOptions::check_closed_epochs) or only ones whose table is a plain identifier. Pure.

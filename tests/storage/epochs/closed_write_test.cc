@@ -28,6 +28,7 @@
 #include "storage/store.h"
 #include "tests/answer_within.h"
 #include "tests/storage/event_log.h"
+#include "tests/storage/epochs/hand_closed_epoch.h"
 #include "tests/storage/epochs/write_paths.h"
 #include "tests/storage/pg_test_db.h"
 
@@ -48,63 +49,6 @@ StoreOptions Options() {
   o.log = std::make_shared<EventLog>();
   return o;
 }
-
-// A closed epoch made by hand: table `name` like scan_keys and its catalog row; both dropped when it goes.
-class HandClosedEpoch {
- public:
-  explicit HandClosedEpoch(std::string name) : name_(std::move(name)), c_(PgTestUrl()) {
-    pqxx::work tx(c_);
-    tx.exec("CREATE TABLE " + name_ + " (LIKE scan_keys INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)");
-    tx.commit();
-  }
-  ~HandClosedEpoch() {
-    try {
-      pqxx::work tx(c_);
-      tx.exec("DELETE FROM scangate_epochs WHERE relation = " + tx.quote(name_));
-      tx.exec("DROP TABLE IF EXISTS " + name_);
-      tx.commit();
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "dropping " << name_ << ": " << e.what();
-    }
-  }
-  // A row of `d` first seen `age` ago (and pinned until `pin` from now when given).
-  void Add(const Digest& d, std::chrono::seconds age, std::optional<std::chrono::seconds> pin = std::nullopt) {
-    pqxx::work tx(c_);
-    tx.exec_params("INSERT INTO " + name_ +
-                       " (digest, first_seen, keep_until) VALUES (scangate_stored_digest($1::bytea), now() - $2 * "
-                       "interval '1 second', now() + $3 * interval '1 second')",
-                   HexBytea(d), age.count(), pin ? std::optional<std::int64_t>(pin->count()) : std::nullopt);
-    tx.commit();
-  }
-  // Lists it in the catalog as closed, with a summary of its rows or none.
-  void Close(bool with_summary) {
-    std::optional<std::string> bytes;
-    if (with_summary) bytes = BuildEpochSummary(c_.raw(), name_).Serialize();
-    pqxx::work tx(c_);
-    if (bytes) {
-      tx.exec_params("INSERT INTO scangate_epochs (relation, state, summary) VALUES ($1, 'closed', $2)", name_,
-                     pqxx::binarystring(bytes->data(), bytes->size()));
-    } else {
-      tx.exec_params("INSERT INTO scangate_epochs (relation, state) VALUES ($1, 'closed')", name_);
-    }
-    tx.commit();
-  }
-  // The first_seen of `d`'s row here, µs since the epoch.
-  std::int64_t FirstSeenUs(const Digest& d) {
-    pqxx::work tx(c_);
-    return tx.exec_params1("SELECT (extract(epoch FROM first_seen) * 1000000)::int8 FROM " + name_ +
-                               " WHERE digest = scangate_stored_digest($1::bytea)",
-                           HexBytea(d))[0]
-        .as<std::int64_t>();
-  }
-
- private:
-  std::string name_;
-  PgConnection c_;  // raw(): BuildEpochSummary
-};
-
-// `base` with a random suffix (tables of several cases never meet).
-std::string Unique(const char* base) { return std::string(base) + "_" + std::to_string(std::random_device{}()); }
 
 std::optional<Result> SubmitAndWait(Store& store, const Digest& d, const WritePath& path) {
   Answer<Result> answer;

@@ -1,6 +1,7 @@
 // Tests storage/read/lookup.h against the throwaway PostgreSQL of fixture "pg": found (first_seen and source
 // as the writers recorded them), not found, a row past the horizon not found, a pack row's lot/expiry/keep_until
-// and its own horizon, never a write, refusal while unreachable. Recovery after an outage is covered end to end by tests/server/service_lookup_test.cc.
+// and its own horizon, never a write, refusal while unreachable; the closed epochs (issue 54): a key's live row there
+// is found, the newest of several, an expired one not, and an epoch closed after the look-up was prepared is read. Recovery after an outage is covered end to end by tests/server/service_lookup_test.cc.
 #include "storage/read/lookup.h"
 
 #include <gtest/gtest.h>
@@ -17,27 +18,13 @@
 
 #include "storage/store.h"
 #include "tests/answer_within.h"
+#include "tests/storage/epochs/hand_closed_epoch.h"
+#include "tests/storage/pg_test_db.h"
 
 namespace scangate::storage {
 namespace {
 
-std::string Url() {
-  const char* dir = std::getenv("SCANGATE_TEST_PG_DIR");
-  std::ifstream in(std::string(dir != nullptr ? dir : "") + "/url");
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-Digest RandomDigest() {
-  static std::mt19937_64 rng{std::random_device{}()};
-  Digest d;
-  for (std::size_t i = 0; i < d.size(); i += 8) {
-    const std::uint64_t v = rng();
-    std::memcpy(d.data() + i, &v, 8);
-  }
-  return d;
-}
+std::string Url() { return PgTestUrl(); }
 
 // Find and wait for its answer, at most kAnswerBound: a missing answer is a failure, not a hang.
 RecordLookup FindSync(Lookup& l, const Digest& d) {
@@ -189,6 +176,38 @@ TEST(Lookup, UnreachableRefuses) {
   lookup.Start();
   EXPECT_FALSE(lookup.up());
   EXPECT_FALSE(lookup.Find(RandomDigest(), [](const RecordLookup&) { ADD_FAILURE() << "ran although refused"; }));
+}
+
+// The closed epochs are read too: a key live in one is found (the newest row of several), one expired there is not,
+// and an epoch closed after the statement was prepared (a new catalog generation) is read at the next look-up.
+TEST(Lookup, ReadsTheClosedEpochs) {
+  MigrateOnce();
+  using namespace std::chrono_literals;
+  const auto retention = std::chrono::hours(1);
+  HandClosedEpoch older(Unique("scan_keys_e_lookup_older")), newer(Unique("scan_keys_e_lookup_newer"));
+  const Digest twice = RandomDigest(), expired = RandomDigest(), later = RandomDigest();
+  older.Add(twice, 600s);
+  newer.Add(twice, 30s);
+  older.Add(expired, 7200s);
+  older.Close(false);
+  LookupOptions lo{Url()};
+  lo.retention = retention;
+  Lookup lookup(lo);
+  lookup.Start();
+  ASSERT_TRUE(lookup.up());
+  EXPECT_EQ(FindSync(lookup, twice).status, RecordLookup::Status::kFound);  // in `older` only, for now
+  newer.Add(later, 10s);
+  newer.Close(true);  // closes after the statement was prepared
+  const RecordLookup r = FindSync(lookup, twice);
+  EXPECT_EQ(r.status, RecordLookup::Status::kFound);
+  pqxx::connection c(Url());
+  pqxx::work tx(c);
+  const std::string newest = tx.exec_params1(
+      "SELECT to_char(first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') FROM " + newer.name() +
+          " WHERE digest = scangate_stored_digest($1::bytea)", HexBytea(twice))[0].as<std::string>();
+  EXPECT_EQ(r.first_seen, newest) << "not the newest live row";
+  EXPECT_EQ(FindSync(lookup, later).status, RecordLookup::Status::kFound);
+  EXPECT_EQ(FindSync(lookup, expired).status, RecordLookup::Status::kNotFound);
 }
 
 }  // namespace
