@@ -116,8 +116,10 @@ class Store final : public ExactStore, public WriteBehindTarget {
   bool full() const override;
 
   // Streams digests with first_seen > now() - window to `sink` in chunks of <= 65536 over its own
-  // connection(s); returns the count. Every digest visible in one snapshot (taken at the start) is
-  // delivered exactly once; rows committed later are not. With warm_streams > 1 the sink IS CALLED
+  // connection(s), from every epoch (the open one and the closed ones: sql/018); returns the count. Every digest
+  // visible in one snapshot (taken at the start) is delivered exactly once; rows committed later are not — unless the
+  // epochs' catalog changed during the load (an epoch closed): then the load is made again (up to 3 times, then it
+  // throws), and digests of the first loads are delivered again (the count is the last load's). With warm_streams > 1 the sink IS CALLED
   // CONCURRENTLY from up to warm_streams threads (not the caller's): it must be thread-safe (the
   // server passes ShardedFilter::InsertBatchConcurrently). An exception thrown by the sink stops all
   // streams and is rethrown here unchanged. Throws pqxx / std::runtime_error on database errors.
@@ -134,6 +136,9 @@ class Store final : public ExactStore, public WriteBehindTarget {
  private:
   bool Enqueue(std::uint32_t route, const Digest& d, std::string source, Completion done, bool write_behind,
                std::shared_ptr<Ticket> ticket, std::int64_t first_seen_us, Expect expect, PackAttrs attrs);
+  // One load of WarmLoad's, in one snapshot; `generation`: the epochs' catalog generation in that snapshot.
+  std::uint64_t WarmLoadOnce(std::chrono::seconds window, const std::function<void(std::span<const Digest>)>& sink,
+                             std::string& generation);
 
   StoreOptions options_;
   std::unique_ptr<StoreShared> shared_;

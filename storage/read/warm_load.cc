@@ -1,6 +1,9 @@
 // Store::WarmLoad (declared in storage/store.h): the digests of the recent window, streamed from
-// scan_keys by binary COPY over plain libpq connections — one, or N reading one exported snapshot in
-// ctid ranges — read by storage/pg/copy_out.h. The batch writers live in storage/write/writer.h and
+// every epoch (scan_keys, the open one, and the closed ones the epochs' catalog lists: sql/018) by binary COPY over
+// plain libpq connections — one, or N reading one exported snapshot, scan_keys in ctid ranges and the closed epochs
+// shared out among them — read by storage/pg/copy_out.h. The catalog is read in the load's snapshot, and read again
+// after it: when it changed meanwhile (an epoch closed: its rows left the name scan_keys for one the load did not
+// read), the load is made again. The batch writers live in storage/write/writer.h and
 // storage/write/batch_runner.h.
 #include <libpq-fe.h>
 
@@ -18,6 +21,7 @@
 
 #include "core/mutex.h"
 #include "core/thread_name.h"
+#include "storage/epochs/summary_build.h"
 #include "storage/pg/copy_out.h"
 #include "storage/pg/error_summary.h"
 #include "storage/pg/libpq_handles.h"
@@ -31,9 +35,16 @@ namespace {
 // COPY from a query nor read binary results). Binary saves the server's hex encoding and our parsing:
 // 33 MB instead of 64 MB on the wire per million keys. COPY takes no bind parameters, so the window goes
 // into the text as an integer number of seconds.
-constexpr const char* kWarmCopySqlPrefix =
-    "COPY (SELECT digest FROM scan_keys WHERE first_seen > now() - (SELECT scangate_clock_ahead_total()) - make_interval(secs => ";
-constexpr const char* kWarmCopySqlSuffix = ")) TO STDOUT (FORMAT binary)";
+constexpr const char* kWarmWhereSqlPrefix =
+    "first_seen > now() - (SELECT scangate_clock_ahead_total()) - make_interval(secs => ";
+
+// The epochs' catalog in the load's snapshot: its generation, then the closed epochs' tables (oldest first).
+constexpr const char* kWarmGenerationSql = "SELECT generation FROM scangate_epoch_catalog";
+constexpr const char* kWarmClosedSql =
+    "SELECT relation FROM scangate_epochs WHERE state <> 'open' ORDER BY opened_at, id";
+// How often a load is made again when the catalog changed under it before it gives up (a switch is rare: minutes
+// or hours apart; a catalog that changes under every load is a fault).
+constexpr int kWarmAttempts = 3;
 
 constexpr unsigned kMaxWarmStreams = 16;  // connections one WarmLoad may open
 
@@ -67,22 +78,68 @@ constexpr const char* kWarmPlanSql =
     "(now() - (SELECT scangate_clock_ahead_total()) - make_interval(secs => $1))::text, "
     "(SELECT reltuples FROM pg_class WHERE oid = 'scan_keys'::regclass)";
 
+struct WarmCatalog {
+  std::string generation;
+  std::vector<std::string> closed;  // plain identifiers (checked)
+};
+
+// The catalog on `conn`, in its current transaction's snapshot (or a new one outside a transaction).
+WarmCatalog ReadWarmCatalog(PGconn* conn) {
+  WarmCatalog c;
+  {
+    PgResultPtr r = WarmExec(conn, kWarmGenerationSql);
+    if (PQntuples(r.get()) != 1) throw std::runtime_error("WarmLoad: scangate_epoch_catalog does not hold one row");
+    c.generation = PQgetvalue(r.get(), 0, 0);
+  }
+  PgResultPtr r = WarmExec(conn, kWarmClosedSql);
+  for (int i = 0; i < PQntuples(r.get()); ++i) {
+    c.closed.emplace_back(PQgetvalue(r.get(), i, 0));
+    if (!IsPlainIdentifier(c.closed.back())) throw std::runtime_error("WarmLoad: an epoch's relation is not plain");
+  }
+  return c;
+}
+
+// COPY of `relation`'s digests matching `where`, with more conditions `and` (a ctid range).
+std::string WarmCopySql(const std::string& relation, const std::string& where, const std::string& and_ = "") {
+  return "COPY (SELECT digest FROM " + relation + " WHERE " + where + and_ + ") TO STDOUT (FORMAT binary)";
+}
+
 }  // namespace
 
 std::uint64_t Store::WarmLoad(std::chrono::seconds window,
                               const std::function<void(std::span<const Digest>)>& sink) {
+  for (int attempt = 1;; ++attempt) {
+    std::string generation;
+    const std::uint64_t n = WarmLoadOnce(window, sink, generation);
+    PgConnPtr check = WarmConnect(shared_->target.Get().warm_conninfo);
+    if (ReadWarmCatalog(check.get()).generation == generation) return n;
+    if (attempt >= kWarmAttempts) {
+      throw std::runtime_error("WarmLoad: the epochs' catalog changed under each of " + std::to_string(attempt) +
+                               " loads");
+    }
+  }
+}
+
+std::uint64_t Store::WarmLoadOnce(std::chrono::seconds window,
+                                  const std::function<void(std::span<const Digest>)>& sink, std::string& generation) {
   const unsigned streams = std::clamp(options_.warm_streams, 1u, kMaxWarmStreams);
   // One target for the whole load (a Retarget meanwhile applies to the next one): the streams read the
   // coordinator's exported snapshot, which exists only in its database.
   const std::string conninfo = shared_->target.Get().warm_conninfo;
   PgConnPtr coord = WarmConnect(conninfo);
+  WarmExec(coord.get(), "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
   if (streams == 1) {
-    const std::string sql = kWarmCopySqlPrefix + std::to_string(window.count()) + kWarmCopySqlSuffix;
-    const std::uint64_t n = CopyDigestsOut(coord.get(), sql, sink, nullptr, "WarmLoad");
+    const WarmCatalog catalog = ReadWarmCatalog(coord.get());  // the transaction's snapshot, kept for the COPYs
+    generation = catalog.generation;
+    const std::string where = kWarmWhereSqlPrefix + std::to_string(window.count()) + ")";
+    std::uint64_t n = CopyDigestsOut(coord.get(), WarmCopySql("scan_keys", where), sink, nullptr, "WarmLoad");
+    for (const std::string& rel : catalog.closed) {
+      n += CopyDigestsOut(coord.get(), WarmCopySql(rel, where), sink, nullptr, "WarmLoad");
+    }
+    WarmExec(coord.get(), "COMMIT");
     last_warm_streams_.store(1);
     return n;
   }
-  WarmExec(coord.get(), "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
   std::string snapshot, cutoff;
   long long blocks = 0;
   double reltuples = -1;
@@ -98,6 +155,8 @@ std::uint64_t Store::WarmLoad(std::chrono::seconds window,
     cutoff = PQgetvalue(r.get(), 0, 2);
     reltuples = std::atof(PQgetvalue(r.get(), 0, 3));
   }
+  const WarmCatalog catalog = ReadWarmCatalog(coord.get());  // in the exported snapshot
+  generation = catalog.generation;
   // Text values from the server go into SQL text (COPY takes no parameters): make sure they cannot quote out.
   const auto plain = [](const std::string& v) { return v.find_first_of("'\\") == std::string::npos; };
   if (!plain(snapshot) || !plain(cutoff)) throw std::runtime_error("WarmLoad: unexpected snapshot/cutoff text");
@@ -116,13 +175,13 @@ std::uint64_t Store::WarmLoad(std::chrono::seconds window,
   }
   const unsigned n_streams = split ? streams : 1;
   const auto copy_sql = [&](unsigned i) {
-    std::string q = "COPY (SELECT digest FROM scan_keys WHERE " + where;
+    std::string range;
     if (n_streams > 1) {
       const long long b0 = blocks * i / n_streams, b1 = blocks * (i + 1) / n_streams;
-      if (i > 0) q += " AND ctid >= '(" + std::to_string(b0) + ",0)'::tid";
-      if (i + 1 < n_streams) q += " AND ctid < '(" + std::to_string(b1) + ",0)'::tid";  // last range open-ended
+      if (i > 0) range += " AND ctid >= '(" + std::to_string(b0) + ",0)'::tid";
+      if (i + 1 < n_streams) range += " AND ctid < '(" + std::to_string(b1) + ",0)'::tid";  // last range open-ended
     }
-    return q + ") TO STDOUT (FORMAT binary)";
+    return WarmCopySql("scan_keys", where, range);
   };
 
   // Each stream: own connection, REPEATABLE READ transaction importing the coordinator's snapshot (so the
@@ -139,6 +198,10 @@ std::uint64_t Store::WarmLoad(std::chrono::seconds window,
       WarmExec(conn.get(), "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
       WarmExec(conn.get(), "SET TRANSACTION SNAPSHOT '" + snapshot + "'");
       counts[i] = CopyDigestsOut(conn.get(), copy_sql(i), sink, &abort, "WarmLoad");
+      // The closed epochs, shared out among the streams (whole: an epoch is read by one stream).
+      for (std::size_t e = i; e < catalog.closed.size(); e += n_streams) {
+        counts[i] += CopyDigestsOut(conn.get(), WarmCopySql(catalog.closed[e], where), sink, &abort, "WarmLoad");
+      }
       WarmExec(conn.get(), "COMMIT");
     } catch (const CopyOutAborted&) {  // another stream failed: its error is the one reported
     } catch (...) {

@@ -24,6 +24,7 @@
 
 #include "storage/start/migrations.h"
 #include "tests/answer_within.h"
+#include "tests/storage/epochs/hand_closed_epoch.h"
 #include "tests/storage/event_log.h"
 #include "tests/storage/pg_test_db.h"
 
@@ -960,6 +961,63 @@ TEST_F(PgTest, WarmLoadReturnsRecentDigestsOnly) {
     EXPECT_EQ(store.WarmLoad(std::chrono::seconds(0), [](std::span<const Digest>) {}), 0u);
     EXPECT_EQ(store.Stats().last_warm_streams, 1u);
   }
+}
+
+// WarmLoad reads the closed epochs too (sql/018), in one stream or shared out among several: every recent digest of
+// every epoch once, none older than the window; and when an epoch closes during the load (the catalog changes under
+// it), the load is made again and the new epoch's digests are delivered.
+TEST_F(PgTest, WarmLoadReadsTheClosedEpochs) {
+  using namespace std::chrono_literals;
+  HandClosedEpoch a(Unique("scan_keys_e_warm_a")), b(Unique("scan_keys_e_warm_b"));
+  const auto in_a = RandomDigests(100), in_b = RandomDigests(50), old = RandomDigests(20), open = RandomDigests(30);
+  for (const auto& d : in_a) a.Add(d, 60s);
+  for (const auto& d : in_b) b.Add(d, 600s);
+  for (const auto& d : old) a.Add(d, 72h);
+  a.Close(true);
+  b.Close(false);
+  StoreOptions o = Options(1);
+  o.check_closed_epochs = true;  // a Store starts beside closed epochs only so (storage/store_options.h)
+  o.warm_parallel_min_fraction = 0;
+  {
+    Store store(o);
+    store.Start();
+    for (const auto& d : open) ASSERT_TRUE(store.SubmitWriteBehind(RouteOf(d), d, ""));
+    store.Shutdown();
+  }
+  for (const unsigned streams : {1u, 3u}) {
+    SCOPED_TRACE("warm_streams " + std::to_string(streams));
+    o.warm_streams = streams;
+    Store store(o);
+    store.Start();
+    std::mutex mu;
+    std::map<std::string, int> got;
+    store.WarmLoad(std::chrono::hours(48), [&](std::span<const Digest> chunk) {
+      std::lock_guard lk(mu);
+      for (const auto& d : chunk) ++got[HexBytea(d)];
+    });
+    for (const auto* set : {&in_a, &in_b, &open}) {
+      for (const auto& d : *set) EXPECT_EQ(got[StoredHexBytea(d)], 1) << "a recent digest not loaded once";
+    }
+    for (const auto& d : old) EXPECT_EQ(got.count(StoredHexBytea(d)), 0u);
+  }
+  // An epoch closes while the load runs (in its sink): loaded again, the new epoch's digest included.
+  o.warm_streams = 1;
+  Store store(o);
+  store.Start();
+  HandClosedEpoch late(Unique("scan_keys_e_warm_late"));
+  const Digest k = RandomDigest();
+  late.Add(k, 5s);
+  bool closed = false;
+  std::set<std::string> got;
+  store.WarmLoad(std::chrono::hours(48), [&](std::span<const Digest> chunk) {
+    if (!closed) {
+      late.Close(false);
+      closed = true;
+    }
+    for (const auto& d : chunk) got.insert(HexBytea(d));
+  });
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(got.count(StoredHexBytea(k)), 1u) << "an epoch closed during the load was not read";
 }
 
 // Rows inserted concurrently with a (split) WarmLoad: every row committed before the load started is
