@@ -86,6 +86,26 @@ BEGIN
 END
 $$;
 
+-- The latest keep_until of any epoch's rows (a pinned row, a GS1 pack), for a digest-secret rotation's bound on the
+-- previous secret (storage/scheme/scheme_record.cc): scan_keys' by its keep_until index, each closed epoch's by its
+-- own (a rotation is rare; an epoch without the index is read whole).
+CREATE FUNCTION scangate_max_keep_until() RETURNS timestamptz
+LANGUAGE plpgsql STABLE
+AS $$
+DECLARE
+  rel name;
+  m timestamptz;
+  best timestamptz;
+BEGIN
+  SELECT max(keep_until) INTO best FROM scan_keys;
+  FOR rel IN SELECT relation FROM scangate_epochs WHERE state <> 'open' LOOP
+    EXECUTE format('SELECT max(keep_until) FROM %I', rel) INTO m;
+    best := greatest(best, m);
+  END LOOP;
+  RETURN best;
+END
+$$;
+
 -- scangate_observe (sql/007, sql/013's uuid form, sql/017) becomes scangate_observe_open_epoch, and scangate_observe
 -- takes the order, looks the digests up in the closed epochs (a digest live in one is answered from that row, not
 -- inserted: the writers' rule, storage/pg/batch_statement.cc kClosedProbeBranch, without the clock guard the

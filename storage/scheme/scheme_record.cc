@@ -27,14 +27,14 @@ constexpr const char* kLockSql = "SELECT pg_advisory_xact_lock($1)";
 // kSchemeLockKey: every writing transaction of the previous secret committed before it, and every row it wrote was
 // first seen by then (the transaction's now() would be its BEGIN, before the lock's wait). The previous secret is
 // needed for the horizon from the start, and for every row the database holds with a later horizon of its own
-// (keep_until: pins, GS1 packs; the keep_until index answers the max at once). Such a row was first seen before the
+// (keep_until: pins, GS1 packs, in any epoch: scangate_max_keep_until, sql/018; the keep_until indexes answer it). Such a row was first seen before the
 // start, and is expired only when keep_until < now() - scangate_clock_ahead(first_seen) (sql/017): its keep_until
 // is kept later by every forward step recorded by the start (at least the steps between its first_seen and the
 // start; kReadSql adds those recorded after), as the expiry deletes it (storage/horizon/expiry.cc).
 constexpr const char* kNeededUntil =
     "CASE WHEN $1::int8 = 0 THEN 'infinity'::timestamptz"
     " ELSE greatest(statement_timestamp() + $1::int8 * interval '1 second',"
-    "               (SELECT max(keep_until) FROM scan_keys) + scangate_clock_ahead_total()) END";
+    "               scangate_max_keep_until() + scangate_clock_ahead_total()) END";
 // The first instance's row; with a previous secret (a rotation recorded at once: a database a scangate without
 // sql/014 filled under the previous secret) the rotation starts at once.
 constexpr const char* kInsertSql =

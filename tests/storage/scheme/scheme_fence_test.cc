@@ -17,6 +17,7 @@
 #include <pqxx/pqxx>
 
 #include "storage/scheme/scheme_record.h"
+#include "tests/storage/epochs/hand_closed_epoch.h"
 #include "tests/storage/pg_test_db.h"
 
 namespace scangate::storage {
@@ -163,6 +164,33 @@ void RecordStep(std::int64_t epoch, std::int64_t step_us, std::int64_t before_us
 }
 
 constexpr std::int64_t kMinuteUs = 60'000'000;
+
+// A pinned row in a closed epoch (sql/018) keeps the previous secret as one in the open epoch does: the rotation's
+// bound is the latest keep_until of every epoch.
+TEST(SchemeFence, APinnedRowOfAClosedEpochKeepsThePreviousSecret) {
+  MigrateOnce();
+  Forget();
+  ExecSql("DELETE FROM scangate_clock_steps");
+  const DigestScheme s1 = SchemeOf(Digester::HmacSha256("closed-pins-s1"), "raw");
+  const DigestScheme s2 = SchemeOf(Digester::HmacSha256("closed-pins-s2"), "raw");
+  pqxx::connection c(PgTestUrl());
+  ASSERT_EQ(CheckDigestScheme(c, LocalScheme{s1, std::nullopt}, std::chrono::hours(1)).decision.action,
+            SchemeAction::kRecord);
+  HandClosedEpoch closed(Unique("scan_keys_e_pins"));
+  closed.Add(RandomDigest(), std::chrono::hours(2), std::chrono::hours(30));
+  closed.Close(false);
+  std::int64_t keep_until_us = 0;
+  {
+    pqxx::work tx(c);
+    keep_until_us = tx.exec1("SELECT (extract(epoch FROM max(keep_until)) * 1000000)::int8 FROM " + closed.name())[0]
+                        .as<std::int64_t>();
+  }
+  const SchemeCheck rotated = CheckDigestScheme(c, LocalScheme{s2, s1}, std::chrono::hours(1));
+  ASSERT_EQ(rotated.decision.action, SchemeAction::kStartRotation);
+  ASSERT_TRUE(rotated.recorded && rotated.recorded->previous);
+  EXPECT_EQ(rotated.recorded->previous_needed_until_us, keep_until_us) << "the closed epoch's pin was not counted";
+  Forget();
+}
 
 // A pinned row (a GS1 pack's keep_until) first seen before a forward step that came before the rotation is expired
 // only when keep_until < now() - scangate_clock_ahead(first_seen) (sql/017): the previous secret is needed until
