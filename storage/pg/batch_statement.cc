@@ -157,27 +157,37 @@ std::string PackInsertSql(std::chrono::seconds retention) {
 // to look up in relations[0..n) (empty: none there), $n+1 the clock guard (as the take-over's). Returns (epoch index,
 // ordinality in its array, first_seen µs, lot hex, expiry days, request hex) of each LIVE row: one a take-over would
 // not take (a closed epoch is immutable, so an expired row there is left alone and the key is inserted into the
-// open epoch). The rule is the pack INSERT's ({EXPIRED}: keep_until, else first_seen + R; the clock's steps), which
-// is the raw one's for rows without a keep_until. One index probe per digest and epoch (the epoch's primary key).
+// open epoch). The rule is the pack INSERT's (keep_until, else first_seen + R; less the clock's steps since
+// first_seen), which is the raw one's for rows without a keep_until; its cheap bound (the steps back recorded) is
+// read once for all branches (a CTE), and a row inside it never pays for scangate_clock_ahead(). One index probe
+// per digest and epoch (the epoch's primary key).
 constexpr const char* kClosedProbeName = "scangate_probe_closed";
+constexpr const char* kClosedProbeHead = "WITH b AS MATERIALIZED (SELECT scangate_clock_behind(NULL) AS behind)";
 constexpr const char* kClosedProbeBranch = R"sql(
 SELECT {E}, u.o, (extract(epoch FROM k.first_seen) * 1000000)::int8, encode({SEND}(k.lot), 'hex'),
        k.expiry - date 'epoch', encode({SEND}(k.request), 'hex')
 FROM unnest(${P}::{DIGEST}[]) WITH ORDINALITY AS u(d, o) JOIN {REL} AS k ON k.digest = u.d
 WHERE NOT coalesce({EXPIRED} AND {GUARD}, false)
 )sql";
+// Expired with a horizon of {R} µs / without one (only a row with a keep_until expires).
+constexpr const char* kClosedExpiredOrR =
+    "coalesce(k.keep_until, k.first_seen + {R} * interval '1 microsecond') < now() + (SELECT behind FROM b)"
+    " AND coalesce(k.keep_until, k.first_seen + {R} * interval '1 microsecond') < now() - scangate_clock_ahead(k.first_seen)";
+constexpr const char* kClosedExpired =
+    "k.keep_until IS NOT NULL AND k.keep_until < now() + (SELECT behind FROM b)"
+    " AND k.keep_until < now() - scangate_clock_ahead(k.first_seen)";
 
 std::string ClosedProbeSql(const std::vector<std::string>& relations, std::chrono::seconds retention) {
   const bool r_on = retention.count() > 0;
   const std::string r = std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(retention).count());
   const std::string guard = Guard(static_cast<int>(relations.size()) + 1);
-  std::string sql;
+  std::string sql = kClosedProbeHead;
   for (std::size_t e = 0; e < relations.size(); ++e) {
     if (e > 0) sql += "UNION ALL";
     sql += Substitute(kClosedProbeBranch, {{"{E}", std::to_string(e)},
                                            {"{P}", std::to_string(e + 1)},
                                            {"{REL}", relations[e]},
-                                           {"{EXPIRED}", r_on ? kExpiredPackOrR : kExpiredPack},
+                                           {"{EXPIRED}", r_on ? kClosedExpiredOrR : kClosedExpired},
                                            {"{GUARD}", guard},
                                            {"{R}", r}});
   }
