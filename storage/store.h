@@ -136,9 +136,10 @@ class Store final : public ExactStore, public WriteBehindTarget {
  private:
   bool Enqueue(std::uint32_t route, const Digest& d, std::string source, Completion done, bool write_behind,
                std::shared_ptr<Ticket> ticket, std::int64_t first_seen_us, Expect expect, PackAttrs attrs);
-  // One load of WarmLoad's, in one snapshot; `generation`: the epochs' catalog generation in that snapshot.
+  // One load of WarmLoad's, in one snapshot; `catalog_moved`: the epochs' catalog generation read after it is not
+  // the one in that snapshot (an epoch closed during the load).
   std::uint64_t WarmLoadOnce(std::chrono::seconds window, const std::function<void(std::span<const Digest>)>& sink,
-                             std::string& generation);
+                             bool& catalog_moved);
 
   StoreOptions options_;
   std::unique_ptr<StoreShared> shared_;

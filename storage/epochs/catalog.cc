@@ -37,7 +37,7 @@ EpochCatalog ReadEpochCatalog(pqxx::connection_base& conn, bool summaries) {
       if (auto s = EpochSummary::Parse(std::string_view(bytes.get(), bytes.size()))) e.summary = std::make_shared<const EpochSummary>(std::move(*s));
     }
     c.closed.push_back(std::move(e));
-    c.relations.push_back(row[1].as<std::string>());
+    c.relations.push_back(RequirePlainRelation(row[1].as<std::string>()));
   }
   tx.commit();
   return c;
@@ -45,15 +45,18 @@ EpochCatalog ReadEpochCatalog(pqxx::connection_base& conn, bool summaries) {
 
 void RequireWritableByThisVersion(const EpochCatalog& c, bool check_closed) {
   if (c.open_id == 0) throw EpochsNotChecked("the database's epoch catalog (scangate_epochs) has no open epoch");
-  if (c.closed.empty()) return;
-  if (!check_closed) {
+  if (!c.closed.empty() && !check_closed) {
     throw EpochsNotChecked("the database has " + std::to_string(c.closed.size()) +
                            " closed epoch(s) (scangate_epochs), which this scangate does not check: writing there "
                            "could call a key new a second time; run a scangate that checks closed epochs");
   }
-  for (const std::string& rel : c.relations) {
-    if (!IsPlainIdentifier(rel)) throw EpochsNotChecked("scangate_epochs names a relation that is not plain: " + rel);
+}
+
+const std::string& RequirePlainRelation(const std::string& relation) {
+  if (!IsPlainIdentifier(relation)) {
+    throw EpochsNotChecked("scangate_epochs names a relation that is not plain: " + relation);
   }
+  return relation;
 }
 
 bool IsEpochCatalogChange(const pqxx::sql_error& e) { return SqlStateOf(e) == kCatalogChangedState; }

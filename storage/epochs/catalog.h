@@ -43,13 +43,17 @@ class EpochsNotChecked : public std::runtime_error {
 inline constexpr const char* kWriteOrderSql = "SELECT scangate_write_order($1)";
 
 // Reads the catalog on `conn` (its own statements; autocommit); `summaries` false: none read (readers that look
-// every closed epoch up). Throws pqxx errors (a database without sql/018: undefined_table). Any thread, one
-// connection each.
+// every closed epoch up). Throws pqxx errors (a database without sql/018: undefined_table), and EpochsNotChecked for
+// a relation that is not a plain identifier (RequirePlainRelation). Any thread, one connection each.
 EpochCatalog ReadEpochCatalog(pqxx::connection_base& conn, bool summaries = true);
 
-// Throws EpochsNotChecked unless `c` has its open epoch and either no other (`check_closed` false: the product's
-// default, StoreOptions::check_closed_epochs) or only ones whose table is a plain identifier. Pure.
+// Throws EpochsNotChecked unless `c` has its open epoch and, with `check_closed` false (the product's default,
+// StoreOptions::check_closed_epochs), no other. Pure.
 void RequireWritableByThisVersion(const EpochCatalog& c, bool check_closed = false);
+
+// `relation` (a closed epoch's table, read from scangate_epochs), checked to be a plain identifier — it goes into SQL
+// text unquoted — or EpochsNotChecked. Every reader of the catalog's relations calls it. Pure.
+const std::string& RequirePlainRelation(const std::string& relation);
 
 // The writer's generation is not the catalog's (scangate_write_order: SQLSTATE SGE01): nothing of the transaction was
 // written; read the catalog again (a new connection) and run it again. Pure.

@@ -295,16 +295,20 @@ void BatchStatement::Add(const Digest& full, std::string_view source, std::int64
   first_item_.push_back(static_cast<std::uint32_t>(slot_.size() - 1));
   digest_.push_back(d);
   first_seen_us_.push_back(first_seen_us);
-  digests_.Add(StoredBytesOf(d, layout_));
   source_.push_back(source);
-  if (source.empty()) {
+  attrs_.push_back(attrs);
+  AddRowParams(digest_.size() - 1);
+  pack_ = pack_ || !attrs.empty();
+}
+
+void BatchStatement::AddRowParams(std::size_t i) {
+  digests_.Add(StoredBytesOf(digest_[i], layout_));
+  if (source_[i].empty()) {
     sources_.AddNull();
   } else {
-    sources_.Add(source);
+    sources_.Add(source_[i]);
   }
-  times_.AddInt8(first_seen_us);
-  attrs_.push_back(attrs);
-  pack_ = pack_ || !attrs.empty();
+  times_.AddInt8(first_seen_us_[i]);
 }
 
 BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
@@ -329,14 +333,7 @@ BatchAnswer BatchStatement::Run(pqxx::transaction_base& tx) {
     sources_ = PgBinaryArray(kOidText, n, n * 16);
     times_ = PgBinaryArray(kOidInt8, n, n * 8);
     for (std::size_t i = 0; i < n; ++i) {
-      if (answered[i]) continue;
-      digests_.Add(StoredBytesOf(digest_[i], layout_));
-      if (source_[i].empty()) {
-        sources_.AddNull();
-      } else {
-        sources_.Add(source_[i]);
-      }
-      times_.AddInt8(first_seen_us_[i]);
+      if (!answered[i]) AddRowParams(i);
     }
   }
   pqxx::result r;

@@ -157,6 +157,9 @@ class BatchStatement {
   // BeginCopy() answer the same way through it.
   void AnswerItems(BatchAnswer& a, const std::vector<char>& inserted, const std::vector<std::int64_t>& first_seen,
                    const std::vector<PackAttrs>& recorded, const std::vector<char>& request_known) const;
+  // Appends distinct digest i's digest, source (NULL when empty) and first_seen to the INSERT's arrays (Add(), and
+  // Run() again without the digests live in a closed epoch).
+  void AddRowParams(std::size_t i);
   // Runs the closed epochs' look-up (PlanClosedProbes) in `tx`: each digest live there gets answered, its row's
   // first_seen and record. Returns how many (0 without probes).
   std::size_t ProbeClosed(pqxx::transaction_base& tx, std::vector<char>& answered, std::vector<std::int64_t>& first_seen,

@@ -9,7 +9,6 @@
 
 #include "core/thread_name.h"
 #include "storage/epochs/catalog.h"
-#include "storage/epochs/summary_build.h"
 #include "storage/pg/table_layout.h"
 
 namespace scangate::storage {
@@ -45,7 +44,7 @@ constexpr const char* kLookupTail = R"sql(
 ) AS r ON true
 )sql";
 
-// The look-up over the open epoch and `closed` (plain identifiers: storage/epochs/catalog.h).
+// The look-up over the open epoch and `closed` (plain identifiers: ReadEpochCatalog checked them).
 std::string LookupSql(const std::vector<std::string>& closed) {
   std::string sql = kLookupHead + Substitute(kLookupBranch, {{"{REL}", "scan_keys"}});
   for (const std::string& rel : closed) sql += "    UNION ALL" + Substitute(kLookupBranch, {{"{REL}", rel}});
@@ -84,9 +83,6 @@ bool Lookup::Connect() {
     conn->layout = ReadTableLayout(conn->c);
     const EpochCatalog catalog = ReadEpochCatalog(conn->c, false);
     conn->generation = catalog.generation;
-    for (const std::string& rel : catalog.relations) {
-      if (!IsPlainIdentifier(rel)) throw std::runtime_error("scangate_epochs names a relation that is not plain");
-    }
     conn->c.prepare(kLookupName, ForLayout(LookupSql(catalog.relations), conn->layout));
     conn_ = std::move(conn);
     up_.store(true, std::memory_order_release);  // release: pairs with up()

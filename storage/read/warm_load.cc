@@ -21,7 +21,7 @@
 
 #include "core/mutex.h"
 #include "core/thread_name.h"
-#include "storage/epochs/summary_build.h"
+#include "storage/epochs/catalog.h"
 #include "storage/pg/copy_out.h"
 #include "storage/pg/error_summary.h"
 #include "storage/pg/libpq_handles.h"
@@ -83,19 +83,18 @@ struct WarmCatalog {
   std::vector<std::string> closed;  // plain identifiers (checked)
 };
 
-// The catalog on `conn`, in its current transaction's snapshot (or a new one outside a transaction).
+// The catalog's generation on `conn`, in its current transaction's snapshot (or a new one outside a transaction).
+std::string ReadWarmGeneration(PGconn* conn) {
+  PgResultPtr r = WarmExec(conn, kWarmGenerationSql);
+  if (PQntuples(r.get()) != 1) throw std::runtime_error("WarmLoad: scangate_epoch_catalog does not hold one row");
+  return PQgetvalue(r.get(), 0, 0);
+}
+
+// The catalog on `conn`, in its current transaction's snapshot.
 WarmCatalog ReadWarmCatalog(PGconn* conn) {
-  WarmCatalog c;
-  {
-    PgResultPtr r = WarmExec(conn, kWarmGenerationSql);
-    if (PQntuples(r.get()) != 1) throw std::runtime_error("WarmLoad: scangate_epoch_catalog does not hold one row");
-    c.generation = PQgetvalue(r.get(), 0, 0);
-  }
+  WarmCatalog c{ReadWarmGeneration(conn), {}};
   PgResultPtr r = WarmExec(conn, kWarmClosedSql);
-  for (int i = 0; i < PQntuples(r.get()); ++i) {
-    c.closed.emplace_back(PQgetvalue(r.get(), i, 0));
-    if (!IsPlainIdentifier(c.closed.back())) throw std::runtime_error("WarmLoad: an epoch's relation is not plain");
-  }
+  for (int i = 0; i < PQntuples(r.get()); ++i) c.closed.push_back(RequirePlainRelation(PQgetvalue(r.get(), i, 0)));
   return c;
 }
 
@@ -109,10 +108,9 @@ std::string WarmCopySql(const std::string& relation, const std::string& where, c
 std::uint64_t Store::WarmLoad(std::chrono::seconds window,
                               const std::function<void(std::span<const Digest>)>& sink) {
   for (int attempt = 1;; ++attempt) {
-    std::string generation;
-    const std::uint64_t n = WarmLoadOnce(window, sink, generation);
-    PgConnPtr check = WarmConnect(shared_->target.Get().warm_conninfo);
-    if (ReadWarmCatalog(check.get()).generation == generation) return n;
+    bool catalog_moved = false;
+    const std::uint64_t n = WarmLoadOnce(window, sink, catalog_moved);
+    if (!catalog_moved) return n;
     if (attempt >= kWarmAttempts) {
       throw std::runtime_error("WarmLoad: the epochs' catalog changed under each of " + std::to_string(attempt) +
                                " loads");
@@ -121,13 +119,19 @@ std::uint64_t Store::WarmLoad(std::chrono::seconds window,
 }
 
 std::uint64_t Store::WarmLoadOnce(std::chrono::seconds window,
-                                  const std::function<void(std::span<const Digest>)>& sink, std::string& generation) {
+                                  const std::function<void(std::span<const Digest>)>& sink, bool& catalog_moved) {
   const unsigned streams = std::clamp(options_.warm_streams, 1u, kMaxWarmStreams);
   // One target for the whole load (a Retarget meanwhile applies to the next one): the streams read the
   // coordinator's exported snapshot, which exists only in its database.
   const std::string conninfo = shared_->target.Get().warm_conninfo;
   PgConnPtr coord = WarmConnect(conninfo);
   WarmExec(coord.get(), "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+  std::string generation;  // the catalog's, in the load's snapshot
+  // Ends the load's transaction and reads the generation again, in a new snapshot.
+  const auto commit = [&] {
+    WarmExec(coord.get(), "COMMIT");
+    catalog_moved = ReadWarmGeneration(coord.get()) != generation;
+  };
   if (streams == 1) {
     const WarmCatalog catalog = ReadWarmCatalog(coord.get());  // the transaction's snapshot, kept for the COPYs
     generation = catalog.generation;
@@ -136,7 +140,7 @@ std::uint64_t Store::WarmLoadOnce(std::chrono::seconds window,
     for (const std::string& rel : catalog.closed) {
       n += CopyDigestsOut(coord.get(), WarmCopySql(rel, where), sink, nullptr, "WarmLoad");
     }
-    WarmExec(coord.get(), "COMMIT");
+    commit();
     last_warm_streams_.store(1);
     return n;
   }
@@ -216,7 +220,7 @@ std::uint64_t Store::WarmLoadOnce(std::chrono::seconds window,
     for (unsigned i = 0; i < n_streams; ++i) threads.emplace_back(run_stream, i);
   }  // joins
   if (first_error) std::rethrow_exception(first_error);
-  WarmExec(coord.get(), "COMMIT");
+  commit();
   last_warm_streams_.store(n_streams);
   std::uint64_t total = 0;
   for (const auto c : counts) total += c;

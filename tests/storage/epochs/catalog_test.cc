@@ -120,8 +120,9 @@ TEST(EpochCatalogPure, OnlyAnOpenEpochAloneIsWritable) {
   c.relations.push_back("scan_keys_e_11");
   EXPECT_THROW(RequireWritableByThisVersion(c), EpochsNotChecked);
   EXPECT_NO_THROW(RequireWritableByThisVersion(c, true));  // the writers that check them (tests only, for now)
-  c.relations.back() = "scan_keys; DROP TABLE scan_keys";
-  EXPECT_THROW(RequireWritableByThisVersion(c, true), EpochsNotChecked);
+  // A relation goes into SQL text unquoted: the catalog's readers refuse one that is not a plain identifier.
+  EXPECT_THROW(RequirePlainRelation("scan_keys; DROP TABLE scan_keys"), EpochsNotChecked);
+  EXPECT_EQ(RequirePlainRelation("scan_keys_e_11"), "scan_keys_e_11");
   c.open_id = 0;
   c.closed.clear();
   c.relations.clear();
