@@ -337,6 +337,8 @@ void App::StartReaders() {
   StorageReaderOptions ro;
   ro.retention = config_.retention;
   ro.pack_horizons = store_options_.pack_horizons;  // rows past their own keep_until
+  ro.epoch_keys = config_.epoch_keys;
+  ro.epoch_max_age = config_.epoch_max_age;
   ro.lookup_defaults.statement_timeout = store_options_.statement_timeout;
   ro.lookup_defaults.tcp_user_timeout = store_options_.tcp_user_timeout;
   ro.maintenance_defaults.statement_timeout = store_options_.warm_statement_timeout;

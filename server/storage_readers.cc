@@ -46,6 +46,14 @@ void StorageReaders::Start() {
     eo.log = options_.log;
     if (options_.clocks != nullptr) eo.clock = &options_.clocks->at(p);
     expiry_.push_back(std::make_unique<storage::Expiry>(std::move(eo)));
+    if (options_.epoch_keys > 0 || options_.epoch_max_age.count() > 0) {
+      storage::EpochSwitcherOptions so;
+      so.conninfo = MaintenanceConninfo(conninfo, "scangate-epochs");
+      so.max_keys = static_cast<std::int64_t>(options_.epoch_keys);
+      so.max_age = options_.epoch_max_age;
+      so.log = options_.log;
+      epochs_.push_back(std::make_unique<storage::EpochSwitcher>(std::move(so)));
+    }
   }
   storage::LookupOptions lo;
   lo.retention = options_.retention;
@@ -53,6 +61,7 @@ void StorageReaders::Start() {
   lookups_->Start();
   for (auto& b : brin_) b->Start();
   for (auto& e : expiry_) e->Start();
+  for (auto& e : epochs_) e->Start();
   started_ = true;
 }
 
@@ -62,6 +71,7 @@ void StorageReaders::Retarget(unsigned p, const std::string& conninfo) {
   lookups_->Retarget(p, LookupConninfo(conninfo));
   brin_[p]->Retarget(MaintenanceConninfo(conninfo, "scangate-brin"));
   expiry_[p]->Retarget(MaintenanceConninfo(conninfo, "scangate-expiry"));
+  if (p < epochs_.size()) epochs_[p]->Retarget(MaintenanceConninfo(conninfo, "scangate-epochs"));
 }
 
 void StorageReaders::Shutdown() {
@@ -77,6 +87,7 @@ void StorageReaders::Shutdown() {
   lookups_->Shutdown();
   for (auto& b : brin_) b->Shutdown();
   for (auto& e : expiry_) e->Shutdown();
+  for (auto& e : epochs_) e->Shutdown();
 }
 
 storage::DigestReader* StorageReaders::lookups() { return lookups_.get(); }
@@ -121,6 +132,25 @@ void StorageReaders::Fill(MetricsSnapshot& s) const {
     e.lag_seconds = std::max(e.lag_seconds, x.lag_seconds);
   }
   s.expiry = e;
+  if (!epochs_.empty()) {
+    storage::EpochSwitcherStats sum = epochs_.front()->Stats();
+    for (std::size_t i = 1; i < epochs_.size(); ++i) {
+      const auto x = epochs_[i]->Stats();
+      sum.passes += x.passes;
+      sum.failures += x.failures;
+      sum.switches += x.switches;
+      sum.lock_timeouts += x.lock_timeouts;
+      sum.closes += x.closes;
+      sum.closes_postponed += x.closes_postponed;
+      sum.last_close_seconds = std::max(sum.last_close_seconds, x.last_close_seconds);
+      // The largest open epoch and closed-epoch count of any partition: what a bound and a look-up face.
+      sum.open_keys = std::max(sum.open_keys, x.open_keys);
+      sum.open_age_seconds = std::max(sum.open_age_seconds, x.open_age_seconds);
+      sum.closed_epochs = std::max(sum.closed_epochs, x.closed_epochs);
+      sum.last_switch_seconds = std::max(sum.last_switch_seconds, x.last_switch_seconds);
+    }
+    s.epochs = sum;
+  }
   if (per.size() < 2) return;
   const auto states = store_.Partitions();
   s.partitions.clear();

@@ -6,6 +6,8 @@
 // Use: App creates it after the store started, Start() before serving, Shutdown() after the HTTP server stopped.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 
 #include "core/mutex.h"
 #include "server/metrics/metrics.h"
+#include "storage/epochs/switcher.h"
 #include "storage/horizon/brin_summarizer.h"
 #include "storage/horizon/expiry.h"
 #include "storage/partitions/partitioned_reader.h"
@@ -25,6 +28,9 @@ namespace scangate::server {
 struct StorageReaderOptions {
   std::chrono::seconds retention{0};
   bool pack_horizons = false;
+  // The epochs' bounds (storage/epochs/switcher.h); both 0: no switcher.
+  std::uint64_t epoch_keys = 0;
+  std::chrono::seconds epoch_max_age{0};
   storage::ConnectionDefaults lookup_defaults;  // application_name set inside
   storage::ConnectionDefaults maintenance_defaults;  // BRIN and expiry: the long statement bound
   std::shared_ptr<storage::LogSink> log;
@@ -46,7 +52,7 @@ class StorageReaders {
   void Shutdown();
 
   storage::DigestReader* lookups();
-  // Sums of the BRIN summarizers' and expiries' counters into `s` (brin, expiry) and, with two or more
+  // Sums of the BRIN summarizers', expiries' and epoch switchers' counters into `s` (brin, expiry, epochs) and, with two or more
   // partitions, one PartitionSample per partition (the store's state and the expiry's vital signs). Thread-safe.
   void Fill(MetricsSnapshot& s) const;
 
@@ -62,6 +68,7 @@ class StorageReaders {
   std::unique_ptr<storage::PartitionedReader> lookups_;  // set once by Start(), before serving
   std::vector<std::unique_ptr<storage::BrinSummarizer>> brin_;  // as lookups_
   std::vector<std::unique_ptr<storage::Expiry>> expiry_;        // as lookups_
+  std::vector<std::unique_ptr<storage::EpochSwitcher>> epochs_; // as lookups_; empty without an epoch bound
 };
 
 }  // namespace scangate::server

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/utf8.h"
+#include "storage/epochs/catalog.h"
 #include "storage/pg/conninfo.h"
 #include "storage/start/startup.h"
 #include "storage/write/writer.h"
@@ -27,7 +28,10 @@ StoreTarget TargetOf(const StoreOptions& o, const std::string& url) {
   ConnectionDefaults defaults;
   defaults.statement_timeout = o.statement_timeout;
   defaults.tcp_user_timeout = o.tcp_user_timeout;
-  defaults.extra_options = o.digest_scheme_option;  // sql/014's fence: the writers' scheme
+  // sql/014's fence (the writers' scheme) and sql/019's: this scangate checks the closed epochs.
+  defaults.extra_options = o.digest_scheme_option;
+  if (!defaults.extra_options.empty()) defaults.extra_options += ' ';
+  defaults.extra_options += kEpochWriterOption;
   StoreTarget t;
   t.writer_conninfo = WithConnectionDefaults(url, defaults);
   defaults.statement_timeout = o.warm_statement_timeout;
@@ -74,8 +78,7 @@ void Store::Start() {
   if (started_.exchange(true)) throw std::logic_error("Store::Start called twice");
   // The long statement bound: a future migration may build an index over millions of rows.
   MigrateWithRetry(shared_->target.Get().warm_conninfo, RetryPolicy{kBackoffMin, options_.reconnect_backoff_max,
-                                               std::chrono::steady_clock::now() + options_.start_timeout},
-                   options_.check_closed_epochs);
+                                               std::chrono::steady_clock::now() + options_.start_timeout});
   for (unsigned i = 0; i < options_.writers; ++i) {
     auto w = std::make_unique<Writer>(*shared_, i);
     w->ConnectFirst();

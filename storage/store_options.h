@@ -93,11 +93,6 @@ struct StoreOptions {
   // (storage/partitions/partitioned_store.h names its partitions "p0", "p1", ...). Empty (a single database): no such
   // field.
   std::string label;
-  // TESTS ONLY, until the readers read closed epochs (issue 54): the writers accept a catalog with closed epochs
-  // and check them (every write path: a digest live in one is a duplicate of that row, never inserted). false (the
-  // product): such a catalog is refused (storage/epochs/catalog.h) — the warm start, /lookup and the followers do
-  // not read closed epochs yet, so an ack=filter instance's filter would not know their keys.
-  bool check_closed_epochs = false;
   // TESTS ONLY. Called on the writer thread once per batch transaction, just before COMMIT; its answer
   // injects a fault (see StoreFault). Empty (the default) costs one branch per batch.
   std::function<StoreFault()> fault_hook;

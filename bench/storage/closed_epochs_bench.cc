@@ -1,10 +1,9 @@
 // Manual measurement (issue 54): what the closed epochs cost the store's write paths, side by side with one table,
 // against a scratch PostgreSQL (never the production database). Layout "epochs": E closed epochs of K keys each
 // (tables with only their primary key, a summary each: as a close will leave them) and an empty open epoch;
-// layout "one": the same E*K keys in scan_keys. Then C submitters for T seconds through a Store (writers W;
-// StoreOptions::check_closed_epochs), each request a repeat of a random stored key with probability R (Expect
-// unknown: the batch INSERT, with the closed epochs' look-up) or a new key (Expect new, a Bloom negative: COPY
-// when no summary says maybe). Prints keys/s, answers by outcome, and PostgreSQL's CPU-µs per request (utime +
+// layout "one": the same E*K keys in scan_keys. Then C submitters for T seconds through a Store (writers W), each
+// request a repeat of a random stored key with probability R (Expect unknown: the batch INSERT, with the closed
+// epochs' look-up) or a new key (Expect new, a Bloom negative: COPY when no summary says maybe). Prints keys/s, answers by outcome, and PostgreSQL's CPU-µs per request (utime +
 // stime of the postmaster and its children, /proc, so the server must run on this host) per cell, the cells
 // interleaved REPS times.
 //   closed_epochs_bench URL [--epochs 8] [--epoch-keys 200000] [--repeat 0.5] [--seconds 15] [--concurrency 64]
@@ -146,7 +145,6 @@ Cell Run(const std::string& url, const std::vector<Digest>& stored, double repea
   StoreOptions o;
   o.url = url;
   o.writers = writers;
-  o.check_closed_epochs = true;
   o.retention = std::chrono::hours(24);  // the product's default --retention
   Store store(o);
   store.Start();
@@ -233,7 +231,6 @@ int main(int argc, char** argv) {
   {
     StoreOptions o;  // migrations
     o.url = url;
-    o.check_closed_epochs = true;
     Store s(o);
     s.Start();
     s.Shutdown();

@@ -146,6 +146,13 @@ po::options_description Options() {
       ("partition-cluster", s(d.partition_cluster), "--partitions: the PL/Proxy cluster (foreign server) name")
       ("partition-map-poll", s(FormatMillis(d.partition_map_poll)), "--partitions: how often the partition map "
                                                                     "is read again; units ms s m, 100ms..10m")
+      ("epoch-keys", n(d.epoch_keys), "close the exact store's open epoch (a table of its own) and open the next when "
+                                      "it holds this many keys, so inserts touch only recent keys; size it so the "
+                                      "open epoch's primary key stays well inside PostgreSQL's cache "
+                                      "(docs/operations.md \"Epochs\"); 0 = off. Closed epochs are made "
+                                      "compact and summarized, not yet merged or dropped")
+      ("epoch-max-age", s("off"), "close the open epoch when it is this old, however few keys it holds; units s m h "
+                                  "d (at least 1m), or off")
       ("writers", n(d.writers), "PostgreSQL writer threads (one connection each); with --partitions, per "
                                 "partition, and 1 unless given")
       ("batch-limit", n(d.batch_limit), "max keys per PostgreSQL transaction")
@@ -357,6 +364,8 @@ ParseOutcome ParseConfig(int argc, const char* const argv[]) {
   c.capacity = ParseUnsigned<std::uint64_t>(str("capacity"), "capacity", 1, std::uint64_t{1} << 40);
   c.fp_target = ParseFraction(str("fp-target"), "fp-target");
   ParseHorizon(str("window"), !vm["window"].defaulted(), str("retention"), c);
+  c.epoch_keys = ParseUnsigned<std::uint64_t>(str("epoch-keys"), "epoch-keys", 0, std::uint64_t{1} << 40);
+  ParseEpochMaxAge(str("epoch-max-age"), c);
   ParseKeys(str("keys"), str("expiry-grace"), c);
   c.shards = ParseUnsigned<std::uint32_t>(str("shards"), "shards", 1, scangate::kMaxShards);
   if ((c.shards & (c.shards - 1)) != 0) {

@@ -90,6 +90,10 @@ struct Config {
   // The PostgreSQL writers' defaults are the store's own (storage/store_options.h).
   unsigned writers = storage::kDefaultWriters;
   std::size_t batch_limit = storage::kDefaultBatchLimit;
+  // The exact store's epochs (storage/epochs/switcher.h): the open epoch closes and the next opens when it holds
+  // --epoch-keys live rows or is --epoch-max-age old. 0 / 0 (the default): no switch (one table).
+  std::uint64_t epoch_keys = 0;
+  std::chrono::seconds epoch_max_age{0};
   // --flush-interval; auto (the default): 20 ms with the journal (server/config/config.cc), else the store's 2 ms.
   std::chrono::microseconds flush_interval = storage::kDefaultFlushInterval;
   std::size_t queue_limit = storage::kDefaultQueueLimit;
@@ -222,6 +226,10 @@ std::string RedactDatabaseUrl(std::string_view url);
 // forget keys PostgreSQL still counts as seen, and --ack=filter would answer them `new`).
 // server/config/config_horizon.cc.
 void ParseHorizon(std::string_view window, bool window_given, std::string_view retention, Config& c);
+
+// Sets c.epoch_max_age from --epoch-max-age ("off", or a duration, s m h d, at least 1 m). Throws ConfigError.
+// server/config/config_horizon.cc.
+void ParseEpochMaxAge(std::string_view max_age, Config& c);
 
 // Sets c.follow and c.follow_method (--follow: on | off | logical | poll; with --ack=commit, poll = follow_commit
 // and logical is refused: c.ack must be parsed first), c.follow_max_lag (--follow-max-lag,

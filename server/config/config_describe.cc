@@ -33,6 +33,8 @@ boost::json::object Describe(const Config& c) {
   if (c.keys == KeysMode::kGs1) o["expiry_grace_seconds"] = c.expiry_grace.count();
   o["shards"] = c.shards;
   o["ack"] = c.ack == AckMode::kCommit ? "commit" : "filter";
+  o["epoch_keys"] = c.epoch_keys;                        // 0 = no size bound
+  o["epoch_max_age_seconds"] = c.epoch_max_age.count();  // 0 = no age bound
   o["writers"] = c.writers;
   o["batch_limit"] = c.batch_limit;
   o["flush_interval_us"] = c.flush_interval.count();

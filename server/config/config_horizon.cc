@@ -1,6 +1,6 @@
 // --window and --retention: the filter's memory and the de-duplication horizon, parsed together because
-// each defaults to the other and one bounds the other (server/config/config.h, ParseHorizon); and --keys with
-// --expiry-grace, a GS1 pack's own horizon (ParseKeys).
+// each defaults to the other and one bounds the other (server/config/config.h, ParseHorizon); --keys with
+// --expiry-grace, a GS1 pack's own horizon (ParseKeys); and --epoch-max-age, the exact store's epochs' age bound.
 #include <chrono>
 #include <string>
 #include <string_view>
@@ -19,7 +19,10 @@ constexpr auto kMaxHorizon = std::chrono::hours(24 * 36525);
 
 std::chrono::seconds ParseSeconds(std::string_view text, const char* option, std::chrono::seconds min) {
   const auto d = ParseDuration(text, {"s", "m", "h", "d"}, option);
-  if (d < min) throw ConfigError("--" + std::string(option) + ": must be at least 1s, got '" + std::string(text) + "'");
+  if (d < min) {
+    throw ConfigError("--" + std::string(option) + ": must be at least " + std::to_string(min.count()) + "s, got '" +
+                      std::string(text) + "'");
+  }
   if (d > kMaxHorizon) {
     throw ConfigError("--" + std::string(option) + ": at most 36525d, got '" + std::string(text) + "'");
   }
@@ -41,6 +44,15 @@ void ParseKeys(std::string_view keys, std::string_view grace, Config& c) {
     throw ConfigError("--expiry-grace: at most 2192d (6 years), got '" + std::string(grace) + "'");
   }
   c.expiry_grace = std::chrono::duration_cast<std::chrono::seconds>(g);
+}
+
+void ParseEpochMaxAge(std::string_view max_age, Config& c) {
+  if (max_age == "off") {
+    c.epoch_max_age = std::chrono::seconds(0);
+    return;
+  }
+  // A minute at least: every switch is a catalog change every writer re-reads, and every epoch one more table.
+  c.epoch_max_age = ParseSeconds(max_age, "epoch-max-age", std::chrono::minutes(1));
 }
 
 void ParseHorizon(std::string_view window, bool window_given, std::string_view retention, Config& c) {

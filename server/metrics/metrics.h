@@ -19,6 +19,7 @@
 #include "server/http/request.h"
 #include "server/metrics/partition_metrics.h"
 #include "storage/horizon/brin_summarizer.h"
+#include "storage/epochs/switcher.h"
 #include "storage/horizon/expiry.h"
 #include "storage/follow/follower_stats.h"
 #include "storage/peers/peer_view.h"
@@ -146,6 +147,9 @@ struct MetricsSnapshot {
   std::optional<storage::JournalDrainStats> journal;  // ack=filter with the journal on
   std::optional<storage::BrinSummarizerStats> brin;   // the first_seen BRIN summarizer, when one runs
   std::optional<storage::ExpiryStats> expiry;         // the horizon's expiry and the table's vital signs
+  // The exact store's epoch switcher (--epoch-keys, --epoch-max-age), when one runs; with --partitions, counts summed
+  // and the largest open epoch and closed-epoch count of any partition.
+  std::optional<storage::EpochSwitcherStats> epochs;
   // --partitions: one sample per logical partition (server/metrics/partition_metrics.h); store, brin and expiry
   // above are then sums over the partitions (expiry: sums of counts and bytes, the worst lag and age).
   std::vector<PartitionSample> partitions;

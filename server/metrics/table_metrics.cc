@@ -67,6 +67,35 @@ void WriteTableMetrics(PromWriter& w, const MetricsSnapshot& s) {
              "1 when the BRIN summarizer gave up for good (not the index owner, or no such index).");
     w.Sample("scangate_brin_summarize_stopped", "", std::uint64_t{s.brin->stopped ? 1u : 0u});
   }
+  if (s.epochs) {
+    const storage::EpochSwitcherStats& e = *s.epochs;
+    w.Header("scangate_epoch_switches_total", "counter",
+             "Open epochs of the exact store this instance closed, opening the next (--epoch-keys, --epoch-max-age).");
+    w.Sample("scangate_epoch_switches_total", "", e.switches);
+    w.Header("scangate_epoch_switch_lock_timeouts_total", "counter",
+             "Switch attempts that gave up at their lock_timeout (a reader or writer held scan_keys); retried.");
+    w.Sample("scangate_epoch_switch_lock_timeouts_total", "", e.lock_timeouts);
+    w.Header("scangate_epoch_closes_total", "counter",
+             "Closing epochs this instance made compact and summarized (sql/020), swapped into the catalog.");
+    w.Sample("scangate_epoch_closes_total", "", e.closes);
+    w.Header("scangate_epoch_close_postponed_total", "counter",
+             "Closes whose swap did not get its locks within lock_timeout (a reader held the closing epoch); retried.");
+    w.Sample("scangate_epoch_close_postponed_total", "", e.closes_postponed);
+    w.Header("scangate_epoch_switcher_failures_total", "counter",
+             "Epoch switcher passes that failed (connection, any error); retried every pass, verdicts unaffected.");
+    w.Sample("scangate_epoch_switcher_failures_total", "", e.failures);
+    if (e.open_keys >= 0) {
+      w.Header("scangate_epoch_open_keys", "gauge",
+               "Live rows of the open epoch at the switcher's last pass (PostgreSQL's count, seconds behind).");
+      w.Sample("scangate_epoch_open_keys", "", static_cast<std::uint64_t>(e.open_keys));
+      w.Header("scangate_epoch_open_age_seconds", "gauge", "Age of the open epoch at the switcher's last pass.");
+      w.Sample("scangate_epoch_open_age_seconds", "", e.open_age_seconds);
+      w.Header("scangate_epochs_not_open", "gauge",
+               "Epochs of the exact store that are not open (closing or closed): each one a writer may look keys up "
+               "in.");
+      w.Sample("scangate_epochs_not_open", "", static_cast<std::uint64_t>(e.closed_epochs));
+    }
+  }
 }
 
 void AddTableStats(json::object& o, const MetricsSnapshot& s) {
@@ -101,6 +130,20 @@ void AddTableStats(json::object& o, const MetricsSnapshot& s) {
                              {"ranges", s.brin->ranges},
                              {"failures", s.brin->failures},
                              {"stopped", s.brin->stopped}};
+  }
+  if (s.epochs) {
+    const storage::EpochSwitcherStats& e = *s.epochs;
+    o["epochs"] = json::object{{"passes", e.passes},
+                               {"failures", e.failures},
+                               {"switches", e.switches},
+                               {"lock_timeouts", e.lock_timeouts},
+                               {"closes", e.closes},
+                               {"closes_postponed", e.closes_postponed},
+                               {"last_close_seconds", e.last_close_seconds},
+                               {"open_keys", e.open_keys},
+                               {"open_age_seconds", e.open_age_seconds},
+                               {"not_open", e.closed_epochs},
+                               {"last_switch_seconds", e.last_switch_seconds}};
   }
 }
 

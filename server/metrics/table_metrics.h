@@ -1,8 +1,9 @@
 // Table metrics: what /metrics and /stats say about scan_keys itself — the de-duplication horizon's expiry
 // (rows expired, the oldest row's age, the expiry lag and its falling-behind episodes), the table's and its
 // indexes' bytes and dead tuples (storage/horizon/expiry.h reads them after every pass), and the first_seen BRIN
-// summarizer (storage/horizon/brin_summarizer.h). Invariant: a figure is written only when its source runs (an
-// optional snapshot field is empty otherwise), and every vital sign is the last pass's (no query per scrape).
+// summarizer (storage/horizon/brin_summarizer.h), and the epochs' switcher (storage/epochs/switcher.h). Invariant: a
+// figure is written only when its source runs (an optional snapshot field is empty otherwise), and every vital sign
+// is the last pass's (no query per scrape).
 // Use: from RenderPrometheus / RenderStatsJson (server/metrics/metrics.cc).
 #pragma once
 

@@ -43,13 +43,8 @@ EpochCatalog ReadEpochCatalog(pqxx::connection_base& conn, bool summaries) {
   return c;
 }
 
-void RequireWritableByThisVersion(const EpochCatalog& c, bool check_closed) {
+void RequireWritableByThisVersion(const EpochCatalog& c) {
   if (c.open_id == 0) throw EpochsNotChecked("the database's epoch catalog (scangate_epochs) has no open epoch");
-  if (!c.closed.empty() && !check_closed) {
-    throw EpochsNotChecked("the database has " + std::to_string(c.closed.size()) +
-                           " closed epoch(s) (scangate_epochs), which this scangate does not check: writing there "
-                           "could call a key new a second time; run a scangate that checks closed epochs");
-  }
 }
 
 const std::string& RequirePlainRelation(const std::string& relation) {

@@ -1,8 +1,7 @@
 // The epochs' catalog as a writer reads it (sql/018: scangate_epochs, scangate_epoch_catalog), and what a writer of
 // this version accepts. Invariant: a writer writes only under the catalog generation it read, and checks every
-// epoch that is not open which that catalog lists (storage/epochs/closed_probe.h) — or, by default, refuses a catalog
-// that lists one: the readers (warm start, lookup, the followers) do not read closed epochs yet, so an ack=filter
-// instance's filter could not know their keys. Every writing transaction names the generation it read in its first
+// epoch that is not open which that catalog lists (core/closed_epochs.h, storage/pg/batch_closed.cc); it refuses a
+// catalog without an open epoch or naming a relation it would have to quote. Every writing transaction names the generation it read in its first
 // statement, scangate_write_order($1) (kWriteOrderSql): PostgreSQL orders it against a change of the catalog and fails
 // it with SGE01 (IsEpochCatalogChange) when the catalog moved on, before it wrote anything. Use: at every writer
 // connect (storage/write/writer_context.cc) and at start (storage/start).
@@ -38,6 +37,12 @@ class EpochsNotChecked : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What every writer's connection says of itself (its options: storage/pg/conninfo.h extra_options): it checks the
+// closed epochs. sql/019's guard refuses the inserts of a scangate writer (a session with sql/014's
+// scangate.digest_scheme) that does not say so — a version older than the epochs, which would call a key of a closed
+// epoch new a second time.
+inline constexpr const char* kEpochWriterOption = "-c scangate.epochs=checked";
+
 // The writing transactions' first statement (a prepared statement's text, or a simple query's with the generation
 // written in): $1 = the generation the writer read.
 inline constexpr const char* kWriteOrderSql = "SELECT scangate_write_order($1)";
@@ -47,9 +52,8 @@ inline constexpr const char* kWriteOrderSql = "SELECT scangate_write_order($1)";
 // a relation that is not a plain identifier (RequirePlainRelation). Any thread, one connection each.
 EpochCatalog ReadEpochCatalog(pqxx::connection_base& conn, bool summaries = true);
 
-// Throws EpochsNotChecked unless `c` has its open epoch and, with `check_closed` false (the product's default,
-// StoreOptions::check_closed_epochs), no other. Pure.
-void RequireWritableByThisVersion(const EpochCatalog& c, bool check_closed = false);
+// Throws EpochsNotChecked unless `c` has its open epoch. Pure.
+void RequireWritableByThisVersion(const EpochCatalog& c);
 
 // `relation` (a closed epoch's table, read from scangate_epochs), checked to be a plain identifier — it goes into SQL
 // text unquoted — or EpochsNotChecked. Every reader of the catalog's relations calls it. Pure.

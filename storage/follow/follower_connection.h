@@ -71,6 +71,7 @@ struct Follower::Connections {
   std::string slot;
   follow_detail::ConnPtr poll;
   std::string snapshot;
+  bool switched_epochs = false;  // poll: the schema has sql/019's scangate_follow_switched (an epoch switch's rows)
   std::uint64_t generation = 0;
   bool moved = false;
 };

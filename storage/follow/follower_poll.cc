@@ -1,7 +1,8 @@
 // The polling follower (--follow=poll; storage/follow/follower.h): one ordinary connection and, every
 // probe_interval, one statement that returns the digests committed since the previous poll's snapshot and its own
 // snapshot. No replication connection, slot, wal_level=logical or REPLICATION role: only sql/010's commit_xid
-// (the inserting — or taking-over — transaction's top-level xid8) and its index.
+// (the inserting — or taking-over — transaction's top-level xid8) and its index. Across the epochs' switches
+// (sql/019): each poll also reads the epochs switched since its previous snapshot (scangate_follow_switched).
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -31,10 +32,12 @@ using follow_detail::BootNs;
 std::string SessionSql(std::chrono::milliseconds statement_timeout) {
   return "SET statement_timeout = " + std::to_string(statement_timeout.count());
 }
-// The first snapshot, and that the schema has the column (sql/010; a database scangate did not migrate may not).
+// The first snapshot, that the schema has the column (sql/010; a database scangate did not migrate may not), and
+// whether it has the epochs' switch (sql/019; a database an older scangate migrated has not: no epoch switches there).
 constexpr const char* kStartSql =
     "SELECT pg_current_snapshot()::text, EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'scan_keys'::regclass "
-    "AND attname = 'commit_xid' AND NOT attisdropped)";
+    "AND attname = 'commit_xid' AND NOT attisdropped), "
+    "to_regprocedure('scangate_follow_switched(pg_snapshot,boolean,anyelement)') IS NOT NULL";
 
 // One poll. $1 = the previous poll's snapshot P; the statement's own snapshot S (pg_current_snapshot() is the
 // statement's active snapshot, the one its scans read with) is returned in the row whose digest is NULL. A row
@@ -51,6 +54,10 @@ constexpr const char* kStartSql =
 // NULL is left untyped and takes it.
 // The fourth column ({PEERS}, issue 42): with FollowerOptions::peers, the peers' watermark rows as JSON text in the
 // snapshot row (storage/peers/peer_sql.h) — the same snapshot as the digests — else NULL.
+// {SWITCHED} (sql/019): the rows of each epoch switched between P and S that P did not see. scan_keys above is the
+// open epoch of S: a switch holds scan_keys' lock until it commits, and the name is resolved before S is taken. The
+// rows written into the epoch a switch closed were all committed before the switch (the write order), so they are
+// visible in every S that sees the switch: read once, in the first poll whose S does.
 constexpr const char* kPollSql = R"sql(
 SELECT pg_current_snapshot()::text, NULL, NULL::timestamptz, {PEERS}
 UNION ALL
@@ -58,13 +65,20 @@ SELECT NULL, digest, {SEEN}, NULL FROM scan_keys
  WHERE commit_xid >= pg_snapshot_xmax($1::pg_snapshot) AND commit_xid < pg_snapshot_xmax(pg_current_snapshot())
 UNION ALL
 SELECT NULL, digest, {SEEN}, NULL FROM scan_keys
- WHERE commit_xid = ANY (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot)))
+ WHERE commit_xid = ANY (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot))){SWITCHED}
 )sql";
+constexpr const char* kSwitchedSql = R"sql(
+UNION ALL
+SELECT NULL, s.digest, s.first_seen, NULL
+  FROM scangate_follow_switched($1::pg_snapshot, {LEARNED}, (SELECT digest FROM scan_keys LIMIT 0)) AS s)sql";
 constexpr const char* kSeen = "CASE WHEN lot IS NULL AND expiry IS NULL THEN first_seen END";
 constexpr const char* kNoSeen = "NULL::timestamptz";
 
-std::string PollSql(bool seen, const std::string& peers_sql) {
+std::string PollSql(bool seen, bool switched, const std::string& peers_sql) {
   std::string sql = kPollSql;
+  std::string switched_sql = switched ? kSwitchedSql : "";
+  if (switched) switched_sql.replace(switched_sql.find("{LEARNED}"), 9, seen ? "true" : "false");
+  sql.replace(sql.find("{SWITCHED}"), 10, switched_sql);
   for (std::size_t at; (at = sql.find("{SEEN}")) != std::string::npos;) sql.replace(at, 6, seen ? kSeen : kNoSeen);
   sql.replace(sql.find("{PEERS}"), 7, peers_sql.empty() ? std::string("NULL::text") : peers_sql);
   return sql;
@@ -103,6 +117,7 @@ void Follower::ConnectPoll(Connections& c, const std::string& conninfo) {
         "at start to every database it writes to); --follow=logical does not need it, --follow=off turns following "
         "off");
   }
+  c.switched_epochs = std::string_view(PQgetvalue(r.get(), 0, 2)) == "t";
   c.snapshot = PQgetvalue(r.get(), 0, 0);
   if (!WellFormedSnapshot(c.snapshot)) throw FollowError("first snapshot: malformed '" + c.snapshot + "'");
 }
@@ -110,7 +125,8 @@ void Follower::ConnectPoll(Connections& c, const std::string& conninfo) {
 void Follower::Poll(Connections& c) {
   Up("poll");
   const bool peers = options_.peers && !options_.peers_sql.empty();
-  const std::string sql = PollSql(static_cast<bool>(options_.learned), peers ? options_.peers_sql : std::string());
+  const std::string sql =
+      PollSql(static_cast<bool>(options_.learned), c.switched_epochs, peers ? options_.peers_sql : std::string());
   std::vector<Digest> digests, learned;
   std::vector<std::int64_t> learned_us;
   const auto within = options_.statement_timeout + kAnswerGrace;

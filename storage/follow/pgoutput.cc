@@ -1,5 +1,6 @@
 #include "storage/follow/pgoutput.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "storage/pg/pg_binary.h"
@@ -59,6 +60,10 @@ std::optional<std::string> StreamReader::Read(std::string_view m, StreamEvent& o
   return ReadPgoutput(m, out);
 }
 
+bool StreamReader::Followed(std::uint32_t oid) const {
+  return std::find(relation_oids_.begin(), relation_oids_.end(), oid) != relation_oids_.end();
+}
+
 std::optional<std::string> StreamReader::ReadPgoutput(std::string_view m, StreamEvent& out) {
   std::string_view tag;
   if (!Take(m, 1, tag)) return "empty pgoutput message";
@@ -84,21 +89,22 @@ std::optional<std::string> StreamReader::ReadPgoutput(std::string_view m, Stream
       std::uint32_t oid = 0;
       std::string_view nspname, relname;
       if (!TakeInt(m, oid) || !TakeCString(m, nspname) || !TakeCString(m, relname)) return "short relation message";
-      if (relname == relation_) relation_oid_ = oid;
+      std::erase(relation_oids_, oid);
+      if (relname == relation_) relation_oids_.push_back(oid);
       return std::nullopt;
     }
     case 'I': {  // insert: oid, 'N', the new tuple
       std::uint32_t oid = 0;
       std::string_view n;
       if (!TakeInt(m, oid) || !Take(m, 1, n) || n[0] != 'N') return "malformed insert message";
-      if (!relation_oid_ || oid != *relation_oid_) return std::nullopt;  // another table
+      if (!Followed(oid)) return std::nullopt;  // another table
       return ReadRow(m);
     }
     case 'U': {  // update: oid, optionally 'K'/'O' + the old tuple, then 'N' + the new tuple
       std::uint32_t oid = 0;
       std::string_view kind;
       if (!TakeInt(m, oid) || !Take(m, 1, kind)) return "malformed update message";
-      if (!relation_oid_ || oid != *relation_oid_) return std::nullopt;
+      if (!Followed(oid)) return std::nullopt;
       if (kind[0] == 'K' || kind[0] == 'O') {
         if (auto e = ReadRow(m)) return e;  // the old key: the same digest (the primary key is not updated)
         if (!pending_.empty()) pending_.pop_back();

@@ -46,7 +46,10 @@ class StreamReader {
   std::optional<std::string> ReadRow(std::string_view& m);
 
   std::string relation_;
-  std::optional<std::uint32_t> relation_oid_;  // the followed table's oid, from its Relation message
+  // The oids of the tables named `relation_` in their latest Relation message: the epochs' open table changes at a
+  // switch (sql/019), and a table renamed away (a closed epoch) is not followed. A handful at most.
+  std::vector<std::uint32_t> relation_oids_;
+  bool Followed(std::uint32_t oid) const;
   std::vector<Digest> pending_;                // rows of the open transaction
 };
 

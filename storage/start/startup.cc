@@ -29,7 +29,7 @@ bool SleepFor(std::chrono::milliseconds pause) {
   return true;
 }
 
-void MigrateWithRetry(const std::string& conninfo, const RetryPolicy& policy, bool check_closed_epochs) {
+void MigrateWithRetry(const std::string& conninfo, const RetryPolicy& policy) {
   std::optional<StartError> last;
   const bool done = RetryWithBackoff(
       policy,
@@ -37,7 +37,7 @@ void MigrateWithRetry(const std::string& conninfo, const RetryPolicy& policy, bo
         try {
           pqxx::connection conn(conninfo);
           ApplyMigrations(conn);
-          RequireWritableByThisVersion(ReadEpochCatalog(conn), check_closed_epochs);
+          RequireWritableByThisVersion(ReadEpochCatalog(conn));
           return true;
         } catch (const SchemaTooNew& e) {
           throw StartError(std::string("schema: ") + e.what(), "", true);

@@ -36,7 +36,7 @@ bool SleepFor(std::chrono::milliseconds pause);
 // failure that may heal under `policy`. Throws StartError (storage/start/start_error.h): at once when it is
 // permanent or not a connection failure, else the last one once the policy's deadline passed.
 // Then reads the epochs' catalog and refuses (permanent) one this version cannot write under
-// (storage/epochs/catalog.h RequireWritableByThisVersion, `check_closed_epochs`: StoreOptions').
-void MigrateWithRetry(const std::string& conninfo, const RetryPolicy& policy, bool check_closed_epochs = false);
+// (storage/epochs/catalog.h RequireWritableByThisVersion).
+void MigrateWithRetry(const std::string& conninfo, const RetryPolicy& policy);
 
 }  // namespace scangate::storage

@@ -22,7 +22,6 @@ constexpr std::chrono::milliseconds kIdleConnectionCheck{250};
 Writer::Writer(StoreShared& shared, unsigned index) : shared_(shared), runner_(shared, state_) {
   state_.index = index;
   state_.retention = shared.options.retention;
-  state_.check_closed_epochs = shared.options.check_closed_epochs;
   state_.target = shared.target.Get(&state_.target_generation);
 }
 

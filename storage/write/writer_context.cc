@@ -28,7 +28,7 @@ bool ConnectWriter(WriterState& w, const std::string& conninfo, std::string* err
     w.layout = BatchStatement::Prepare(*conn, w.retention);
     // Read on every connect: after a failover the new primary's catalog may not be the one read before.
     EpochCatalog catalog = ReadEpochCatalog(*conn);
-    RequireWritableByThisVersion(catalog, w.check_closed_epochs);
+    RequireWritableByThisVersion(catalog);
     BatchStatement::PrepareClosedProbe(*conn, catalog.relations, w.retention, w.layout);
     // With closed epochs, the statements are planned once (generic plans): the closed epochs' look-up has a branch
     // per epoch, and PostgreSQL would plan it at every execution (its custom plans, each costed for the batch's

@@ -58,7 +58,6 @@ struct WriterState {
   TableLayout layout = TableLayout::kUuid16;  // writer thread only: scan_keys' layout when `conn` was prepared
   std::int64_t epoch_generation = 0;  // writer thread only: the epochs' catalog generation read when `conn` connected
   std::vector<ClosedEpoch> closed_epochs;  // writer thread only: that catalog's closed epochs (its probe is prepared)
-  bool check_closed_epochs = false;        // StoreOptions::check_closed_epochs
   WriterQueue queue;
   std::unique_ptr<PgConnection> conn;      // writer thread only
   std::vector<WriteBehindDone> sink_rows;  // writer thread only: Deliver's batch for a WriteBehindSink

@@ -976,7 +976,6 @@ TEST_F(PgTest, WarmLoadReadsTheClosedEpochs) {
   a.Close(true);
   b.Close(false);
   StoreOptions o = Options(1);
-  o.check_closed_epochs = true;  // a Store starts beside closed epochs only so (storage/store_options.h)
   o.warm_parallel_min_fraction = 0;
   {
     Store store(o);

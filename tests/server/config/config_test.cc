@@ -271,6 +271,21 @@ TEST(Config, KeysAndExpiryGrace) {
   EXPECT_NE(ParseError({"--database-url", kUrl, "--expiry-grace", "1y"}).find("expiry-grace"), std::string::npos);
 }
 
+// --epoch-keys (0 = off, the default) and --epoch-max-age (off by default; at least a minute); Describe() names them.
+TEST(Config, EpochBounds) {
+  Config c = ParseOk({"--database-url", kUrl});
+  EXPECT_EQ(c.epoch_keys, 0u);
+  EXPECT_EQ(c.epoch_max_age, 0s);
+  c = ParseOk({"--database-url", kUrl, "--epoch-keys", "2000000", "--epoch-max-age", "1d"});
+  EXPECT_EQ(c.epoch_keys, 2'000'000u);
+  EXPECT_EQ(c.epoch_max_age, 24h);
+  EXPECT_EQ(Describe(c).at("epoch_keys").to_number<std::uint64_t>(), 2'000'000u);
+  EXPECT_EQ(Describe(c).at("epoch_max_age_seconds").to_number<std::int64_t>(), 86400);
+  EXPECT_EQ(ParseOk({"--database-url", kUrl, "--epoch-max-age", "off"}).epoch_max_age, 0s);
+  EXPECT_NE(ParseError({"--database-url", kUrl, "--epoch-max-age", "30s"}).find("at least 60s"), std::string::npos);
+  EXPECT_NE(ParseError({"--database-url", kUrl, "--epoch-keys", "-1"}).find("epoch-keys"), std::string::npos);
+}
+
 // --partitions (issue 23): off by default; with it --database-url is optional (the proxy's URL stands in, for
 // the journal's identity only), the cluster name and the map's poll period are checked, and Describe() redacts the
 // proxy URL's password like the database's.

@@ -1,14 +1,15 @@
 // Tests the write paths against closed epochs (storage/pg/batch_statement.h PlanClosedProbes, the batch runner; issue
-// 54) in the fixture's PostgreSQL, with StoreOptions::check_closed_epochs (the product refuses closed epochs until the
-// readers read them): closed epochs are made by hand — a table like scan_keys with rows and a catalog row, with or
+// 54) in the fixture's PostgreSQL: closed epochs are made by hand — a table like scan_keys with rows and a catalog row, with or
 // without a summary. A key live in a closed epoch is a duplicate of that row on every write path (the batch INSERT,
 // the COPY of Bloom negatives, the pack INSERT) and is never inserted into the open epoch; a row there past the
 // horizon does not count (the key is new, inserted into the open epoch); a pinned one does; a summary that says
 // absent spares the look-up (the batch goes by COPY), one that says maybe does not; write-behind batches mixing keys
 // of two closed epochs and new keys insert exactly the new ones; under switches forced every ~200 ms while two
-// stores write overlapping keys by every path, each key is answered new exactly once and has exactly one row.
+// stores write overlapping keys by every path (the product's switch, sql/019), each key is answered new exactly once
+// and has exactly one row, and both followers see every key answered new.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <iostream>
@@ -19,11 +20,14 @@
 #include <optional>
 #include <pqxx/pqxx>
 #include <random>
+#include <set>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "storage/epochs/catalog.h"
 #include "storage/epochs/summary_build.h"
+#include "storage/follow/follower.h"
 #include "storage/pg/pg_connection.h"
 #include "storage/store.h"
 #include "tests/answer_within.h"
@@ -45,7 +49,6 @@ StoreOptions Options() {
   o.writers = 1;
   o.reconnect_backoff_max = 200ms;
   o.retention = kRetention;
-  o.check_closed_epochs = true;
   o.log = std::make_shared<EventLog>();
   return o;
 }
@@ -198,43 +201,63 @@ TEST_F(ClosedWriteTest, MixedBatchesInsertExactlyTheNewKeys) {
   EXPECT_EQ(CountRows(watch, in_b), 0);
 }
 
-// A switch as the epochs' layout makes one (a sketch for the tests: nothing in the product switches yet): under the
-// write order's exclusive side, scan_keys is renamed to a closed epoch and a new empty scan_keys opens, in one
-// transaction, retried when a lock does not come within lock_timeout. Returns the closed epoch's table.
-std::string Switch(pqxx::connection& c, int n) {
-  const std::string closed = "scan_keys_e_switch_" + std::to_string(std::random_device{}()) + "_" + std::to_string(n);
+// The product's switch (sql/019): the next epoch prepared outside the order, then closed and opened under its
+// exclusive side in one transaction, retried when a lock does not come within lock_timeout. Returns the closed
+// epoch's table.
+std::string Switch(pqxx::connection& c) {
+  {
+    pqxx::nontransaction tx(c);
+    tx.exec("SELECT scangate_epoch_prepare()");
+  }
   for (;;) {
     try {
       pqxx::work tx(c);
-      tx.exec("SET LOCAL lock_timeout = '500ms'");
-      tx.exec("SELECT pg_advisory_xact_lock(scangate_epoch_lock_key())");
-      tx.exec("ALTER TABLE scan_keys RENAME TO " + closed);
-      tx.exec("CREATE TABLE scan_keys (LIKE " + closed + " INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)");
-      tx.exec("UPDATE scangate_epochs SET relation = " + tx.quote(closed) + ", state = 'closed', closed_at = now()"
-              " WHERE state = 'open'");
-      tx.exec("INSERT INTO scangate_epochs (relation, state) VALUES ('scan_keys', 'open')");
+      tx.exec("SET LOCAL lock_timeout = '200ms'");
+      const auto closed = tx.exec1("SELECT scangate_epoch_relation(scangate_epoch_switch())")[0].as<std::string>();
       tx.commit();
       return closed;
     } catch (const pqxx::sql_error& e) {
-      if (e.sqlstate() != "55P03") throw;  // lock_not_available: writers pass, then again
+      if (e.sqlstate() != "55P03") throw;  // lock_not_available: writers and readers pass, then again
       std::this_thread::sleep_for(20ms);
     }
   }
 }
 
+// What a follower applied.
+struct Followed {
+  std::mutex mu;
+  std::set<Digest> digests;
+  Follower::Apply Apply() {
+    return [this](std::span<const Digest> ds) {
+      const std::lock_guard lk(mu);
+      digests.insert(ds.begin(), ds.end());
+    };
+  }
+  bool Has(const Digest& d) {
+    const std::lock_guard lk(mu);
+    return digests.contains(StoredDigest(d));
+  }
+};
+
 // Forced switches every ~200 ms while two stores (two writers each) write 300 overlapping keys by every path: every
 // key answered kInserted exactly once across both stores, and every key has exactly one row across all epochs (the
-// open one and every closed one). A writer that meets a switch reads the catalog again (epoch_catalog_changed) and
+// open one and every closed one); a poll follower and a logical one, following from the start, have seen every key
+// answered new (the rows of an epoch written before its switch included: sql/019 scangate_follow_switched). A writer that meets a switch reads the catalog again (epoch_catalog_changed) and
 // looks the new closed epoch up, again at each of up to 4 changes in a row; past them it answers kUnavailable (rare:
 // fewer than 1 in 10 verdicts; never a second new).
 TEST_F(ClosedWriteTest, ForcedSwitchesNeverGiveASecondNew) {
   constexpr int kVerdicts = 1000;        // duplicates answered (each a check of the closed epochs)...
   constexpr std::size_t kSwitches = 10;  // ...across at least this many switches
-  const std::vector<Digest> keys = RandomDigests(300);
+  // 300 overlapping keys at a time, from a window that moves on by one key every millisecond: new keys are first
+  // written all along, across every switch (the followers' case), each repeated for 300 ms around it.
+  constexpr std::size_t kOverlap = 300;
+  const std::vector<Digest> keys = RandomDigests(kOverlap + 60'000);
+  const auto began = std::chrono::steady_clock::now();
   std::mutex mu;
   std::map<std::size_t, int> inserted;  // key index -> kInserted answers
   std::map<Outcome, int> outcomes;
   std::vector<std::string> closed_tables;
+  Followed polled, decoded;
   {
     auto log = std::make_shared<EventLog>();
     auto o = Options();
@@ -243,12 +266,22 @@ TEST_F(ClosedWriteTest, ForcedSwitchesNeverGiveASecondNew) {
     Store a(o), b(o);
     a.Start();
     b.Start();
+    auto reload = [&](const Follower::Apply&) -> std::uint64_t { return 0; };  // they follow from before any key
+    FollowerOptions fo;
+    fo.conninfo = PgTestUrl();
+    fo.probe_interval = 20ms;
+    fo.method = FollowMethod::kPoll;
+    Follower poll(fo, polled.Apply(), reload);
+    fo.method = FollowMethod::kLogical;
+    Follower logical(fo, decoded.Apply(), reload);
+    ASSERT_TRUE(poll.Start()) << poll.Stats().error;
+    ASSERT_TRUE(logical.Start()) << logical.Stats().error;
     std::atomic<bool> stop{false}, enough{false};
     std::thread switcher([&] {
       pqxx::connection c(PgTestUrl());
-      for (int n = 0; !stop.load(); ++n) {
+      while (!stop.load()) {
         std::this_thread::sleep_for(200ms);
-        const std::string t = Switch(c, n);
+        const std::string t = Switch(c);
         const std::lock_guard lk(mu);
         closed_tables.push_back(t);
       }
@@ -263,7 +296,10 @@ TEST_F(ClosedWriteTest, ForcedSwitchesNeverGiveASecondNew) {
         while (std::chrono::steady_clock::now() < until && !enough.load()) {
           std::vector<std::pair<std::size_t, std::unique_ptr<Answer<Result>>>> wave;
           for (int i = 0; i < 16; ++i) {  // a wave in flight at once: the writers batch it
-            const std::size_t k = rng() % keys.size();
+            const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                                  began).count();
+            const std::size_t k =
+                std::min<std::size_t>(static_cast<std::size_t>(ms), keys.size() - kOverlap) + rng() % kOverlap;
             const WritePath& path = kWritePaths[rng() % 3];
             PackAttrs attrs;
             if (path.pack) attrs.expiry = 20'000;
@@ -290,6 +326,20 @@ TEST_F(ClosedWriteTest, ForcedSwitchesNeverGiveASecondNew) {
     a.Shutdown();
     b.Shutdown();
     EXPECT_GT(log->Count("epoch_catalog_changed"), 0) << "no writer met a switch: the test did not test it";
+    // Every key answered new reached both followers (a key's row is committed before its answer).
+    for (Follower* f : {&poll, &logical}) {
+      const auto until = std::chrono::steady_clock::now() + 30s;
+      Followed& seen = f == &poll ? polled : decoded;
+      auto missing = [&] {
+        std::size_t n = 0;
+        for (const auto& [k, count] : inserted) n += seen.Has(keys[k]) ? 0 : 1;
+        return n;
+      };
+      while (missing() != 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(20ms);
+      EXPECT_EQ(missing(), 0u) << (f == &poll ? "poll" : "logical") << " follower: of " << inserted.size()
+                               << " keys answered new, these were never followed; " << f->Stats().error;
+      f->Stop();
+    }
   }
   EXPECT_GE(closed_tables.size(), kSwitches);
   EXPECT_GE(outcomes[Outcome::kDuplicate], kVerdicts) << "too few verdicts within 60 s to mean anything";
@@ -302,17 +352,21 @@ TEST_F(ClosedWriteTest, ForcedSwitchesNeverGiveASecondNew) {
   pqxx::work tx(c);
   std::string all = "SELECT digest FROM scan_keys";
   for (const auto& t : closed_tables) all += " UNION ALL SELECT digest FROM " + t;
-  for (std::size_t k = 0; k < keys.size(); ++k) {
-    const auto rows = tx.exec_params1("SELECT count(*) FROM (" + all + ") AS e WHERE digest = scangate_stored_digest($1::bytea)",
-                                      HexBytea(keys[k]))[0]
-                          .as<int>();
-    EXPECT_EQ(rows, inserted.count(k) != 0 ? 1 : 0) << "key " << k;
+  std::map<std::string, int> rows;  // stored digest (hex bytea) -> rows across the epochs
+  for (const auto& row : tx.exec("SELECT " + std::string(kStoredHexByteaSql) + ", count(*) FROM (" + all +
+                                 ") AS e GROUP BY digest")) {
+    rows[row[0].as<std::string>()] = row[1].as<int>();
+  }
+  for (std::size_t k = 0; k < keys.size(); ++k) {  // the other cases' rows are in scan_keys too: not counted
+    const auto it = rows.find(StoredHexBytea(keys[k]));
+    EXPECT_EQ(it == rows.end() ? 0 : it->second, inserted.count(k) != 0 ? 1 : 0) << "key " << k;
   }
   // Leave the database as other cases expect it: one open epoch.
   for (const auto& t : closed_tables) {
     tx.exec("DELETE FROM scangate_epochs WHERE relation = " + tx.quote(t));
     tx.exec("DROP TABLE " + t);
   }
+  tx.exec("DROP TABLE IF EXISTS scan_keys_upcoming");
   tx.commit();
 }
 

@@ -1,6 +1,6 @@
 // StreamReader (storage/follow/pgoutput.h) over hand-built replication messages in pgoutput's protocol version 1:
 // a transaction's inserted and updated digests of scan_keys come out at its commit with its end LSN and time,
-// another table's rows are ignored, keepalives report the server's position, and a malformed message or a row
+// another table's rows are ignored (every table named scan_keys is followed: the epochs' switch), keepalives report the server's position, and a malformed message or a row
 // without a digest (bytea hex of 32 bytes, or sql/013's uuid) is an error, never an empty transaction. Digests come
 // out in their stored form (core/digest.h). Also ParseLsn and the status update's layout.
 #include "storage/follow/pgoutput.h"
@@ -120,6 +120,27 @@ TEST(StreamReader, UuidDigestsAreTheStoredForm) {
                           "abababab-abab-abab-abab-abababababaX"}) {
     EXPECT_TRUE(r.Read(Insert(7, bad), ev).has_value()) << bad;
   }
+}
+
+// An epochs' switch (sql/019): the open table scan_keys (oid 7) is renamed to a closed epoch and another table
+// (oid 8) becomes scan_keys. Both tables' rows under the name scan_keys are followed, in one transaction and after;
+// a table whose latest Relation message names it otherwise (the closed epoch, renamed) is not.
+TEST(StreamReader, FollowsEveryTableNamedScanKeysAcrossASwitch) {
+  StreamReader r;
+  StreamEvent ev;
+  for (const std::string& m : {Begin(), Relation(7, "scan_keys"), Insert(7, HexText(0x01)), Relation(8, "scan_keys"),
+                               Insert(8, HexText(0x02)), Insert(7, HexText(0x03))}) {
+    ASSERT_FALSE(r.Read(m, ev).has_value());
+  }
+  ASSERT_FALSE(r.Read(Commit(0x5000, 1'700'000'000'000'000), ev).has_value());
+  ASSERT_EQ(ev.digests.size(), 3u) << "a row of one of the two tables named scan_keys was not followed";
+  for (const std::string& m : {Begin(), Relation(7, "scan_keys_e00000000000000a1"), Insert(7, HexText(0x04)),
+                               Insert(8, HexText(0x05))}) {
+    ASSERT_FALSE(r.Read(m, ev).has_value());
+  }
+  ASSERT_FALSE(r.Read(Commit(0x6000, 1'700'000'000'000'001), ev).has_value());
+  ASSERT_EQ(ev.digests.size(), 1u) << "the renamed table's row was followed, or the open one's lost";
+  EXPECT_EQ(ev.digests[0][0], 0x05);
 }
 
 TEST(StreamReader, KeepaliveReportsTheServersPosition) {

@@ -16,6 +16,7 @@
 
 #include <pqxx/pqxx>
 
+#include "storage/epochs/catalog.h"
 #include "storage/scheme/scheme_record.h"
 #include "tests/storage/epochs/hand_closed_epoch.h"
 #include "tests/storage/pg_test_db.h"
@@ -25,8 +26,8 @@ namespace {
 
 std::string WriterUrl(const DigestScheme& s) {
   return PgTestUrl() + (PgTestUrl().find('?') == std::string::npos ? "?" : "&") + "options=" +
-         [&] {  // URL-encoded "-c scangate.digest_scheme=<hex>"
-           std::string o = SchemeOption(s);
+         [&] {  // URL-encoded "-c scangate.digest_scheme=<hex> -c scangate.epochs=checked", as the Store's writers
+           std::string o = SchemeOption(s) + " " + kEpochWriterOption;
            std::string out;
            for (char c : o) out += c == ' ' ? std::string("%20") : c == '=' ? std::string("%3D") : std::string(1, c);
            return out;

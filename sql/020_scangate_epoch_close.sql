@@ -1,0 +1,79 @@
+-- The epochs' close (issue 54; the switch: sql/019): a `closing` epoch — the table a switch renamed, still in the open
+-- epoch's shape with every index the open epoch needs — becomes a compact `closed` one with its membership summary.
+--
+-- * scangate_epoch_compact(epoch) writes the epoch's rows once more, sorted by digest, into scan_keys_c<id in hex>:
+--   only the columns a closed epoch's readers use (the writers' look-up, /lookup, the warm start; no commit_xid: the
+--   poll follower reads an epoch without it whole), its primary key at fillfactor 100 and no other index. One
+--   transaction, so an interrupted one leaves nothing; a compact table that exists is whole, and is used as it is.
+--   The closing table is immutable (every writer of it committed before its switch: sql/019), so nothing is locked
+--   but what a read locks.
+-- * The caller reads the compact table's digests into the summary (storage/epochs/summary_build.h).
+-- * scangate_epoch_close(epoch, summary) swaps them in the caller's transaction, under the write order's exclusive
+--   side (every writer re-reads the catalog: the relation and the summary change): the catalog row names the compact
+--   table, is `closed`, and holds the summary and the epoch's bounds (keys, latest first_seen and keep_until: what an
+--   expiry by dropping the epoch will read); the closing table is dropped. The caller sets a short lock_timeout and
+--   retries on 55P03 (the drop waits for readers of the closing table).
+-- Each step can be run again after an interruption at any point: compact returns the whole table an earlier run
+-- committed, close does nothing for an epoch that is closed already.
+
+ALTER TABLE scangate_epochs ADD COLUMN keys int8, ADD COLUMN max_first_seen timestamptz,
+  ADD COLUMN max_keep_until timestamptz;
+
+-- A compact epoch's table: scan_keys_c + 16 hex digits of its id.
+CREATE FUNCTION scangate_epoch_compact_relation(id int8) RETURNS name
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT ('scan_keys_c' || lpad(to_hex(id), 16, '0'))::name $$;
+
+CREATE FUNCTION scangate_epoch_compact(epoch int8) RETURNS name
+LANGUAGE plpgsql
+AS $f$
+DECLARE
+  rel name;
+  compact name := scangate_epoch_compact_relation(epoch);
+BEGIN
+  SELECT e.relation INTO rel FROM scangate_epochs e WHERE e.id = epoch AND e.state = 'closing';
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'scangate epochs: epoch % is not closing', epoch USING ERRCODE = 'SGE02';
+  END IF;
+  IF to_regclass(compact) IS NOT NULL THEN
+    RETURN compact;  -- an earlier run's: committed whole
+  END IF;
+  EXECUTE format('CREATE TABLE %I (first_seen timestamptz NOT NULL, keep_until timestamptz, digest uuid NOT NULL, '
+                 'lot uuid, request uuid, expiry date, seen_by text) WITH (fillfactor = 100)', compact);
+  EXECUTE format('INSERT INTO %I SELECT first_seen, keep_until, digest, lot, request, expiry, seen_by FROM %I '
+                 'ORDER BY digest', compact, rel);
+  EXECUTE format('ALTER TABLE %I ADD CONSTRAINT %I PRIMARY KEY (digest) WITH (fillfactor = 100)', compact,
+                 compact || '_pkey');
+  RETURN compact;
+END
+$f$;
+
+CREATE FUNCTION scangate_epoch_close(epoch int8, summary bytea) RETURNS bool
+LANGUAGE plpgsql
+AS $f$
+DECLARE
+  rel name;
+  compact name := scangate_epoch_compact_relation(epoch);
+  n int8;
+  mf timestamptz;
+  mk timestamptz;
+BEGIN
+  IF to_regclass(compact) IS NULL THEN
+    RAISE EXCEPTION 'scangate epochs: epoch % has no compact table (scangate_epoch_compact first)', epoch
+      USING ERRCODE = 'SGE02';
+  END IF;
+  -- Read before the order's lock: writers do not wait for it.
+  EXECUTE format('SELECT count(*), max(first_seen), max(keep_until) FROM %I', compact) INTO n, mf, mk;
+  PERFORM pg_advisory_xact_lock(scangate_epoch_lock_key());
+  SELECT e.relation INTO rel FROM scangate_epochs e WHERE e.id = epoch AND e.state = 'closing' FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN false;  -- closed already (another instance, or an earlier run)
+  END IF;
+  EXECUTE format('LOCK TABLE %I IN ACCESS EXCLUSIVE MODE', rel);
+  UPDATE scangate_epochs SET relation = compact, state = 'closed', summary = scangate_epoch_close.summary, keys = n,
+         max_first_seen = mf, max_keep_until = mk
+   WHERE id = epoch;
+  EXECUTE format('DROP TABLE %I', rel);
+  RETURN true;
+END
+$f$;

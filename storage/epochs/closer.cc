@@ -1,0 +1,85 @@
+#include "storage/epochs/closer.h"
+
+#include <string>
+
+#include <pqxx/pqxx>
+
+#include "storage/epochs/catalog.h"
+#include "storage/epochs/summary_build.h"
+#include "storage/pg/sql_state.h"
+
+namespace scangate::storage {
+namespace {
+
+constexpr const char* kOldestClosingSql =
+    "SELECT id FROM scangate_epochs WHERE state = 'closing' ORDER BY opened_at, id LIMIT 1";
+// A session lock: one closer per database. Released when the close ends, or with the session.
+constexpr const char* kTryCloserLockSql = "SELECT pg_try_advisory_lock(scangate_epoch_lock_key() + 2)";
+constexpr const char* kCloserUnlockSql = "SELECT pg_advisory_unlock(scangate_epoch_lock_key() + 2)";
+constexpr const char* kCompactSql = "SELECT scangate_epoch_compact($1)";
+constexpr const char* kCloseSql = "SELECT scangate_epoch_close($1, $2)";
+constexpr const char* kLockNotAvailable = "55P03";
+constexpr auto kRetryPause = std::chrono::milliseconds(20);
+
+double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// The close proper, with the closer's lock held.
+EpochClose Close(PgConnection& conn, std::int64_t epoch, std::chrono::milliseconds lock_timeout, int attempts,
+                 const std::function<bool(std::chrono::milliseconds)>& wait) {
+  EpochClose out;
+  out.epoch = epoch;
+  auto began = std::chrono::steady_clock::now();
+  std::string compact;
+  {
+    pqxx::work tx(conn, "scangate_epoch_compact");
+    compact = tx.exec_params1(kCompactSql, epoch)[0].as<std::string>();
+    tx.commit();
+  }
+  out.compact_seconds = SecondsSince(began);
+  began = std::chrono::steady_clock::now();
+  const std::string summary = BuildEpochSummary(conn.raw(), RequirePlainRelation(compact)).Serialize();
+  out.summary_seconds = SecondsSince(began);
+  out.summary_bytes = summary.size();
+  for (out.attempts = 1;; ++out.attempts) {
+    began = std::chrono::steady_clock::now();
+    try {
+      pqxx::work tx(conn, "scangate_epoch_close");
+      tx.exec("SET LOCAL lock_timeout = " + std::to_string(lock_timeout.count()));
+      tx.exec_params1(kCloseSql, epoch, pqxx::binarystring(summary.data(), summary.size()));
+      out.keys = tx.exec_params1("SELECT coalesce(keys, 0) FROM scangate_epochs WHERE id = $1", epoch)[0]
+                     .as<std::int64_t>();
+      tx.commit();
+      out.swap_seconds = SecondsSince(began);
+      out.closed = true;
+      return out;
+    } catch (const pqxx::sql_error& e) {
+      if (SqlStateOf(e) != kLockNotAvailable) throw;
+    }
+    out.swap_seconds = SecondsSince(began);
+    if (out.attempts >= attempts || wait(kRetryPause)) return out;  // postponed: the compact table is kept
+  }
+}
+
+}  // namespace
+
+std::optional<EpochClose> CloseOneEpoch(PgConnection& conn, std::chrono::milliseconds lock_timeout, int attempts,
+                                        const std::function<bool(std::chrono::milliseconds)>& wait) {
+  std::optional<std::int64_t> epoch;
+  {
+    pqxx::nontransaction tx(conn);
+    if (!tx.exec1(kTryCloserLockSql)[0].as<bool>()) return std::nullopt;  // another session closes one
+    // Read with the lock held: an epoch another closer finished before it is not closing any more.
+    const pqxx::result r = tx.exec(kOldestClosingSql);
+    if (!r.empty()) epoch = r[0][0].as<std::int64_t>();
+  }
+  // When Close throws, the caller drops the connection, and the session's lock goes with it.
+  std::optional<EpochClose> out;
+  if (epoch) out = Close(conn, *epoch, lock_timeout, attempts, wait);
+  pqxx::nontransaction tx(conn);
+  tx.exec(kCloserUnlockSql);
+  return out;
+}
+
+}  // namespace scangate::storage

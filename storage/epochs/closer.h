@@ -1,0 +1,39 @@
+// CloseOneEpoch: the close of one `closing` epoch (sql/020; issue 54) — its rows rewritten compact and sorted, its
+// membership summary built from them, both swapped into the catalog and the closing table dropped. Invariant: every
+// digest the closing table holds is in the compact table and in its summary before the catalog names them (the
+// closing table is immutable: its writers all committed before its switch), and the swap takes the write order's
+// exclusive side, so a writer checks either the closing table row by row or the compact one through its summary,
+// never neither. Each step can be run again after an interruption anywhere (scangate_epoch_compact reuses a whole
+// table; scangate_epoch_close does nothing for an epoch closed already). One close at a time per database, across
+// instances (a session advisory lock tried, not waited for). Use: from the epoch switcher's pass
+// (storage/epochs/switcher.h), on its own connection.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+
+#include "storage/pg/pg_connection.h"
+
+namespace scangate::storage {
+
+struct EpochClose {
+  std::int64_t epoch = 0;        // the epoch's id
+  bool closed = false;           // false: postponed (its locks did not come within lock_timeout, every attempt)
+  int attempts = 0;              // swap attempts made
+  std::int64_t keys = 0;         // rows of the compact table
+  std::size_t summary_bytes = 0;
+  double compact_seconds = 0;    // the rewrite
+  double summary_seconds = 0;    // reading the digests into the summary
+  double swap_seconds = 0;       // the swap's transaction, lock waits included (the last attempt)
+};
+
+// Closes the oldest closing epoch of `conn`'s database. nullopt: none is closing, or another session is closing one.
+// The swap is tried `attempts` times at `lock_timeout`, `wait(20 ms)` apart (true from `wait`: give up now).
+// Throws pqxx errors and std::runtime_error (the summary's read); the connection is then unusable. Threading: one
+// call per connection at a time.
+std::optional<EpochClose> CloseOneEpoch(PgConnection& conn, std::chrono::milliseconds lock_timeout, int attempts,
+                                        const std::function<bool(std::chrono::milliseconds)>& wait);
+
+}  // namespace scangate::storage
