@@ -46,14 +46,16 @@ void StorageReaders::Start() {
     eo.log = options_.log;
     if (options_.clocks != nullptr) eo.clock = &options_.clocks->at(p);
     expiry_.push_back(std::make_unique<storage::Expiry>(std::move(eo)));
-    if (options_.epoch_keys > 0 || options_.epoch_max_age.count() > 0) {
-      storage::EpochSwitcherOptions so;
-      so.conninfo = MaintenanceConninfo(conninfo, "scangate-epochs");
-      so.max_keys = static_cast<std::int64_t>(options_.epoch_keys);
-      so.max_age = options_.epoch_max_age;
-      so.log = options_.log;
-      epochs_.push_back(std::make_unique<storage::EpochSwitcher>(std::move(so)));
-    }
+    // The epochs (storage/epochs/switcher.h): switched at this instance's bounds, if any; closed and dropped by
+    // every instance, whoever switched them.
+    storage::EpochSwitcherOptions so;
+    so.conninfo = MaintenanceConninfo(conninfo, "scangate-epochs");
+    so.max_keys = static_cast<std::int64_t>(options_.epoch_keys);
+    so.max_age = options_.epoch_max_age;
+    so.retention = options_.retention;
+    if (options_.clocks != nullptr) so.clock = &options_.clocks->at(p);
+    so.log = options_.log;
+    epochs_.push_back(std::make_unique<storage::EpochSwitcher>(std::move(so)));
   }
   storage::LookupOptions lo;
   lo.retention = options_.retention;
@@ -142,6 +144,8 @@ void StorageReaders::Fill(MetricsSnapshot& s) const {
       sum.lock_timeouts += x.lock_timeouts;
       sum.closes += x.closes;
       sum.closes_postponed += x.closes_postponed;
+      sum.drops += x.drops;
+      sum.dropped_keys += x.dropped_keys;
       sum.last_close_seconds = std::max(sum.last_close_seconds, x.last_close_seconds);
       // The largest open epoch and closed-epoch count of any partition: what a bound and a look-up face.
       sum.open_keys = std::max(sum.open_keys, x.open_keys);

@@ -28,7 +28,7 @@ namespace scangate::server {
 struct StorageReaderOptions {
   std::chrono::seconds retention{0};
   bool pack_horizons = false;
-  // The epochs' bounds (storage/epochs/switcher.h); both 0: no switcher.
+  // The epochs' bounds (storage/epochs/switcher.h); both 0: the switcher only closes and drops epochs.
   std::uint64_t epoch_keys = 0;
   std::chrono::seconds epoch_max_age{0};
   storage::ConnectionDefaults lookup_defaults;  // application_name set inside
@@ -68,7 +68,7 @@ class StorageReaders {
   std::unique_ptr<storage::PartitionedReader> lookups_;  // set once by Start(), before serving
   std::vector<std::unique_ptr<storage::BrinSummarizer>> brin_;  // as lookups_
   std::vector<std::unique_ptr<storage::Expiry>> expiry_;        // as lookups_
-  std::vector<std::unique_ptr<storage::EpochSwitcher>> epochs_; // as lookups_; empty without an epoch bound
+  std::vector<std::unique_ptr<storage::EpochSwitcher>> epochs_; // as lookups_
 };
 
 }  // namespace scangate::server

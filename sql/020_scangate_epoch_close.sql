@@ -1,5 +1,6 @@
--- The epochs' close (issue 54; the switch: sql/019): a `closing` epoch — the table a switch renamed, still in the open
--- epoch's shape with every index the open epoch needs — becomes a compact `closed` one with its membership summary.
+-- The epochs' close and their expiry (issue 54; the switch: sql/019). The close: a `closing` epoch — the table a
+-- switch renamed, still in the open epoch's shape with every index the open epoch needs — becomes a compact `closed`
+-- one with its membership summary. The expiry: a closed epoch past the horizon is dropped whole.
 --
 -- * scangate_epoch_compact(epoch) writes the epoch's rows once more, sorted by digest, into scan_keys_c<id in hex>:
 --   only the columns a closed epoch's readers use (the writers' look-up, /lookup, the warm start; no commit_xid: the
@@ -75,5 +76,50 @@ BEGIN
    WHERE id = epoch;
   EXECUTE format('DROP TABLE %I', rel);
   RETURN true;
+END
+$f$;
+
+-- Expiry by dropping whole epochs: each closed epoch every row of which is past the horizon — its latest
+-- keep_until and its latest first_seen + `retention_us` both before now(), less every forward step of the clock
+-- recorded (sql/017: a row is never judged before it expired, whatever steps came after it) — or that holds no row,
+-- is dropped (its catalog row and its table: no DELETE, no dead rows), under the write order's exclusive side (the
+-- writers read the catalog again). `guard_us` (µs since the epoch; NULL: none): nothing is dropped while now() is
+-- past it (an instance's bound of the clock: a forward step not recorded yet, storage/clock/pg_clock.h). Returns
+-- the epochs dropped. The caller sets a short lock_timeout (a DROP waits for the epoch's readers) and tries again
+-- later on 55P03. A closed epoch with a pinned row (a GS1 pack's keep_until) stays until that row's horizon.
+CREATE FUNCTION scangate_epoch_drop_expired(retention_us int8, guard_us int8)
+RETURNS TABLE (epoch int8, relation name, keys int8)
+LANGUAGE plpgsql
+AS $f$
+DECLARE
+  r record;
+BEGIN
+  IF guard_us IS NOT NULL AND now() > 'epoch'::timestamptz + guard_us * interval '1 microsecond' THEN
+    RETURN;
+  END IF;
+  IF NOT EXISTS (
+      SELECT 1 FROM scangate_epochs e
+       WHERE e.state = 'closed'
+         AND (e.keys = 0
+              OR (retention_us > 0 AND e.max_first_seen IS NOT NULL
+                  AND greatest(e.max_keep_until, e.max_first_seen + retention_us * interval '1 microsecond')
+                      < now() - scangate_clock_ahead_total()))) THEN
+    RETURN;  -- nothing to drop: no lock taken
+  END IF;
+  PERFORM pg_advisory_xact_lock(scangate_epoch_lock_key());
+  FOR r IN SELECT e.id, e.relation, e.keys FROM scangate_epochs e
+            WHERE e.state = 'closed'
+              AND (e.keys = 0
+                   OR (retention_us > 0 AND e.max_first_seen IS NOT NULL
+                       AND greatest(e.max_keep_until, e.max_first_seen + retention_us * interval '1 microsecond')
+                           < now() - scangate_clock_ahead_total()))
+            ORDER BY e.opened_at, e.id FOR UPDATE LOOP
+    EXECUTE format('DROP TABLE %I', r.relation);
+    DELETE FROM scangate_epochs WHERE id = r.id;
+    epoch := r.id;
+    relation := r.relation;
+    keys := r.keys;
+    RETURN NEXT;
+  END LOOP;
 END
 $f$;

@@ -81,6 +81,11 @@ void WriteTableMetrics(PromWriter& w, const MetricsSnapshot& s) {
     w.Header("scangate_epoch_close_postponed_total", "counter",
              "Closes whose swap did not get its locks within lock_timeout (a reader held the closing epoch); retried.");
     w.Sample("scangate_epoch_close_postponed_total", "", e.closes_postponed);
+    w.Header("scangate_epoch_drops_total", "counter",
+             "Closed epochs this instance dropped whole, every row past the horizon (sql/020: no DELETE).");
+    w.Sample("scangate_epoch_drops_total", "", e.drops);
+    w.Header("scangate_epoch_dropped_keys_total", "counter", "Rows of the epochs this instance dropped.");
+    w.Sample("scangate_epoch_dropped_keys_total", "", e.dropped_keys);
     w.Header("scangate_epoch_switcher_failures_total", "counter",
              "Epoch switcher passes that failed (connection, any error); retried every pass, verdicts unaffected.");
     w.Sample("scangate_epoch_switcher_failures_total", "", e.failures);
@@ -139,6 +144,8 @@ void AddTableStats(json::object& o, const MetricsSnapshot& s) {
                                {"lock_timeouts", e.lock_timeouts},
                                {"closes", e.closes},
                                {"closes_postponed", e.closes_postponed},
+                               {"drops", e.drops},
+                               {"dropped_keys", e.dropped_keys},
                                {"last_close_seconds", e.last_close_seconds},
                                {"open_keys", e.open_keys},
                                {"open_age_seconds", e.open_age_seconds},

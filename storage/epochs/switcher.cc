@@ -22,6 +22,7 @@ constexpr const char* kViewSql =
     "FROM scangate_epochs e WHERE e.state = 'open'";
 constexpr const char* kPrepareSql = "SELECT scangate_epoch_prepare()";
 constexpr const char* kSwitchSql = "SELECT scangate_epoch_switch($1)";
+constexpr const char* kDropSql = "SELECT epoch, relation, coalesce(keys, 0) FROM scangate_epoch_drop_expired($1, $2)";
 constexpr const char* kLockNotAvailable = "55P03";
 constexpr auto kRetryPause = std::chrono::milliseconds(20);
 
@@ -122,6 +123,7 @@ bool EpochSwitcher::RunOnce() {
       tx.exec(kPrepareSql);  // the next one, at once: a switch finds it ready
     }
     CloseOne();
+    DropExpired();
     const MutexLock lk(&mu_);
     ++stats_.passes;
     return switched;
@@ -157,6 +159,34 @@ void EpochSwitcher::CloseOne() {
                 {{"state", "postponed"}, {"epoch", std::to_string(close->epoch)}, {"attempts", close->attempts},
                  {"effect", "the epoch is probed row by row until a later pass gets the locks (a long reader of it "
                             "holds them); verdicts unaffected"}});
+  }
+}
+
+void EpochSwitcher::DropExpired() {
+  const std::int64_t retention_us = std::chrono::duration_cast<std::chrono::microseconds>(options_.retention).count();
+  const std::optional<std::int64_t> guard =
+      options_.clock == nullptr ? std::nullopt : options_.clock->GuardUs();
+  pqxx::result dropped;
+  try {
+    pqxx::work tx(conn_->c, "scangate_epoch_drop");
+    tx.exec("SET LOCAL lock_timeout = " + std::to_string(options_.lock_timeout.count()));
+    dropped = tx.exec_params(kDropSql, retention_us, guard);
+    tx.commit();
+  } catch (const pqxx::sql_error& e) {
+    if (SqlStateOf(e) != kLockNotAvailable) throw;
+    const MutexLock lk(&mu_);
+    ++stats_.lock_timeouts;  // a reader of an epoch past the horizon: the next pass drops it
+    return;
+  }
+  for (const auto& row : dropped) {
+    const auto keys = row[2].as<std::int64_t>();
+    {
+      const MutexLock lk(&mu_);
+      ++stats_.drops;
+      stats_.dropped_keys += static_cast<std::uint64_t>(keys);
+    }
+    log_->Write(LogSeverity::kInfo, "epoch_drop",
+                {{"epoch", row[0].as<std::string>()}, {"relation", row[1].as<std::string>()}, {"keys", keys}});
   }
 }
 

@@ -3,7 +3,9 @@
 // thread and connection of its own. Every pass: the next epoch is prepared ahead of time (scangate_epoch_prepare(),
 // outside the write order: its DDL never holds up a writer); when a bound is reached, the switch flips names and the
 // catalog in one short transaction under the write order's exclusive side, with a short lock_timeout, retried a few
-// times and then at the next pass; then the oldest closing epoch, if any, is closed (one per pass).
+// times and then at the next pass; then the oldest closing epoch, if any, is closed (one per pass); then every closed
+// epoch wholly past the horizon is dropped (sql/020: no DELETE, no dead rows). Every instance runs one: without a
+// bound it only closes and drops what the others switched.
 // Invariant: it never changes a verdict. Every writer orders its transaction against the switch and checks the
 // closed epochs (storage/epochs/catalog.h), every reader reads them; a switch that cannot get its locks in time
 // changes nothing (the open epoch only grows past its bound). Writers wait for a switch at most its lock_timeout per
@@ -12,7 +14,7 @@
 // The size is PostgreSQL's own count of the open table's live rows (pg_stat_user_tables.n_live_tup), counted at
 // every writer's commit and published by each backend at most once a second while it works (within 10 s once it
 // idles): a bound is seen a little late, never early.
-// Not yet: merging and dropping closed epochs (issue 54: docs/design.md).
+// Not yet: merging closed epochs (a pinned row keeps its epoch until its own horizon; issue 54: docs/design.md).
 // Use: one per database (partition) when a bound is set; Start() after Store::Start() (the migrations), Shutdown()
 // before exit.
 #pragma once
@@ -27,6 +29,7 @@
 
 #include "core/mutex.h"
 #include "storage/background_loop.h"
+#include "storage/clock/pg_clock.h"
 #include "storage/conn_target.h"
 #include "storage/log_sink.h"
 
@@ -38,6 +41,11 @@ struct EpochSwitcherOptions {
   std::int64_t max_keys = 0;
   // Switch when the open epoch is this old (since its switch opened it); 0: no age bound.
   std::chrono::seconds max_age{0};
+  // The horizon (--retention; 0 = off: closed epochs are dropped only when empty).
+  std::chrono::seconds retention{0};
+  // This instance's bounds of the database's clock (must outlive the switcher), or none: nothing is dropped while
+  // PostgreSQL's now() is past PgClock::GuardUs (a forward step not recorded yet: storage/horizon/expiry.h).
+  const PgClock* clock = nullptr;
   std::chrono::milliseconds interval{1000};  // between passes
   // Each attempt's lock_timeout: the longest a writer waits behind it (writers take the order's shared side).
   std::chrono::milliseconds lock_timeout{100};
@@ -52,6 +60,8 @@ struct EpochSwitcherStats {
   std::uint64_t lock_timeouts = 0; // switch attempts that gave up at their lock_timeout
   std::uint64_t closes = 0;        // epochs this instance closed (compact, summarized)
   std::uint64_t closes_postponed = 0;  // closes whose swap did not get its locks (retried at a later pass)
+  std::uint64_t drops = 0;             // closed epochs this instance dropped, wholly past the horizon
+  std::uint64_t dropped_keys = 0;      // the rows they held
   // The last completed pass's view (-1 before the first): the open epoch's live rows and age, the epochs not open.
   std::int64_t open_keys = -1;
   double open_age_seconds = -1;
@@ -86,6 +96,8 @@ class EpochSwitcher {
   bool Switch(std::int64_t open_id, const char* reason);
   // The oldest closing epoch closed (storage/epochs/closer.h), logged and counted.
   void CloseOne();
+  // The closed epochs wholly past the horizon dropped, logged and counted; a lock timeout waits for the next pass.
+  void DropExpired();
 
   const EpochSwitcherOptions options_;
   const std::shared_ptr<LogSink> log_;

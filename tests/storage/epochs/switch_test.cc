@@ -6,7 +6,7 @@
 // scan_keys and gives up at its lock_timeout with nothing changed; and scangate_follow_switched returns exactly the
 // closed epoch's rows a snapshot before the switch did not see; the partition function scangate_lookup reads every
 // epoch; a scangate writer older than the epochs is refused by sql/019's guard; sql/020's close rewrites an epoch
-// compact with its summary.
+// compact with its summary, and drops closed epochs wholly past the horizon.
 #include <gtest/gtest.h>
 
 #include <pqxx/pqxx>
@@ -315,6 +315,61 @@ TEST_F(EpochSwitchTest, TheCloseRewritesTheEpochCompactWithItsSummary) {
   } catch (const pqxx::sql_error& e) {
     EXPECT_EQ(e.sqlstate(), "SGE02") << e.what();
   }
+}
+
+// sql/020's expiry by dropping: a closed epoch whose every row is past the horizon is dropped (table and catalog row),
+// one with a row inside it or pinned past it is kept, an empty one goes whatever the horizon; nothing is dropped
+// while now() is past the caller's clock guard, nor with the horizon off but for empty epochs.
+TEST_F(EpochSwitchTest, ClosedEpochsWhollyPastTheHorizonAreDropped) {
+  pqxx::connection c(PgTestUrl());
+  auto closed_epoch = [&](const std::string& rows_sql) {
+    {
+      pqxx::work tx(c);
+      tx.exec("SELECT scangate_write_order(NULL)");
+      tx.exec("DELETE FROM scan_keys");
+      if (!rows_sql.empty()) tx.exec(rows_sql);
+      tx.commit();
+    }
+    One(c, "SELECT scangate_epoch_prepare()");
+    const std::string id = std::to_string(Switch(c));
+    One(c, "SELECT scangate_epoch_compact(" + id + ")");
+    pqxx::work tx(c);
+    tx.exec("SELECT scangate_epoch_close(" + id + ", NULL)");
+    tx.commit();
+    return id;
+  };
+  const std::string old = closed_epoch(
+      "INSERT INTO scan_keys (digest, first_seen) SELECT gen_random_uuid(), now() - interval '3 hours' - g * "
+      "interval '1 second' FROM generate_series(1, 50) g");
+  const std::string young = closed_epoch(
+      "INSERT INTO scan_keys (digest, first_seen) VALUES (gen_random_uuid(), now() - interval '3 hours'), "
+      "(gen_random_uuid(), now() - interval '30 minutes')");
+  const std::string pinned = closed_epoch(
+      "INSERT INTO scan_keys (digest, first_seen, keep_until) VALUES (gen_random_uuid(), now() - interval '3 hours', "
+      "now() + interval '1 day')");
+  const std::string empty = closed_epoch("");
+  const std::string hour_us = "3600000000";
+  auto drop = [&](const std::string& retention_us, const std::string& guard) {
+    pqxx::work tx(c);
+    std::set<std::string> ids;
+    for (const auto& row : tx.exec("SELECT epoch, keys FROM scangate_epoch_drop_expired(" + retention_us + ", " +
+                                   guard + ")")) {
+      ids.insert(row[0].as<std::string>() + ":" + row[1].as<std::string>());
+    }
+    tx.commit();
+    return ids;
+  };
+  // The guard passed (a forward step not recorded yet): nothing.
+  EXPECT_TRUE(drop(hour_us, "(extract(epoch FROM now()) * 1000000)::int8 - 1000000").empty());
+  // The horizon off: only the empty epoch.
+  EXPECT_EQ(drop("0", "NULL"), (std::set<std::string>{empty + ":0"}));
+  // A horizon of an hour: the old epoch; the young and the pinned ones stay.
+  EXPECT_EQ(drop(hour_us, "NULL"), (std::set<std::string>{old + ":50"}));
+  EXPECT_EQ(One(c, "SELECT string_agg(id::text, ' ' ORDER BY opened_at) FROM scangate_epochs WHERE state = 'closed'"),
+            young + " " + pinned);
+  EXPECT_EQ(One(c, "SELECT to_regclass(scangate_epoch_compact_relation(" + old + ")) IS NULL"), "t");
+  // Nothing more: the young epoch's newest row is inside the horizon, the pinned one's keep_until a day ahead.
+  EXPECT_TRUE(drop(hour_us, "NULL").empty());
 }
 
 // sql/019's guard: a scangate writer (a session with sql/014's scangate.digest_scheme) that does not say it checks the

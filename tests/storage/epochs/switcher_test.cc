@@ -4,7 +4,8 @@
 // with one row across the epochs, and every epoch holds at least the bound (a bound seen by both switchers closes
 // one epoch, not an empty one after it); the age bound switches an idle epoch; a switch or a close that cannot get
 // its locks is postponed (counted, logged, nothing changed) and a later pass does it; a close interrupted after its
-// rewrite, or during it, is finished by the next pass; the next epoch is prepared ahead of every switch.
+// rewrite, or during it, is finished by the next pass; the next epoch is prepared ahead of every switch; an empty
+// closed epoch is dropped (the horizon's drops: epoch_switch_test).
 #include "storage/epochs/switcher.h"
 
 #include <gtest/gtest.h>
@@ -178,6 +179,16 @@ TEST_F(EpochSwitcherTest, TheAgeBoundSwitchesAnIdleEpoch) {
       << "switched and closed in the same pass";
   EXPECT_EQ(log->Count("epoch_switch", "switched"), 1);
   EXPECT_EQ(One(c, "SELECT to_regclass('scan_keys_upcoming') IS NOT NULL"), "t") << "the next one not prepared";
+  // The open epoch (empty) is an hour old by now: switched, closed, and, holding no row, dropped.
+  {
+    pqxx::work tx(c);
+    tx.exec("UPDATE scangate_epochs SET opened_at = now() - interval '1 hour' WHERE state = 'open'");
+    tx.commit();
+  }
+  EXPECT_TRUE(s.RunOnce());
+  EXPECT_EQ(log->Count("epoch_drop"), 1);
+  EXPECT_EQ(s.Stats().drops, 1u);
+  EXPECT_EQ(One(c, "SELECT count(*) FROM scangate_epochs WHERE state <> 'open'"), "1");
 }
 
 // A reader holding scan_keys: every attempt gives up at its lock_timeout, the switch is postponed (logged, counted,
@@ -220,7 +231,13 @@ TEST_F(EpochSwitcherTest, AnInterruptedOrPostponedCloseIsFinishedLater) {
   so.attempts = 2;
   EpochSwitcher s(so);
   pqxx::connection c(PgTestUrl()), reader(PgTestUrl());
-  auto switch_now = [&] {
+  auto switch_now = [&] {  // an epoch of 100 keys (an empty one would be dropped as soon as it is closed)
+    {
+      pqxx::work tx(c);
+      tx.exec("SELECT scangate_write_order(NULL)");
+      tx.exec("INSERT INTO scan_keys (digest) SELECT gen_random_uuid() FROM generate_series(1, 100)");
+      tx.commit();
+    }
     {
       pqxx::nontransaction tx(c);
       tx.exec("SELECT scangate_epoch_prepare()");
@@ -233,7 +250,7 @@ TEST_F(EpochSwitcherTest, AnInterruptedOrPostponedCloseIsFinishedLater) {
   {
     pqxx::work tx(c);
     tx.exec("SELECT scangate_write_order(NULL)");
-    tx.exec("INSERT INTO scan_keys (digest) SELECT gen_random_uuid() FROM generate_series(1, 100)");
+    tx.exec("DELETE FROM scan_keys");  // the earlier cases' rows
     tx.commit();
   }
   // Died during the rewrite: rolled back, nothing left; the pass closes it.
