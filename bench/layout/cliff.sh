@@ -2,12 +2,17 @@
 # bench/layout/cliff.sh — issue 45's cliff: the write rate with millions of live keys (all inside the horizon) in a
 # PostgreSQL held to a memory cgroup, against the empty table's rate in the same run, both ack modes.
 #   bench/layout/cliff.sh BIN [--keys N] [--cgroup-mib M] [--cell-seconds S] [--warmup-seconds W] [--reps R]
-#                             [--lock FILE] [--out DIR]
+#                             [--epochs E] [--lock FILE] [--out DIR]
 #     BIN              scangate binary; its migrations make the table (today's layout for a binary before issue 45)
 #     --keys N         live keys preloaded (default 6000000): sha256 of 1..N, first_seen rising over the last 20 h
 #                      in insertion order (as a day of traffic writes them), source "till-07" — written with SQL in
 #                      random digest order (so the primary key is the one random inserts make, page splits and
 #                      all), 500 000 rows per statement, then VACUUM ANALYZE
+#     --epochs E       the exact store in epochs of E keys (issue 54): the preload is written as closed epochs of E
+#                      keys each, in order (as a horizon of traffic leaves them: switched with sql/019, then closed
+#                      — compact, summarized — by a scangate's switcher before the cells), and every cell's scangate
+#                      runs with --epoch-keys E (a switch and close inside a cell is part of its rate). Default 0:
+#                      one table (today's layout without a bound)
 #     --cgroup-mib M   the cgroup v1 memory limit PostgreSQL runs in for the cells (default 256); shared_buffers is
 #                      M/4 (pg.sh's "a quarter of the RAM", as bench/retention/soak.sh) unless --shared-buffers-mib S
 #                      says otherwise; --pg-set NAME=VALUE (repeatable): more settings (ALTER SYSTEM), e.g.
@@ -30,10 +35,11 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BIN=$(realpath "${1:?usage: cliff.sh BIN [--keys N] [--cgroup-mib M] ...}"); shift
-KEYS=6000000; CG_MIB=256; CELL_S=30; WARM_S=10; REPS=1; LOCK=""; OUT=""; SB_MIB=""; PG_SETS=(); MODES="commit filter"
+KEYS=6000000; EPOCHS=0; CG_MIB=256; CELL_S=30; WARM_S=10; REPS=1; LOCK=""; OUT=""; SB_MIB=""; PG_SETS=(); MODES="commit filter"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --keys) KEYS=${2:?}; shift 2 ;;
+    --epochs) EPOCHS=${2:?}; shift 2 ;;
     --cgroup-mib) CG_MIB=${2:?}; shift 2 ;;
     --cell-seconds) CELL_S=${2:?}; shift 2 ;;
     --warmup-seconds) WARM_S=${2:?}; shift 2 ;;
@@ -53,6 +59,7 @@ URL_FULL=$("$ROOT/scripts/pg.sh" url "$PGDATA_" "$PG_PORT")  # database "scangat
 URL_EMPTY=${URL_FULL/\/scangate\?//empty?}
 start_mode() {  # URL MODE: a scangate on URL in MODE (commit | filter), ready
   local args=(--threads 2 --database-url "$1" --retention 24h --capacity 16000000)
+  if ((EPOCHS > 0)); then args+=(--epoch-keys "$EPOCHS"); fi
   if [[ $2 == filter ]]; then rm -rf "$WORK/journal"; args+=(--ack filter --journal-dir "$WORK/journal"); else args+=(--ack commit); fi
   start_sg "$BIN" "$WORK/scangate.log" "${args[@]}"
 }
@@ -71,12 +78,30 @@ if [[ $LAYOUT == 2 ]]; then DIGEST="scangate_stored_digest(sha256(int8send(g)))"
 else DIGEST="sha256(int8send(g))"; SOURCE=source; fi
 log "$("$BIN" --version | head -1): layout $LAYOUT; preloading $KEYS keys"
 T=$(date +%s)
-for ((a = 1; a <= KEYS; a += 500000)); do
-  b=$((a + 499999 < KEYS ? a + 499999 : KEYS))
+CHUNK=$((EPOCHS > 0 && EPOCHS < 500000 ? EPOCHS : 500000))
+for ((a = 1; a <= KEYS; a += CHUNK)); do
+  b=$((a + CHUNK - 1 < KEYS ? a + CHUNK - 1 : KEYS))
   psql -qX "$URL_FULL" -c "INSERT INTO scan_keys (digest, $SOURCE, first_seen) SELECT $DIGEST, 'till-07',
     now() - interval '20 hours' + (g::float8 / $KEYS) * interval '20 hours' FROM generate_series($a::int8, $b::int8) g"
+  if ((EPOCHS > 0 && (b % EPOCHS == 0 || b == KEYS))); then  # an epoch's keys written: switched
+    psql -qX "$URL_FULL" -c "SELECT scangate_epoch_prepare()" -c "SELECT scangate_epoch_switch()" >/dev/null
+  fi
 done
-psql -qX "$URL_FULL" -c "VACUUM ANALYZE scan_keys"
+if ((EPOCHS > 0)); then  # closed by a scangate's switcher, as in production
+  start_mode "$URL_FULL" commit
+  while [[ $(psql -AtX "$URL_FULL" -c "SELECT count(*) FROM scangate_epochs WHERE state = 'closing'") != 0 ]]; do
+    sleep 2
+  done
+  stop_sg
+  psql -qX "$URL_FULL" -c "VACUUM ANALYZE"
+  # Everything a closed epoch costs: its table (heap, FSM, VM), its primary key, its summary.
+  psql -AtX "$URL_FULL" -c "SELECT count(*) || ' closed epochs, ' || sum(keys) || ' keys, ' ||
+    round(sum(pg_total_relation_size(relation::regclass) + length(summary))::numeric / sum(keys), 1) ||
+    ' bytes per key (table, primary key, summary: ' || round(sum(length(summary))::numeric / sum(keys), 2) || ')'
+    FROM scangate_epochs WHERE state = 'closed'" | while read -r l; do log "$l"; done
+else
+  psql -qX "$URL_FULL" -c "VACUUM ANALYZE scan_keys"
+fi
 log "preloaded in $(( $(date +%s) - T )) s"
 psql -X "$URL_FULL" -f "$ROOT/bench/layout/sizes.sql" | tee "$OUT/sizes.txt" >&2
 "$ROOT/scripts/pg.sh" stop "$PGDATA_"
@@ -89,8 +114,14 @@ hz=$(getconf CLK_TCK)
 echo "rep,mode,db,live_keys,rate_2xx,p99_ms,sg_cpu_us_per_req,pg_cpu_us_per_req,cgroup_usage_mib" >"$OUT/cells.csv"
 cell() {  # REP MODE DB
   local url=$URL_FULL live s0 g0 s1 g1 line req non2xx dur p99
-  if [[ $3 == empty ]]; then url=$URL_EMPTY; psql -qX "$url" -c "TRUNCATE scan_keys"; fi
-  live=$(psql -AtX "$url" -c "SELECT count(*) FROM scan_keys")
+  if [[ $3 == empty ]]; then
+    url=$URL_EMPTY
+    psql -qX "$url" -c "TRUNCATE scan_keys" -c "DO \$\$ DECLARE r record; BEGIN
+      FOR r IN SELECT relation FROM scangate_epochs WHERE state <> 'open' LOOP EXECUTE format('DROP TABLE %I', r.relation);
+      END LOOP; DELETE FROM scangate_epochs WHERE state <> 'open'; END \$\$" 2>/dev/null || true
+  fi
+  live=$(psql -AtX "$url" -c "SELECT (SELECT count(*) FROM scan_keys) + coalesce((SELECT sum(keys) FROM scangate_epochs
+    WHERE state <> 'open'), 0)" 2>/dev/null || psql -AtX "$url" -c "SELECT count(*) FROM scan_keys")
   start_mode "$url" "$2"
   BENCH_COUNT_STATUS=0 BENCH_SOURCE=till-07 wrk -t1 -c256 -d"${WARM_S}s" -s "$ROOT/bench/observe.lua" \
     "http://127.0.0.1:$SG_PORT" -- 0 0 >/dev/null
@@ -113,7 +144,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
   done
 done
 lock none
-{ echo "$("$BIN" --version | head -1), layout $LAYOUT, $KEYS keys preloaded, ${CG_MIB} MiB cgroup, cells ${CELL_S} s,"\
+{ echo "$("$BIN" --version | head -1), layout $LAYOUT, epochs of ${EPOCHS} keys (0: one table), $KEYS keys preloaded, ${CG_MIB} MiB cgroup, cells ${CELL_S} s,"\
     "shared_buffers $(psql -AtX "$URL_FULL" -c 'SHOW shared_buffers'), wal_buffers $(psql -AtX "$URL_FULL" -c 'SHOW wal_buffers')"
   awk -F, 'NR > 1 { k = $1 "," $2; if ($3 == "empty") e[k] = $5; else { f[k] = $5; live[k] = $4 } }
     END { for (k in f) printf "rep,mode %s: full %d keys %.0f 2xx/s, empty %.0f 2xx/s: %.2fx\n", k, live[k], f[k], e[k], f[k] / e[k] }' \
