@@ -219,6 +219,10 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.Header("scangate_copy_batches_total", "counter",
            "Write-behind-only batches (Bloom negatives) committed by binary COPY (storage/README.md).");
   w.Sample("scangate_copy_batches_total", "", s.store.copy_batches);
+  w.Header("scangate_closed_epoch_lookup_batches_total", "counter",
+           "Committed batches that looked digests up in closed epochs of the exact store (a summary said maybe, or "
+           "an epoch has none yet).");
+  w.Sample("scangate_closed_epoch_lookup_batches_total", "", s.store.closed_lookup_batches);
   w.Header("scangate_copy_fallbacks_total", "counter",
            "Binary COPY batches aborted by a row already present (stale filter, another instance, a journal "
            "replay) and re-run through INSERT ... ON CONFLICT.");
@@ -371,6 +375,7 @@ std::string RenderStatsJson(const MetricsSnapshot& s) {
                          {"cancelled", st.cancelled},
                          {"copy_batches", st.copy_batches},
                          {"copy_fallbacks", st.copy_fallbacks},
+                         {"closed_lookup_batches", st.closed_lookup_batches},
                          {"batch_size_mean", st.batch_size_count ? st.batch_size_sum / st.batch_size_count : 0.0},
                          {"commit_seconds_mean",
                           st.commit_seconds_count ? st.commit_seconds_sum / st.commit_seconds_count : 0.0},

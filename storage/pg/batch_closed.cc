@@ -79,6 +79,15 @@ bool BatchStatement::PlanClosedProbes(const std::vector<ClosedEpoch>& closed) {
   return !probes_.empty();
 }
 
+std::size_t BatchStatement::ProbeClosedBeforeCopy(pqxx::transaction_base& tx) {
+  const std::size_t n = distinct();
+  copy_found_.assign(n, 0);
+  copy_found_seen_.assign(n, 0);
+  copy_found_recorded_.assign(n, PackAttrs{});
+  copy_found_request_known_.assign(n, 0);
+  return ProbeClosed(tx, copy_found_, copy_found_seen_, copy_found_recorded_, copy_found_request_known_);
+}
+
 std::size_t BatchStatement::ProbeClosed(pqxx::transaction_base& tx, std::vector<char>& answered,
                                         std::vector<std::int64_t>& first_seen, std::vector<PackAttrs>& recorded,
                                         std::vector<char>& request_known) {

@@ -207,7 +207,17 @@ BatchAnswer BatchStatement::BeginCopy(PGconn* c) {
   buf.reserve(kCopyHeader.size() +
               n * (2 + 4 + digest_bytes + 4 + 16 + 4 + 8 + (pack_ ? 4 + digest_bytes + 8 + 12 + 4 + sizeof(RequestId) : 0)) +
               2);
+  const bool found_any = !copy_found_.empty();  // ProbeClosedBeforeCopy ran: its finds are not written
+  std::vector<PackAttrs> recorded(n);
+  std::vector<char> inserted(n, 1), request_known(n, 1);
   for (const auto i : order) {
+    if (found_any && copy_found_[i]) {  // live in a closed epoch: a duplicate of that row
+      inserted[i] = 0;
+      first_seen[i] = copy_found_seen_[i];
+      recorded[i] = copy_found_recorded_[i];
+      request_known[i] = copy_found_request_known_[i];
+      continue;
+    }
     first_seen[i] = first_seen_us_[i] != 0 ? first_seen_us_[i] : now_us;
     buf.append(pack_ ? "\0\7" : "\0\3", 2);  // field count
     AppendDigest(buf, digest_[i], layout_);
@@ -222,11 +232,13 @@ BatchAnswer BatchStatement::BeginCopy(PGconn* c) {
   }
   buf.append("\377\377", 2);  // trailer
 
-  // Every distinct digest's row was written; a later item of a digest (a repeat that reached the batch while its
-  // first observation was in it) is a duplicate of that row, with its time and request record, as Run() answers.
-  std::vector<PackAttrs> recorded(n);
-  for (std::size_t i = 0; i < n; ++i) recorded[i] = PackAttrs{attrs_[i].lot, attrs_[i].expiry, 0, attrs_[i].request};
-  AnswerItems(a, std::vector<char>(n, 1), first_seen, recorded, std::vector<char>(n, 1));
+  // Every distinct digest's row was written (but those found in a closed epoch); a later item of a digest (a repeat
+  // that reached the batch while its first observation was in it) is a duplicate of that row, with its time and
+  // request record, as Run() answers.
+  for (std::size_t i = 0; i < n; ++i) {
+    if (inserted[i]) recorded[i] = PackAttrs{attrs_[i].lot, attrs_[i].expiry, 0, attrs_[i].request};
+  }
+  AnswerItems(a, inserted, first_seen, recorded, request_known);
   return a;
 }
 

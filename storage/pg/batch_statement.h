@@ -114,8 +114,15 @@ class BatchStatement {
   // After every Add(): which digests must be looked up in which of `closed` (the catalog the connection's
   // PrepareClosedProbe was given: ClosedEpochs::PlanProbes — a summary that says absent spares the look-up). True when
   // some must: then Run() looks them up first and answers a digest live in a closed epoch kDuplicate of that row
-  // (without inserting it), and the batch must not go by BeginCopy (COPY cannot leave a row out).
+  // (without inserting it); a batch going by BeginCopy must be looked up by ProbeClosedBeforeCopy first.
   bool PlanClosedProbes(const std::vector<ClosedEpoch>& closed);
+  // The closed epochs' look-up of a batch that goes by COPY, before it and outside its transaction (`tx`: autocommit
+  // on the writer's connection, which then must be idle again): BeginCopy leaves out the digests found live there
+  // and answers them kDuplicate of that row. Sound because the epochs a catalog generation lists are immutable (their
+  // writers committed before their switch; a close or a drop is a new generation) and the COPY's transaction
+  // starts with scangate_write_order(generation), which fails (SGE01) unless the catalog is still the one looked up
+  // in. Returns how many digests were found; when that is distinct(), nothing is left to COPY: use Run().
+  std::size_t ProbeClosedBeforeCopy(pqxx::transaction_base& tx);
 
   std::size_t items() const { return slot_.size(); }
   std::size_t distinct() const { return first_item_.size(); }
@@ -184,6 +191,11 @@ class BatchStatement {
   std::optional<std::int64_t> write_order_;
   std::vector<EpochProbe> probes_;  // PlanClosedProbes: epoch = the epoch's position in the catalog's order
   std::size_t closed_count_ = 0;    // the closed epochs the prepared look-up has parameters for
+  // ProbeClosedBeforeCopy -> BeginCopy: per distinct digest, found live in a closed epoch, and that row's answer.
+  std::vector<char> copy_found_;
+  std::vector<std::int64_t> copy_found_seen_;
+  std::vector<PackAttrs> copy_found_recorded_;
+  std::vector<char> copy_found_request_known_;
 };
 
 }  // namespace scangate::storage

@@ -74,6 +74,7 @@ struct BatchRunner::Attempt {
   std::size_t distinct = 0;
   double seconds = 0;
   bool by_copy = false;  // written by binary COPY (BatchStatement::BeginCopy / CommitCopy)
+  bool looked_up = false;  // some digest looked up in closed epochs (BatchStatement::PlanClosedProbes)
 
   // Notes what the batch's statements established, before its COMMIT: outcomes are final once it succeeds,
   // so an in-doubt COMMIT settled as committed can deliver them.
@@ -235,6 +236,7 @@ void BatchRunner::WriteBatch(std::vector<QueuedItem>& batch, Attempt& att) {
   att.distinct = statement.distinct();
   // Digests that may be live in a closed epoch are looked up there first (a summary that says absent spares it).
   const bool probing = statement.PlanClosedProbes(w_.closed_epochs);
+  att.looked_up = probing;
   // A batch of Bloom negatives ("definitely new": write-behind rows, and Submit items the filter called new)
   // goes by binary COPY, which skips ON CONFLICT's probe of the primary key before each insert: 1.3–2.1x
   // per row from 256 rows up (bench/RESULTS.md "Batch statement shapes"), and −22 % of PostgreSQL's CPU per
@@ -245,10 +247,14 @@ void BatchRunner::WriteBatch(std::vector<QueuedItem>& batch, Attempt& att) {
   // (a repeat submitted while its first observation was queued, issue 44) is answered from the first's row, so it
   // no longer sends its whole batch through ON CONFLICT (12 % of ack=commit's batches at 50 % repeats).
   const auto& firsts = statement.first_items();
-  // COPY cannot leave out a digest live in a closed epoch: a batch with look-ups there goes through Run().
-  bool use_copy = !probing && !firsts.empty() && std::all_of(firsts.begin(), firsts.end(), [&](std::uint32_t i) {
+  // A batch with look-ups in closed epochs is looked up before its COPY (ProbeClosedBeforeCopy), which leaves out
+  // what was found: with the write-behind's batches of hundreds of Bloom negatives, some digest's summary says
+  // maybe in most of them (0.085 % per digest and epoch), and sending them all through Run() cost ack=filter
+  // 2.4x PostgreSQL's CPU per request at 6 closed epochs (bench/RESULTS.md "The cliff, in epochs").
+  bool use_copy = !firsts.empty() && std::all_of(firsts.begin(), firsts.end(), [&](std::uint32_t i) {
                     return batch[i].write_behind || batch[i].expect == Expect::kNew;
                   });
+  bool probed_for_copy = false;
   if (use_copy && w_.copy_skip > 0) {
     --w_.copy_skip;
     use_copy = false;
@@ -258,6 +264,16 @@ void BatchRunner::WriteBatch(std::vector<QueuedItem>& batch, Attempt& att) {
     att.commit.xid.reset();
     att.by_copy = use_copy;
     try {
+      if (use_copy && probing && !probed_for_copy) {
+        std::size_t found = 0;
+        {
+          pqxx::nontransaction tx(*w_.conn);
+          found = statement.ProbeClosedBeforeCopy(tx);
+        }
+        probed_for_copy = true;
+        if (found == statement.distinct()) use_copy = false;  // nothing left to write: Run() answers them all
+      }
+      att.by_copy = use_copy;
       if (use_copy) {
         PGconn* c = w_.conn->raw();
         try {
@@ -319,7 +335,8 @@ void BatchRunner::RecordBatch(const std::vector<QueuedItem>& batch, const Attemp
     inserted += won ? 1 : 0;
     if (!won && batch[i].write_behind) ++conflicts;
   }
-  shared_.metrics.RecordBatch(batch.size(), inserted, conflicts, att.distinct, att.seconds, att.by_copy);
+  shared_.metrics.RecordBatch(batch.size(), inserted, conflicts, att.distinct, att.seconds, att.by_copy,
+                              att.looked_up);
 }
 
 // A row PostgreSQL rejected in a transaction of its own. Returns true when it should be tried again.

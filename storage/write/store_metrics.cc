@@ -5,10 +5,11 @@
 namespace scangate::storage {
 
 void StoreMetrics::RecordBatch(std::size_t items, std::uint64_t inserted, std::uint64_t conflicts,
-                               std::size_t distinct, double seconds, bool by_copy) {
+                               std::size_t distinct, double seconds, bool by_copy, bool looked_up) {
   const MutexLock lk(&mu_);
   ++batches_;
   copy_batches_ += by_copy ? 1 : 0;
+  closed_lookup_batches_ += looked_up ? 1 : 0;
   keys_written_ += distinct;
   inserted_ += inserted;
   duplicates_ += items - inserted;
@@ -69,6 +70,7 @@ void StoreMetrics::Snapshot(StoreStats& s) const {
   s.in_doubt_aborted = in_doubt_aborted_;
   s.in_doubt_unknown = in_doubt_unknown_;
   s.copy_batches = copy_batches_;
+  s.closed_lookup_batches = closed_lookup_batches_;
   s.copy_fallbacks = copy_fallbacks_;
   s.batch_size_buckets = CumulativeBuckets(kBatchBounds, batch_counts_);
   s.batch_size_sum = batch_sum_;

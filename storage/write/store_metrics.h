@@ -41,6 +41,8 @@ struct StoreStats {
   // Batches of Bloom negatives (write-behind rows, Submit items expected new) go by binary COPY: committed
   // COPY batches, and COPYs that met an existing row (aborted; the batch re-ran through ON CONFLICT).
   std::uint64_t copy_batches, copy_fallbacks;
+  // Committed batches that looked digests up in closed epochs (a summary said maybe, or an epoch has none yet).
+  std::uint64_t closed_lookup_batches;
 };
 
 // How an in-doubt COMMIT was settled (storage/write/in_doubt.h).
@@ -51,7 +53,7 @@ class StoreMetrics {
   // One committed batch transaction: `items` items (`inserted` of them kInserted, `conflicts` write-behind
   // rows already present), `distinct` digests, `seconds` from the first statement to the commit.
   void RecordBatch(std::size_t items, std::uint64_t inserted, std::uint64_t conflicts, std::size_t distinct,
-                   double seconds, bool by_copy);
+                   double seconds, bool by_copy, bool looked_up = false);
   void RecordBatchFailure(std::uint64_t unavailable);   // a failed batch and the waiting items it failed
   void RecordUnavailable(std::uint64_t n);              // waiting items answered kUnavailable / kUnknown
   void RecordDeadLetter();
@@ -82,6 +84,7 @@ class StoreMetrics {
   std::uint64_t in_doubt_unknown_ ABSL_GUARDED_BY(mu_) = 0;
   std::uint64_t copy_batches_ ABSL_GUARDED_BY(mu_) = 0;
   std::uint64_t copy_fallbacks_ ABSL_GUARDED_BY(mu_) = 0;
+  std::uint64_t closed_lookup_batches_ ABSL_GUARDED_BY(mu_) = 0;
   std::array<std::uint64_t, kBatchBounds.size() + 1> batch_counts_ ABSL_GUARDED_BY(mu_){};
   double batch_sum_ ABSL_GUARDED_BY(mu_) = 0;
   std::array<std::uint64_t, kCommitBounds.size() + 1> commit_counts_ ABSL_GUARDED_BY(mu_){};
