@@ -144,6 +144,8 @@ void StorageReaders::Fill(MetricsSnapshot& s) const {
       sum.lock_timeouts += x.lock_timeouts;
       sum.closes += x.closes;
       sum.closes_postponed += x.closes_postponed;
+      sum.merges += x.merges;
+      sum.merges_postponed += x.merges_postponed;
       sum.drops += x.drops;
       sum.dropped_keys += x.dropped_keys;
       sum.last_close_seconds = std::max(sum.last_close_seconds, x.last_close_seconds);

@@ -123,3 +123,86 @@ BEGIN
   END LOOP;
 END
 $f$;
+
+-- The merge: closed epochs rewritten as one, keeping only their rows that may still be live, so that a pinned row
+-- (a GS1 pack's keep_until, years ahead) does not keep a whole epoch of expired rows alive, and the count of closed
+-- epochs a key can be checked against stays bounded (storage/epochs/closer.h decides which). Like the close, three
+-- steps, each of which can be run again after an interruption:
+-- * scangate_epoch_merge_build(epochs, retention_us) writes the rows of the given closed epochs into a new compact
+--   table scan_keys_c<a new id>, sorted by digest, leaving out each row past its horizon for certain (its keep_until,
+--   else first_seen + the horizon, before now() less every clock step recorded either way) and keeping the newest row
+--   of a digest held twice; one transaction. A table an interrupted merge left (a compact name no epoch of the
+--   catalog has) is dropped first.
+-- * The caller builds the summary of the new table.
+-- * scangate_epoch_merge_swap(new_id, epochs, summary) names it in the catalog as one closed epoch (opened when the
+--   oldest of them opened), and drops the merged epochs, under the write order's exclusive side; false (nothing
+--   done) when one of them is no longer a closed epoch of the catalog (another instance merged or dropped it).
+CREATE FUNCTION scangate_epoch_merge_build(epochs int8[], retention_us int8) RETURNS name
+LANGUAGE plpgsql
+AS $f$
+DECLARE
+  rel name;
+  target name := scangate_epoch_compact_relation(scangate_random_id());
+  rels text := '';
+  orphan name;
+BEGIN
+  FOR orphan IN SELECT c.relname FROM pg_class c
+                 WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace
+                   AND c.relname ~ '^scan_keys_c[0-9a-f]{16}$'
+                   AND NOT EXISTS (SELECT 1 FROM scangate_epochs e
+                                    WHERE scangate_epoch_compact_relation(e.id) = c.relname) LOOP
+    EXECUTE format('DROP TABLE %I', orphan);
+  END LOOP;
+  FOR rel IN SELECT e.relation FROM unnest(epochs) AS u(id) JOIN scangate_epochs e ON e.id = u.id AND e.state = 'closed'
+  LOOP
+    rels := rels || CASE WHEN rels = '' THEN '' ELSE ' UNION ALL ' END ||
+            format('SELECT first_seen, keep_until, digest, lot, request, expiry, seen_by FROM %I', rel);
+  END LOOP;
+  IF rels = '' OR (SELECT count(*) FROM scangate_epochs WHERE id = ANY (epochs) AND state = 'closed') <> cardinality(epochs)
+  THEN
+    RAISE EXCEPTION 'scangate epochs: not every epoch of % is closed', epochs USING ERRCODE = 'SGE02';
+  END IF;
+  EXECUTE format('CREATE TABLE %I (first_seen timestamptz NOT NULL, keep_until timestamptz, digest uuid NOT NULL, '
+                 'lot uuid, request uuid, expiry date, seen_by text) WITH (fillfactor = 100)', target);
+  EXECUTE format(
+    'INSERT INTO %I SELECT DISTINCT ON (digest) first_seen, keep_until, digest, lot, request, expiry, seen_by '
+    'FROM (%s) AS r WHERE NOT coalesce(coalesce(keep_until, CASE WHEN $1 > 0 THEN first_seen + $1 * interval ''1 microsecond'' END) '
+    '  < now() - scangate_clock_ahead_total() - scangate_clock_behind(NULL), false) '
+    'ORDER BY digest, first_seen DESC', target, rels)
+    USING retention_us;
+  EXECUTE format('ALTER TABLE %I ADD CONSTRAINT %I PRIMARY KEY (digest) WITH (fillfactor = 100)', target,
+                 target || '_pkey');
+  RETURN target;
+END
+$f$;
+
+CREATE FUNCTION scangate_epoch_merge_swap(target name, epochs int8[], summary bytea) RETURNS bool
+LANGUAGE plpgsql
+AS $f$
+DECLARE
+  new_id int8 := ('x' || right(target, 16))::bit(64)::int8;
+  r record;
+  n int8;
+  mf timestamptz;
+  mk timestamptz;
+  opened timestamptz;
+BEGIN
+  IF target !~ '^scan_keys_c[0-9a-f]{16}$' OR to_regclass(target) IS NULL THEN
+    RAISE EXCEPTION 'scangate epochs: no merged table %', target USING ERRCODE = 'SGE02';
+  END IF;
+  EXECUTE format('SELECT count(*), max(first_seen), max(keep_until) FROM %I', target) INTO n, mf, mk;  -- before the lock
+  PERFORM pg_advisory_xact_lock(scangate_epoch_lock_key());
+  PERFORM 1 FROM scangate_epochs WHERE id = ANY (epochs) AND state = 'closed' FOR UPDATE;
+  IF (SELECT count(*) FROM scangate_epochs WHERE id = ANY (epochs) AND state = 'closed') <> cardinality(epochs) THEN
+    RETURN false;  -- the table stays for the next merge to drop, unless a swap of it committed (then it is an epoch)
+  END IF;
+  SELECT min(opened_at) INTO opened FROM scangate_epochs WHERE id = ANY (epochs);
+  FOR r IN SELECT e.relation FROM scangate_epochs e WHERE e.id = ANY (epochs) LOOP
+    EXECUTE format('DROP TABLE %I', r.relation);  -- waits for its readers (the caller's lock_timeout)
+  END LOOP;
+  DELETE FROM scangate_epochs WHERE id = ANY (epochs);
+  INSERT INTO scangate_epochs (id, relation, state, opened_at, closed_at, summary, keys, max_first_seen, max_keep_until)
+  VALUES (new_id, target, 'closed', opened, now(), summary, n, mf, mk);
+  RETURN true;
+END
+$f$;

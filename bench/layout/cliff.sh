@@ -31,7 +31,7 @@
 # ack=filter (journal on, the follower on as by default): wrk -t1 -c256, all-new keys (bench/observe.lua, source
 # "till-07"). Per cell: 2xx/s, p99, CPU-µs per request of scangate (utime+stime of its process) and of PostgreSQL
 # (the postmaster's process tree, reaped children included), the cgroup's usage at the end, the live keys at the
-# cell's start. The summary gives full / empty per mode. Everything it started is stopped and removed on exit.
+# cell's start, and (--epochs) the epochs closed during the cell, warm-up included. The summary gives full / empty per mode. Everything it started is stopped and removed on exit.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BIN=$(realpath "${1:?usage: cliff.sh BIN [--keys N] [--cgroup-mib M] ...}"); shift
@@ -111,7 +111,7 @@ lock exclusive
 PM=$(cgroup_open "$CG" "$CG_MIB" "$PGDATA_" "$PG_PORT")
 log "PostgreSQL $PG_PORT (postmaster $PM) in $CG (${CG_MIB} MiB), shared_buffers $(psql -AtX "$URL_FULL" -c 'SHOW shared_buffers')"
 hz=$(getconf CLK_TCK)
-echo "rep,mode,db,live_keys,rate_2xx,p99_ms,sg_cpu_us_per_req,pg_cpu_us_per_req,cgroup_usage_mib" >"$OUT/cells.csv"
+echo "rep,mode,db,live_keys,rate_2xx,p99_ms,sg_cpu_us_per_req,pg_cpu_us_per_req,cgroup_usage_mib,closes" >"$OUT/cells.csv"
 cell() {  # REP MODE DB
   local url=$URL_FULL live s0 g0 s1 g1 line req non2xx dur p99
   if [[ $3 == empty ]]; then
@@ -122,6 +122,7 @@ cell() {  # REP MODE DB
   fi
   live=$(psql -AtX "$url" -c "SELECT (SELECT count(*) FROM scan_keys) + coalesce((SELECT sum(keys) FROM scangate_epochs
     WHERE state <> 'open'), 0)" 2>/dev/null || psql -AtX "$url" -c "SELECT count(*) FROM scan_keys")
+  closed0=$(psql -AtX "$url" -c "SELECT count(*) FROM scangate_epochs WHERE state = 'closed'" 2>/dev/null || echo 0)
   start_mode "$url" "$2"
   BENCH_COUNT_STATUS=0 BENCH_SOURCE=till-07 wrk -t1 -c256 -d"${WARM_S}s" -s "$ROOT/bench/observe.lua" \
     "http://127.0.0.1:$SG_PORT" -- 0 0 >/dev/null
@@ -130,12 +131,14 @@ cell() {  # REP MODE DB
     "http://127.0.0.1:$SG_PORT" -- 0 0 | grep '^BENCH_SUMMARY' | cut -d' ' -f2-)
   s1=$(sg_ticks); g1=$(pg_ticks "$PM")
   stop_sg
+  closed1=$(psql -AtX "$url" -c "SELECT count(*) FROM scangate_epochs WHERE state = 'closed'" 2>/dev/null || echo 0)
   req=$(jq -r .requests <<<"$line"); non2xx=$(jq -r .non2xx <<<"$line"); dur=$(jq -r .duration_s <<<"$line")
   p99=$(jq -r '.p99_us / 1000' <<<"$line")
   awk -v r="$1" -v m="$2" -v d="$3" -v live="$live" -v req="$req" -v bad="$non2xx" -v dur="$dur" -v p99="$p99" \
       -v sg=$((s1 - s0)) -v pg=$((g1 - g0)) -v hz="$hz" -v cg="$(cat "$CG/memory.usage_in_bytes")" \
-      'BEGIN { ok = req - bad; printf "%s,%s,%s,%d,%.0f,%.1f,%.1f,%.1f,%.0f\n", r, m, d, live, ok / dur, p99,
-               sg * 1e6 / hz / req, pg * 1e6 / hz / req, cg / 1048576 }' | tee -a "$OUT/cells.csv" >&2
+      -v closes=$((closed1 - closed0)) \
+      'BEGIN { ok = req - bad; printf "%s,%s,%s,%d,%.0f,%.1f,%.1f,%.1f,%.0f,%d\n", r, m, d, live, ok / dur, p99,
+               sg * 1e6 / hz / req, pg * 1e6 / hz / req, cg / 1048576, closes }' | tee -a "$OUT/cells.csv" >&2
 }
 for ((rep = 1; rep <= REPS; rep++)); do
   for mode in $MODES; do

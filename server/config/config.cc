@@ -149,8 +149,7 @@ po::options_description Options() {
       ("epoch-keys", n(d.epoch_keys), "close the exact store's open epoch (a table of its own) and open the next when "
                                       "it holds this many keys, so inserts touch only recent keys; size it so the "
                                       "open epoch's primary key stays well inside PostgreSQL's cache "
-                                      "(docs/operations.md \"Epochs\"); 0 = off. Closed epochs are made "
-                                      "compact and summarized, not yet merged or dropped")
+                                      "(docs/operations.md \"Epochs\"); 0 = off")
       ("epoch-max-age", s("off"), "close the open epoch when it is this old, however few keys it holds; units s m h "
                                   "d (at least 1m), or off")
       ("writers", n(d.writers), "PostgreSQL writer threads (one connection each); with --partitions, per "

@@ -81,6 +81,9 @@ void WriteTableMetrics(PromWriter& w, const MetricsSnapshot& s) {
     w.Header("scangate_epoch_close_postponed_total", "counter",
              "Closes whose swap did not get its locks within lock_timeout (a reader held the closing epoch); retried.");
     w.Sample("scangate_epoch_close_postponed_total", "", e.closes_postponed);
+    w.Header("scangate_epoch_merges_total", "counter",
+             "Merges of two closed epochs into one of their rows that may still be live, made by this instance.");
+    w.Sample("scangate_epoch_merges_total", "", e.merges);
     w.Header("scangate_epoch_drops_total", "counter",
              "Closed epochs this instance dropped whole, every row past the horizon (sql/020: no DELETE).");
     w.Sample("scangate_epoch_drops_total", "", e.drops);
@@ -144,6 +147,8 @@ void AddTableStats(json::object& o, const MetricsSnapshot& s) {
                                {"lock_timeouts", e.lock_timeouts},
                                {"closes", e.closes},
                                {"closes_postponed", e.closes_postponed},
+                               {"merges", e.merges},
+                               {"merges_postponed", e.merges_postponed},
                                {"drops", e.drops},
                                {"dropped_keys", e.dropped_keys},
                                {"last_close_seconds", e.last_close_seconds},

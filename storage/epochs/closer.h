@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <vector>
 
 #include "storage/pg/pg_connection.h"
 
@@ -29,11 +30,27 @@ struct EpochClose {
   double swap_seconds = 0;       // the swap's transaction, lock waits included (the last attempt)
 };
 
+struct EpochMerge {
+  std::vector<std::int64_t> epochs;  // the closed epochs merged, oldest first
+  bool merged = false;               // false: postponed (its locks did not come), or another instance merged first
+  std::int64_t keys_before = 0;      // their rows
+  std::int64_t keys = 0;             // the rows kept (those that may still be live)
+  double seconds = 0;                // all its steps
+};
+
 // Closes the oldest closing epoch of `conn`'s database. nullopt: none is closing, or another session is closing one.
 // The swap is tried `attempts` times at `lock_timeout`, `wait(20 ms)` apart (true from `wait`: give up now).
 // Throws pqxx errors and std::runtime_error (the summary's read); the connection is then unusable. Threading: one
 // call per connection at a time.
 std::optional<EpochClose> CloseOneEpoch(PgConnection& conn, std::chrono::milliseconds lock_timeout, int attempts,
                                         const std::function<bool(std::chrono::milliseconds)>& wait);
+
+// When the database holds more than `max_closed` closed epochs: merges the two adjacent ones (in the order they
+// opened) that hold the fewest rows between them into one, keeping only rows that may still be live under
+// `retention` (0: all). sql/020 scangate_epoch_merge_*; the same lock as CloseOneEpoch, the same retries. nullopt:
+// nothing to merge, or another session holds the lock. Throws as CloseOneEpoch.
+std::optional<EpochMerge> MergeTwoEpochs(PgConnection& conn, std::size_t max_closed, std::chrono::seconds retention,
+                                         std::chrono::milliseconds lock_timeout, int attempts,
+                                         const std::function<bool(std::chrono::milliseconds)>& wait);
 
 }  // namespace scangate::storage

@@ -4,8 +4,9 @@
 // outside the write order: its DDL never holds up a writer); when a bound is reached, the switch flips names and the
 // catalog in one short transaction under the write order's exclusive side, with a short lock_timeout, retried a few
 // times and then at the next pass; then the oldest closing epoch, if any, is closed (one per pass); then every closed
-// epoch wholly past the horizon is dropped (sql/020: no DELETE, no dead rows). Every instance runs one: without a
-// bound it only closes and drops what the others switched.
+// epoch wholly past the horizon is dropped (sql/020: no DELETE, no dead rows); then, past max_closed_epochs, two
+// adjacent closed epochs are merged into one of only their rows that may still be live (pins). Every instance runs
+// one: without a bound it only closes, drops and merges what the others switched.
 // Invariant: it never changes a verdict. Every writer orders its transaction against the switch and checks the
 // closed epochs (storage/epochs/catalog.h), every reader reads them; a switch that cannot get its locks in time
 // changes nothing (the open epoch only grows past its bound). Writers wait for a switch at most its lock_timeout per
@@ -14,7 +15,6 @@
 // The size is PostgreSQL's own count of the open table's live rows (pg_stat_user_tables.n_live_tup), counted at
 // every writer's commit and published by each backend at most once a second while it works (within 10 s once it
 // idles): a bound is seen a little late, never early.
-// Not yet: merging closed epochs (a pinned row keeps its epoch until its own horizon; issue 54: docs/design.md).
 // Use: one per database (partition) when a bound is set; Start() after Store::Start() (the migrations), Shutdown()
 // before exit.
 #pragma once
@@ -35,6 +35,10 @@
 
 namespace scangate::storage {
 
+// Closed epochs a database keeps before the switcher merges two: 12 leaves room for a few switches between merges
+// under the 16 a key may have to be checked against (issue 54).
+inline constexpr std::size_t kDefaultMaxClosedEpochs = 12;
+
 struct EpochSwitcherOptions {
   std::string conninfo;  // libpq connection string, connection defaults already applied (conninfo.h)
   // Switch when the open epoch holds this many live rows; 0: no size bound.
@@ -46,6 +50,9 @@ struct EpochSwitcherOptions {
   // This instance's bounds of the database's clock (must outlive the switcher), or none: nothing is dropped while
   // PostgreSQL's now() is past PgClock::GuardUs (a forward step not recorded yet: storage/horizon/expiry.h).
   const PgClock* clock = nullptr;
+  // More closed epochs than this: two adjacent ones are merged (one merge per pass). Each closed epoch is one more
+  // look-up for a key its summary cannot rule out, and its summary in every writer's memory.
+  std::size_t max_closed_epochs = kDefaultMaxClosedEpochs;
   std::chrono::milliseconds interval{1000};  // between passes
   // Each attempt's lock_timeout: the longest a writer waits behind it (writers take the order's shared side).
   std::chrono::milliseconds lock_timeout{100};
@@ -60,6 +67,8 @@ struct EpochSwitcherStats {
   std::uint64_t lock_timeouts = 0; // switch attempts that gave up at their lock_timeout
   std::uint64_t closes = 0;        // epochs this instance closed (compact, summarized)
   std::uint64_t closes_postponed = 0;  // closes whose swap did not get its locks (retried at a later pass)
+  std::uint64_t merges = 0;            // merges of two closed epochs into one this instance made
+  std::uint64_t merges_postponed = 0;  // merges whose swap did not get its locks (or lost to another instance's)
   std::uint64_t drops = 0;             // closed epochs this instance dropped, wholly past the horizon
   std::uint64_t dropped_keys = 0;      // the rows they held
   // The last completed pass's view (-1 before the first): the open epoch's live rows and age, the epochs not open.
@@ -98,6 +107,8 @@ class EpochSwitcher {
   void CloseOne();
   // The closed epochs wholly past the horizon dropped, logged and counted; a lock timeout waits for the next pass.
   void DropExpired();
+  // Past max_closed_epochs, two adjacent closed epochs merged (storage/epochs/closer.h), logged and counted.
+  void MergeTwo();
 
   const EpochSwitcherOptions options_;
   const std::shared_ptr<LogSink> log_;

@@ -248,9 +248,8 @@ void BatchRunner::WriteBatch(std::vector<QueuedItem>& batch, Attempt& att) {
   // no longer sends its whole batch through ON CONFLICT (12 % of ack=commit's batches at 50 % repeats).
   const auto& firsts = statement.first_items();
   // A batch with look-ups in closed epochs is looked up before its COPY (ProbeClosedBeforeCopy), which leaves out
-  // what was found: with the write-behind's batches of hundreds of Bloom negatives, some digest's summary says
-  // maybe in most of them (0.085 % per digest and epoch), and sending them all through Run() cost ack=filter
-  // 2.4x PostgreSQL's CPU per request at 6 closed epochs (bench/RESULTS.md "The cliff, in epochs").
+  // what was found: in the write-behind's batches of hundreds of Bloom negatives some digest's summary says maybe
+  // in most of them (0.085 % per digest and closed epoch), and each such batch would otherwise lose the COPY.
   bool use_copy = !firsts.empty() && std::all_of(firsts.begin(), firsts.end(), [&](std::uint32_t i) {
                     return batch[i].write_behind || batch[i].expect == Expect::kNew;
                   });

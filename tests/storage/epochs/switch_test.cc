@@ -6,7 +6,7 @@
 // scan_keys and gives up at its lock_timeout with nothing changed; and scangate_follow_switched returns exactly the
 // closed epoch's rows a snapshot before the switch did not see; the partition function scangate_lookup reads every
 // epoch; a scangate writer older than the epochs is refused by sql/019's guard; sql/020's close rewrites an epoch
-// compact with its summary, and drops closed epochs wholly past the horizon.
+// compact with its summary, drops closed epochs wholly past the horizon, and merges two into one of their live rows.
 #include <gtest/gtest.h>
 
 #include <pqxx/pqxx>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "storage/epochs/catalog.h"
+#include "tests/storage/epochs/one_open_epoch.h"
 #include "tests/storage/pg_test_db.h"
 
 namespace scangate::storage {
@@ -27,16 +28,7 @@ class EpochSwitchTest : public ::testing::Test {
     MigrateOnce();
   }
   // Leaves one open epoch, as the cases start: every other epoch and the upcoming table dropped.
-  void TearDown() override {
-    pqxx::connection c(PgTestUrl());
-    pqxx::work tx(c);
-    for (const auto& row : tx.exec("SELECT relation FROM scangate_epochs WHERE state <> 'open'")) {
-      tx.exec("DROP TABLE IF EXISTS " + tx.quote_name(row[0].as<std::string>()));
-    }
-    tx.exec("DELETE FROM scangate_epochs WHERE state <> 'open'");
-    tx.exec("DROP TABLE IF EXISTS scan_keys_upcoming");
-    tx.commit();
-  }
+  void TearDown() override { LeaveOneOpenEpoch(PgTestUrl()); }
 };
 
 std::set<std::string> Rows(pqxx::connection& c, const std::string& sql) {
@@ -370,6 +362,65 @@ TEST_F(EpochSwitchTest, ClosedEpochsWhollyPastTheHorizonAreDropped) {
   EXPECT_EQ(One(c, "SELECT to_regclass(scangate_epoch_compact_relation(" + old + ")) IS NULL"), "t");
   // Nothing more: the young epoch's newest row is inside the horizon, the pinned one's keep_until a day ahead.
   EXPECT_TRUE(drop(hour_us, "NULL").empty());
+}
+
+// sql/020's merge: two closed epochs become one of their rows that may still be live — a row past its horizon for
+// certain is left out, a pinned one and a young one kept, a digest held by both kept once (its newest row) — named in
+// the catalog as one closed epoch opened when the older opened, the two dropped; a swap of epochs no longer closed
+// does nothing; a merged table no swap named (an interrupted merge) is dropped by the next merge.
+TEST_F(EpochSwitchTest, AMergeKeepsOnlyTheRowsThatMayBeLive) {
+  pqxx::connection c(PgTestUrl());
+  auto closed_epoch = [&](const std::string& rows_sql) {
+    {
+      pqxx::work tx(c);
+      tx.exec("SELECT scangate_write_order(NULL)");
+      tx.exec("DELETE FROM scan_keys");
+      tx.exec(rows_sql);
+      tx.commit();
+    }
+    One(c, "SELECT scangate_epoch_prepare()");
+    const std::string id = std::to_string(Switch(c));
+    One(c, "SELECT scangate_epoch_compact(" + id + ")");
+    pqxx::work tx(c);
+    tx.exec("SELECT scangate_epoch_close(" + id + ", NULL)");
+    tx.commit();
+    return id;
+  };
+  const std::string both = "'00000000-0000-0000-0000-0000000000b0'::uuid";
+  const std::string older = closed_epoch(
+      "INSERT INTO scan_keys (digest, first_seen, keep_until, seen_by) VALUES "
+      "('00000000-0000-0000-0000-0000000000a1', now() - interval '3 hours', NULL, 'expired'), "
+      "('00000000-0000-0000-0000-0000000000a2', now() - interval '3 hours', now() + interval '400 days', 'pinned'), "
+      "('00000000-0000-0000-0000-0000000000a3', now() - interval '10 minutes', NULL, 'young'), "
+      "(" + both + ", now() - interval '2 hours', NULL, 'both-old')");
+  const std::string newer = closed_epoch(
+      "INSERT INTO scan_keys (digest, first_seen, seen_by) VALUES ('00000000-0000-0000-0000-0000000000c1', now(), "
+      "'newer'), (" + both + ", now() - interval '5 minutes', 'both-new')");
+  const std::string opened = One(c, "SELECT opened_at FROM scangate_epochs WHERE id = " + older);
+  const std::string ids = "'{" + older + "," + newer + "}'::int8[]";
+  const std::string left = One(c, "SELECT scangate_epoch_merge_build(" + ids + ", 3600000000)");  // interrupted
+  const std::string target = One(c, "SELECT scangate_epoch_merge_build(" + ids + ", 3600000000)");
+  EXPECT_EQ(One(c, "SELECT to_regclass('" + left + "') IS NULL"), "t") << "an interrupted merge's table was left";
+  EXPECT_EQ(Rows(c, "SELECT seen_by FROM " + target),
+            (std::set<std::string>{"pinned|", "young|", "newer|", "both-new|"}));
+  {
+    pqxx::work tx(c);
+    EXPECT_EQ(tx.exec1("SELECT scangate_epoch_merge_swap('" + target + "', " + ids + ", NULL)")[0].as<std::string>(),
+              "t");
+    tx.commit();
+  }
+  EXPECT_EQ(One(c, "SELECT count(*) || ' ' || min(keys) || ' ' || (min(opened_at) = '" + opened + "') || ' ' || "
+                   "min(relation) FROM scangate_epochs WHERE state = 'closed'"),
+            "1 4 true " + target);
+  EXPECT_EQ(One(c, "SELECT count(*) FROM pg_class WHERE relname IN (scangate_epoch_compact_relation(" + older +
+                       "), scangate_epoch_compact_relation(" + newer + "))"),
+            "0")
+      << "a merged epoch's table was left";
+  {
+    pqxx::work tx(c);
+    EXPECT_EQ(tx.exec1("SELECT scangate_epoch_merge_swap('" + target + "', " + ids + ", NULL)")[0].as<std::string>(),
+              "f");
+  }
 }
 
 // sql/019's guard: a scangate writer (a session with sql/014's scangate.digest_scheme) that does not say it checks the

@@ -5,7 +5,7 @@
 // one epoch, not an empty one after it); the age bound switches an idle epoch; a switch or a close that cannot get
 // its locks is postponed (counted, logged, nothing changed) and a later pass does it; a close interrupted after its
 // rewrite, or during it, is finished by the next pass; the next epoch is prepared ahead of every switch; an empty
-// closed epoch is dropped (the horizon's drops: epoch_switch_test).
+// closed epoch is dropped (the horizon's drops: epoch_switch_test); past the bound, closed epochs are merged.
 #include "storage/epochs/switcher.h"
 
 #include <gtest/gtest.h>
@@ -27,6 +27,7 @@
 #include "storage/store.h"
 #include "tests/answer_within.h"
 #include "tests/storage/event_log.h"
+#include "tests/storage/epochs/one_open_epoch.h"
 #include "tests/storage/epochs/write_paths.h"
 #include "tests/storage/pg_test_db.h"
 
@@ -42,16 +43,7 @@ class EpochSwitcherTest : public ::testing::Test {
     MigrateOnce();
   }
   // Leaves one open epoch, as the cases start.
-  void TearDown() override {
-    pqxx::connection c(PgTestUrl());
-    pqxx::work tx(c);
-    for (const auto& row : tx.exec("SELECT relation FROM scangate_epochs WHERE state <> 'open'")) {
-      tx.exec("DROP TABLE IF EXISTS " + tx.quote_name(row[0].as<std::string>()));
-    }
-    tx.exec("DELETE FROM scangate_epochs WHERE state <> 'open'");
-    tx.exec("DROP TABLE IF EXISTS scan_keys_upcoming");
-    tx.commit();
-  }
+  void TearDown() override { LeaveOneOpenEpoch(PgTestUrl()); }
 };
 
 EpochSwitcherOptions SwitcherOptions(std::shared_ptr<EventLog> log) {
@@ -167,8 +159,10 @@ TEST_F(EpochSwitcherTest, TheAgeBoundSwitchesAnIdleEpoch) {
   EpochSwitcher s(so);
   pqxx::connection c(PgTestUrl());
   {
-    pqxx::work tx(c);  // the open epoch opened just now
+    pqxx::work tx(c);  // the open epoch opened just now, with a key (an empty epoch is dropped once closed)
     tx.exec("UPDATE scangate_epochs SET opened_at = now() WHERE state = 'open'");
+    tx.exec("SELECT scangate_write_order(NULL)");
+    tx.exec("INSERT INTO scan_keys (digest) VALUES (gen_random_uuid())");
     tx.commit();
   }
   EXPECT_FALSE(s.RunOnce()) << "switched an epoch younger than its bound";
@@ -286,6 +280,58 @@ TEST_F(EpochSwitcherTest, AnInterruptedOrPostponedCloseIsFinishedLater) {
       << "the committed rewrite was not reused";
   EXPECT_EQ(s.Stats().closes, 2u);
   EXPECT_EQ(s.Stats().failures, 0u);
+}
+
+// Past max_closed_epochs, the passes merge two adjacent closed epochs at a time until no more remain than that; the
+// merged epochs hold every row (all inside the horizon here), and a Store finds a key of each as a duplicate.
+TEST_F(EpochSwitcherTest, PastTheBoundClosedEpochsAreMerged) {
+  auto log = std::make_shared<EventLog>();
+  auto so = SwitcherOptions(log);
+  so.max_closed_epochs = 2;
+  so.retention = std::chrono::hours(1);
+  EpochSwitcher s(so);
+  pqxx::connection c(PgTestUrl());
+  {
+    pqxx::work tx(c);
+    tx.exec("SELECT scangate_write_order(NULL)");
+    tx.exec("DELETE FROM scan_keys");
+    tx.commit();
+  }
+  std::vector<Digest> firsts;  // a key of each epoch
+  for (int e = 0; e < 5; ++e) {
+    const std::vector<Digest> keys = RandomDigests(40);
+    firsts.push_back(keys[0]);
+    pqxx::work tx(c);
+    tx.exec("SELECT scangate_write_order(NULL)");
+    for (const Digest& d : keys) {
+      tx.exec_params("INSERT INTO scan_keys (digest) VALUES (scangate_stored_digest($1::bytea))", HexBytea(d));
+    }
+    tx.exec("SELECT scangate_epoch_prepare()");
+    tx.exec("SELECT scangate_epoch_switch()");
+    tx.commit();
+  }
+  for (int pass = 0; pass < 12; ++pass) s.RunOnce();  // closes one per pass, merges one pair per pass
+  EXPECT_EQ(One(c, "SELECT count(*) || ' ' || sum(keys) FROM scangate_epochs WHERE state <> 'open'"), "2 200");
+  EXPECT_EQ(s.Stats().merges, 3u);
+  EXPECT_EQ(log->Count("epoch_merge", "merged"), 3);
+  EXPECT_EQ(One(c, "SELECT count(*) FROM pg_class WHERE relkind = 'r' AND relname LIKE 'scan\\_keys\\_%' AND "
+                   "relname NOT IN (SELECT relation FROM scangate_epochs) AND relname <> 'scan_keys_upcoming'"),
+            "0")
+      << "a merged epoch's table was left";
+  StoreOptions o;
+  o.url = PgTestUrl();
+  o.retention = std::chrono::hours(1);
+  o.log = log;
+  Store store(o);
+  store.Start();
+  for (const Digest& d : firsts) {
+    Answer<Result> answer;
+    ASSERT_TRUE(SubmitBy(store, d, kWritePaths[1], answer));  // a Bloom negative: the summaries decide
+    const auto r = answer.Within();
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->outcome, Outcome::kDuplicate);
+  }
+  store.Shutdown();
 }
 
 }  // namespace
