@@ -35,9 +35,11 @@
 
 namespace scangate::storage {
 
-// Closed epochs a database keeps before the switcher merges two: 12 leaves room for a few switches between merges
-// under the 16 a key may have to be checked against (issue 54).
-inline constexpr std::size_t kDefaultMaxClosedEpochs = 12;
+// Closed epochs a database keeps before the switcher merges two (issue 54: at most 16 a key may have to be checked
+// against). Merges rewrite live rows: at 12 with 12 M live keys in 1 M-key epochs every switch cost a 2 M-row merge,
+// and ack=filter's cell with one in it fell from 0.76x to 0.63x of the empty store's rate (bench/RESULTS.md "The
+// cliff, in epochs").
+inline constexpr std::size_t kDefaultMaxClosedEpochs = 16;
 
 struct EpochSwitcherOptions {
   std::string conninfo;  // libpq connection string, connection defaults already applied (conninfo.h)
