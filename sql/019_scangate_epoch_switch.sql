@@ -66,7 +66,8 @@ BEGIN
                      pg_get_constraintdef(r.con));
     ELSE
       EXECUTE regexp_replace(pg_get_indexdef(r.indexrelid), '^CREATE (UNIQUE )?INDEX \S+ ON \S+ ',
-                             'CREATE \1INDEX ' || quote_ident('scan_keys_upcoming' || suffix) || ' ON scan_keys_upcoming ');
+                             'CREATE \1INDEX ' || quote_ident('scan_keys_upcoming' || suffix) ||
+                             ' ON scan_keys_upcoming ');
     END IF;
   END LOOP;
   FOR r IN SELECT t.oid FROM pg_trigger t WHERE t.tgrelid = 'scan_keys'::regclass AND NOT t.tgisinternal LOOP
@@ -130,7 +131,8 @@ BEGIN
             WHERE i.indrelid = 'scan_keys'::regclass AND left(ic.relname, 19) = 'scan_keys_upcoming_' LOOP
     EXECUTE format('ALTER INDEX %I RENAME TO %I', r.name, 'scan_keys' || substr(r.name, 19));
   END LOOP;
-  UPDATE scangate_epochs SET relation = closed, state = 'closing', closed_at = now(), switched_xid = pg_current_xact_id()
+  UPDATE scangate_epochs
+     SET relation = closed, state = 'closing', closed_at = now(), switched_xid = pg_current_xact_id()
    WHERE id = closing_id;
   INSERT INTO scangate_epochs (relation, state) VALUES ('scan_keys', 'open');
   RETURN closing_id;
@@ -220,7 +222,8 @@ AS $f$
 BEGIN
   IF coalesce(current_setting('scangate.digest_scheme', true), '') <> ''
      AND coalesce(current_setting('scangate.epochs', true), '') <> 'checked' THEN
-    RAISE EXCEPTION 'scangate epochs: this scangate writer does not check the closed epochs of the exact store (a version older than sql/018): upgrade it'
+    RAISE EXCEPTION 'scangate epochs: this scangate writer does not check the closed epochs of the exact store '
+                    '(a version older than sql/018): upgrade it'
       USING ERRCODE = '55000';
   END IF;
   RETURN NULL;

@@ -158,15 +158,16 @@ BEGIN
     rels := rels || CASE WHEN rels = '' THEN '' ELSE ' UNION ALL ' END ||
             format('SELECT first_seen, keep_until, digest, lot, request, expiry, seen_by FROM %I', rel);
   END LOOP;
-  IF rels = '' OR (SELECT count(*) FROM scangate_epochs WHERE id = ANY (epochs) AND state = 'closed') <> cardinality(epochs)
-  THEN
+  IF rels = ''
+     OR (SELECT count(*) FROM scangate_epochs WHERE id = ANY (epochs) AND state = 'closed') <> cardinality(epochs) THEN
     RAISE EXCEPTION 'scangate epochs: not every epoch of % is closed', epochs USING ERRCODE = 'SGE02';
   END IF;
   EXECUTE format('CREATE TABLE %I (first_seen timestamptz NOT NULL, keep_until timestamptz, digest uuid NOT NULL, '
                  'lot uuid, request uuid, expiry date, seen_by text) WITH (fillfactor = 100)', target);
   EXECUTE format(
     'INSERT INTO %I SELECT DISTINCT ON (digest) first_seen, keep_until, digest, lot, request, expiry, seen_by '
-    'FROM (%s) AS r WHERE NOT coalesce(coalesce(keep_until, CASE WHEN $1 > 0 THEN first_seen + $1 * interval ''1 microsecond'' END) '
+    'FROM (%s) AS r '
+    'WHERE NOT coalesce(coalesce(keep_until, CASE WHEN $1 > 0 THEN first_seen + $1 * interval ''1 microsecond'' END) '
     '  < now() - scangate_clock_ahead_total() - scangate_clock_behind(NULL), false) '
     'ORDER BY digest, first_seen DESC', target, rels)
     USING retention_us;
@@ -190,7 +191,8 @@ BEGIN
   IF target !~ '^scan_keys_c[0-9a-f]{16}$' OR to_regclass(target) IS NULL THEN
     RAISE EXCEPTION 'scangate epochs: no merged table %', target USING ERRCODE = 'SGE02';
   END IF;
-  EXECUTE format('SELECT count(*), max(first_seen), max(keep_until) FROM %I', target) INTO n, mf, mk;  -- before the lock
+  -- Read before the order's lock: writers do not wait for it.
+  EXECUTE format('SELECT count(*), max(first_seen), max(keep_until) FROM %I', target) INTO n, mf, mk;
   PERFORM pg_advisory_xact_lock(scangate_epoch_lock_key());
   PERFORM 1 FROM scangate_epochs WHERE id = ANY (epochs) AND state = 'closed' FOR UPDATE;
   IF (SELECT count(*) FROM scangate_epochs WHERE id = ANY (epochs) AND state = 'closed') <> cardinality(epochs) THEN

@@ -1,10 +1,10 @@
 // The epochs' catalog as a writer reads it (sql/018: scangate_epochs, scangate_epoch_catalog), and what a writer of
 // this version accepts. Invariant: a writer writes only under the catalog generation it read, and checks every
 // epoch that is not open which that catalog lists (core/closed_epochs.h, storage/pg/batch_closed.cc); it refuses a
-// catalog without an open epoch or naming a relation it would have to quote. Every writing transaction names the generation it read in its first
-// statement, scangate_write_order($1) (kWriteOrderSql): PostgreSQL orders it against a change of the catalog and fails
-// it with SGE01 (IsEpochCatalogChange) when the catalog moved on, before it wrote anything. Use: at every writer
-// connect (storage/write/writer_context.cc) and at start (storage/start).
+// catalog without an open epoch or naming a relation it would have to quote. Every writing transaction names the
+// generation it read in its first statement, scangate_write_order($1) (kWriteOrderSql): PostgreSQL orders it against
+// a change of the catalog and fails it with SGE01 (IsEpochCatalogChange) when the catalog moved on, before it wrote
+// anything. Use: at every writer connect (storage/write/writer_context.cc) and at start (storage/start).
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,10 @@
 // Tests the write paths against closed epochs (storage/pg/batch_statement.h PlanClosedProbes, the batch runner; issue
-// 54) in the fixture's PostgreSQL: closed epochs are made by hand — a table like scan_keys with rows and a catalog row, with or
-// without a summary. A key live in a closed epoch is a duplicate of that row on every write path (the batch INSERT,
-// the COPY of Bloom negatives, the pack INSERT) and is never inserted into the open epoch; a row there past the
-// horizon does not count (the key is new, inserted into the open epoch); a pinned one does; a summary that says
-// absent spares the look-up (the batch goes by COPY), one that says maybe does not; write-behind batches mixing keys
+// 54) in the fixture's PostgreSQL: closed epochs are made by hand — a table like scan_keys with rows and a catalog
+// row, with or without a summary. A key live in a closed epoch is a duplicate of that row on every write path (the
+// batch INSERT, the COPY of Bloom negatives, the pack INSERT) and is never inserted into the open epoch; a row there
+// past the horizon does not count (the key is new, inserted into the open epoch); a pinned one does; a summary that
+// says absent spares the look-up, one that says maybe does not (a Bloom negative's batch still goes by COPY, looked
+// up before it); write-behind batches mixing keys
 // of two closed epochs and new keys insert exactly the new ones; under switches forced every ~200 ms while two
 // stores write overlapping keys by every path (the product's switch, sql/019), each key is answered new exactly once
 // and has exactly one row, and both followers see every key answered new.
@@ -250,9 +251,10 @@ struct Followed {
 // Forced switches every ~200 ms while two stores (two writers each) write 300 overlapping keys by every path: every
 // key answered kInserted exactly once across both stores, and every key has exactly one row across all epochs (the
 // open one and every closed one); a poll follower and a logical one, following from the start, have seen every key
-// answered new (the rows of an epoch written before its switch included: sql/019 scangate_follow_switched). A writer that meets a switch reads the catalog again (epoch_catalog_changed) and
-// looks the new closed epoch up, again at each of up to 4 changes in a row; past them it answers kUnavailable (rare:
-// fewer than 1 in 10 verdicts; never a second new).
+// answered new (the rows of an epoch written before its switch included: sql/019 scangate_follow_switched). A
+// writer that meets a switch reads the catalog again (epoch_catalog_changed) and looks the new closed epoch up, again
+// at each of up to 4 changes in a row; past them it answers kUnavailable (rare: fewer than 1 in 10 verdicts; never a
+// second new).
 TEST_F(ClosedWriteTest, ForcedSwitchesNeverGiveASecondNew) {
   constexpr int kVerdicts = 1000;        // duplicates answered (each a check of the closed epochs)...
   constexpr std::size_t kSwitches = 10;  // ...across at least this many switches

@@ -91,6 +91,25 @@ std::int64_t Switch(pqxx::connection& c, const std::string& lock_timeout = "5s")
   return id;
 }
 
+// A closed epoch (switched, compacted, closed without a summary) of the rows `rows_sql` inserts into an emptied open
+// epoch ("": none); returns its id.
+std::string ClosedEpochOf(pqxx::connection& c, const std::string& rows_sql) {
+  {
+    pqxx::work tx(c);
+    tx.exec("SELECT scangate_write_order(NULL)");
+    tx.exec("DELETE FROM scan_keys");
+    if (!rows_sql.empty()) tx.exec(rows_sql);
+    tx.commit();
+  }
+  One(c, "SELECT scangate_epoch_prepare()");
+  const std::string id = std::to_string(Switch(c));
+  One(c, "SELECT scangate_epoch_compact(" + id + ")");
+  pqxx::work tx(c);
+  tx.exec("SELECT scangate_epoch_close(" + id + ", NULL)");
+  tx.commit();
+  return id;
+}
+
 TEST_F(EpochSwitchTest, PrepareMakesTheNextEpochInTheOpenOnesShape) {
   pqxx::connection c(PgTestUrl());
   {  // a grant an operator gave (a read-only role) goes along too
@@ -288,9 +307,9 @@ TEST_F(EpochSwitchTest, TheCloseRewritesTheEpochCompactWithItsSummary) {
       << "not written in digest order";
   {
     pqxx::work tx(c);
-    EXPECT_EQ(tx.exec_params1("SELECT scangate_epoch_close($1, $2)", std::stoll(id), pqxx::binarystring("summary", 7))[0]
-                  .as<std::string>(),
-              "t");
+    const auto closed =
+        tx.exec_params1("SELECT scangate_epoch_close($1, $2)", std::stoll(id), pqxx::binarystring("summary", 7));
+    EXPECT_EQ(closed[0].as<std::string>(), "t");
     tx.commit();
   }
   EXPECT_EQ(One(c, "SELECT relation || ' ' || state || ' ' || keys || ' ' || encode(summary, 'escape') || ' ' || "
@@ -314,32 +333,16 @@ TEST_F(EpochSwitchTest, TheCloseRewritesTheEpochCompactWithItsSummary) {
 // while now() is past the caller's clock guard, nor with the horizon off but for empty epochs.
 TEST_F(EpochSwitchTest, ClosedEpochsWhollyPastTheHorizonAreDropped) {
   pqxx::connection c(PgTestUrl());
-  auto closed_epoch = [&](const std::string& rows_sql) {
-    {
-      pqxx::work tx(c);
-      tx.exec("SELECT scangate_write_order(NULL)");
-      tx.exec("DELETE FROM scan_keys");
-      if (!rows_sql.empty()) tx.exec(rows_sql);
-      tx.commit();
-    }
-    One(c, "SELECT scangate_epoch_prepare()");
-    const std::string id = std::to_string(Switch(c));
-    One(c, "SELECT scangate_epoch_compact(" + id + ")");
-    pqxx::work tx(c);
-    tx.exec("SELECT scangate_epoch_close(" + id + ", NULL)");
-    tx.commit();
-    return id;
-  };
-  const std::string old = closed_epoch(
-      "INSERT INTO scan_keys (digest, first_seen) SELECT gen_random_uuid(), now() - interval '3 hours' - g * "
-      "interval '1 second' FROM generate_series(1, 50) g");
-  const std::string young = closed_epoch(
-      "INSERT INTO scan_keys (digest, first_seen) VALUES (gen_random_uuid(), now() - interval '3 hours'), "
-      "(gen_random_uuid(), now() - interval '30 minutes')");
-  const std::string pinned = closed_epoch(
-      "INSERT INTO scan_keys (digest, first_seen, keep_until) VALUES (gen_random_uuid(), now() - interval '3 hours', "
-      "now() + interval '1 day')");
-  const std::string empty = closed_epoch("");
+  const std::string old = ClosedEpochOf(
+      c, "INSERT INTO scan_keys (digest, first_seen) SELECT gen_random_uuid(), now() - interval '3 hours' - g * "
+         "interval '1 second' FROM generate_series(1, 50) g");
+  const std::string young = ClosedEpochOf(
+      c, "INSERT INTO scan_keys (digest, first_seen) VALUES (gen_random_uuid(), now() - interval '3 hours'), "
+         "(gen_random_uuid(), now() - interval '30 minutes')");
+  const std::string pinned = ClosedEpochOf(
+      c, "INSERT INTO scan_keys (digest, first_seen, keep_until) VALUES (gen_random_uuid(), now() - interval "
+         "'3 hours', now() + interval '1 day')");
+  const std::string empty = ClosedEpochOf(c, "");
   const std::string hour_us = "3600000000";
   auto drop = [&](const std::string& retention_us, const std::string& guard) {
     pqxx::work tx(c);
@@ -370,32 +373,16 @@ TEST_F(EpochSwitchTest, ClosedEpochsWhollyPastTheHorizonAreDropped) {
 // does nothing; a merged table no swap named (an interrupted merge) is dropped by the next merge.
 TEST_F(EpochSwitchTest, AMergeKeepsOnlyTheRowsThatMayBeLive) {
   pqxx::connection c(PgTestUrl());
-  auto closed_epoch = [&](const std::string& rows_sql) {
-    {
-      pqxx::work tx(c);
-      tx.exec("SELECT scangate_write_order(NULL)");
-      tx.exec("DELETE FROM scan_keys");
-      tx.exec(rows_sql);
-      tx.commit();
-    }
-    One(c, "SELECT scangate_epoch_prepare()");
-    const std::string id = std::to_string(Switch(c));
-    One(c, "SELECT scangate_epoch_compact(" + id + ")");
-    pqxx::work tx(c);
-    tx.exec("SELECT scangate_epoch_close(" + id + ", NULL)");
-    tx.commit();
-    return id;
-  };
   const std::string both = "'00000000-0000-0000-0000-0000000000b0'::uuid";
-  const std::string older = closed_epoch(
-      "INSERT INTO scan_keys (digest, first_seen, keep_until, seen_by) VALUES "
-      "('00000000-0000-0000-0000-0000000000a1', now() - interval '3 hours', NULL, 'expired'), "
-      "('00000000-0000-0000-0000-0000000000a2', now() - interval '3 hours', now() + interval '400 days', 'pinned'), "
-      "('00000000-0000-0000-0000-0000000000a3', now() - interval '10 minutes', NULL, 'young'), "
-      "(" + both + ", now() - interval '2 hours', NULL, 'both-old')");
-  const std::string newer = closed_epoch(
-      "INSERT INTO scan_keys (digest, first_seen, seen_by) VALUES ('00000000-0000-0000-0000-0000000000c1', now(), "
-      "'newer'), (" + both + ", now() - interval '5 minutes', 'both-new')");
+  const std::string older = ClosedEpochOf(
+      c, "INSERT INTO scan_keys (digest, first_seen, keep_until, seen_by) VALUES "
+         "('00000000-0000-0000-0000-0000000000a1', now() - interval '3 hours', NULL, 'expired'), "
+         "('00000000-0000-0000-0000-0000000000a2', now() - interval '3 hours', now() + interval '400 days', 'pinned'), "
+         "('00000000-0000-0000-0000-0000000000a3', now() - interval '10 minutes', NULL, 'young'), "
+         "(" + both + ", now() - interval '2 hours', NULL, 'both-old')");
+  const std::string newer = ClosedEpochOf(
+      c, "INSERT INTO scan_keys (digest, first_seen, seen_by) VALUES ('00000000-0000-0000-0000-0000000000c1', now(), "
+         "'newer'), (" + both + ", now() - interval '5 minutes', 'both-new')");
   const std::string opened = One(c, "SELECT opened_at FROM scangate_epochs WHERE id = " + older);
   const std::string ids = "'{" + older + "," + newer + "}'::int8[]";
   const std::string left = One(c, "SELECT scangate_epoch_merge_build(" + ids + ", 3600000000)");  // interrupted
@@ -448,9 +435,9 @@ TEST_F(EpochSwitchTest, AScangateWriterThatDoesNotCheckTheEpochsIsRefused) {
   const std::string value = option.substr(option.find('=') + 1);
   insert("SET LOCAL scangate.digest_scheme = 'ab12'; SET LOCAL scangate.epochs = '" + value + "'", writer);
   insert("", operator_psql);
-  EXPECT_EQ(One(c, "SELECT count(*) FROM scan_keys WHERE digest IN (scangate_stored_digest('" + HexBytea(old_writer) +
-                       "'::bytea), scangate_stored_digest('" + HexBytea(writer) + "'::bytea), scangate_stored_digest('" +
-                       HexBytea(operator_psql) + "'::bytea))"),
+  auto stored = [](const Digest& d) { return "scangate_stored_digest('" + HexBytea(d) + "'::bytea)"; };
+  EXPECT_EQ(One(c, "SELECT count(*) FROM scan_keys WHERE digest IN (" + stored(old_writer) + ", " + stored(writer) +
+                       ", " + stored(operator_psql) + ")"),
             "2");
 }
 

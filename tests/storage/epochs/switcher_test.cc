@@ -111,7 +111,9 @@ TEST_F(EpochSwitcherTest, TheSizeBoundSwitchesUnderLoadOnceByTwoSwitchers) {
   EXPECT_EQ(log->Count("epoch_switch", "failing"), 0) << [&] {
     std::lock_guard lk(log->mu);
     std::string lines;
-    for (const auto& [e, fields] : log->events) lines += e == "epoch_switch" ? boost::json::serialize(fields) + "\n" : "";
+    for (const auto& [e, fields] : log->events) {
+      if (e == "epoch_switch") lines += boost::json::serialize(fields) + "\n";
+    }
     return lines;
   }();
   EXPECT_EQ(outcomes[Outcome::kUnavailable], 0) << "a switch made the store answer 503";
