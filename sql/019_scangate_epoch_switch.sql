@@ -92,9 +92,12 @@ $f$;
 
 -- Closes the open epoch and opens the prepared one, in the caller's transaction; returns the closed epoch's id.
 -- `expected` (an open epoch's id; NULL: whichever is open): when another epoch is open by now — an instance beside
--- this one switched first, on the same size bound — nothing changes and it returns NULL.
+-- this one switched first, on the same size bound — nothing changes and it returns NULL. `min_keys` (NULL: none):
+-- nothing changes either (NULL) unless the open table, read once its lock is held, holds at least that many live
+-- rows by PostgreSQL's statistics — a caller that read an epoch's id and a table's size in one statement may have
+-- seen the size of the table a switch had just closed beside the id of the one it opened.
 -- SQLSTATE SGE02: nothing prepared, or the table is in sql/001's layout. 55P03 (lock_timeout): try again.
-CREATE FUNCTION scangate_epoch_switch(expected int8 DEFAULT NULL) RETURNS int8
+CREATE FUNCTION scangate_epoch_switch(expected int8 DEFAULT NULL, min_keys int8 DEFAULT NULL) RETURNS int8
 LANGUAGE plpgsql
 AS $f$
 DECLARE
@@ -114,6 +117,10 @@ BEGIN
   -- scan_keys' lock first: it makes the session take in the catalog changes committed while it waited (an advisory
   -- lock does not), so a table prepared meanwhile is seen.
   LOCK TABLE scan_keys IN ACCESS EXCLUSIVE MODE;
+  IF min_keys IS NOT NULL AND coalesce((SELECT s.n_live_tup FROM pg_stat_user_tables s
+                                         WHERE s.relid = to_regclass('scan_keys')), 0) < min_keys THEN
+    RETURN NULL;  -- not past the size bound
+  END IF;
   IF to_regclass('scan_keys_upcoming') IS NULL THEN
     RAISE EXCEPTION 'scangate epochs: no upcoming epoch to switch to (SELECT scangate_epoch_prepare() first)'
       USING ERRCODE = 'SGE02';

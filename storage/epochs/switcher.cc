@@ -1,5 +1,7 @@
 #include "storage/epochs/switcher.h"
 
+#include <optional>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -22,7 +24,8 @@ constexpr const char* kViewSql =
     "(SELECT count(*) FROM scangate_epochs WHERE state <> 'open'), to_regclass('scan_keys_upcoming') IS NOT NULL "
     "FROM scangate_epochs e WHERE e.state = 'open'";
 constexpr const char* kPrepareSql = "SELECT scangate_epoch_prepare()";
-constexpr const char* kSwitchSql = "SELECT scangate_epoch_switch($1)";
+// $2: the size bound again for a switch by size (NULL by age), checked under the switch's lock (sql/019).
+constexpr const char* kSwitchSql = "SELECT scangate_epoch_switch($1, $2)";
 constexpr const char* kDropSql = "SELECT epoch, relation, coalesce(keys, 0) FROM scangate_epoch_drop_expired($1, $2)";
 constexpr const char* kLockNotAvailable = "55P03";
 constexpr auto kRetryPause = std::chrono::milliseconds(20);
@@ -59,10 +62,12 @@ bool EpochSwitcher::Switch(std::int64_t open_id, const char* reason) {
     try {
       pqxx::work tx(conn_->c, "scangate_epoch_switch");
       tx.exec("SET LOCAL lock_timeout = " + std::to_string(options_.lock_timeout.count()));
-      const pqxx::row r = tx.exec_params1(kSwitchSql, open_id);
+      const std::optional<std::int64_t> min_keys =
+          std::string_view(reason) == "size" ? std::optional<std::int64_t>(options_.max_keys) : std::nullopt;
+      const pqxx::row r = tx.exec_params1(kSwitchSql, open_id, min_keys);
       tx.commit();
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-      if (r[0].is_null()) return false;  // an instance beside this one switched it first
+      if (r[0].is_null()) return false;  // an instance beside this one switched it first (or not past the bound)
       {
         const MutexLock lk(&mu_);
         ++stats_.switches;
